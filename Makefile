@@ -1,0 +1,32 @@
+# Omni Studio — the two commands: `make studio` and `make test`.
+PY := .venv/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8501
+
+.PHONY: setup setup-dev studio engine test bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+setup-dev:
+	@bash scripts/setup.sh --dev
+
+## Run the studio (offline engine by default), bound to 127.0.0.1.
+studio: setup
+	$(PY) -m streamlit run app.py --server.address $(HOST) --server.port $(PORT) \
+	  --server.headless true --browser.gatherUsageStats false
+
+## The embedded offline vLLM-Omni engine on its own (http://127.0.0.1:8091).
+engine: setup
+	$(PY) -m offline --host 127.0.0.1 --port 8091
+
+## The whole test suite.
+test: setup-dev
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+## Benchmarks (ratios side by side in one run).
+bench: setup-dev
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf .venv .pytest_cache

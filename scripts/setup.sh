@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Create .venv with Python >= 3.12 and install the pinned requirements. Idempotent: when the venv exists,
+# runs the right Python, and the requirement files are unchanged since the last install, it does nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_dev=${1:-}
+stamp=.venv/.installed
+files=(requirements.txt)
+[ "$want_dev" = "--dev" ] && files+=(requirements-dev.txt)
+sum=$(cat "${files[@]}" | sha256sum | cut -d' ' -f1)
+if [ -x .venv/bin/python ] && .venv/bin/python -c 'import sys; sys.exit(0 if sys.version_info >= (3,12) else 1)' 2>/dev/null; then
+  if [ -f "$stamp" ] && grep -qx "$sum" "$stamp"; then exit 0; fi
+else
+  py=$(bash scripts/find_python.sh)
+  echo "setup: creating .venv with $py ($("$py" --version 2>&1))"
+  rm -rf .venv
+  "$py" -m venv .venv
+fi
+args=()
+for f in "${files[@]}"; do args+=(-r "$f"); done
+echo "setup: installing ${files[*]}"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install --quiet --disable-pip-version-check "${args[@]}"
+# A dev install also satisfies a plain one: record both sums.
+{ cat requirements.txt | sha256sum | cut -d' ' -f1; echo "$sum"; } > "$stamp"
+echo "setup: ready (.venv, $(.venv/bin/python --version))"
