@@ -1,0 +1,30 @@
+"""Omni Studio — the entry file: navigation and the home page."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+st.set_page_config(page_title="Omni Studio", page_icon="🎛️", layout="wide")
+
+
+def home() -> None:
+    from ui.resources import sidebar
+
+    sidebar()
+    st.title("Omni Studio")
+    st.write(
+        "Try multimodal vLLM-Omni models in the browser — streaming **voice**, realtime **images**, and "
+        "asynchronous **video** — on the embedded offline engine, a vLLM-Omni server, or SageMaker AI."
+    )
+    st.page_link(PAGES["voice"], label="Voice — text in, speech out while it is generated", icon="🗣️")
+    st.page_link(PAGES["image"], label="Image — FLUX.2-klein, realtime", icon="🖼️")
+    st.page_link(PAGES["video"], label="Video — Wan2.1-VACE jobs, conditioned on your images", icon="🎬")
+
+
+PAGES = {
+    "voice": st.Page("pages/voice.py", title="Voice", icon="🗣️", url_path="voice"),
+    "image": st.Page("pages/image.py", title="Image", icon="🖼️", url_path="image"),
+    "video": st.Page("pages/video.py", title="Video", icon="🎬", url_path="video"),
+}
+nav = st.navigation([st.Page(home, title="Home", icon="🏠", default=True), *PAGES.values()])
+nav.run()

@@ -1,0 +1,98 @@
+"""One backend object per target bundles the three clients: `speech`, `images`, `videos`.
+
+Targets: the embedded offline engine (a vLLM-Omni URL on 127.0.0.1 that the app started), any vLLM-Omni
+server by URL, or SageMaker AI. Pages ask the backend; they never branch on which backend it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from services.errors import BackendUnreachable, ConfigError
+from services.settings import BackendName, Settings
+
+if TYPE_CHECKING:
+    from services.images import ImageClient
+    from services.speech import SpeechClient
+    from services.videos import VideoClient
+
+
+@dataclass(frozen=True)
+class BackendHealth:
+    ok: bool
+    detail: str  # what a person reads in the sidebar: "healthy", or what is wrong and what to do
+
+
+@dataclass
+class Backend:
+    name: BackendName
+    target: str  # where requests go, for display: a URL, or "SageMaker us-east-1: voice=…, image=…"
+    speech: SpeechClient
+    images: ImageClient
+    videos: VideoClient
+    _health: Any = field(repr=False, default=None)  # () -> BackendHealth
+    _close: Any = field(repr=False, default=None)  # () -> None
+
+    @property
+    def label(self) -> str:
+        return {"offline": "Offline engine", "omni": "vLLM-Omni server", "sagemaker": "SageMaker AI"}[self.name]
+
+    def health(self) -> BackendHealth:
+        return self._health()
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+
+
+def omni_health(url: str, timeout: float = 3.0) -> BackendHealth:
+    """`GET /health` on a vLLM-Omni server."""
+    try:
+        resp = httpx.get(f"{url}/health", timeout=timeout)
+    except httpx.HTTPError as exc:
+        return BackendHealth(False, f"cannot reach {url} ({type(exc).__name__}: {exc}); is the server running?")
+    if resp.status_code != 200:
+        return BackendHealth(False, f"{url}/health answered HTTP {resp.status_code}")
+    return BackendHealth(True, "healthy")
+
+
+def omni_backend(url: str, settings: Settings, *, name: BackendName = "omni", close: Any = None) -> Backend:
+    """The three native vLLM-Omni clients against one server URL."""
+    from services import images, speech, videos
+
+    return Backend(
+        name=name,
+        target=url,
+        speech=speech.omni_client(url, settings),
+        images=images.omni_client(url, settings),
+        videos=videos.omni_client(url, settings),
+        _health=lambda: omni_health(url),
+        _close=close,
+    )
+
+
+def create_backend(settings: Settings) -> Backend:
+    """Build the backend the settings name. The offline engine is started (once per process) if needed."""
+    if settings.backend == "offline":
+        from services.engine import shared_engine
+
+        engine = shared_engine()
+        return omni_backend(engine.url, settings, name="offline")
+    if settings.backend == "omni":
+        if not settings.omni_url:
+            raise ConfigError(
+                "backend 'omni' needs the server URL: set OMNI_STUDIO_OMNI_URL (e.g. http://gpu-box:8091) "
+                "or omni_url in studio.toml, or pass --url"
+            )
+        return omni_backend(settings.omni_url, settings)
+    if settings.backend == "sagemaker":
+        from services.sagemaker import sagemaker_backend
+
+        return sagemaker_backend(settings)
+    raise ConfigError(f"unknown backend {settings.backend!r}")
+
+
+__all__ = ["Backend", "BackendHealth", "BackendUnreachable", "create_backend", "omni_backend", "omni_health"]

@@ -1,0 +1,71 @@
+"""Process-wide resources (`st.cache_resource`) and the per-browser backend choice (`st.session_state`)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from services.backend import Backend, BackendHealth, create_backend
+from services.errors import StudioError
+from services.runtime import BackgroundLoop, background_loop
+from services.settings import Settings, load_settings
+
+
+@st.cache_resource(show_spinner=False)
+def settings() -> Settings:
+    return load_settings()
+
+
+@st.cache_resource(show_spinner=False)
+def loop() -> BackgroundLoop:
+    return background_loop()
+
+
+@st.cache_resource(show_spinner="Starting the backend…")
+def _backend(name: str, url: str | None) -> Backend:
+    return create_backend(settings().with_overrides(backend=name, omni_url=url))
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def _health(name: str, url: str | None) -> BackendHealth:
+    return _backend(name, url).health()
+
+
+def backend_choice() -> tuple[str, str | None]:
+    s = settings()
+    return st.session_state.get("backend_name", s.backend), st.session_state.get("backend_url", s.omni_url)
+
+
+def backend() -> Backend:
+    """The backend this browser session chose in the sidebar (default from the settings)."""
+    return _backend(*backend_choice())
+
+
+def backend_health() -> BackendHealth:
+    try:
+        return _health(*backend_choice())
+    except StudioError as exc:
+        return BackendHealth(False, str(exc))
+
+
+def sidebar() -> None:
+    """Backend picker and health, on every page."""
+    name, url = backend_choice()
+    with st.sidebar:
+        st.subheader("Backend")
+        options = ["offline", "omni", "sagemaker"]
+        labels = {"offline": "Offline engine (this machine)", "omni": "vLLM-Omni server (URL)", "sagemaker": "SageMaker AI"}
+        picked = st.selectbox("Target", options, index=options.index(name), format_func=labels.__getitem__, key="_backend_pick")
+        new_url = url
+        if picked == "omni":
+            new_url = st.text_input("Server URL", value=url or "", placeholder="http://gpu-box:8091").strip() or None
+        if (picked, new_url) != (name, url):
+            st.session_state["backend_name"], st.session_state["backend_url"] = picked, new_url
+            st.rerun()
+        try:
+            b = backend()
+        except StudioError as exc:
+            st.error(str(exc))
+            return
+        h = backend_health()
+        (st.success if h.ok else st.error)(f"{b.label}: {h.detail}", icon="🟢" if h.ok else "🔴")
+        st.caption(f"Target: `{b.target}`")
