@@ -1,0 +1,165 @@
+"""The embedded offline engine, started by the studio itself: once per process, on a free loopback port.
+
+    engine = shared_engine()      # starts `python -m offline` the first time, waits for /health
+    engine.url                    # "http://127.0.0.1:<port>"
+
+The engine is a child process that never outlives the studio: it is terminated at interpreter exit,
+and on Linux it also gets SIGTERM if the studio dies abruptly (PR_SET_PDEATHSIG, set by the child
+itself before it loads anything — see services/_engine_child.py). If it exits before answering
+`/health`, `EngineStartError` carries the tail of its log.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from services.errors import StudioError
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 90.0
+_PORT_ATTEMPTS = 3  # a free port can be taken between probing and binding: retry on another
+
+
+class EngineStartError(StudioError):
+    """The offline engine did not come up; the message says why and where its log is."""
+
+
+def free_port(host: str = HOST) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Engine:
+    """A running offline engine child process."""
+
+    url: str
+    process: subprocess.Popen
+    log_path: Path
+    _watcher: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+
+
+def _spawn(port: int, log_path: Path) -> tuple[subprocess.Popen, threading.Thread]:
+    """Start the child from a thread that lives as long as the child.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process. Streamlit
+    runs each script run on a short-lived thread, so the fork happens on a dedicated thread that then
+    just waits for the child.
+    """
+    started = threading.Event()
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            with open(log_path, "ab", buffering=0) as log:
+                box["proc"] = proc = subprocess.Popen(
+                    [sys.executable, "-m", "services._engine_child", "--parent-pid", str(os.getpid()),
+                     "--host", HOST, "--port", str(port)],
+                    cwd=ROOT,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+        except BaseException as exc:
+            box["error"] = exc
+            return
+        finally:
+            started.set()
+        proc.wait()
+
+    watcher = threading.Thread(target=run, name=f"offline-engine-{port}", daemon=True)
+    watcher.start()
+    started.wait()
+    if "error" in box:
+        raise EngineStartError(f"cannot start the offline engine ({box['error']})")
+    return box["proc"], watcher  # type: ignore[return-value]
+
+
+def _wait_healthy(engine: Engine, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=1.0) as http:
+        while time.monotonic() < deadline:
+            code = engine.process.poll()
+            if code is not None:
+                raise EngineStartError(
+                    f"the offline engine exited with code {code} before answering {engine.url}/health. "
+                    f"Its log ({engine.log_path}) ends with:\n{engine.log_tail()}"
+                )
+            try:
+                if http.get(f"{engine.url}/health").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+    engine.stop()
+    raise EngineStartError(
+        f"the offline engine did not answer {engine.url}/health within {timeout:.0f} s; "
+        f"its log ({engine.log_path}) ends with:\n{engine.log_tail()}"
+    )
+
+
+def start_engine(*, port: int | None = None, timeout: float = START_TIMEOUT_S) -> Engine:
+    """Start a new offline engine child and wait until it is healthy (use shared_engine() in the app)."""
+    last: EngineStartError | None = None
+    for _ in range(1 if port else _PORT_ATTEMPTS):
+        p = port or free_port()
+        fd, name = tempfile.mkstemp(prefix=f"omni-offline-engine-{p}-", suffix=".log")
+        os.close(fd)
+        proc, watcher = _spawn(p, Path(name))
+        engine = Engine(url=f"http://{HOST}:{p}", process=proc, log_path=Path(name), _watcher=watcher)
+        atexit.register(engine.stop)
+        try:
+            _wait_healthy(engine, timeout)
+            return engine
+        except EngineStartError as exc:
+            last = exc
+            if "address already in use" not in engine.log_tail().lower():
+                raise
+    assert last is not None
+    raise last
+
+
+_shared: Engine | None = None
+_lock = threading.Lock()
+
+
+def shared_engine() -> Engine:
+    """The process's offline engine, started on first use (and again if it died)."""
+    global _shared
+    with _lock:
+        if _shared is None or not _shared.alive:
+            _shared = start_engine()
+        return _shared
