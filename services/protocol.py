@@ -67,9 +67,16 @@ class SessionConfig(BaseModel):
     def _stream_audio_needs_pcm(self) -> SessionConfig:
         if self.stream_audio:
             if self.response_format != "pcm":
-                raise ValueError("stream_audio=true requires response_format='pcm'")
+                # vLLM-Omni's wording: clients show it as is
+                raise ValueError(
+                    "WebSocket streaming audio (stream_audio=true) requires response_format='pcm'. "
+                    f"Got response_format='{self.response_format}'."
+                )
             if self.speed != 1.0:
-                raise ValueError("stream_audio=true requires speed=1.0")
+                raise ValueError(
+                    "WebSocket stream_audio=true currently requires speed=1.0; "
+                    "native speed control is only available through HTTP streaming."
+                )
         return self
 
     def wire(self) -> dict[str, Any]:
@@ -192,6 +199,42 @@ class SpeechRequest(BaseModel):
     stream: bool = False
     stream_format: Literal["sse", "audio"] | None = None
     seed: int | None = None
+
+
+class SpeechAudioDelta(BaseModel):
+    """SSE `speech.audio.delta` of `POST /v1/audio/speech` with `stream=true`: base64 audio bytes."""
+
+    type: Literal["speech.audio.delta"] = "speech.audio.delta"
+    audio: str
+    response_format: str = "pcm"
+
+
+class SpeechAudioDone(BaseModel):
+    model_config = ConfigDict(extra="allow")  # vLLM-Omni adds `usage`
+
+    type: Literal["speech.audio.done"] = "speech.audio.done"
+
+
+class ErrorInfo(BaseModel):
+    """The `error` object of a REST error body (OpenAI / vLLM shape)."""
+
+    model_config = ConfigDict(extra="allow")  # generation failures add partial_audio / action
+
+    message: str
+    type: str = "BadRequestError"
+    param: str | None = None
+    code: int = 400
+
+
+class ErrorResponse(BaseModel):
+    """`{"error": {...}}`: what vLLM-Omni's REST routes return with a 4xx/5xx status."""
+
+    error: ErrorInfo
+
+
+class SpeechAudioError(BaseModel):
+    type: Literal["speech.audio.error"] = "speech.audio.error"
+    error: ErrorInfo
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,507 @@
+"""The offline engine's speech routes, behaving as vLLM-Omni 0.30 does wherever a client can observe it.
+
+- WebSocket `/v1/audio/speech/stream` (shared/docs/PROTOCOLS.md §1): `session.config` first (within the
+  config timeout), any number of `input.text`, `input.done` as a flush that answers `session.done` and
+  keeps the socket for the next utterance, `session.close`; per unit `audio.start`, binary audio, and an
+  `audio.done` that is always sent. Error texts and which errors end the connection follow vLLM-Omni's
+  handler; like it, a connection that ends on an error is dropped without a close frame.
+- `POST /v1/audio/speech` (wav, pcm, flac, mp3, opus; raw-audio and SSE streaming) and
+  `GET /v1/audio/voices`.
+
+The voice is Piper on CPU (offline.voice), standing in for the Qwen3-TTS CustomVoice model the DLC runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
+
+from offline import voice
+from offline.splitter import TextSplitter
+from services.protocol import (
+    CONFIG_TIMEOUT_S,
+    IDLE_TIMEOUT_S,
+    MAX_CONFIG_MESSAGE_BYTES,
+    MAX_INPUT_TEXT_MESSAGE_BYTES,
+    PCM_CHANNELS,
+    PCM_SAMPLE_RATE,
+    SPEECH_STREAM_PATH,
+    AudioDone,
+    AudioStart,
+    ErrorEvent,
+    ErrorInfo,
+    ErrorResponse,
+    SessionConfig,
+    SessionDone,
+    SpeechAudioDelta,
+    SpeechAudioDone,
+    SpeechAudioError,
+    SpeechRequest,
+    VoicesResponse,
+    dumps,
+)
+
+log = logging.getLogger(__name__)
+
+CONFIG_TIMEOUT_ENV = "OMNI_ENGINE_CONFIG_TIMEOUT_S"
+IDLE_TIMEOUT_ENV = "OMNI_ENGINE_IDLE_TIMEOUT_S"
+# The model the voice endpoint serves on the DLC; the offline engine answers to its name.
+SPEECH_MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+MAX_INSTRUCTIONS_CHARS = 500
+STREAMING_FORMATS = ("pcm", "wav")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Request checks shared by the WebSocket and REST paths (vLLM-Omni's Qwen3-TTS CustomVoice wording)
+def check_model(model: str | None) -> str | None:
+    if model is not None and model != SPEECH_MODEL:
+        return f"The model `{model}` does not exist."
+    return None
+
+
+def resolve_voice(name: str | None) -> str | None:
+    """The lower-cased voice to speak with; None for the model's default speaker."""
+    if name is None or name.lower() == voice.DEFAULT_VOICE:
+        return None
+    return name.lower()
+
+
+def check_speech(
+    *,
+    text: str,
+    voice_name: str | None,
+    language: str | None,
+    task_type: str | None,
+    instructions: str | None,
+    ref_audio: str | None,
+    ref_text: str | None,
+) -> str | None:
+    """Why this request cannot be spoken (None when it can), in vLLM-Omni's words."""
+    if task_type is None and (ref_audio is not None or ref_text is not None):
+        task_type = "Base"  # vLLM-Omni infers voice cloning from a reference
+    task_type = task_type or "CustomVoice"
+    if task_type != "CustomVoice":
+        return (
+            f"Qwen3-TTS CustomVoice checkpoint does not support task_type='{task_type}'. "
+            f"Use task_type='CustomVoice' or load the matching {task_type} checkpoint."
+        )
+    if not text or not text.strip():
+        return "Input text cannot be empty"
+    if language is not None and language.title() not in voice.LANGUAGES:
+        return f"Invalid language '{language.title()}'. Supported: {', '.join(sorted(voice.LANGUAGES))}"
+    chosen = resolve_voice(voice_name)
+    if chosen is not None and chosen not in voice.VOICE_NAMES:
+        supported = sorted({*voice.VOICE_NAMES, voice.DEFAULT_VOICE})
+        return f"Invalid voice '{chosen}'. Supported: {', '.join(supported)}"
+    if ref_text is not None:
+        return "'ref_text' is only valid for Base task"
+    if instructions and len(instructions) > MAX_INSTRUCTIONS_CHARS:
+        return f"Instructions too long (max {MAX_INSTRUCTIONS_CHARS} characters)"
+    return None
+
+
+class SpeechInputError(ValueError):
+    """A request the voice cannot speak; the message says what to change."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# WebSocket /v1/audio/speech/stream
+class _ClientGone(Exception):
+    """The client closed the socket; stop generating and end the session quietly."""
+
+
+class _EndSession(Exception):
+    """The error is sent; end the connection the way vLLM-Omni does (its handler returns, no close frame)."""
+
+
+class _Session:
+    """One WebSocket connection: any number of utterances, strictly sequential units."""
+
+    def __init__(self, websocket: WebSocket, *, config_timeout: float, idle_timeout: float) -> None:
+        self.ws = websocket
+        self.config_timeout = config_timeout
+        self.idle_timeout = idle_timeout
+        # A reader task drains the socket while units are generated, so a closed socket is noticed
+        # at once and generation stops (vLLM-Omni aborts the request when the client goes away).
+        self.inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=64)
+        self.gone = asyncio.Event()
+
+    async def run(self) -> None:
+        await self.ws.accept()
+        reader = asyncio.create_task(self._read())
+        try:
+            await self._serve()
+        except _ClientGone:
+            log.info("speech stream: client disconnected")
+        except _EndSession:
+            pass
+        except Exception as exc:  # as vLLM-Omni: report, then end the connection
+            log.exception("speech stream session error")
+            with contextlib.suppress(_ClientGone):
+                await self._send_error(f"Internal error: {exc}")
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                message = await self.ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                await self.inbox.put(message)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass
+        finally:
+            self.gone.set()
+            with contextlib.suppress(asyncio.QueueFull):
+                self.inbox.put_nowait(None)
+
+    # -- sending ------------------------------------------------------------------------------------------
+    async def _send_text(self, message: BaseModel) -> None:
+        if self.gone.is_set():
+            raise _ClientGone
+        try:
+            await self.ws.send_text(dumps(message))
+        except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+            raise _ClientGone from exc
+
+    async def _send_bytes(self, data: bytes) -> None:
+        if self.gone.is_set():
+            raise _ClientGone
+        try:
+            await self.ws.send_bytes(data)
+        except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+            raise _ClientGone from exc
+
+    async def _send_error(self, message: str, *, partial_audio: bool = False) -> None:
+        if partial_audio:  # generation failed after some audio went out: the client should drop it
+            await self._send_text(ErrorEvent(message=message, partial_audio=True, action="discard"))
+        else:
+            await self._send_text(ErrorEvent(message=message))
+
+    # -- receiving ----------------------------------------------------------------------------------------
+    async def _next_text(self, *, configured: bool) -> str:
+        """The next text frame; after the config or idle timeout, or a binary frame, the session ends."""
+        try:
+            async with asyncio.timeout(self.idle_timeout if configured else self.config_timeout):
+                message = await self.inbox.get()
+        except TimeoutError:
+            await self._send_error("Idle timeout: no message received" if configured else "Timeout waiting for session.config")
+            raise _EndSession from None
+        if message is None:
+            raise _ClientGone
+        text = message.get("text")
+        if text is None:
+            await self._send_error("Binary frames are not accepted: send each message as a JSON text frame")
+            raise _EndSession
+        return text
+
+    async def _parse(self, raw: str) -> dict[str, Any] | None:
+        """The message as a dict, or None after reporting why it was rejected (vLLM-Omni's order and texts)."""
+        if len(raw) > max(MAX_CONFIG_MESSAGE_BYTES, MAX_INPUT_TEXT_MESSAGE_BYTES):
+            await self._send_error("WebSocket message too large")
+            return None
+        try:
+            msg = json.loads(raw)
+        except json.JSONDecodeError:
+            await self._send_error("Invalid JSON message")
+            return None
+        if not isinstance(msg, dict):
+            await self._send_error("WebSocket messages must be JSON objects")
+            return None
+        if msg.get("type") == "session.config":
+            if len(raw) > MAX_CONFIG_MESSAGE_BYTES:
+                await self._send_error("session.config message too large")
+                return None
+        elif len(raw) > MAX_INPUT_TEXT_MESSAGE_BYTES:
+            await self._send_error("input.text message too large")
+            return None
+        return msg
+
+    async def _build_config(self, msg: dict[str, Any]) -> SessionConfig | None:
+        try:
+            config = SessionConfig.model_validate(msg)
+        except ValidationError as exc:
+            await self._send_error(f"Invalid session config: {exc}")
+            return None
+        if (error := check_model(config.model)) is not None:
+            await self._send_error(error)
+            return None
+        return config
+
+    # -- the protocol -------------------------------------------------------------------------------------
+    async def _serve(self) -> None:
+        config: SessionConfig | None = None
+        splitter = TextSplitter("none")
+        utterance_index = 0
+        sentence_index = 0
+        # From the first non-empty input.text to input.done; the buffer alone cannot tell, because
+        # sentence/clause splitting can leave it empty after releasing a unit.
+        utterance_open = False
+
+        while True:
+            raw = await self._next_text(configured=config is not None)
+            msg = await self._parse(raw)
+            if msg is None:
+                if config is None:
+                    return  # a malformed handshake ends the connection
+                continue
+            msg_type = msg.get("type")
+
+            if msg_type == "session.config":
+                if utterance_open:
+                    await self._send_error(
+                        "session.config cannot be applied while an utterance is in progress; send input.done first"
+                    )
+                    continue
+                new_config = await self._build_config(msg)
+                if new_config is None:
+                    if config is None:
+                        return
+                    continue  # keep serving with the previous config
+                config = new_config
+                splitter = TextSplitter(config.split_granularity)
+
+            elif config is None:
+                await self._send_error(f"Expected session.config, got: {msg_type}")
+                return
+
+            elif msg_type == "input.text":
+                text = msg.get("text", "")
+                if not isinstance(text, str):
+                    await self._send_error("input.text requires a string value")
+                    continue
+                if text:
+                    utterance_open = True
+                for unit in splitter.feed(text):
+                    await self._speak_unit(config, unit, utterance_index, sentence_index)
+                    sentence_index += 1
+
+            elif msg_type == "input.done":
+                for unit in splitter.flush():
+                    await self._speak_unit(config, unit, utterance_index, sentence_index)
+                    sentence_index += 1
+                await self._send_text(SessionDone(utterance_index=utterance_index, total_sentences=sentence_index))
+                utterance_index += 1
+                sentence_index = 0
+                utterance_open = False
+
+            elif msg_type == "session.close":
+                with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+                    await self.ws.close()
+                return
+
+            else:
+                await self._send_error(f"Unknown message type: {msg_type}")
+
+    async def _speak_unit(self, config: SessionConfig, text: str, utterance_index: int, sentence_index: int) -> None:
+        """One unit: audio.start, its audio, audio.done — the done is sent even when generation fails."""
+        if config.word_timestamps:
+            # vLLM-Omni checks this before audio.start; the offline engine has no forced aligner.
+            await self._send_error(
+                "word_timestamps=true but the server was launched without --forced-aligner; either restart "
+                "the server with that flag or set word_timestamps=false in session.config."
+            )
+            return
+        streamed_pcm = config.stream_audio and config.response_format == "pcm"
+        await self._send_text(
+            AudioStart(
+                utterance_index=utterance_index,
+                sentence_index=sentence_index,
+                sentence_text=text,
+                format=config.response_format,
+                sample_rate=PCM_SAMPLE_RATE if streamed_pcm else None,
+                channels=PCM_CHANNELS if streamed_pcm else None,
+            )
+        )
+        total_bytes = 0
+        failed = False
+        try:
+            error = check_speech(
+                text=text,
+                voice_name=config.voice,
+                language=config.language,
+                task_type=config.task_type,
+                instructions=config.instructions,
+                ref_audio=config.ref_audio,
+                ref_text=config.ref_text,
+            )
+            if error is not None:
+                raise SpeechInputError(error)
+            if config.stream_audio:
+                async for chunk in voice.stream_pcm(text, fast_start=True):
+                    await self._send_bytes(chunk)
+                    total_bytes += len(chunk)
+            else:
+                pcm = bytearray()
+                async for chunk in voice.stream_pcm(text, speed=config.speed, fast_start=False):
+                    if self.gone.is_set():
+                        raise _ClientGone
+                    pcm += chunk
+                data = voice.encode_audio(bytes(pcm), config.response_format)
+                await self._send_bytes(data)
+                total_bytes = len(data)
+        except _ClientGone:
+            raise
+        except Exception as exc:
+            failed = True
+            log.warning("generation failed for utterance %d, sentence %d: %s", utterance_index, sentence_index, exc)
+            await self._send_error(
+                f"Generation failed for utterance {utterance_index}, sentence {sentence_index}: {exc}",
+                partial_audio=total_bytes > 0,
+            )
+        finally:
+            if not self.gone.is_set():
+                with contextlib.suppress(_ClientGone):
+                    await self._send_text(
+                        AudioDone(
+                            utterance_index=utterance_index,
+                            sentence_index=sentence_index,
+                            total_bytes=total_bytes,
+                            error=failed,
+                        )
+                    )
+
+
+class SpeechStreamHandler:
+    """Serves `/v1/audio/speech/stream` sessions; the timeouts are per handler so tests can shorten them."""
+
+    def __init__(self, *, config_timeout: float = CONFIG_TIMEOUT_S, idle_timeout: float = IDLE_TIMEOUT_S) -> None:
+        if config_timeout <= 0 or idle_timeout <= 0:
+            raise ValueError("speech stream timeouts must be positive numbers of seconds")
+        self.config_timeout = config_timeout
+        self.idle_timeout = idle_timeout
+
+    @classmethod
+    def from_env(cls) -> SpeechStreamHandler:
+        """Timeouts from OMNI_ENGINE_CONFIG_TIMEOUT_S / OMNI_ENGINE_IDLE_TIMEOUT_S (defaults 10 s / 30 s)."""
+        return cls(
+            config_timeout=_seconds_from_env(CONFIG_TIMEOUT_ENV, CONFIG_TIMEOUT_S),
+            idle_timeout=_seconds_from_env(IDLE_TIMEOUT_ENV, IDLE_TIMEOUT_S),
+        )
+
+    async def handle(self, websocket: WebSocket) -> None:
+        await _Session(websocket, config_timeout=self.config_timeout, idle_timeout=self.idle_timeout).run()
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number of seconds") from None
+    if seconds <= 0:
+        raise ValueError(f"{name}={value!r} must be a positive number of seconds")
+    return seconds
+
+
+# ---------------------------------------------------------------------------------------------------------
+# REST
+def _error(message: str, status: int = 400, error_type: str = "BadRequestError") -> JSONResponse:
+    body = ErrorResponse(error=ErrorInfo(message=message, type=error_type, code=status))
+    return JSONResponse(body.model_dump(), status_code=status)
+
+
+async def _raw_audio(text: str, response_format: str) -> AsyncIterator[bytes]:
+    if response_format == "wav":
+        yield voice.wav_stream_header()
+    async for chunk in voice.stream_pcm(text, fast_start=True):
+        yield chunk
+
+
+async def _sse_events(text: str, response_format: str) -> AsyncIterator[str]:
+    def event(message: BaseModel) -> str:
+        return f"event: {message.type}\ndata: {dumps(message)}\n\n"  # type: ignore[attr-defined]
+
+    emitted = False
+    try:
+        async for chunk in _raw_audio(text, response_format):
+            emitted = True
+            yield event(SpeechAudioDelta(audio=base64.b64encode(chunk).decode("ascii"), response_format=response_format))
+        yield event(SpeechAudioDone())
+    except Exception as exc:
+        log.exception("SSE speech generation failed")
+        extra = {"partial_audio": True, "action": "discard"} if emitted else {}
+        yield event(SpeechAudioError(error=ErrorInfo(message=str(exc), type="server_error", code=500, **extra)))
+
+
+def _create_router() -> APIRouter:
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        voice.preload()  # load Piper on its worker thread while the engine starts answering
+        yield
+
+    router = APIRouter(lifespan=lifespan)
+    handler = SpeechStreamHandler.from_env()
+
+    @router.websocket(SPEECH_STREAM_PATH)
+    async def speech_stream(websocket: WebSocket) -> None:
+        await handler.handle(websocket)
+
+    @router.get("/v1/audio/voices")
+    async def list_voices() -> VoicesResponse:
+        return VoicesResponse(voices=[*voice.VOICE_NAMES, voice.DEFAULT_VOICE], uploaded_voices=[])
+
+    @router.post("/v1/audio/speech")
+    async def create_speech(request: Request) -> Response:
+        try:
+            req = SpeechRequest.model_validate_json(await request.body())
+        except ValidationError as exc:
+            return _error(str(exc))
+        if (error := check_model(req.model)) is not None:
+            return _error(error, 404, "NotFoundError")
+
+        raw_stream = req.stream_format == "audio"
+        sse = (req.stream or req.stream_format == "sse") and not raw_stream
+        if raw_stream or sse:
+            if req.response_format not in STREAMING_FORMATS:
+                return _error(
+                    "Streaming (stream=true, stream_format='audio', or stream_format='sse') requires "
+                    f"response_format='pcm' or 'wav'. Got response_format='{req.response_format}'."
+                )
+            if req.speed != 1.0:
+                label = "Streaming" if raw_stream else "SSE streaming"
+                return _error(
+                    f"{label} is not supported with speed adjustment. "
+                    "Use a non-streaming request or remove the speed parameter."
+                )
+        error = check_speech(
+            text=req.input,
+            voice_name=req.voice,
+            language=req.language,
+            task_type=req.task_type,
+            instructions=req.instructions,
+            ref_audio=None,
+            ref_text=None,
+        )
+        if error is not None:
+            return _error(error)
+
+        if raw_stream:
+            return StreamingResponse(_raw_audio(req.input, req.response_format), media_type=voice.MEDIA_TYPES[req.response_format])
+        if sse:
+            return StreamingResponse(_sse_events(req.input, req.response_format), media_type="text/event-stream")
+        pcm = bytearray()
+        async for chunk in voice.stream_pcm(req.input, speed=req.speed, fast_start=False):
+            pcm += chunk
+        data = voice.encode_audio(bytes(pcm), req.response_format)
+        return Response(content=data, media_type=voice.MEDIA_TYPES[req.response_format])
+
+    return router
+
+
+router = _create_router()
