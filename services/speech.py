@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import httpx
 
-from services._speech_audio import pcm_seconds, wav_bytes
+from services._speech_audio import pcm_seconds, wav_bytes, waveform_png
 from services._speech_text import split_for_input
 from services._speech_transport import MockPeer, MockTransport, SpeechTransport, WebSocketTransport
 from services.errors import BackendUnreachable, InvalidInput, ServerError, StreamError, StudioError
@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "MockPeer", "MockTransport", "PcmChunk", "SessionStats", "SpeechClient", "SpeechEvent", "SpeechRun",
     "SpeechSession", "SpeechTransport", "Utterance", "WebSocketTransport", "omni_client", "speech_config",
+    "waveform_png", "wav_bytes",
 ]
 
 

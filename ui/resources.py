@@ -69,3 +69,27 @@ def sidebar() -> None:
         h = backend_health()
         (st.success if h.ok else st.error)(f"{b.label}: {h.detail}", icon="🟢" if h.ok else "🔴")
         st.caption(f"Target: `{b.target}`")
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _speech_catalog(name: str, url: str | None) -> tuple[list[str], list[str]]:
+    speech = _backend(name, url).speech
+    return speech.voices(), speech.languages()
+
+
+def speech_catalog() -> tuple[list[str], list[str]]:
+    """(voices, languages) of the chosen backend's speech model, cached briefly. Raises StudioError."""
+    return _speech_catalog(*backend_choice())
+
+
+def ice_servers() -> list[dict]:
+    """The WebRTC ICE servers from the settings, as RTCIceServer dicts (empty: loopback/LAN only)."""
+    return [s.model_dump(exclude_none=True) for s in settings().ice_servers]
+
+
+_MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|<>~$"
+
+
+def plain(text: str) -> str:
+    """`text` escaped for st.markdown/st.error/st.caption, so user or server text shows as typed."""
+    return "".join("\\" + c if c in _MARKDOWN_SPECIALS else c for c in str(text))

@@ -1,0 +1,248 @@
+"""Helpers for tests that need a real browser or real WebRTC: a loopback-only network namespace.
+
+WebRTC on one machine needs a private network namespace (TESTING.md): aioice drops exactly 127.0.0.1 from
+its ICE candidates, so the namespace's loopback gets 127.0.0.2/8 as well, and nothing in it can reach
+any other network. pytest itself keeps its network: the test body runs in a subprocess inside the
+namespace.
+
+From a test:
+
+    from tests.browser_support import require_netns, require_browser, run_in_netns, run_browser_scenario
+
+    def test_something_in_webrtc():
+        require_netns()                                   # fails (never skips) naming what is missing
+        out = run_in_netns([sys.executable, "-m", "tests.my_body"], timeout=30)   # CompletedProcess
+
+    def test_page_in_chromium(tmp_path):
+        require_browser()
+        result = run_browser_scenario("tests.test_browser_image:scenario", timeout=60, env={...})
+        # `scenario(studio: BrowserStudio) -> dict` ran inside the namespace: Streamlit (`app.py`,
+        # offline backend unless env says otherwise) and Debian Chromium driven by Playwright.
+
+Inside a scenario, `studio.page` is a Playwright page already on the studio's home page,
+`studio.url` its base URL, `studio.goto("voice")` opens a page by url path, `studio.frame("webrtc")`
+returns the component iframe whose title contains that text, and `studio.stats(frame)` reads the
+inbound-rtp audio statistics of every RTCPeerConnection in that frame (recorded by an init script).
+The scenario returns a JSON-able dict; anything it prints goes to the test's output.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+RESULT_MARK = "@@BROWSER-RESULT@@ "
+# Flags that work here (TESTING.md); loopback ICE needs --allow-loopback-in-peer-connection.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--use-fake-ui-for-media-stream",
+    "--autoplay-policy=no-user-gesture-required", "--allow-loopback-in-peer-connection",
+]
+_NETNS_PRELUDE = 'ip link set lo up && ip addr add 127.0.0.2/8 dev lo && exec "$@"'
+
+
+# -------------------------------------------------------------------------------------------------
+# pytest side
+def _fail(message: str) -> None:
+    import pytest
+
+    pytest.fail(message, pytrace=False)
+
+
+def require_netns() -> None:
+    """Fail (not skip: CI has these) unless a loopback-only network namespace can be made here."""
+    missing = [tool for tool in ("unshare", "ip") if shutil.which(tool) is None]
+    if missing:
+        _fail(f"this test needs {' and '.join(missing)} (apt-get install util-linux iproute2)")
+    if os.geteuid() != 0:
+        _fail("this test needs root to create a network namespace (unshare -n); run it as root, as CI does")
+    probe = subprocess.run(["unshare", "-n", "sh", "-c", _NETNS_PRELUDE, "sh", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        _fail(f"cannot create a loopback-only network namespace: {probe.stderr.strip() or probe.returncode}")
+
+
+def require_browser() -> None:
+    """Fail unless Debian's Chromium and the playwright package are present (never `playwright install`)."""
+    require_netns()
+    if not os.access(CHROMIUM, os.X_OK):
+        _fail(f"this test needs Debian's Chromium at {CHROMIUM} (apt-get install chromium); .ci/run installs it")
+    try:
+        importlib.import_module("playwright.sync_api")
+    except ImportError:
+        _fail("this test needs the playwright package (pip install -r requirements-dev.txt)")
+
+
+def run_in_netns(argv: list[str], *, timeout: float, env: dict[str, str] | None = None,
+                 cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run `argv` in a fresh network namespace whose only interface is lo (127.0.0.1 and 127.0.0.2)."""
+    return subprocess.run(
+        ["unshare", "-n", "sh", "-c", _NETNS_PRELUDE, "sh", *argv],
+        cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def run_browser_scenario(target: str, *, timeout: float = 60, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run `scenario(studio)` (target "package.module:function") in the namespace; its returned dict."""
+    proc = run_in_netns([sys.executable, "-m", "tests.browser_support", target], timeout=timeout, env=env)
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr[-20_000:])
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_MARK):
+            result = json.loads(line[len(RESULT_MARK):])
+            if "error" in result:
+                _fail(f"browser scenario {target} failed: {result['error']}")
+            return result
+    _fail(f"browser scenario {target} exited with {proc.returncode} and no result; stderr ends with:\n{proc.stderr[-3000:]}")
+    raise AssertionError  # unreachable: _fail raises
+
+
+# -------------------------------------------------------------------------------------------------
+# namespace side
+_RECORD_PEER_CONNECTIONS = """
+(() => {
+  const Native = window.RTCPeerConnection;
+  if (!Native || Native.__recorded) return;
+  window.__pcs = [];
+  const Recorded = function (...args) { const pc = new Native(...args); window.__pcs.push(pc); return pc; };
+  Recorded.prototype = Native.prototype;
+  Object.setPrototypeOf(Recorded, Native);
+  Recorded.__recorded = true;
+  window.RTCPeerConnection = Recorded;
+})();
+"""
+
+_INBOUND_AUDIO_STATS = """
+async () => {
+  const out = [];
+  for (const pc of (window.__pcs || [])) {
+    const report = await pc.getStats();
+    report.forEach((r) => {
+      if (r.type === 'inbound-rtp' && r.kind === 'audio') {
+        out.push({packetsReceived: r.packetsReceived || 0, totalAudioEnergy: r.totalAudioEnergy || 0,
+                  totalSamplesReceived: r.totalSamplesReceived || 0, connectionState: pc.connectionState});
+      }
+    });
+  }
+  return out;
+}
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _streamlit(port: int, log: Path) -> Iterator[subprocess.Popen]:
+    import httpx
+
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none", "--global.developmentMode", "false"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+            else:
+                raise RuntimeError(f"streamlit did not answer within 60 s:\n{log.read_text()[-3000:]}")
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+class BrowserStudio:
+    """What a scenario gets: the studio's URL and a Playwright page on it."""
+
+    def __init__(self, url: str, page: Any, log: Path) -> None:
+        self.url = url
+        self.page = page
+        self.log = log
+
+    def goto(self, url_path: str = "") -> None:
+        self.page.goto(f"{self.url}/{url_path}")
+        self.page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
+
+    def frame(self, title_contains: str, timeout_s: float = 20) -> Any:
+        """The iframe (a Playwright Frame) whose title contains `title_contains`."""
+        handle = self.page.wait_for_selector(f'iframe[title*="{title_contains}"]', timeout=timeout_s * 1000)
+        frame = handle.content_frame()
+        frame.wait_for_load_state()
+        return frame
+
+    def stats(self, frame: Any) -> list[dict[str, Any]]:
+        """inbound-rtp audio stats of every RTCPeerConnection the frame created."""
+        return frame.evaluate(_INBOUND_AUDIO_STATS)
+
+    def server_log(self) -> str:
+        return self.log.read_text(errors="replace")[-5000:]
+
+
+def _main(target: str) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright
+
+    module_name, func_name = target.split(":")
+    scenario = getattr(importlib.import_module(module_name), func_name)
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="omni-browser-") as tmp:
+        log = Path(tmp) / "streamlit.log"
+        with _streamlit(port, log), sync_playwright() as p:
+            context = p.chromium.launch_persistent_context(
+                str(Path(tmp) / "profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                viewport={"width": 1400, "height": 1000},
+            )
+            try:
+                context.add_init_script(_RECORD_PEER_CONNECTIONS)
+                page = context.pages[0] if context.pages else context.new_page()
+                studio = BrowserStudio(f"http://127.0.0.1:{port}", page, log)
+                studio.goto()
+                try:
+                    return scenario(studio)
+                except Exception:
+                    print("---- streamlit log ----\n" + studio.server_log(), file=sys.stderr)
+                    raise
+            finally:
+                context.close()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    try:
+        result = _main(sys.argv[1])
+    except Exception as exc:  # report, so the test fails with the reason rather than a bare exit code
+        import traceback
+
+        traceback.print_exc()
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    print(RESULT_MARK + json.dumps(result), flush=True)
