@@ -1,0 +1,593 @@
+"""The offline engine's speech side against the real server (`python -m offline`), with plain clients.
+
+Every case drives the WebSocket `/v1/audio/speech/stream` or the REST routes over loopback and checks the
+message sequence, the fields, and the audio bytes themselves (speech-like PCM at 24 kHz, WAV files that
+parse, lengths that grow with the text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import threading
+import wave
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+import websockets
+from fastapi import FastAPI
+from websockets.asyncio.client import ClientConnection, connect
+
+from offline.speech import CONFIG_TIMEOUT_ENV, IDLE_TIMEOUT_ENV, SpeechStreamHandler
+from services.protocol import SPEECH_STREAM_PATH
+from tests.conftest import free_port
+
+RECV_TIMEOUT_S = 30.0  # generous bound on any single frame; the engine answers in well under a second
+
+
+def ws_url(http_url: str) -> str:
+    return http_url.replace("http://", "ws://", 1) + SPEECH_STREAM_PATH
+
+
+class Client:
+    """A thin test client over one WebSocket: JSON out, JSON or bytes in, every wait bounded."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+
+    async def send(self, **message: Any) -> None:
+        await self.ws.send(json.dumps(message))
+
+    async def recv(self) -> dict[str, Any] | bytes:
+        frame = await asyncio.wait_for(self.ws.recv(), RECV_TIMEOUT_S)
+        return frame if isinstance(frame, bytes) else json.loads(frame)
+
+    async def recv_json(self) -> dict[str, Any]:
+        frame = await self.recv()
+        assert isinstance(frame, dict), f"expected a JSON text frame, got {len(frame)} binary bytes"
+        return frame
+
+    async def until(self, message_type: str) -> list[dict[str, Any] | bytes]:
+        """Every frame up to and including the first JSON message of `message_type`."""
+        frames: list[dict[str, Any] | bytes] = []
+        for _ in range(10_000):
+            frame = await self.recv()
+            frames.append(frame)
+            if isinstance(frame, dict) and frame["type"] == message_type:
+                return frames
+        raise AssertionError(f"no {message_type} in {len(frames)} frames")
+
+    async def closed(self) -> int | None:
+        """Wait for the server to end the connection; returns the close code it sent (None: no close frame)."""
+        try:
+            frame = await asyncio.wait_for(self.ws.recv(), RECV_TIMEOUT_S)
+        except websockets.ConnectionClosed as closed:
+            return closed.rcvd.code if closed.rcvd else None
+        raise AssertionError(f"connection still open; got {frame!r:.200}")
+
+
+@asynccontextmanager
+async def session(url: str) -> AsyncIterator[Client]:
+    async with connect(ws_url(url), max_size=None, open_timeout=10, close_timeout=2) as ws:
+        yield Client(ws)
+
+
+def run(coro) -> Any:
+    return asyncio.run(coro)
+
+
+def units_of(frames: list[dict[str, Any] | bytes]) -> list[tuple[dict[str, Any], bytes, dict[str, Any]]]:
+    """Group frames into (audio.start, audio bytes, audio.done) units, checking their order."""
+    units = []
+    current: tuple[dict[str, Any], bytearray] | None = None
+    for frame in frames:
+        if isinstance(frame, bytes):
+            assert current is not None, "binary audio outside audio.start/audio.done"
+            current[1].extend(frame)
+        elif frame["type"] == "audio.start":
+            assert current is None, "audio.start before the previous unit's audio.done"
+            current = (frame, bytearray())
+        elif frame["type"] == "audio.done":
+            assert current is not None and current[0]["sentence_index"] == frame["sentence_index"]
+            units.append((current[0], bytes(current[1]), frame))
+            current = None
+    assert current is None, "a unit without audio.done"
+    return units
+
+
+def assert_speech(pcm: bytes, *, min_seconds: float = 0.3) -> np.ndarray:
+    """24 kHz s16le mono PCM that sounds like speech: loud enough, energy in the voice band, no clipping."""
+    assert len(pcm) % 2 == 0, "s16le PCM has an even number of bytes"
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    assert len(samples) / 24_000 >= min_seconds, f"only {len(samples) / 24_000:.2f} s of audio"
+    rms = float(np.sqrt(np.mean(samples**2)))
+    assert rms > 500, f"RMS {rms:.0f} is too quiet for speech"
+    assert np.max(np.abs(samples)) < 32_767, "audio clips"
+    power = np.abs(np.fft.rfft(samples)) ** 2
+    freqs = np.fft.rfftfreq(len(samples), 1 / 24_000)
+    voice_band = power[(freqs >= 100) & (freqs <= 4_000)].sum() / power.sum()
+    assert voice_band > 0.8, f"only {voice_band:.0%} of the energy is in 100-4000 Hz"
+    # Resampled from Piper's 22 050 Hz: nothing above its 11 025 Hz Nyquist made it through.
+    assert power[freqs > 11_100].sum() / power.sum() < 1e-4
+    return samples
+
+
+def read_wav(data: bytes) -> bytes:
+    with wave.open(io.BytesIO(data)) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (24_000, 1, 2)
+        frames = w.readframes(w.getnframes())
+        assert len(frames) == w.getnframes() * 2
+        return frames
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Streaming PCM, splitting, utterances
+def test_stream_audio_sentence_units(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", voice="Joe", language="English", response_format="pcm",
+                         stream_audio=True, split_granularity="sentence", bogus_key={"ignored": True})
+            await c.send(type="input.text", text="Hello there, friend. Dr. Smith paid 3")
+            await c.send(type="input.text", text=".14 dollars. And then")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            units = units_of(frames)
+            assert [start["sentence_text"] for start, _, _ in units] == [
+                "Hello there, friend.", "Dr. Smith paid 3.14 dollars.", "And then",
+            ]
+            for i, (start, pcm, done) in enumerate(units):
+                assert start == {"type": "audio.start", "utterance_index": 0, "sentence_index": i,
+                                 "sentence_text": start["sentence_text"], "format": "pcm",
+                                 "sample_rate": 24_000, "channels": 1}
+                assert done == {"type": "audio.done", "utterance_index": 0, "sentence_index": i,
+                                "total_bytes": len(pcm), "error": False}
+                assert_speech(pcm)
+            assert frames[-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 3}
+            # The first unit arrived as several chunks: its first clause is synthesized on its own.
+            first_unit_chunks = [f for f in frames[1 : frames.index(units[0][2])] if isinstance(f, bytes)]
+            assert len(first_unit_chunks) >= 2
+            # The second sentence is longer than the first, and so is its audio.
+            assert len(units[1][1]) > len(units[0][1]) > len(units[2][1])
+
+    run(scenario())
+
+
+def test_audio_length_grows_with_text(engine_url: str) -> None:
+    async def speak(c: Client, text: str) -> bytes:
+        await c.send(type="input.text", text=text)
+        await c.send(type="input.done")
+        units = units_of(await c.until("session.done"))
+        assert len(units) == 1
+        return units[0][1]
+
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True)
+            short = await speak(c, "Good morning.")
+            long = await speak(c, "Good morning. The weather today is sunny and warm, with a light breeze "
+                                  "from the west and no rain expected before the evening.")
+        assert_speech(short)
+        assert_speech(long, min_seconds=3.0)
+        assert len(long) > 3 * len(short)
+
+    run(scenario())
+
+
+def test_none_granularity_waits_for_input_done(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True)
+            await c.send(type="input.text", text="First sentence. Second sentence! ")
+            await c.send(type="input.text", text="Third, with a clause")
+            # Messages are handled in order: had the text released a unit, audio.start would come first.
+            await c.send(type="no.such.type")
+            assert await c.recv_json() == {"type": "error", "message": "Unknown message type: no.such.type"}
+            await c.send(type="input.done")
+            units = units_of(await c.until("session.done"))
+            assert [start["sentence_text"] for start, _, _ in units] == [
+                "First sentence. Second sentence! Third, with a clause"
+            ]
+            assert_speech(units[0][1], min_seconds=2.0)
+
+    run(scenario())
+
+
+def test_clause_granularity_releases_units_before_input_done(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True, split_granularity="clause")
+            await c.send(type="input.text", text="We sold 1,000 units, then more; ")
+            frames = [await c.recv_json()]
+            assert frames[0]["type"] == "audio.start" and frames[0]["sentence_text"] == "We sold 1,000 units,"
+            frames += await c.until("audio.done")
+            frames += await c.until("audio.done")
+            assert [s["sentence_text"] for s, _, _ in units_of(frames)] == ["We sold 1,000 units,", "then more;"]
+            await c.send(type="input.text", text="你好，世界。")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            assert [s["sentence_text"] for s, _, _ in units_of(frames)] == ["你好，", "世界。"]
+            assert frames[-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 4}
+
+    run(scenario())
+
+
+def test_wav_file_per_unit_then_config_resent_between_utterances(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", split_granularity="sentence")  # wav is the default
+            await c.send(type="input.text", text="One small step. Then another, much longer step forward.")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            assert sum(isinstance(f, bytes) for f in frames) == 2, "one whole file per unit"
+            units = units_of(frames)
+            pcms = []
+            for start, data, done in units:
+                assert start["format"] == "wav" and "sample_rate" not in start
+                assert done["total_bytes"] == len(data) and done["error"] is False
+                assert data[:4] == b"RIFF"
+                pcms.append(read_wav(data))
+                assert_speech(pcms[-1])
+            assert len(pcms[1]) > len(pcms[0])
+            assert frames[-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 2}
+
+            # A new config between utterances applies to the next one; indices go on / start over.
+            await c.send(type="session.config", response_format="pcm", speed=1.5)
+            await c.send(type="input.text", text="Faster now.")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            (start, data, done), = units_of(frames)
+            assert (start["utterance_index"], start["sentence_index"], start["format"]) == (1, 0, "pcm")
+            assert sum(isinstance(f, bytes) for f in frames) == 1 and data[:4] != b"RIFF"
+            assert_speech(data)
+            assert frames[-1] == {"type": "session.done", "utterance_index": 1, "total_sentences": 1}
+
+    run(scenario())
+
+
+def test_other_encoded_formats(engine_url: str) -> None:
+    magic = {"flac": (b"fLaC",), "mp3": (b"ID3", b"\xff\xfb", b"\xff\xf3"), "opus": (b"OggS",)}
+
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            for fmt, prefixes in magic.items():
+                await c.send(type="session.config", response_format=fmt)
+                await c.send(type="input.text", text="Testing formats.")
+                await c.send(type="input.done")
+                (start, data, done), = units_of(await c.until("session.done"))
+                assert start["format"] == fmt and done["error"] is False
+                assert data.startswith(prefixes) and len(data) > 500
+
+    run(scenario())
+
+
+def test_config_cannot_change_mid_utterance(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True)
+            await c.send(type="input.text", text="Half an utterance")
+            await c.send(type="session.config", response_format="wav")
+            assert await c.recv_json() == {
+                "type": "error",
+                "message": "session.config cannot be applied while an utterance is in progress; send input.done first",
+            }
+            await c.send(type="input.done")
+            (start, pcm, _), = units_of(await c.until("session.done"))
+            assert start["format"] == "pcm" and pcm[:4] != b"RIFF"  # the first config still applies
+
+    run(scenario())
+
+
+def test_empty_and_non_string_text(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config")
+            await c.send(type="input.text", text=123)
+            assert await c.recv_json() == {"type": "error", "message": "input.text requires a string value"}
+            await c.send(type="input.text", text="")
+            await c.send(type="input.text", text="   ")
+            await c.send(type="input.done")
+            assert await c.recv_json() == {"type": "session.done", "utterance_index": 0, "total_sentences": 0}
+            await c.send(type="session.close")
+            assert await c.closed() == 1000
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Errors that keep the connection, errors that end it
+def test_unknown_voice_and_language_fail_the_unit_but_keep_the_connection(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", voice="nobody", response_format="pcm", stream_audio=True)
+            await c.send(type="input.text", text="Hello.")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            assert frames == [
+                {"type": "audio.start", "utterance_index": 0, "sentence_index": 0, "sentence_text": "Hello.",
+                 "format": "pcm", "sample_rate": 24_000, "channels": 1},
+                {"type": "error",
+                 "message": "Generation failed for utterance 0, sentence 0: Invalid voice 'nobody'. Supported: default, joe"},
+                {"type": "audio.done", "utterance_index": 0, "sentence_index": 0, "total_bytes": 0, "error": True},
+                {"type": "session.done", "utterance_index": 0, "total_sentences": 1},
+            ]
+            await c.send(type="session.config", voice="default", language="Klingon")
+            await c.send(type="input.text", text="Hello.")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            assert frames[1] == {
+                "type": "error",
+                "message": "Generation failed for utterance 1, sentence 0: Invalid language 'Klingon'. Supported: Auto, English",
+            }
+            assert frames[2]["error"] is True
+            # Still open: a valid voice now speaks.
+            await c.send(type="session.config", voice="JOE", language="auto")
+            await c.send(type="input.text", text="Hello again.")
+            await c.send(type="input.done")
+            (start, data, done), = units_of(await c.until("session.done"))
+            assert done["error"] is False and start["utterance_index"] == 2
+            assert_speech(read_wav(data))
+
+    run(scenario())
+
+
+def test_bad_messages_after_config_keep_the_connection(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm")
+            await c.ws.send("{not json")
+            assert await c.recv_json() == {"type": "error", "message": "Invalid JSON message"}
+            await c.ws.send("[1, 2, 3]")
+            assert await c.recv_json() == {"type": "error", "message": "WebSocket messages must be JSON objects"}
+            await c.send(type="what.is.this")
+            assert await c.recv_json() == {"type": "error", "message": "Unknown message type: what.is.this"}
+            await c.send(type="input.text", text="x" * (128 * 1024 + 1))
+            assert await c.recv_json() == {"type": "error", "message": "input.text message too large"}
+            await c.ws.send(json.dumps({"type": "input.text", "text": "y" * (4 * 1024 * 1024)}))
+            assert await c.recv_json() == {"type": "error", "message": "WebSocket message too large"}
+            # An invalid config resent later is reported; the previous config stays.
+            await c.send(type="session.config", stream_audio=True, response_format="pcm", speed=2.0)
+            error = await c.recv_json()
+            assert error["type"] == "error" and error["message"].startswith("Invalid session config: ")
+            assert "requires speed=1.0" in error["message"]
+            await c.send(type="input.text", text="Still here.")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            (start, data, done), = units_of(frames)
+            assert start["format"] == "pcm" and "sample_rate" not in start and done["error"] is False
+            assert_speech(data)
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("first", "message"),
+    [
+        ('{"type": "input.text", "text": "Hi"}', "Expected session.config, got: input.text"),
+        ('{"text": "Hi"}', "Expected session.config, got: None"),
+        ("not json at all", "Invalid JSON message"),
+        ('"a string"', "WebSocket messages must be JSON objects"),
+        ('{"type": "session.config", "stream_audio": true}', "Invalid session config: "),
+        ('{"type": "session.config", "split_granularity": "paragraph"}', "Invalid session config: "),
+        ('{"type": "session.config", "model": "no/such-model"}', "The model `no/such-model` does not exist."),
+        (json.dumps({"type": "session.config", "ref_audio": "z" * (4 * 1024 * 1024)}), "WebSocket message too large"),
+    ],
+)
+def test_bad_first_message_ends_the_connection(engine_url: str, first: str, message: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.ws.send(first)
+            error = await c.recv_json()
+            assert error["type"] == "error" and error["message"].startswith(message), error
+            assert await c.closed() is None  # as vLLM-Omni: the handler returns without a close frame
+
+    run(scenario())
+
+
+def test_stream_audio_config_rules(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", stream_audio=True, response_format="wav")
+            error = await c.recv_json()
+            assert "requires response_format='pcm'" in error["message"] and "Got response_format='wav'" in error["message"]
+
+    run(scenario())
+
+
+def test_binary_frame_from_client_ends_the_connection(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config")
+            await c.ws.send(b"\x00\x01")
+            error = await c.recv_json()
+            assert error["type"] == "error" and "text frame" in error["message"]
+            assert await c.closed() is None
+
+    run(scenario())
+
+
+def test_client_closing_mid_stream_leaves_the_engine_serving(engine_url: str) -> None:
+    long_text = " ".join(["This sentence keeps the voice busy for a while, on purpose."] * 12)
+
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True)
+            await c.send(type="input.text", text=long_text)
+            await c.send(type="input.done")
+            assert (await c.recv_json())["type"] == "audio.start"
+            assert isinstance(await c.recv(), bytes)
+        # The abandoned unit is aborted; a new session is served at once.
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True)
+            await c.send(type="input.text", text="Next client.")
+            await c.send(type="input.done")
+            (_, pcm, done), = units_of(await c.until("session.done"))
+            assert done["error"] is False
+            assert_speech(pcm)
+
+    run(scenario())
+
+
+def test_word_timestamps_need_a_forced_aligner(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True, word_timestamps=True)
+            await c.send(type="input.text", text="Hi.")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            assert frames[0]["type"] == "error" and "--forced-aligner" in frames[0]["message"]
+            assert frames[1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 1}
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Timeouts: the same handler class, with short timeouts, on an in-process server
+@pytest.fixture(scope="module")
+def short_timeout_url() -> Iterator[str]:
+    handler = SpeechStreamHandler(config_timeout=0.4, idle_timeout=0.6)
+    app = FastAPI()
+    app.add_api_websocket_route(SPEECH_STREAM_PATH, handler.handle)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        threading.Event().wait(0.05)
+    assert server.started, "the short-timeout server did not start"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_config_timeout(short_timeout_url: str) -> None:
+    async def scenario() -> None:
+        async with session(short_timeout_url) as c:
+            assert await c.recv_json() == {"type": "error", "message": "Timeout waiting for session.config"}
+            assert await c.closed() is None
+
+    run(scenario())
+
+
+def test_idle_timeout(short_timeout_url: str) -> None:
+    async def scenario() -> None:
+        async with session(short_timeout_url) as c:
+            await c.send(type="session.config")
+            await c.send(type="input.text", text="")
+            assert await c.recv_json() == {"type": "error", "message": "Idle timeout: no message received"}
+            assert await c.closed() is None
+
+    run(scenario())
+
+
+def test_timeouts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CONFIG_TIMEOUT_ENV, raising=False)
+    monkeypatch.delenv(IDLE_TIMEOUT_ENV, raising=False)
+    default = SpeechStreamHandler.from_env()
+    assert (default.config_timeout, default.idle_timeout) == (10.0, 30.0)
+    monkeypatch.setenv(CONFIG_TIMEOUT_ENV, "1.5")
+    monkeypatch.setenv(IDLE_TIMEOUT_ENV, "2")
+    configured = SpeechStreamHandler.from_env()
+    assert (configured.config_timeout, configured.idle_timeout) == (1.5, 2.0)
+    monkeypatch.setenv(IDLE_TIMEOUT_ENV, "soon")
+    with pytest.raises(ValueError, match=IDLE_TIMEOUT_ENV):
+        SpeechStreamHandler.from_env()
+    monkeypatch.setenv(IDLE_TIMEOUT_ENV, "-1")
+    with pytest.raises(ValueError, match="positive"):
+        SpeechStreamHandler.from_env()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# REST
+def test_voices(engine_url: str) -> None:
+    response = httpx.get(f"{engine_url}/v1/audio/voices", timeout=10)
+    assert response.status_code == 200
+    assert response.json() == {"voices": ["joe", "default"], "uploaded_voices": []}
+
+
+def test_rest_wav_and_pcm(engine_url: str) -> None:
+    with httpx.Client(base_url=engine_url, timeout=60) as http:
+        wav = http.post("/v1/audio/speech", json={"input": "Hello from the offline engine.", "voice": "joe"})
+        assert wav.status_code == 200 and wav.headers["content-type"] == "audio/wav"
+        pcm_in_wav = read_wav(wav.content)
+        assert_speech(pcm_in_wav)
+        pcm = http.post("/v1/audio/speech", json={"input": "Hello from the offline engine.", "response_format": "pcm",
+                                                   "language": "English", "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"})
+        assert pcm.status_code == 200 and pcm.headers["content-type"] == "audio/pcm"
+        assert_speech(pcm.content)
+        # Neural synthesis is not bit-exact run to run, but the same text has about the same length.
+        assert 0.8 < len(pcm.content) / len(pcm_in_wav) < 1.25
+        slow = http.post("/v1/audio/speech", json={"input": "Hello from the offline engine.", "response_format": "pcm",
+                                                    "speed": 0.5})
+        assert len(slow.content) > 1.6 * len(pcm.content)
+
+
+def test_rest_raw_audio_streaming(engine_url: str) -> None:
+    body = {"input": "Streaming works, chunk by chunk. Second sentence here.", "stream": True, "stream_format": "audio"}
+    with httpx.Client(base_url=engine_url, timeout=60) as http:
+        with http.stream("POST", "/v1/audio/speech", json={**body, "response_format": "pcm"}) as response:
+            assert response.status_code == 200 and response.headers["content-type"] == "audio/pcm"
+            chunks = [c for c in response.iter_raw() if c]
+        assert len(chunks) >= 2
+        assert_speech(b"".join(chunks))
+        with http.stream("POST", "/v1/audio/speech", json={**body, "response_format": "wav"}) as response:
+            assert response.headers["content-type"] == "audio/wav"
+            data = response.read()
+        assert data[:4] == b"RIFF" and data[4:8] == b"\xff\xff\xff\xff"  # length unknown while streaming
+        assert data[36:40] == b"data" and int.from_bytes(data[24:28], "little") == 24_000
+        assert_speech(data[44:])
+
+
+def test_rest_sse_streaming(engine_url: str) -> None:
+    with httpx.Client(base_url=engine_url, timeout=60) as http:
+        response = http.post("/v1/audio/speech", json={"input": "Events, one by one.", "stream": True,
+                                                       "response_format": "pcm"})
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    events = [block for block in response.text.split("\n\n") if block.strip()]
+    payloads = []
+    for block in events:
+        name, data = block.split("\n", 1)
+        payload = json.loads(data.removeprefix("data: "))
+        assert name == f"event: {payload['type']}"
+        payloads.append(payload)
+    assert payloads[-1] == {"type": "speech.audio.done"}
+    deltas = payloads[:-1]
+    assert deltas and all(p["type"] == "speech.audio.delta" and p["response_format"] == "pcm" for p in deltas)
+    assert_speech(b"".join(base64.b64decode(p["audio"]) for p in deltas))
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ({"input": "   "}, 400, "Input text cannot be empty"),
+        ({"input": "Hi", "voice": "Nobody"}, 400, "Invalid voice 'nobody'. Supported: default, joe"),
+        ({"input": "Hi", "language": "french"}, 400, "Invalid language 'French'. Supported: Auto, English"),
+        ({"input": "Hi", "task_type": "Base"}, 400, "Qwen3-TTS CustomVoice checkpoint does not support task_type='Base'"),
+        ({"input": "Hi", "model": "other/model"}, 404, "The model `other/model` does not exist."),
+        ({"input": "Hi", "stream": True, "response_format": "mp3"}, 400,
+         "Streaming (stream=true, stream_format='audio', or stream_format='sse') requires response_format='pcm' or 'wav'"),
+        ({"input": "Hi", "stream": True, "stream_format": "audio", "response_format": "pcm", "speed": 2.0}, 400,
+         "Streaming is not supported with speed adjustment"),
+        ({"input": "Hi", "response_format": "aiff"}, 400, "response_format"),
+        ({"text": "Hi"}, 400, "input"),
+    ],
+)
+def test_rest_errors(engine_url: str, body: dict[str, Any], status: int, message: str) -> None:
+    response = httpx.post(f"{engine_url}/v1/audio/speech", json=body, timeout=30)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert message in error["message"] and error["code"] == status and set(error) >= {"message", "type", "param", "code"}
+
+
+def test_rest_invalid_json_body(engine_url: str) -> None:
+    response = httpx.post(f"{engine_url}/v1/audio/speech", content=b"{oops", timeout=30,
+                          headers={"content-type": "application/json"})
+    assert response.status_code == 400 and "Invalid JSON" in response.json()["error"]["message"]
