@@ -50,8 +50,32 @@ except StudioError as exc:
     st.error(f"The speech backend is not available: {resources.plain(exc)}")
     st.stop()
 
+def _start_speaking() -> None:
+    """Speak's callback: runs before the script, so the page below already shows the run as going."""
+    state["voice_error"] = None
+    playback = state["voice_playback"]
+    try:
+        playback.start_utterance()  # a new utterance: drop what the previous one still had queued
+        state["voice_run"] = SpeechRun(
+            resources.loop(),
+            resources.backend().speech,
+            speech_config(state["voice_voice"], state["voice_language"], split_granularity=state["voice_split"]),
+            state["voice_text"],
+            on_audio=lambda c: playback.push(c.data, c.sample_rate, c.channels),  # on arrival, loop thread
+        )
+    except StudioError as exc:
+        state["voice_error"] = str(exc)
+
+
+def _stop_speaking() -> None:
+    run = state.get("voice_run")
+    if run is not None:
+        run.cancel()
+        state["voice_playback"].start_utterance()  # silence now, not after the queued audio drains
+
+
 # A run that finished since the last script run becomes the newest take.
-run: SpeechRun | None = state.get("voice_run")
+run: SpeechRun | None = state.setdefault("voice_run", None)
 if run is not None and run.done:
     history.insert(0, Take.of(run.result()))
     del history[HISTORY_SIZE:]
@@ -60,16 +84,18 @@ running = run is not None
 
 left, right = st.columns([3, 2], gap="large")
 with left:
-    text = st.text_area("Text", value=SAMPLE_TEXT, height=150, key="voice_text")
+    st.text_area("Text", value=SAMPLE_TEXT, height=150, key="voice_text")
     c1, c2 = st.columns(2)
-    voice = c1.selectbox("Voice", voices, key="voice_voice")
-    language = c2.selectbox("Language", languages, key="voice_language")
+    c1.selectbox("Voice", voices, key="voice_voice")
+    c2.selectbox("Language", languages, key="voice_language")
     with st.expander("Streaming options"):
-        split = st.radio("The server speaks in units of", list(SPLITS), format_func=SPLITS.__getitem__,
-                         horizontal=True, key="voice_split")
+        st.radio("The server speaks in units of", list(SPLITS), format_func=SPLITS.__getitem__,
+                 horizontal=True, key="voice_split")
     b1, b2, _ = st.columns([1, 1, 3])
-    speak = b1.button("Speak", type="primary", disabled=running, width="stretch")
-    stop = b2.button("Stop", disabled=not running, width="stretch")
+    b1.button("Speak", type="primary", disabled=running, width="stretch", on_click=_start_speaking)
+    b2.button("Stop", disabled=not running, width="stretch", on_click=_stop_speaking)
+    if state.get("voice_error"):
+        st.error(resources.plain(state["voice_error"]))
 
 with right:
     st.markdown("**Player**")
@@ -78,23 +104,9 @@ with right:
         st.caption("🟢 Connected: speech plays here as it arrives.")
     else:
         st.caption(f"Press **{CONNECT_LABEL}** once to hear speech live in this browser.")
-
-if stop and run is not None:
-    run.cancel()
-    playback.start_utterance()  # silence now, not after the queued audio drains
-if speak:
-    try:
-        playback.start_utterance()
-        state["voice_run"] = run = SpeechRun(
-            resources.loop(), backend.speech, speech_config(voice, language, split_granularity=split), text,
-            on_audio=lambda c: playback.push(c.data, c.sample_rate, c.channels),
-        )
-        running = True
-    except StudioError as exc:
-        st.error(resources.plain(exc))
-    if running and not playing:
-        st.info(f"Not hearing it? Press **{CONNECT_LABEL}**: the speech so far is queued and plays from the "
-                "start. The WAV is below either way.", icon="🔈")
+        if running:
+            st.info(f"Not hearing it? Press **{CONNECT_LABEL}**: the speech so far is queued and plays from "
+                    "the start. The WAV is below either way.", icon="🔈")
 
 
 def _figures(stats) -> None:
@@ -130,6 +142,7 @@ if history and run is None:
     latest = history[0]
     u = latest.utterance
     st.markdown("**Last utterance**")
+    st.text(u.text if len(u.text) <= 400 else u.text[:400] + "…")
     if u.error is not None:
         kept = " The audio received before it is kept below." if u.pcm else ""
         st.error(f"{resources.plain(u.error)}{kept}")
