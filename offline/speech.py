@@ -194,6 +194,8 @@ class _Session:
     # -- receiving ----------------------------------------------------------------------------------------
     async def _next_text(self, *, configured: bool) -> str:
         """The next text frame; after the config or idle timeout, or a binary frame, the session ends."""
+        if self.gone.is_set() and self.inbox.empty():
+            raise _ClientGone
         try:
             async with asyncio.timeout(self.idle_timeout if configured else self.config_timeout):
                 message = await self.inbox.get()

@@ -591,3 +591,25 @@ def test_rest_invalid_json_body(engine_url: str) -> None:
     response = httpx.post(f"{engine_url}/v1/audio/speech", content=b"{oops", timeout=30,
                           headers={"content-type": "application/json"})
     assert response.status_code == 400 and "Invalid JSON" in response.json()["error"]["message"]
+
+
+def test_concurrent_sessions_each_get_their_audio(engine_url: str) -> None:
+    async def speak(text: str) -> list[tuple[dict[str, Any], bytes, dict[str, Any]]]:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True, split_granularity="sentence")
+            await c.send(type="input.text", text=text)
+            await c.send(type="input.done")
+            return units_of(await c.until("session.done"))
+
+    async def scenario() -> None:
+        first, second = await asyncio.gather(
+            speak("The first client talks about the weather. It is sunny."),
+            speak("The second client reads a recipe. Add salt, then stir."),
+        )
+        assert [s["sentence_text"] for s, _, _ in first] == ["The first client talks about the weather.", "It is sunny."]
+        assert [s["sentence_text"] for s, _, _ in second] == ["The second client reads a recipe.", "Add salt, then stir."]
+        for _, pcm, done in first + second:
+            assert done["error"] is False
+            assert_speech(pcm)
+
+    run(scenario())
