@@ -120,38 +120,42 @@ def _figures(stats) -> None:
     c[4].metric("Audio", f"{stats.audio_seconds:.2f} s")
 
 
-@st.fragment(run_every=REFRESH_S if running else None)
-def live_status() -> None:
-    run: SpeechRun | None = st.session_state.get("voice_run")
-    if run is None:
-        return
-    stats = run.stats()
-    st.markdown("**Now speaking** — " + {"idle": "connecting…", "streaming": "streaming…", "done": "done",
-                                          "failed": "stopped by an error", "cancelled": "stopped"}[stats.state])
-    _figures(stats)
-    pcm = run.pcm()
-    if pcm:
-        st.image(waveform_png(pcm), width="stretch")
-    if run.done:
-        st.rerun(scope="app")  # show the finished take with its download
-
-
-live_status()
-
-if history and run is None:
-    latest = history[0]
-    u = latest.utterance
+def _take_view(take: Take) -> None:
+    u = take.utterance
     st.markdown("**Last utterance**")
     st.text(u.text if len(u.text) <= 400 else u.text[:400] + "…")
     if u.error is not None:
         kept = " The audio received before it is kept below." if u.pcm else ""
         st.error(f"{resources.plain(u.error)}{kept}")
     _figures(u.stats)
-    if latest.picture:
-        st.image(latest.picture, caption="Waveform of what was spoken", width="stretch")
-        st.audio(latest.wav, format="audio/wav")
-        st.download_button("Download WAV", latest.wav, file_name=f"speech-{time.strftime('%Y%m%d-%H%M%S', time.localtime(u.created_at))}.wav",
-                           mime="audio/wav", key="voice_download_latest", on_click="ignore")
+    if take.picture:
+        st.image(take.picture, caption="Waveform of what was spoken", width="stretch")
+        st.audio(take.wav, format="audio/wav")
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(u.created_at))
+        st.download_button("Download WAV", take.wav, file_name=f"speech-{stamp}.wav", mime="audio/wav",
+                           key="voice_download_latest", on_click="ignore")
+
+
+@st.fragment(run_every=REFRESH_S if running else None)
+def utterance_panel() -> None:
+    """The utterance being spoken (refreshed while it streams), else the last one. Everything here lives
+    in the fragment, so its refreshes never touch the rest of the page."""
+    run: SpeechRun | None = st.session_state.get("voice_run")
+    if run is not None and run.done:
+        st.rerun(scope="app")  # the full run files the take, re-enables Speak and stops the refresh
+    if run is not None:
+        stats = run.stats()
+        st.markdown("**Now speaking** — " + {"idle": "connecting…", "streaming": "streaming…", "done": "done",
+                                              "failed": "stopped by an error", "cancelled": "stopped"}[stats.state])
+        _figures(stats)
+        pcm = run.pcm()
+        if pcm:
+            st.image(waveform_png(pcm), width="stretch")
+    elif history:
+        _take_view(history[0])
+
+
+utterance_panel()
 
 if len(history) > (0 if run is not None else 1):
     st.divider()

@@ -44,6 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 RESULT_MARK = "@@BROWSER-RESULT@@ "
+FAILURE_SCREENSHOT = "/tmp/omni-studio-browser-failure.png"
 # Flags that work here (TESTING.md); loopback ICE needs --allow-loopback-in-peer-connection.
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -231,6 +232,12 @@ def _main(target: str) -> dict[str, Any]:
                     return scenario(studio)
                 except Exception:
                     print("---- streamlit log ----\n" + studio.server_log(), file=sys.stderr)
+                    try:
+                        print("---- page text ----\n" + page.inner_text("body")[:4000], file=sys.stderr)
+                        page.screenshot(path=FAILURE_SCREENSHOT, full_page=True)
+                        print(f"---- screenshot of the failure: {FAILURE_SCREENSHOT}", file=sys.stderr)
+                    except Exception:
+                        pass
                     raise
             finally:
                 context.close()

@@ -1,0 +1,136 @@
+"""Time to first audio: the studio's SpeechSession against a minimal raw `websockets` client.
+
+Both talk to the same speech server with the same `session.config` and text, over a fresh connection
+per run, in interleaved runs (ABBA order, so drift hits both alike). Each figure is measured the same
+way from the caller's side: from just before the text is sent to the moment the first PCM chunk is in
+the caller's hands (for the studio: yielded by `session.speak()`, after its parsing, statistics,
+recording and queue hop). Both clients turn per-message deflate off (PCM does not compress).
+
+    python bench/voice_ttfa.py [--backend offline|omni] [--url URL] [--runs 15]
+
+Targets: studio median / raw median ≤ 1.05, and the studio adds ≤ 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+TEXT = ("The quick brown fox jumps over the lazy dog, and then it rests in the shade. "
+        "Streaming speech should start while the rest is still being made. "
+        "This paragraph has three sentences.")
+TARGET_RATIO = 1.05
+TARGET_ADDED_MS = 5.0
+
+
+async def raw_ttfa(ws_url: str, config: str, text: str) -> float:
+    """A minimal client: config, text, input.done, wait for the first binary frame; then drain."""
+    import websockets
+
+    async with websockets.connect(ws_url, compression=None, max_size=None) as ws:
+        await ws.send(config)
+        t0 = time.perf_counter()
+        await ws.send(json.dumps({"type": "input.text", "text": text}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        while not isinstance(await ws.recv(), bytes):
+            pass
+        ttfa = time.perf_counter() - t0
+        while True:  # let the utterance finish so the next run starts on an idle server
+            msg = await ws.recv()
+            if isinstance(msg, str) and json.loads(msg).get("type") == "session.done":
+                break
+        return ttfa * 1000.0
+
+
+async def studio_ttfa(client, config, text: str) -> tuple[float, float]:
+    """(caller-side ttfa, the session's own stats.ttfa_ms)."""
+    from services.speech import PcmChunk
+
+    async with client.open(config) as session:
+        t0 = time.perf_counter()
+        ttfa = None
+        async for event in session.speak(text):
+            if ttfa is None and isinstance(event, PcmChunk):
+                ttfa = (time.perf_counter() - t0) * 1000.0
+        assert ttfa is not None and session.stats.state == "done", session.stats
+        return ttfa, session.stats.ttfa_ms or 0.0
+
+
+def target_url(args: argparse.Namespace) -> tuple[str, object]:
+    if args.backend == "omni":
+        if not args.url:
+            sys.exit("--backend omni needs --url, e.g. http://gpu-box:8091")
+        return args.url.rstrip("/"), None
+    from services.engine import start_engine
+
+    engine = start_engine()  # its own subprocess on a free loopback port
+    return engine.url, engine
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    from services.protocol import dumps
+    from services.speech import omni_client, speech_config
+
+    url, engine = target_url(args)
+    try:
+        client = omni_client(url)
+        voice = args.voice or client.voices()[0]
+        config = speech_config(voice=voice, split_granularity=args.split)
+        wire_config = dumps(config)
+        ws_url = "ws://" + url.removeprefix("http://") + "/v1/audio/speech/stream"
+        for _ in range(2):  # warm-up: first connections, model caches
+            await raw_ttfa(ws_url, wire_config, TEXT)
+            await studio_ttfa(client, config, TEXT)
+        raw, studio, own = [], [], []
+        for i in range(args.runs):
+            order = ("raw", "studio") if i % 2 == 0 else ("studio", "raw")
+            for which in order:
+                if which == "raw":
+                    raw.append(await raw_ttfa(ws_url, wire_config, TEXT))
+                else:
+                    t, s = await studio_ttfa(client, config, TEXT)
+                    studio.append(t)
+                    own.append(s)
+    finally:
+        if engine is not None:
+            engine.stop()
+    r, s = statistics.median(raw), statistics.median(studio)
+    return {
+        "backend": args.backend, "target": url, "voice": voice, "split": args.split, "runs": args.runs,
+        "raw_median_ms": round(r, 2), "studio_median_ms": round(s, 2),
+        "studio_own_stats_median_ms": round(statistics.median(own), 2),
+        "ratio": round(s / r, 4), "added_ms": round(s - r, 2),
+        "raw_ms": [round(x, 1) for x in raw], "studio_ms": [round(x, 1) for x in studio],
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", choices=["offline", "omni"], default="offline")
+    p.add_argument("--url", help="vLLM-Omni server for --backend omni")
+    p.add_argument("--voice")
+    p.add_argument("--split", choices=["none", "sentence", "clause"], default="clause")
+    p.add_argument("--runs", type=int, default=15)
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    args = p.parse_args()
+    res = asyncio.run(main_async(args))
+    if args.json:
+        print(json.dumps(res))
+        return
+    ok = res["ratio"] <= TARGET_RATIO or res["added_ms"] <= TARGET_ADDED_MS
+    print(f"voice TTFA, {res['runs']} interleaved runs each, {res['backend']} at {res['target']} (voice {res['voice']}, split {res['split']})")
+    print(f"  raw websockets client  median {res['raw_median_ms']:8.2f} ms")
+    print(f"  studio SpeechSession   median {res['studio_median_ms']:8.2f} ms   (its own stats.ttfa_ms median {res['studio_own_stats_median_ms']:.2f} ms)")
+    print(f"  ratio {res['ratio']:.3f} (target ≤ {TARGET_RATIO}), studio adds {res['added_ms']:+.2f} ms (target ≤ {TARGET_ADDED_MS:.0f} ms)"
+          f"  → {'OK' if ok else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
