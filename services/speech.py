@@ -9,7 +9,7 @@
     # or feed text as an LLM produces it:
         await session.feed("Hello ")
         await session.feed("there.")
-        async for event in session.finish(): ...
+        async for event in session.finish(): ...   # = end_input(), then events()
 
 The session sends `session.config`, the text as one or more `input.text` (long text is cut under the
 128 KiB message limit), then `input.done`. A background reader takes every frame off the transport the
@@ -308,8 +308,8 @@ class SpeechSession:
         text, self._pending_space = self._pending_space + text, ""
         await self._send_pieces(split_for_input(text, self.max_message_bytes))
 
-    async def finish(self) -> AsyncIterator[SpeechEvent]:
-        """Send `input.done` and yield the utterance's events up to and including `session.done`."""
+    async def end_input(self) -> None:
+        """Send `input.done`: the server speaks the rest, then answers `session.done`."""
         if self._cancelled:
             return
         if not self._utterance_open:
@@ -317,7 +317,13 @@ class SpeechSession:
             raise InvalidInput("there is no text to speak: type a sentence first")
         self._t_done = time.perf_counter()
         await self.transport.send_text(dumps(InputDone()))
-        async for event in self._events():
+
+    async def finish(self) -> AsyncIterator[SpeechEvent]:
+        """`end_input()`, then yield the utterance's events up to and including `session.done`."""
+        await self.end_input()
+        if self._cancelled:
+            return
+        async for event in self.events():
             yield event
 
     async def speak(self, text: str) -> AsyncIterator[SpeechEvent]:
@@ -349,7 +355,12 @@ class SpeechSession:
         return Utterance(text, self.config.voice, self.config.language, stats, self.recording(), error)
 
     # ---- receiving ---------------------------------------------------------------------------------
-    async def _events(self) -> AsyncIterator[SpeechEvent]:
+    async def events(self) -> AsyncIterator[SpeechEvent]:
+        """The current utterance's events as they arrive, up to and including `session.done`.
+
+        finish() and speak() iterate this for you; iterate it yourself from another task to consume
+        audio while you are still feeding text, then call end_input().
+        """
         while True:
             item = await self._queue.get()
             if item is _END or isinstance(item, BaseException):

@@ -198,6 +198,48 @@ def test_feed_incrementally_like_an_llm() -> None:
     assert isinstance(events[-1], SessionDone)
 
 
+def test_audio_is_consumed_while_text_is_still_fed() -> None:
+    """A server that speaks each input.text as it arrives (clause mode): audio comes before input.done."""
+
+    async def eager(peer: MockPeer) -> None:
+        await peer.receive()  # config
+        n = 0
+        while (raw := await peer.receive()) is not None:
+            msg = json.loads(raw)
+            if msg["type"] == "input.text":
+                await peer.send(json.dumps({"type": "audio.start", "sentence_index": n, "sample_rate": RATE}))
+                await peer.send(tone(0.05))
+                await peer.send(json.dumps({"type": "audio.done", "sentence_index": n, "total_bytes": 2400}))
+                n += 1
+            elif msg["type"] == "input.done":
+                await peer.send(json.dumps({"type": "session.done", "total_sentences": n}))
+
+    client, _ = mock_client(eager)
+
+    async def go():
+        async with client.open(speech_config(voice="joe")) as s:
+            heard_before_done = asyncio.Event()
+            got: list = []
+
+            async def consume():
+                async for e in s.events():
+                    got.append(e)
+                    if isinstance(e, PcmChunk):
+                        heard_before_done.set()
+
+            consumer = asyncio.create_task(consume())
+            await s.feed("First clause, ")
+            await asyncio.wait_for(heard_before_done.wait(), 5)  # audio while the "LLM" still writes
+            await s.feed("second clause.")
+            await s.end_input()
+            await asyncio.wait_for(consumer, 5)
+            return s, got
+
+    s, got = asyncio.run(go())
+    assert sum(isinstance(e, PcmChunk) for e in got) == 2 and isinstance(got[-1], SessionDone)
+    assert s.stats.ttfa_from == "first_text" and s.stats.state == "done"
+
+
 def test_finish_without_text_is_refused_and_sends_nothing() -> None:
     client, made = mock_client(fake_server())
 
