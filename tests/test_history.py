@@ -1,0 +1,228 @@
+"""The history: records survive a restart (a new History on the same folder, a new process), orphans of
+a dead process are marked `interrupted` or resumed, and concurrent writers never lose a record.
+
+"A restart" here is real: the job is created by a child Python process that then exits, so its owner
+is a process that no longer exists, exactly as after the studio stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from services.errors import InvalidInput
+from services.history import History, HistoryError, current_owner, owner_alive
+from services.videos import JobHandle, JobState, VideoClient, VideoJobs, VideoPayload
+from tests.test_videos import make_mp4
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _in_child(code: str, *args: str) -> str:
+    """Run `code` in a fresh Python process (the 'previous run of the studio') and return its stdout."""
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_jobs_survive_a_new_history_object_newest_first(tmp_path: Path) -> None:
+    h = History(tmp_path)
+    a = h.create("image", "first", {"size": "64x64"}, target="http://x")
+    b = h.create("video", "second", {"frames": 17}, target="http://x", inputs={"reference.jpg": b"jpeg"})
+    h.succeed(a.id, {"image-0.png": b"png"}, timings={"total_s": 0.1}, meta={"seed": 1})
+    h.fail(b.id, "the server said no")
+    h.close()
+
+    again = History(tmp_path)
+    assert [j.prompt for j in again.jobs()] == ["second", "first"]
+    assert [j.prompt for j in again.jobs("image")] == ["first"]
+    img = again.get(a.id)
+    assert img.status == "succeeded" and img.timings == {"total_s": 0.1} and img.meta == {"seed": 1}
+    assert img.output_paths()[0].read_bytes() == b"png" and img.finished_at is not None
+    vid = again.get(b.id)
+    assert vid.status == "failed" and vid.error == "the server said no"
+    assert vid.input_path("reference.jpg").read_bytes() == b"jpeg"  # the failure lost nothing
+    mode = sqlite3.connect(again.db_path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_finished_jobs_are_not_changed_by_late_failures(tmp_path: Path) -> None:
+    h = History(tmp_path)
+    job = h.create("image", "p", {}, target="t", status="running")
+    h.succeed(job.id, {"image-0.png": b"x"})
+    assert h.fail(job.id, "too late").status == "succeeded"
+
+
+def test_unsafe_file_names_and_unknown_jobs_are_refused(tmp_path: Path) -> None:
+    h = History(tmp_path)
+    with pytest.raises(InvalidInput):
+        h.create("image", "p", {}, target="t", inputs={"../escape.png": b"x"})
+    with pytest.raises(InvalidInput, match="no job"):
+        h.get("nope")
+
+
+def test_a_data_dir_that_cannot_be_used_is_named(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(HistoryError) as err:
+        History(blocker / "data")
+    assert str(blocker / "data") in str(err.value) and "OMNI_STUDIO_DATA_DIR" in str(err.value)
+
+
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    h = History(tmp_path)
+    errors: list[BaseException] = []
+
+    def writer(k: int) -> None:
+        try:
+            for i in range(15):
+                job = h.create("image", f"{k}-{i}", {"i": i}, target="t", status="running")
+                h.succeed(job.id, {"image-0.png": bytes([k, i])})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    jobs = History(tmp_path).jobs(limit=None)
+    assert len(jobs) == 90 and all(j.status == "succeeded" for j in jobs)
+    # another process writing at the same time as this one
+    code = ("import sys; from services.history import History; h = History(sys.argv[1]);"
+            "[h.create('video', f'child-{i}', {}, target='t') for i in range(20)]")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT)
+    for i in range(20):
+        h.create("video", f"parent-{i}", {}, target="t")
+    assert child.wait(60) == 0
+    assert len(History(tmp_path).jobs("video", limit=None)) == 40
+
+
+def test_owner_liveness() -> None:
+    assert owner_alive(current_owner())
+    dead = subprocess.run([sys.executable, "-c", "from services.history import current_owner; print(current_owner())"],
+                          cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    assert not owner_alive(dead)
+
+
+_LEAVE_UNFINISHED = """
+import sys
+from services.history import History
+h = History(sys.argv[1])
+q = h.create("video", "never sent", {"frames": 17}, target="http://127.0.0.1:1/v1/videos/sync")
+r = h.create("video", "was running", {"frames": 17}, target="http://127.0.0.1:1/v1/videos/sync")
+h.mark_running(r.id, {"transport": "omni-sync", "target": r.target, "id": "abc", "resumable": False, "data": {}})
+i = h.create("image", "image in flight", {}, target="http://127.0.0.1:1", status="running")
+print(q.id, r.id, i.id)
+"""
+
+
+def test_jobs_of_a_stopped_app_are_marked_interrupted_with_a_message(tmp_path: Path) -> None:
+    queued, running, image = _in_child(_LEAVE_UNFINISHED, str(tmp_path)).split()
+    h = History(tmp_path)  # "the app starts again"
+    assert h.get(running).status == "running"  # nothing is touched until recover() decides
+    assert h.recover() == []
+    q, r, i = h.get(queued), h.get(running), h.get(image)
+    assert q.status == r.status == i.status == "interrupted"
+    assert "before this job was sent" in q.error
+    assert "cannot be picked up again" in r.error and "generate it again" in r.error
+    assert r.params == {"frames": 17} and r.handle["id"] == "abc"  # settings kept for "generate again"
+
+
+def test_jobs_of_a_live_process_are_left_alone(tmp_path: Path) -> None:
+    code = ("import sys, time; from services.history import History; h = History(sys.argv[1]);"
+            "j = h.create('video', 'busy', {}, target='t', status='running'); print(j.id, flush=True); time.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        job_id = child.stdout.readline().strip()
+        assert History(tmp_path).recover() == []
+        assert History(tmp_path).get(job_id).status == "running"
+    finally:
+        child.kill()
+        child.wait()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A resumable transport, shaped like SageMaker async: the request goes to a folder ("S3"), a worker
+# writes an output or failure object there, poll() checks those objects — so any process can poll again.
+class FolderAsyncTransport:
+    kind = "folder-async"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.target = f"folder://{root}"
+
+    def submit(self, body: bytes, content_type: str) -> JobHandle:
+        job = f"{time.time_ns()}"
+        (self.root / f"{job}.request").write_bytes(body)
+        return JobHandle(self.kind, self.target, job, resumable=True,
+                         data={"output": str(self.root / f"{job}.out"), "failure": str(self.root / f"{job}.failure")})
+
+    def poll(self, handle: JobHandle, wait_s: float = 0.0) -> JobState:
+        if Path(handle.data["output"]).exists():
+            return JobState("succeeded")
+        if Path(handle.data["failure"]).exists():
+            return JobState("failed", error=Path(handle.data["failure"]).read_text())
+        time.sleep(min(wait_s, 0.05))
+        return JobState("running", detail="waiting for the output object")
+
+    def fetch(self, handle: JobHandle) -> VideoPayload:
+        return VideoPayload(Path(handle.data["output"]).read_bytes(), model_s=0.1, request_id=handle.id)
+
+    def can_resume(self, handle: JobHandle) -> bool:
+        return handle.transport == self.kind and handle.target == self.target
+
+
+def test_a_resumable_job_is_picked_up_again_by_the_next_process(tmp_path: Path) -> None:
+    data, inbox = tmp_path / "data", tmp_path / "inbox"
+    inbox.mkdir()
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from services.history import History
+from tests.test_history import FolderAsyncTransport
+t = FolderAsyncTransport(Path(sys.argv[2]))
+h = History(sys.argv[1])
+job = h.create("video", "resume me", {{"frames": 17}}, target=t.target)
+h.mark_running(job.id, t.submit(b"body", "multipart/form-data; boundary=x").to_dict())
+print(job.id)
+"""
+    job_id = _in_child(code, str(data), str(inbox))
+    failing = _in_child(code, str(data), str(inbox))
+    transport = FolderAsyncTransport(inbox)
+    h = History(data)
+    # the server finishes both while no studio runs
+    handle = JobHandle.from_dict(h.get(job_id).handle)
+    Path(handle.data["output"]).write_bytes(make_mp4(9, 64, 48, 8))
+    Path(JobHandle.from_dict(h.get(failing).handle).data["failure"]).write_text("ModelError: out of memory")
+
+    jobs = VideoJobs(VideoClient(transport), h)  # "the app starts again"
+    assert sorted(jobs.resumed) == sorted([job_id, failing])
+    done = jobs.wait(job_id, 30)
+    assert done.status == "succeeded" and done.meta["frames"] == 9 and done.meta["request_id"] == handle.id
+    assert done.path("video.mp4").read_bytes()[4:8] == b"ftyp"
+    assert done.owner == h.owner  # claimed by this process
+    bad = jobs.wait(failing, 30)
+    assert bad.status == "failed" and bad.error == "ModelError: out of memory"
+
+
+def test_an_orphan_is_claimed_by_one_process_only(tmp_path: Path) -> None:
+    code = ("import sys; from services.history import History; h = History(sys.argv[1]);"
+            "j = h.create('video', 'x', {}, target='folder://x'); "
+            "h.mark_running(j.id, {'transport': 'folder-async', 'target': 'folder://x', 'id': '1', 'resumable': True}); print(j.id)")
+    job_id = _in_child(code, str(tmp_path))
+    a, b = History(tmp_path), History(tmp_path)
+    orphans_a, orphans_b = a.recover(), b.recover()
+    assert [j.id for j in orphans_a] == [j.id for j in orphans_b] == [job_id]
+    assert a.claim(orphans_a[0]) and not b.claim(orphans_b[0])
+    assert History(tmp_path).get(job_id).status == "running"  # resumable: never marked interrupted
+    assert json.loads(json.dumps(a.get(job_id).handle))["resumable"] is True
