@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from services.settings import Settings
 
 IMAGES_PATH = "/v1/images/generations"
-INFERENCE_TIME_HEADER = "X-Inference-Time-S"  # sent by some servers for images too; used when present
+INFERENCE_TIME_HEADER = "X-Inference-Time-S"  # model time: this header, else a numeric `inference_time_s` in the body
 DEFAULT_SIZE = "1024x1024"
 DEFAULT_STEPS = 4  # FLUX.2-klein is distilled: ~4 steps; the server's own default is 50
 STEPS_RANGE = (1, 200)
@@ -254,6 +254,11 @@ def _float_header(value: str | None) -> float | None:
         return None
 
 
+def _number(value: Any) -> float | None:
+    """A server-reported time in the body (the offline engine's `inference_time_s`), if it is a number."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 class MockImageTransport:
     """Answers from `handler(request)`, which returns an ImageGenerationResponse or raises (like httpx's
     MockTransport). Records every request it got."""
@@ -291,9 +296,10 @@ class ImageClient:
         images, fmt = self._check(request, payload)
         extra = payload.model_extra or {}
         preview = extra.get("preview")
+        model_s = timings.model_s if timings.model_s is not None else _number(extra.get("inference_time_s"))
         return ImageResult(
             images=images, request=request, width=request.width, height=request.height, format=fmt,
-            model_s=timings.model_s, request_s=timings.request_s, total_s=time.perf_counter() - t0,
+            model_s=model_s, request_s=timings.request_s, total_s=time.perf_counter() - t0,
             preview=bool(preview), preview_note=preview if isinstance(preview, str) else None,
             revised_prompt=payload.data[0].revised_prompt if payload.data else None, extra=dict(extra),
         )

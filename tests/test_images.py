@@ -162,6 +162,7 @@ def test_real_engine_1024_png_is_a_labelled_deterministic_preview(client: ImageC
     assert image.format == "PNG" and image.size == (1024, 1024)
     assert a.preview  # the offline engine says its images are previews
     assert a.request.steps == 4 and a.seed == 42
+    assert a.model_s is not None and 0 < a.model_s <= a.request_s <= a.total_s
     b = client.generate(ImageRequest("a red fox in the snow", size="1024x1024", steps=4, seed=42))
     assert a.image == b.image  # same prompt, seed and size: same bytes
     c = client.generate(ImageRequest("a blue whale in the deep sea", size="1024x1024", steps=4, seed=42))

@@ -93,3 +93,31 @@ _MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|<>~$"
 def plain(text: str) -> str:
     """`text` escaped for st.markdown/st.error/st.caption, so user or server text shows as typed."""
     return "".join("\\" + c if c in _MARKDOWN_SPECIALS else c for c in str(text))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Image and video studios: one history per data folder, one video job runner per backend (process-wide).
+@st.cache_resource(show_spinner=False)
+def _history(data_dir: str):
+    from services.history import History
+
+    h = History(data_dir)
+    h.recover()  # jobs a previous run left unfinished: marked interrupted, or kept for a runner to resume
+    return h
+
+
+def history():
+    """The studio's history (SQLite in the data_dir setting). Raises StudioError naming a bad folder."""
+    return _history(str(settings().data_dir))
+
+
+@st.cache_resource(show_spinner=False)
+def _video_jobs(name: str, url: str | None):
+    from services.videos import VideoJobs
+
+    return VideoJobs(_backend(name, url).videos, history())  # resumes what its transport can poll again
+
+
+def video_jobs():
+    """The video job runner for the chosen backend; jobs run on its worker threads, not the script's."""
+    return _video_jobs(*backend_choice())
