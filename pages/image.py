@@ -33,8 +33,9 @@ for key, value in {"image_prompt": "", "image_negative": "", "image_size": DEFAU
 
 def _reuse(job_id: str) -> None:
     """Put a gallery image's exact settings back into the form (a callback: runs before the widgets)."""
-    p = history.get(job_id).params
-    state.update(image_prompt=p["prompt"], image_negative=p.get("negative_prompt") or "", image_size=p["size"],
+    job = history.get(job_id)
+    p = job.params
+    state.update(image_prompt=job.prompt, image_negative=p.get("negative_prompt") or "", image_size=p["size"],
                  image_steps=p["steps"], image_guidance=_text(p.get("guidance")), image_seed=_text(p.get("seed")),
                  image_n=p.get("n", 1), image_error=None)
 

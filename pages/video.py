@@ -115,10 +115,15 @@ def _generate() -> None:
 
 
 def _reuse(job_id: str) -> None:
-    p = history.get(job_id).params
-    state.update(video_prompt=p["prompt"], video_width=p["width"], video_height=p["height"], video_frames=p["frames"],
+    job = history.get(job_id)
+    p = job.params
+    state.update(video_prompt=job.prompt, video_width=p["width"], video_height=p["height"], video_frames=p["frames"],
                  video_fps=p["fps"], video_steps=p["steps"], video_guidance=float(p["guidance"]),
                  video_seed=str(p.get("seed") or ""), video_error=None)
+
+
+def _clear_error() -> None:
+    state["video_error"] = None  # a new reference: the last Generate's complaint no longer applies
 
 
 def _play(job_id: str) -> None:
@@ -127,7 +132,7 @@ def _play(job_id: str) -> None:
 
 left, right = st.columns([3, 2], gap="large")
 with right:
-    st.radio("Reference image", [GALLERY, UPLOAD, NO_REFERENCE], key="video_ref_source")
+    st.radio("Reference image", [GALLERY, UPLOAD, NO_REFERENCE], key="video_ref_source", on_change=_clear_error)
     source = state["video_ref_source"]
     if source == GALLERY:
         if gallery:
@@ -136,7 +141,8 @@ with right:
         else:
             st.caption("The gallery is empty: make an image on the Image page first, or upload one.")
     elif source == UPLOAD:
-        upload = st.file_uploader("Upload a reference image", type=list(ACCEPTED_SUFFIXES), key="video_upload")
+        upload = st.file_uploader("Upload a reference image", type=list(ACCEPTED_SUFFIXES), key="video_upload",
+                                  on_change=_clear_error)
         if upload is not None:
             from services.imaging import check_image
 

@@ -251,11 +251,15 @@ def fault_server() -> Iterator[str]:
         if prompt == "oom":
             return JSONResponse({"error": {"message": "CUDA out of memory", "type": "InternalServerError", "code": 500}},
                                 status_code=500)
-        if prompt == "slow":
+        if prompt.startswith("slow"):  # "slow" or "slow:<seconds>"
             import asyncio
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(float(prompt.split(":", 1)[1]) if ":" in prompt else 0.5)
         return Response(make_mp4(int(form["num_frames"]), int(form["width"]), int(form["height"]), int(form["fps"])),
                         media_type="video/mp4", headers={"X-Inference-Time-S": "0.123", "X-Request-Id": "fault-1"})
+
+    @app.get("/health")
+    async def health():
+        return {"status": "healthy"}
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))

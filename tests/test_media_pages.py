@@ -1,0 +1,242 @@
+"""The image and video pages' logic with Streamlit's AppTest (the real app.py navigation), against the
+real offline engine — and, for slow and failing jobs, the misbehaving loopback server of test_videos.
+
+AppTest cannot play media (TESTING.md); tests/test_browser_media.py plays the video in Chromium.
+Note: after a script calls st.switch_page, AppTest keeps re-running the page it was told last, so the
+tests follow a switch with `at.switch_page(...)` themselves, as the browser would follow the new URL.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from PIL import Image
+from streamlit.testing.v1 import AppTest
+
+from services.history import History
+from tests.test_videos import fault_server, png  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+IMAGE, VIDEO = "pages/image.py", "pages/video.py"
+
+
+def _open(monkeypatch: pytest.MonkeyPatch, data: Path, url: str, page: str) -> AppTest:
+    monkeypatch.setenv("OMNI_STUDIO_CONFIG", str(data / "absent.toml"))
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
+    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(data))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.switch_page(page)
+    at.run()
+    _ok(at)
+    return at
+
+
+def _ok(at: AppTest) -> None:
+    assert not at.exception, at.exception[0].message if at.exception else ""
+
+
+def _button(at: AppTest, label: str, nth: int = 0):
+    buttons = [b for b in at.button if b.label == label]
+    assert len(buttons) > nth, f"no button {label!r}; buttons: {[b.label for b in at.button]}"
+    return buttons[nth]
+
+
+def _generate_image(at: AppTest, prompt: str, **fields: str) -> None:
+    at.text_area(key="image_prompt").input(prompt)
+    for key, value in fields.items():
+        widget = at.number_input(key=f"image_{key}") if key in ("steps", "n") else at.text_input(key=f"image_{key}")
+        widget.set_value(value)
+    _button(at, "Generate").click().run()
+    _ok(at)
+
+
+def _until(at: AppTest, done, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out waiting for the page"
+        time.sleep(0.2)
+        at.run()
+        _ok(at)
+
+
+# ---------------------------------------------------------------------------------------------------------
+def test_image_generate_shows_the_gallery_with_parameters_preview_label_and_download(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    assert any("No images yet" in i.value for i in at.info)
+    _generate_image(at, "a red <b>fox</b> **not bold**", size="320x192", seed="42")
+    assert not at.error
+    job = History(tmp_path).jobs("image")[0]
+    assert job.status == "succeeded" and job.params["seed"] == 42 and job.params["steps"] == 4
+    assert Image.open(job.output_paths()[0]).size == (320, 192)
+    assert "a red <b>fox</b> **not bold**" in [t.value for t in at.text]  # shown as text, never HTML/markdown
+    captions = [c.value for c in at.caption]
+    assert any("Offline preview" in c for c in captions)
+    assert any("320x192 · 4 steps · seed 42" in c for c in captions)
+    assert [d.label for d in at.download_button] == ["Download PNG"]
+    assert {b.label for b in at.button} >= {"Reuse these settings", "Use for video"}
+    # newest first
+    _generate_image(at, "second picture", size="128x128", seed="7")
+    assert [t.value for t in at.text][:2] == ["second picture", "a red <b>fox</b> **not bold**"]
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"prompt": "   "}, "prompt is empty"),
+    ({"size": "big"}, "expected 'WIDTHxHEIGHT'"),
+    ({"size": "16x16"}, "between 64 and 2048"),
+    ({"seed": "forty-two"}, "seed must be a whole number"),
+    ({"guidance": "lots"}, "guidance must be a number"),
+    ({"guidance": "50"}, "guidance must be a number from 0 to 20"),
+])
+def test_image_bad_input_is_explained_and_nothing_is_recorded(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fields: dict, words: str) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    prompt = fields.pop("prompt", "a cat")
+    _generate_image(at, prompt, **fields)
+    assert any(words in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
+    assert History(tmp_path).jobs() == []
+
+
+def test_reuse_these_settings_fills_the_form(engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    _generate_image(at, "reuse me", size="256x128", seed="1234", guidance="3.5", steps=6)
+    _generate_image(at, "something else", size="128x128", seed="", guidance="", steps=4)
+    _button(at, "Reuse these settings", nth=1).click().run()  # the older tile
+    _ok(at)
+    assert at.text_area(key="image_prompt").value == "reuse me"
+    assert at.text_input(key="image_size").value == "256x128"
+    assert at.text_input(key="image_seed").value == "1234"
+    assert at.text_input(key="image_guidance").value == "3.5"
+    assert at.number_input(key="image_steps").value == 6
+
+
+def test_a_server_error_is_shown_with_its_message(fault_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, fault_server, IMAGE)  # this server has no image route: HTTP 404
+    _generate_image(at, "a cat", size="128x128")
+    assert any("HTTP 404" in e.value for e in at.error)
+    failed = History(tmp_path).jobs("image")[0]
+    assert failed.status == "failed" and "HTTP 404" in failed.error
+    assert any("failed" in e.value for e in at.error)  # the failed attempt is in the gallery too
+
+
+def test_use_for_video_takes_the_image_to_the_video_page_and_a_video_plays(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    _generate_image(at, "a harbour at dawn", size="512x512", seed="3")
+    image_job = History(tmp_path).jobs("image")[0]
+    _button(at, "Use for video").click().run()
+    _ok(at)
+    assert [t.value for t in at.title] == ["Video"]  # st.switch_page ran
+    at.switch_page(VIDEO)
+    at.run()
+    _ok(at)
+    assert at.radio(key="video_ref_source").value == "From the gallery"
+    assert at.selectbox(key="video_ref_pick").value == f"{image_job.id}-0"
+    # the published defaults
+    assert [at.number_input(key=f"video_{k}").value for k in ("width", "height", "frames", "fps", "steps", "guidance")] \
+        == [480, 320, 17, 8, 30, 5.0]
+    assert not at.warning
+    at.number_input(key="video_steps").set_value(4).run()
+    assert any("smoke test only" in w.value for w in at.warning)
+    at.text_area(key="video_prompt").input("the boats rock gently")
+    at.number_input(key="video_frames").set_value(9)
+    _button(at, "Generate").click().run()
+    _ok(at)
+    _until(at, lambda: History(tmp_path).jobs("video")[0].finished)
+    _until(at, lambda: len(at.get("video")) == 1)
+    job = History(tmp_path).jobs("video")[0]
+    assert job.status == "succeeded", job.error
+    assert job.params["reference_name"] == f"gallery image {image_job.id}-0" and job.params["steps"] == 4
+    assert Image.open(job.input_path("reference.jpg")).size == (480, 320)
+    assert [d.label for d in at.download_button] == ["Download MP4"]
+    assert any("9 frames, 1.12 s of video" in c.value.replace("\\", "") for c in at.caption)
+    assert "the boats rock gently" in [t.value for t in at.text]
+
+
+def test_progress_with_elapsed_time_then_the_player(fault_server: str, monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, fault_server, VIDEO)
+    at.radio(key="video_ref_source").set_value("No reference (text only)").run()
+    at.text_area(key="video_prompt").input("slow:2.5")
+    at.number_input(key="video_frames").set_value(5)
+    _button(at, "Generate").click().run()
+    _ok(at)
+    first = [i.value for i in at.info if "for" in i.value]
+    assert first and ("queued for" in first[0] or "running for" in first[0]), first
+    time.sleep(1.2)
+    at.run()
+    later = [i.value for i in at.info if "running for" in i.value]
+    assert later and later[0] != first[0]  # the elapsed time moves on
+    _until(at, lambda: len(at.get("video")) == 1, timeout=20)
+    assert not [i for i in at.info if "running for" in i.value]
+    assert any("succeeded after" in c.value for c in at.caption)
+
+
+def test_a_failed_job_shows_its_text_and_the_others_stay(fault_server: str, monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, fault_server, VIDEO)
+    at.radio(key="video_ref_source").set_value("No reference (text only)").run()
+    for prompt in ("a good one", "oom"):
+        at.text_area(key="video_prompt").input(prompt)
+        at.number_input(key="video_frames").set_value(5)
+        _button(at, "Generate").click().run()
+        _ok(at)
+        _until(at, lambda: History(tmp_path).jobs("video")[0].finished)
+    at.run()
+    errors = [e.value for e in at.error]
+    assert any("CUDA out of memory" in e and "HTTP 500" in e for e in errors), errors
+    assert [j.status for j in History(tmp_path).jobs("video")] == ["failed", "succeeded"]
+    assert len(at.get("video")) == 1  # the good one still plays
+    # a reload (a new browser session) shows the same jobs
+    again = _open(monkeypatch, tmp_path, fault_server, VIDEO)
+    assert any("CUDA out of memory" in e.value for e in again.error)
+    assert {t.value for t in again.text} >= {"a good one", "oom"}
+
+
+def test_uploads_are_checked(engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, VIDEO)
+    at.radio(key="video_ref_source").set_value("Upload an image").run()
+    at.text_area(key="video_prompt").input("pan")
+    _button(at, "Generate").click().run()
+    assert any("no image uploaded" in e.value for e in at.error)
+    at.file_uploader[0].set_value(("notes.png", b"this is text, not a picture", "image/png")).run()
+    _ok(at)
+    assert any("notes.png is not an image this studio reads" in e.value.replace("\\", "") for e in at.error)
+    bomb = io.BytesIO()
+    Image.new("1", (12_000, 12_000)).save(bomb, "PNG")
+    at.file_uploader[0].set_value(("bomb.png", bomb.getvalue(), "image/png")).run()
+    assert any("decompression bomb" in e.value for e in at.error)
+    _button(at, "Generate").click().run()
+    assert any("decompression bomb" in e.value for e in at.error)
+    assert History(tmp_path).jobs() == []
+    at.file_uploader[0].set_value(("ok.png", png(900, 300), "image/png")).run()
+    assert not at.error
+    at.number_input(key="video_frames").set_value(5)
+    _button(at, "Generate").click().run()
+    _until(at, lambda: History(tmp_path).jobs("video")[0].finished)
+    job = History(tmp_path).jobs("video")[0]
+    assert job.status == "succeeded" and job.params["reference_name"] == "ok.png"
+
+
+def test_a_job_of_a_stopped_studio_is_shown_as_interrupted(engine_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
+    code = ("import sys; from services.history import History; h = History(sys.argv[1]);"
+            "j = h.create('video', 'cut short', {'width': 480, 'height': 320, 'frames': 17, 'fps': 8, 'steps': 30,"
+            " 'guidance': 5.0, 'seed': 1}, target=sys.argv[2]);"
+            "h.mark_running(j.id, {'transport': 'omni-sync', 'target': sys.argv[2], 'id': 'x', 'resumable': False})")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path), engine_url + "/v1/videos/sync"], cwd=ROOT, check=True)
+    at = _open(monkeypatch, tmp_path, engine_url, VIDEO)
+    assert any("interrupted" in m.value for m in at.markdown)
+    assert any("studio stopped while this job ran" in e.value for e in at.error)
+    _button(at, "Reuse settings").click().run()
+    assert at.text_area(key="video_prompt").value == "cut short"
