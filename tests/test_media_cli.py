@@ -1,0 +1,122 @@
+"""`python -m services image|video` as a real subprocess against the real offline engine (and, once, the
+offline backend the CLI starts by itself): files written and decoded, --json figures, the history, and
+errors that name what to fix with a non-zero exit."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+from PIL import Image
+
+from services.history import History
+from tests.conftest import free_port
+from tests.test_videos import png
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, data: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(data), "OMNI_STUDIO_CONFIG": str(data / "absent.toml")}
+    return subprocess.run([sys.executable, "-m", "services", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_image_json_writes_the_png_and_records_it(engine_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "a.png"
+    r = cli("image", "--url", engine_url, "--prompt", "a lighthouse at dawn", "--size", "512x384", "--seed", "42",
+            "--out", str(out), "--json", data=tmp_path / "data")
+    assert r.returncode == 0, r.stderr
+    figures = json.loads(r.stdout)
+    assert figures["ok"] and figures["out"] == [str(out)] and figures["preview"] is True
+    p = figures["params"]
+    assert (p["prompt"], p["size"], p["steps"], p["seed"]) == ("a lighthouse at dawn", "512x384", 4, 42)
+    assert set(figures["timings"]) >= {"request_s", "total_s", "model_s"}
+    image = Image.open(out)
+    assert image.format == "PNG" and image.size == (512, 384)
+    job = History(tmp_path / "data").get(figures["job_id"])
+    assert job.status == "succeeded" and job.output_paths()[0].read_bytes() == out.read_bytes()
+
+
+def test_image_plain_output_and_several_images(engine_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "many.jpg"
+    r = cli("image", "--url", engine_url, "--prompt", "pair", "--size", "128x128", "--n", "2", "--format", "jpeg",
+            "--out", str(out), "--no-history", data=tmp_path / "data")
+    assert r.returncode == 0, r.stderr
+    assert "(offline preview)" in r.stdout and "seed" in r.stdout
+    for name in ("many-1.jpg", "many-2.jpg"):
+        assert Image.open(tmp_path / name).format == "JPEG"
+    assert History(tmp_path / "data").jobs() == []
+
+
+def test_video_with_an_image_json(engine_url: str, tmp_path: Path) -> None:
+    ref = tmp_path / "ref.png"
+    ref.write_bytes(png(1024, 1024))
+    out = tmp_path / "v.mp4"
+    r = cli("video", "--url", engine_url, "--prompt", "the camera pans", "--image", str(ref), "--frames", "9",
+            "--steps", "4", "--seed", "5", "--out", str(out), "--json", data=tmp_path / "data")
+    assert r.returncode == 0, r.stderr
+    figures = json.loads(r.stdout)
+    p = figures["params"]
+    assert (p["frames"], p["steps"], p["seed"], p["width"], p["height"], p["has_reference"]) == (9, 4, 5, 480, 320, True)
+    assert figures["video"]["frames"] == 9 and figures["video"]["fps"] == 8
+    t = figures["timings"]
+    assert t["wall_s"] >= t["model_s"] > 0 and "overhead_s" in t
+    with av.open(str(out)) as c:
+        frames = list(c.decode(video=0))
+    assert len(frames) == 9 and (frames[0].width, frames[0].height) == (480, 320)
+    job = History(tmp_path / "data").get(figures["job_id"])
+    assert job.status == "succeeded" and Image.open(job.input_path("reference.jpg")).size == (480, 320)
+
+
+def test_video_plain_output_warns_about_smoke_test_steps(engine_url: str, tmp_path: Path) -> None:
+    r = cli("video", "--url", engine_url, "--prompt", "drift", "--frames", "5", "--steps", "4",
+            "--out", str(tmp_path / "v.mp4"), data=tmp_path / "data")
+    assert r.returncode == 0, r.stderr
+    assert "smoke test only" in r.stderr and "wrote" in r.stdout and "5 frames 480x320" in r.stdout
+
+
+def test_errors_name_what_to_fix_and_exit_non_zero(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    not_image = tmp_path / "notes.png"
+    not_image.write_text("just text")
+    closed = f"http://127.0.0.1:{free_port()}"
+    cases = [
+        (("image", "--url", engine_url, "--prompt", ""), "prompt is empty"),
+        (("image", "--url", engine_url, "--prompt", "x", "--size", "huge"), "WIDTHxHEIGHT"),
+        (("image", "--url", engine_url, "--prompt", "x", "--size", "4096x4096"), "between 64 and 2048"),
+        (("image", "--url", engine_url, "--prompt", "x", "--steps", "0"), "steps must be"),
+        (("image", "--url", closed, "--prompt", "x", "--size", "64x64"), f"cannot reach the image server at {closed}"),
+        (("image", "--url", engine_url, "--prompt", "x", "--size", "64x64", "--out", str(tmp_path / "no" / "a.png")),
+         "cannot write"),
+        (("video", "--url", engine_url, "--prompt", "x", "--frames", "0"), "frames must be"),
+        (("video", "--url", engine_url, "--prompt", "x", "--image", str(tmp_path / "missing.png")), "cannot read --image"),
+        (("video", "--url", engine_url, "--prompt", "x", "--image", str(not_image)), "not an image this studio reads"),
+        (("video", "--url", closed, "--prompt", "x", "--frames", "5"), f"cannot reach the video server at {closed}"),
+    ]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(3) as pool:  # independent processes: run a few at once
+        results = list(pool.map(lambda case: cli(*case[0], data=data), cases))
+    for (args, words), r in zip(cases, results):
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert r.stderr.startswith("error: ") and words in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    # the failed server calls are in the history with their text; bad input never got there
+    jobs = History(data).jobs()
+    assert sorted(j.kind for j in jobs) == ["image", "image", "video"]
+    assert all(j.status == "failed" and closed in j.error for j in jobs if j.prompt == "x" and closed in j.target)
+
+
+def test_offline_backend_starts_its_own_engine(tmp_path: Path) -> None:
+    out = tmp_path / "o.png"
+    r = cli("image", "--backend", "offline", "--prompt", "self-contained", "--size", "96x64", "--out", str(out),
+            "--json", data=tmp_path / "data", timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["backend"] == "offline"
+    assert Image.open(io.BytesIO(out.read_bytes())).size == (96, 64)
