@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from services.errors import InvalidInput, JobFailed, StudioError
+from services.errors import InvalidInput, JobFailed
 from services.images import DEFAULT_SIZE, ImageRequest
 from services.images import DEFAULT_STEPS as IMAGE_STEPS
 from services.videos import (
@@ -184,4 +184,4 @@ def _video(backend, settings, request: VideoRequest, args: argparse.Namespace) -
             "job_id": job.id}
 
 
-__all__ = ["register", "run_image", "run_video", "StudioError"]
+__all__ = ["register", "run_image", "run_video"]

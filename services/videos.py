@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import io
-import json
 import random
 import threading
 import time
@@ -644,8 +643,3 @@ def job_request(job: Job) -> VideoRequest:
         reference_name=p.get("reference_name"), model=p.get("model"),
     )
 
-
-def describe_params(params: dict[str, Any]) -> str:
-    """One line for a list of jobs."""
-    return json.dumps({k: params[k] for k in ("width", "height", "frames", "fps", "steps", "guidance", "seed")
-                       if k in params})
