@@ -201,11 +201,13 @@ if current is None or current.status != "succeeded":
 if current is not None and current.path(VIDEO_FILE).exists():
     st.subheader("Player")
     mp4 = current.path(VIDEO_FILE).read_bytes()
-    st.video(mp4, format="video/mp4", autoplay=True, muted=True)
-    st.text(current.prompt)
-    st.caption(resources.plain(f"{video_summary(current)} · {video_timings(current)}"))
-    st.download_button("Download MP4", mp4, file_name=f"{current.id}.mp4", mime="video/mp4", on_click="ignore",
-                       key="video_download")
+    player, about = st.columns([3, 2], gap="large")
+    player.video(mp4, format="video/mp4", autoplay=True, muted=True,
+                 alt=f"Generated video: {current.prompt[:200]}")
+    about.text(current.prompt)
+    about.caption(resources.plain(f"{video_summary(current)} · {video_timings(current)}"))
+    about.download_button("Download MP4", mp4, file_name=f"{current.id}.mp4", mime="video/mp4", on_click="ignore",
+                          key="video_download")
 
 all_jobs = history.jobs("video", limit=JOB_LIST_SIZE)
 if all_jobs:
