@@ -19,8 +19,8 @@ import pytest
 
 from services.errors import InvalidInput
 from services.history import History, HistoryError, current_owner, owner_alive
-from services.videos import JobHandle, JobState, VideoClient, VideoJobs, VideoPayload
-from tests.test_videos import make_mp4
+from services.videos import JobHandle, JobState, OmniVideoTransport, VideoClient, VideoJobs, VideoPayload
+from tests.test_videos import fault_server, make_mp4  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -226,3 +226,29 @@ def test_an_orphan_is_claimed_by_one_process_only(tmp_path: Path) -> None:
     assert a.claim(orphans_a[0]) and not b.claim(orphans_b[0])
     assert History(tmp_path).get(job_id).status == "running"  # resumable: never marked interrupted
     assert json.loads(json.dumps(a.get(job_id).handle))["resumable"] is True
+
+
+def test_a_studio_killed_mid_job_leaves_a_clear_record(fault_server: str, tmp_path: Path) -> None:
+    """A real job in a real process, killed while the server is still working on it."""
+    code = ("import sys, time; from services.history import History; from services.videos import *;"
+            "jobs = VideoJobs(VideoClient(OmniVideoTransport(sys.argv[2])), History(sys.argv[1]));"
+            "job = jobs.start(VideoRequest('slow:20', frames=5, width=64, height=64));"
+            "print(job.id, flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), fault_server], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        job_id = child.stdout.readline().strip()
+        deadline = time.monotonic() + 20
+        while History(tmp_path).get(job_id).status != "running":
+            assert time.monotonic() < deadline, "the job never started running"
+            time.sleep(0.05)
+    finally:
+        child.kill()  # SIGKILL: no cleanup code runs, as when the machine or the app dies
+        child.wait()
+    h = History(tmp_path)
+    assert h.get(job_id).status == "running"  # as the dead process left it
+    jobs = VideoJobs(VideoClient(OmniVideoTransport(fault_server)), h)  # the studio starts again
+    assert jobs.resumed == []
+    job = h.get(job_id)
+    assert job.status == "interrupted" and "cannot be picked up again" in job.error
+    assert job.params["prompt"] == "slow:20" and job.handle["transport"] == "omni-sync"

@@ -240,3 +240,20 @@ def test_a_job_of_a_stopped_studio_is_shown_as_interrupted(engine_url: str, monk
     assert any("studio stopped while this job ran" in e.value for e in at.error)
     _button(at, "Reuse settings").click().run()
     assert at.text_area(key="video_prompt").value == "cut short"
+
+
+def test_an_unreachable_backend_is_named_on_both_pages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.conftest import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    at = _open(monkeypatch, tmp_path, url, IMAGE)
+    assert any(url in e.value.replace("\\", "") for e in at.sidebar.error)  # the health check says so at once
+    _generate_image(at, "a cat", size="128x128")
+    assert any(f"cannot reach the image server at {url}" in e.value.replace("\\", "") for e in at.main.error)
+    at = _open(monkeypatch, tmp_path, url, VIDEO)
+    at.radio(key="video_ref_source").set_value("No reference (text only)").run()
+    at.text_area(key="video_prompt").input("pan")
+    _button(at, "Generate").click().run()
+    _until(at, lambda: History(tmp_path).jobs("video")[0].finished)
+    at.run()
+    assert any(f"cannot reach the video server at {url}" in e.value.replace("\\", "") for e in at.main.error)
