@@ -8,7 +8,9 @@ recording and queue hop). Both clients turn per-message deflate off (PCM does no
 
     python bench/voice_ttfa.py [--backend offline|omni] [--url URL] [--runs 15]
 
-Targets: studio median / raw median ≤ 1.05, and the studio adds ≤ 5 ms.
+Targets: studio median / raw median ≤ 1.05, and the studio adds ≤ 5 ms. "Adds" is the median of the
+paired differences (each studio run minus the raw run next to it), which cancels most of the engine's
+run-to-run noise; the difference of the medians is printed too.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-TEXT = ("The quick brown fox jumps over the lazy dog, and then it rests in the shade. "
-        "Streaming speech should start while the rest is still being made. "
+# A short first clause keeps the engine's share (and its run-to-run noise) small next to the client's.
+TEXT = ("Hello there, studio. Streaming speech should start while the rest is still being made. "
         "This paragraph has three sentences.")
 TARGET_RATIO = 1.05
 TARGET_ADDED_MS = 5.0
@@ -102,11 +104,13 @@ async def main_async(args: argparse.Namespace) -> dict:
         if engine is not None:
             engine.stop()
     r, s = statistics.median(raw), statistics.median(studio)
+    paired = statistics.median(b - a for a, b in zip(raw, studio, strict=True))
     return {
         "backend": args.backend, "target": url, "voice": voice, "split": args.split, "runs": args.runs,
         "raw_median_ms": round(r, 2), "studio_median_ms": round(s, 2),
         "studio_own_stats_median_ms": round(statistics.median(own), 2),
-        "ratio": round(s / r, 4), "added_ms": round(s - r, 2),
+        "ratio": round(s / r, 4), "added_ms": round(paired, 2), "median_difference_ms": round(s - r, 2),
+        "in_studio_ms": round(statistics.median(a - b for a, b in zip(studio, own, strict=True)), 3),
         "raw_ms": [round(x, 1) for x in raw], "studio_ms": [round(x, 1) for x in studio],
     }
 
@@ -124,12 +128,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(res))
         return
-    ok = res["ratio"] <= TARGET_RATIO or res["added_ms"] <= TARGET_ADDED_MS
+    ok = res["ratio"] <= TARGET_RATIO and res["added_ms"] <= TARGET_ADDED_MS
     print(f"voice TTFA, {res['runs']} interleaved runs each, {res['backend']} at {res['target']} (voice {res['voice']}, split {res['split']})")
     print(f"  raw websockets client  median {res['raw_median_ms']:8.2f} ms")
     print(f"  studio SpeechSession   median {res['studio_median_ms']:8.2f} ms   (its own stats.ttfa_ms median {res['studio_own_stats_median_ms']:.2f} ms)")
-    print(f"  ratio {res['ratio']:.3f} (target ≤ {TARGET_RATIO}), studio adds {res['added_ms']:+.2f} ms (target ≤ {TARGET_ADDED_MS:.0f} ms)"
-          f"  → {'OK' if ok else 'MISSED'}")
+    print(f"  frame arrival → caller (parse, stats, recording, queue): {res['in_studio_ms']:.3f} ms median")
+    print(f"  ratio {res['ratio']:.3f} (target ≤ {TARGET_RATIO}); studio adds {res['added_ms']:+.2f} ms paired median "
+          f"({res['median_difference_ms']:+.2f} ms between medians; target ≤ {TARGET_ADDED_MS:.0f} ms)  → {'OK' if ok else 'MISSED'}")
 
 
 if __name__ == "__main__":
