@@ -1,0 +1,260 @@
+"""`python -m offline.sagemaker` — run the local SageMaker emulator on 127.0.0.1.
+
+    python -m offline.sagemaker [--engine-url URL] [--s3-endpoint URL] [--config faults.json]
+                                [--port 8092] [--tls-port 8443] [--state-dir DIR]
+
+Without --engine-url it starts the offline engine (`python -m offline`) itself; without --s3-endpoint it
+starts moto (S3 and STS) in-process. Once listening it prints one JSON line on stdout:
+
+    {"emulator": "ready", "http": "http://127.0.0.1:8092", "https": "https://localhost:8443",
+     "ca_file": ".../emulator-ca.pem", "s3": "...", "engine": "...", "region": "us-east-1", ...}
+
+and, on stderr, the environment variables that point boto3 and the HTTP/2 SDK at it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from offline.sagemaker.config import ConfigFileError, load_config
+
+log = logging.getLogger("offline.sagemaker")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _listen(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise SystemExit(f"cannot listen on 127.0.0.1:{port}: {exc.strerror} (pick another port, or 0 for a free one)") from exc
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _own_engine() -> Iterator[str]:
+    """The offline engine as a child process on a free loopback port."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "offline", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"the offline engine exited with {proc.returncode} before answering on {url}")
+            try:
+                if httpx.get(f"{url}/health", timeout=1.0, trust_env=False).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the offline engine did not answer on {url} within 120 s")
+            time.sleep(0.2)
+        print(f"offline engine started at {url}", file=sys.stderr, flush=True)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def _own_moto() -> Iterator[str]:
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError as exc:
+        raise SystemExit(
+            "moto is not installed, so the emulator cannot start its own S3: install requirements-dev.txt "
+            "or pass --s3-endpoint http://127.0.0.1:PORT of a running moto server"
+        ) from exc
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def _patch_hypercorn() -> None:
+    """Three fixes to hypercorn 0.18 that full-duplex HTTP/2 event streams over TLS run into.
+
+    1. A bidirectional stream can end from the server side (an error before the stream, the container
+       closing) while the client is still sending, which RFC 9113 §8.1 allows. hypercorn forgets the
+       stream when its response ends and then fails the whole connection with a KeyError on the next
+       DATA frame; such frames are now acknowledged (flow control) and dropped.
+    2. When the app stops without finishing its response (the "stream cut" fault), hypercorn sends
+       nothing and the client waits forever; the stream is now reset (RST_STREAM INTERNAL_ERROR),
+       which is what a dropped upstream looks like to a client.
+    3. A client that closes TLS while data is still in flight (CRT does, after a reset) makes the
+       connection's close raise ssl.SSLError, which fails the whole server at shutdown; it is a
+       closed connection like any other.
+    """
+    import ssl
+
+    from hypercorn.asyncio.tcp_server import TCPServer
+    import h2.errors
+    import h2.events
+    import h2.exceptions
+    from hypercorn.protocol.events import StreamClosed
+    from hypercorn.protocol.h2 import H2Protocol
+
+    if getattr(H2Protocol, "_omni_patched", False):
+        return
+    handle_events, stream_send, tcp_close = H2Protocol._handle_events, H2Protocol.stream_send, TCPServer._close
+
+    async def tolerant_handle_events(self: H2Protocol, events: list[h2.events.Event]) -> None:
+        # One at a time: a batch can open a stream (RequestReceived) and carry its first DATA.
+        for event in events:
+            if isinstance(event, h2.events.DataReceived) and event.stream_id not in self.streams:
+                self.connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                await self._flush()
+            else:
+                await handle_events(self, [event])
+
+    async def resetting_stream_send(self: H2Protocol, event: object) -> None:
+        if isinstance(event, StreamClosed):
+            buffer = self.stream_buffers.get(event.stream_id)
+            if buffer is not None and not buffer._complete:  # the response never ended
+                try:
+                    self.connection.reset_stream(event.stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                except h2.exceptions.ProtocolError:
+                    pass
+                await buffer.close()
+                del self.stream_buffers[event.stream_id]
+                self.priority.remove_stream(event.stream_id)
+                await self._flush()
+        await stream_send(self, event)  # type: ignore[arg-type]
+
+    async def quiet_close(self: TCPServer) -> None:
+        try:
+            await tcp_close(self)
+        except ssl.SSLError:
+            pass
+
+    TCPServer._close = quiet_close  # type: ignore[method-assign]
+    H2Protocol._handle_events = tolerant_handle_events  # type: ignore[method-assign]
+    H2Protocol.stream_send = resetting_stream_send  # type: ignore[method-assign]
+    H2Protocol._omni_patched = True  # type: ignore[attr-defined]
+
+
+async def _serve(args: argparse.Namespace, engine_url: str, s3_url: str | None, state_dir: Path) -> None:
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from offline.sagemaker.app import create_app
+    from offline.sagemaker.core import Emulator
+    from offline.sagemaker.tls import make_test_pki
+
+    try:
+        config = load_config(args.config)
+    except ConfigFileError as exc:
+        raise SystemExit(str(exc)) from exc
+    tls = make_test_pki(state_dir)
+    _patch_hypercorn()
+    plain, secure = _listen(args.port), _listen(args.tls_port)
+    http_port, tls_port = plain.getsockname()[1], secure.getsockname()[1]
+
+    hc = Config()
+    hc.bind = [f"fd://{secure.detach()}"]
+    hc.insecure_bind = [f"fd://{plain.detach()}"]
+    hc.certfile, hc.keyfile = str(tls.cert_file), str(tls.key_file)
+    hc.alpn_protocols = ["h2", "http/1.1"]
+    hc.accesslog = None
+    hc.errorlog = logging.getLogger("hypercorn.error")
+    hc.keep_alive_timeout = 75
+    hc.graceful_timeout = 2
+    hc.h2_max_inbound_frame_size = 1024 * 1024
+
+    emu = Emulator(config, engine_url=engine_url, s3_endpoint=s3_url)
+    await emu.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    ready = {
+        "emulator": "ready",
+        "http": f"http://127.0.0.1:{http_port}",
+        "https": f"https://localhost:{tls_port}",
+        "ca_file": str(tls.ca_file),
+        "s3": s3_url,
+        "engine": engine_url,
+        "region": config.region,
+        "account_id": config.account_id,
+    }
+    print(json.dumps(ready), flush=True)
+    print(
+        "local SageMaker emulator ready; point clients at it with:\n"
+        f"  AWS_ENDPOINT_URL_SAGEMAKER={ready['http']}\n"
+        f"  AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME={ready['http']}\n"
+        f"  AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2={ready['https']}\n"
+        f"  AWS_ENDPOINT_URL_SERVICE_QUOTAS={ready['http']}\n"
+        f"  AWS_ENDPOINT_URL_STS={ready['http']}\n"
+        + (f"  AWS_ENDPOINT_URL_S3={s3_url}\n" if s3_url else "")
+        + f"  AWS_CA_BUNDLE={tls.ca_file}\n  AWS_DEFAULT_REGION={config.region}",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        await serve(create_app(emu), hc, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    finally:
+        await emu.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m offline.sagemaker", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--engine-url", help="a running offline engine / vLLM-Omni server (default: start `python -m offline`)")
+    parser.add_argument("--s3-endpoint", help="a running moto server for S3/STS (default: start moto in-process)")
+    parser.add_argument("--config", type=Path, help="JSON file: delays, quotas, faults (see offline/sagemaker/config.py)")
+    parser.add_argument("--port", type=int, default=8092, help="plain HTTP port: control plane and runtime (0 = free port)")
+    parser.add_argument("--tls-port", type=int, default=8443, help="TLS port (HTTP/2 + HTTP/1.1), also the bidi stream (0 = free port)")
+    parser.add_argument("--state-dir", type=Path, help="where the test CA and certificate go (default: a temporary directory)")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    own_state = args.state_dir is None
+    state_dir = Path(tempfile.mkdtemp(prefix="omni-sagemaker-emulator-")) if own_state else args.state_dir
+    try:
+        with contextlib.ExitStack() as stack:
+            engine_url = args.engine_url.rstrip("/") if args.engine_url else stack.enter_context(_own_engine())
+            s3_url = args.s3_endpoint.rstrip("/") if args.s3_endpoint else stack.enter_context(_own_moto())
+            asyncio.run(_serve(args, engine_url, s3_url, state_dir))
+    finally:
+        if own_state:
+            shutil.rmtree(state_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

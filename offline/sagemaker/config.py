@@ -1,0 +1,125 @@
+"""What the emulator can be told: timings, Service Quotas values and injected faults.
+
+One JSON document (`--config faults.json`, or `PUT /_emulator/config` at run time) shaped like:
+
+    {"region": "us-east-1", "account_id": "123456789012",
+     "delays": {"create_s": 2, "update_s": 2, "delete_s": 1},
+     "quotas": {"ml.g6.xlarge": 0}, "default_quota": 4,
+     "faults": {"capacity_unavailable": ["ml.g6.xlarge"],
+                "fail_endpoints": {"voice-ep": "CUDA driver too old"},
+                "expire_credentials_after_calls": 5,
+                "bidi_expire_after_frames": 3, "bidi_cut_after_output_parts": 10}}
+
+Every field has a default, so `{}` is a valid config. `POST /_emulator/reset` brings back the start-up
+config and forgets every resource, so tests stay independent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DEFAULT_ACCOUNT_ID = "123456789012"  # moto's default account too, so S3/STS and SageMaker agree
+# The AMIs whose host sidecar terminates HTTP/2 bidirectional streams (BRIEF.md "Infra").
+BIDI_AMI_VERSIONS = ["al2023-ami-sagemaker-inference-gpu-4-1"]
+
+
+class Delays(BaseModel):
+    """How long each transition takes (seconds). Real endpoints take minutes; tests use fractions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    create_s: float = Field(default=2.0, ge=0, le=3600)  # Creating -> InService | Failed
+    update_s: float = Field(default=2.0, ge=0, le=3600)  # Updating -> InService
+    delete_s: float = Field(default=1.0, ge=0, le=3600)  # Deleting -> gone
+
+
+class Faults(BaseModel):
+    """Failures to inject. All empty by default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Instance types with no capacity right now: a pool falls through to its next priority;
+    # an endpoint whose every entry is listed here goes Failed.
+    capacity_unavailable: list[str] = Field(default_factory=list)
+    # Endpoint name (or "*" for any) -> FailureReason; the endpoint goes Failed after its create delay.
+    fail_endpoints: dict[str, str] = Field(default_factory=dict)
+    # Each access key id may make this many AWS API calls; later calls get ExpiredTokenException.
+    # A different access key (fresh credentials) starts its own count, so a `resume` can succeed.
+    expire_credentials_after_calls: int | None = Field(default=None, ge=0)
+    # A bidirectional stream accepts this many input frames, then ends with an ExpiredTokenException
+    # ModelStreamError (credentials that expire mid-stream).
+    bidi_expire_after_frames: int | None = Field(default=None, ge=0)
+    # A bidirectional stream is reset (HTTP/2 RST_STREAM) after sending this many output parts.
+    bidi_cut_after_output_parts: int | None = Field(default=None, ge=0)
+
+
+class EmulatorConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    region: str = "us-east-1"
+    account_id: str = Field(default=DEFAULT_ACCOUNT_ID, pattern=r"^\d{12}$")
+    delays: Delays = Field(default_factory=Delays)
+    # Service Quotas "ml.<type> for endpoint usage" values, per instance type; others get default_quota.
+    quotas: dict[str, float] = Field(default_factory=dict)
+    default_quota: float = Field(default=4, ge=0)
+    # Realtime invocations time out after this long (SageMaker: 60 s).
+    invocation_timeout_s: float = Field(default=60.0, gt=0)
+    # Health check of the engine when an endpoint finishes provisioning (the container's /ping).
+    health_check_timeout_s: float = Field(default=10.0, gt=0)
+    bidi_ami_versions: list[str] = Field(default_factory=lambda: list(BIDI_AMI_VERSIONS))
+    faults: Faults = Field(default_factory=Faults)
+
+    @field_validator("quotas")
+    @classmethod
+    def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, q in v.items() if q < 0]
+        if bad:
+            raise ValueError(f"quota values must be >= 0 (got negative values for {', '.join(bad)})")
+        return v
+
+    def quota_for(self, instance_type: str) -> float:
+        return self.quotas.get(instance_type, self.default_quota)
+
+    def merged(self, patch: dict[str, Any]) -> EmulatorConfig:
+        """This config with `patch` merged in (nested objects merge, other values replace)."""
+        return EmulatorConfig.model_validate(_deep_merge(self.model_dump(), patch))
+
+
+def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("quotas", "fail_endpoints"):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+class ConfigFileError(ValueError):
+    pass
+
+
+def load_config(path: Path | None) -> EmulatorConfig:
+    """The config in `path` (JSON), or the defaults; a bad file raises ConfigFileError naming the problem."""
+    if path is None:
+        return EmulatorConfig()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigFileError(f"cannot read emulator config {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(f"emulator config {path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigFileError(f"emulator config {path} must hold a JSON object")
+    try:
+        return EmulatorConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigFileError(f"emulator config {path}: {describe_validation_error(exc)}") from exc
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())

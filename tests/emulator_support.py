@@ -1,0 +1,320 @@
+"""Start the local SageMaker emulator (+ moto for S3/STS) for tests, and talk to it with real clients.
+
+Fixtures (import them into a conftest or test module: `from tests.emulator_support import emulator, ...`):
+- `moto_server` (session): URL of a moto ThreadedMotoServer on 127.0.0.1 (S3, STS).
+- `sagemaker_emulator` (session): an `EmulatorHandle` for `python -m offline.sagemaker` run as a
+  subprocess, forwarding to the real offline engine (`engine_url` from tests/conftest.py) and to moto.
+  Its delays are short (create 0.3 s, update 0.3 s, delete 0.2 s).
+- `emulator` (function): the same handle, reset before and after the test (no resources, no faults,
+  start-up config, credential counters cleared).
+- `emulator_env` (function): `emulator`'s environment variables set with monkeypatch (fake credentials,
+  AWS_ENDPOINT_URL_*, AWS_CA_BUNDLE, region, no shared config files); yields the handle.
+
+Helpers: `EmulatorHandle.client(service)`, `.env()`, `.configure(...)`, `.set_faults(...)`, `.reset()`,
+`.state()`, `.crt_transport()`, `await .http2_config()`, and `deploy_endpoint(...)` to stand up a model,
+config and endpoint in one call. `start_emulator(...)` / `start_moto()` are the context managers behind
+the fixtures, for benches and scripts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from copy import deepcopy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from botocore.config import Config as BotoConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+REGION = "us-east-1"
+FAST_DELAYS = {"create_s": 0.3, "update_s": 0.3, "delete_s": 0.2}
+IMAGE_URI = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:omni-sagemaker-cuda-v1.6"
+ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-sagemaker-execution"
+BIDI_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
+DEFAULT_POOL = ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge"]
+# Service name (boto3) -> which listener serves it.
+_EMULATED = ("sagemaker", "sagemaker-runtime", "service-quotas", "sts")
+
+
+@dataclass(frozen=True)
+class EmulatorHandle:
+    http_url: str  # control plane, runtime, Service Quotas, STS (plain HTTP/1.1)
+    https_url: str  # the same app over TLS (h2 + http/1.1): the HTTP/2 bidi endpoint URI
+    ca_file: Path  # the test CA that signed the TLS certificate
+    s3_url: str  # moto (S3 and STS)
+    engine_url: str  # the offline engine the endpoints forward to
+    region: str = REGION
+    account_id: str = "123456789012"
+    access_key_id: str = "AKIAEMULATORTEST0001"
+    secret_access_key: str = "emulator-secret-key-not-a-real-one"
+    session_token: str = "emulator-session-token"
+
+    # -- environment for clients -------------------------------------------------------------------
+    def env(self, *, tls: bool = False) -> dict[str, str]:
+        """AWS_* variables that point boto3 (and the services layer) at the emulator with fake credentials.
+
+        `tls=True` sends boto3's SageMaker calls through the TLS listener too (trusting AWS_CA_BUNDLE)."""
+        base = self.https_url if tls else self.http_url
+        return {
+            "AWS_ENDPOINT_URL_SAGEMAKER": base,
+            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": base,
+            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": self.https_url,
+            "AWS_ENDPOINT_URL_SERVICE_QUOTAS": base,
+            "AWS_ENDPOINT_URL_STS": base,
+            "AWS_ENDPOINT_URL_S3": self.s3_url,
+            "AWS_CA_BUNDLE": str(self.ca_file),
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_SESSION_TOKEN": self.session_token,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_REGION": self.region,
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    def client(self, service: str, *, access_key_id: str | None = None, **config: Any) -> Any:
+        """A real boto3 client for `service`, at the emulator (or moto for S3), with fake credentials."""
+        endpoint = self.s3_url if service == "s3" else self.http_url
+        if service not in (*_EMULATED, "s3"):
+            endpoint = self.s3_url  # anything else: moto
+        cfg = {"retries": {"max_attempts": 1, "mode": "standard"}, **config}
+        if service == "s3":
+            cfg.setdefault("s3", {"addressing_style": "path"})
+        return boto3.session.Session().client(
+            service,
+            endpoint_url=endpoint,
+            region_name=self.region,
+            aws_access_key_id=access_key_id or self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+            aws_session_token=self.session_token,
+            config=BotoConfig(**cfg),
+        )
+
+    # -- admin -------------------------------------------------------------------------------------
+    def _admin(self, method: str, path: str, body: Any = None) -> Any:
+        r = httpx.request(method, f"{self.http_url}/_emulator/{path}", json=body, timeout=10.0, trust_env=False)
+        if r.status_code != 200:
+            raise AssertionError(f"emulator admin {method} {path} -> {r.status_code}: {r.text}")
+        return r.json()
+
+    def configure(self, **patch: Any) -> dict[str, Any]:
+        """Merge into the running config, e.g. `configure(quotas={"ml.g5.xlarge": 0}, delays={"create_s": 1})`."""
+        return self._admin("PUT", "config", patch)
+
+    def set_faults(self, **faults: Any) -> dict[str, Any]:
+        """Replace the injected faults, e.g. `set_faults(capacity_unavailable=["ml.g6.xlarge"])`."""
+        return self._admin("POST", "faults", faults)
+
+    def reset(self) -> None:
+        self._admin("POST", "reset")
+
+    def state(self) -> dict[str, Any]:
+        return self._admin("GET", "state")
+
+    # -- the HTTP/2 SDK ----------------------------------------------------------------------------
+    def crt_transport(self) -> Any:
+        """A CRT HTTP/2 transport that trusts the emulator's CA (the SDK's own trusts only the system store)."""
+        return trusting_crt_transport(self.ca_file)
+
+    async def http2_config(self, **overrides: Any) -> Any:
+        from aws_sdk_sagemaker_runtime_http2.config import AsyncSageMakerRuntimeHTTP2Config
+
+        settings: dict[str, Any] = {
+            "endpoint_uri": self.https_url,
+            "region": self.region,
+            "aws_access_key_id": self.access_key_id,
+            "aws_secret_access_key": self.secret_access_key,
+            "aws_session_token": self.session_token,
+            "transport": self.crt_transport(),
+            "max_attempts": 1,
+        }
+        settings.update(overrides)
+        return await AsyncSageMakerRuntimeHTTP2Config.resolve(**settings)
+
+
+def trusting_crt_transport(ca_file: Path) -> Any:
+    """`smithy_http`'s CRT client with a TLS context built from `ca_file`, forced to HTTP/2."""
+    from awscrt import io as crt_io
+    from smithy_http.aio.crt import AWSCRTHTTPClient, AWSCRTHTTPClientConfig
+
+    class TrustingCRTTransport(AWSCRTHTTPClient):
+        def __init__(self, eventloop: Any = None, client_config: Any = None) -> None:
+            super().__init__(eventloop=eventloop, client_config=client_config or AWSCRTHTTPClientConfig(force_http_2=True))
+            options = crt_io.TlsContextOptions()
+            options.override_default_trust_store_from_path(ca_filepath=str(ca_file))
+            self._tls_ctx = crt_io.ClientTlsContext(options)
+
+        def __deepcopy__(self, memo: Any) -> TrustingCRTTransport:  # the SDK deep-copies its config
+            return TrustingCRTTransport(eventloop=self._eventloop, client_config=deepcopy(self._config))
+
+    return TrustingCRTTransport()
+
+
+# --------------------------------------------------------------------------------------------------
+# Starting the servers
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def start_moto() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def start_emulator(
+    engine_url: str, s3_url: str, work_dir: Path, *, config: dict[str, Any] | None = None, timeout_s: float = 60.0
+) -> Iterator[EmulatorHandle]:
+    """`python -m offline.sagemaker` as a subprocess on free loopback ports; yields once it is ready."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    config_file = work_dir / "emulator-config.json"
+    config_file.write_text(json.dumps({"delays": FAST_DELAYS, **(config or {})}))
+    log_file = work_dir / "emulator.log"
+    with open(log_file, "wb") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "offline.sagemaker", "--engine-url", engine_url, "--s3-endpoint", s3_url,
+                "--config", str(config_file), "--port", "0", "--tls-port", "0", "--state-dir", str(work_dir / "tls"),
+                "--log-level", "info",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        ready = _wait_ready(proc, lines, log_file, timeout_s)
+        yield EmulatorHandle(
+            http_url=ready["http"], https_url=ready["https"], ca_file=Path(ready["ca_file"]), s3_url=s3_url,
+            engine_url=engine_url, region=ready["region"], account_id=ready["account_id"],
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], lines: queue.Queue[bytes], log_file: Path, timeout_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.2)
+        except queue.Empty:
+            if proc.poll() is not None:
+                break
+            continue
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if message.get("emulator") == "ready":
+            return message
+    tail = log_file.read_text(errors="replace")[-3000:]
+    state = f"exited with {proc.returncode}" if proc.poll() is not None else f"not ready after {timeout_s:.0f} s"
+    raise RuntimeError(f"the SageMaker emulator {state}; its log ends with:\n{tail}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Standing up endpoints
+def deploy_endpoint(
+    handle: EmulatorHandle,
+    name: str,
+    *,
+    instance_types: list[str] | None = None,
+    instance_type: str | None = None,
+    async_output: str | None = None,
+    async_failure: str | None = None,
+    ami: str | None = BIDI_AMI,
+    environment: dict[str, str] | None = None,
+    tags: list[dict[str, str]] | None = None,
+    wait: bool = True,
+) -> dict[str, Any]:
+    """Model `<name>-model`, config `<name>-config` and endpoint `<name>`; waits for InService by default.
+
+    Returns DescribeEndpoint's answer (or CreateEndpoint's when `wait=False`)."""
+    sm = handle.client("sagemaker")
+    sm.create_model(
+        ModelName=f"{name}-model",
+        ExecutionRoleArn=ROLE_ARN,
+        PrimaryContainer={"Image": IMAGE_URI, "Environment": environment or {"SM_VLLM_MODEL": "offline"}},
+        Tags=tags or [],
+    )
+    variant: dict[str, Any] = {"VariantName": "AllTraffic", "ModelName": f"{name}-model", "InitialInstanceCount": 1}
+    if instance_type:
+        variant["InstanceType"] = instance_type
+    else:
+        types = instance_types or DEFAULT_POOL
+        variant["InstancePools"] = [{"InstanceType": t, "Priority": i} for i, t in enumerate(types, start=1)]
+    if ami:
+        variant["InferenceAmiVersion"] = ami
+    config: dict[str, Any] = {"EndpointConfigName": f"{name}-config", "ProductionVariants": [variant], "Tags": tags or []}
+    if async_output:
+        output: dict[str, Any] = {"S3OutputPath": async_output}
+        if async_failure:
+            output["S3FailurePath"] = async_failure
+        config["AsyncInferenceConfig"] = {"OutputConfig": output, "ClientConfig": {"MaxConcurrentInvocationsPerInstance": 1}}
+    sm.create_endpoint_config(**config)
+    created = sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config", Tags=tags or [])
+    if not wait:
+        return created
+    sm.get_waiter("endpoint_in_service").wait(EndpointName=name, WaiterConfig={"Delay": 0.1, "MaxAttempts": 100})
+    return sm.describe_endpoint(EndpointName=name)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fixtures
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    with start_moto() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def sagemaker_emulator(engine_url: str, moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorHandle]:
+    with start_emulator(engine_url, moto_server, tmp_path_factory.mktemp("sagemaker-emulator")) as handle:
+        yield handle
+
+
+@pytest.fixture
+def emulator(sagemaker_emulator: EmulatorHandle) -> Iterator[EmulatorHandle]:
+    sagemaker_emulator.reset()
+    yield sagemaker_emulator
+    sagemaker_emulator.reset()
+
+
+@pytest.fixture
+def emulator_env(emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorHandle]:
+    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in emulator.env().items():
+        monkeypatch.setenv(key, value)
+    yield emulator
