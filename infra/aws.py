@@ -1,0 +1,140 @@
+"""boto3 session and clients for one region/profile, and AWS errors turned into messages a person can act on.
+
+Nothing here overrides endpoints or CA bundles: boto3 honours `AWS_ENDPOINT_URL_<SERVICE>` and
+`AWS_CA_BUNDLE` natively, which is how the local emulator and corporate TLS proxies are reached.
+Credentials come from boto3's normal chain and never leave boto3 (not in the state file, not in logs).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import botocore.exceptions as bx
+from botocore.config import Config
+
+from infra.errors import (
+    RESUME_HINT,
+    AccessDenied,
+    AwsCallFailed,
+    CredentialsError,
+    InfraError,
+    UsageError,
+)
+
+DEFAULT_REGION = "us-east-1"
+USER_AGENT = "omni-studio-infra"
+
+EXPIRED_CODES = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
+INVALID_CODES = {
+    "InvalidClientTokenId", "UnrecognizedClientException", "InvalidSignatureException", "SignatureDoesNotMatch",
+    "IncompleteSignature", "IncompleteSignatureException", "MissingAuthenticationTokenException", "AuthFailure",
+}
+DENIED_CODES = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden"}
+
+
+@dataclass(frozen=True)
+class Identity:
+    account: str
+    arn: str  # who creates the resources (the `creator` tag)
+
+
+class AwsContext:
+    """One boto3 session for a region and profile; clients are made once and shared across threads."""
+
+    def __init__(self, region: str | None = None, profile: str | None = None) -> None:
+        try:
+            self.session = boto3.Session(profile_name=profile or None, region_name=region or None)
+        except bx.ProfileNotFound:
+            raise UsageError(f"AWS profile {profile!r} is not configured: pick one from `aws configure list-profiles` "
+                             "or leave --profile out to use the default credentials") from None
+        self.region = region or self.session.region_name or DEFAULT_REGION
+        self.profile = profile
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()  # boto3 sessions are not thread-safe; clients are
+
+    def client(self, service: str) -> Any:
+        with self._lock:
+            if service not in self._clients:
+                config = Config(user_agent_extra=USER_AGENT, connect_timeout=10, read_timeout=70)
+                self._clients[service] = self.session.client(service, region_name=self.region, config=config)
+            return self._clients[service]
+
+    @property
+    def sagemaker(self) -> Any:
+        return self.client("sagemaker")
+
+    @property
+    def s3(self) -> Any:
+        return self.client("s3")
+
+    @property
+    def quotas(self) -> Any:
+        return self.client("service-quotas")
+
+    def identity(self) -> Identity:
+        """STS GetCallerIdentity: proves the credentials work before anything is planned or created."""
+        try:
+            out = self.client("sts").get_caller_identity()
+        except AWS_ERRORS as exc:
+            raise translate(exc, "check the credentials (sts:GetCallerIdentity)") from None
+        return Identity(account=out["Account"], arn=out["Arn"])
+
+
+# What AWS calls raise; everything else is a bug and propagates as such.
+AWS_ERRORS = (bx.ClientError, bx.BotoCoreError)
+
+
+def error_code(exc: BaseException) -> str:
+    if isinstance(exc, bx.ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def error_message(exc: BaseException) -> str:
+    if isinstance(exc, bx.ClientError):
+        return str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
+    return str(exc)
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """SageMaker says "Could not find ..." (ValidationException) for a resource that does not exist."""
+    return error_code(exc) == "ValidationException" and "could not find" in error_message(exc).lower()
+
+
+def is_credentials_problem(exc: BaseException) -> bool:
+    return isinstance(exc, CredentialsError) or error_code(exc) in EXPIRED_CODES | INVALID_CODES or isinstance(
+        exc, bx.NoCredentialsError | bx.PartialCredentialsError | bx.TokenRetrievalError | bx.SSOTokenLoadError
+        | bx.UnauthorizedSSOTokenError | bx.CredentialRetrievalError)
+
+
+def translate(exc: BaseException, action: str, *, resumable: bool = False, retry: str | None = None) -> InfraError:
+    """An AWS exception as an InfraError naming what to fix. `resumable`: resources may exist already,
+    so the way on is `infra resume` rather than running the command again; `retry` names another way on."""
+    if isinstance(exc, InfraError):
+        return exc
+    again = retry or (RESUME_HINT if resumable else "run the command again")
+    code = error_code(exc)
+    if code in EXPIRED_CODES or isinstance(exc, bx.TokenRetrievalError | bx.UnauthorizedSSOTokenError | bx.SSOTokenLoadError):
+        return CredentialsError(f"credentials expired; refresh them and {again} (they ran out while trying to "
+                                f"{action}; e.g. `aws sso login` or new keys)")
+    if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError | bx.CredentialRetrievalError):
+        return CredentialsError(f"no usable AWS credentials: set AWS_PROFILE (or pass --profile), run `aws sso login`, "
+                                f"or export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, then {again} ({exc})")
+    if code in INVALID_CODES:
+        return CredentialsError(f"AWS rejected the credentials ({code}: {error_message(exc)}); check the profile, "
+                                f"the region and the clock, then {again}")
+    if code in DENIED_CODES:
+        return AccessDenied(f"access denied while trying to {action}: {error_message(exc)}; grant that permission "
+                            f"to the caller (or use a profile that has it), then {again}")
+    if isinstance(exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError):
+        return AwsCallFailed(f"cannot reach AWS to {action} ({exc}); check the network, proxy and AWS_ENDPOINT_URL_* "
+                             f"settings, then {again}")
+    if isinstance(exc, bx.SSLError):
+        return AwsCallFailed(f"TLS failed while trying to {action} ({exc}); behind a TLS-inspecting proxy set "
+                             f"AWS_CA_BUNDLE to its CA file, then {again}")
+    if isinstance(exc, bx.ClientError):
+        return AwsCallFailed(f"could not {action}: {code}: {error_message(exc)}")
+    return AwsCallFailed(f"could not {action}: {type(exc).__name__}: {exc}")

@@ -1,0 +1,450 @@
+"""`python -m infra <command>` — a thin argparse face over the infra library.
+
+Exit codes: 0 done; 1 an AWS or other error; 2 bad options; 3 credentials missing, expired or lacking a
+permission; 4 quota shortfall (nothing created); 5 an endpoint (or the smoke test) failed; 6 state file
+problem; 130 interrupted. `--json` prints one JSON document on stdout (progress goes to stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from infra.deploy import DeployResult, Progress, WaitSettings, deploy, format_duration, resume
+from infra.errors import InfraError, UsageError
+from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES, DeployOptions, InstancePool, Role
+from infra.state import DEFAULT_STATE_FILE, DeploymentState
+from services.errors import StudioError
+
+STATE_ENV = "OMNI_STUDIO_STATE_FILE"
+HEARTBEAT_S = 30.0
+
+
+def default_state_file() -> Path:
+    return Path(os.environ.get(STATE_ENV) or DEFAULT_STATE_FILE)
+
+
+# ---------------------------------------------------------------------------------------------------------
+class ProgressPrinter:
+    """Live progress lines: one per change (status, instance type), and a heartbeat while waiting."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.t0 = time.monotonic()
+        self._last: dict[Role | None, tuple[str, str | None, str | None]] = {}
+        self._beat: dict[Role | None, float] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, p: Progress) -> None:
+        with self._lock:
+            key = (p.step, p.status, p.instance_type)
+            now = time.monotonic()
+            if p.step == "wait" and self._last.get(p.role) == key and now - self._beat.get(p.role, 0) < HEARTBEAT_S:
+                return
+            self._last[p.role] = key
+            self._beat[p.role] = now
+            who = (p.role or "").ljust(5)
+            if p.step in ("wait", "done", "failed") and p.status:
+                line = (f"{p.status:<10} {format_duration(p.elapsed_s):>8}  "
+                        f"{p.instance_type or '(instance type not reported yet)'}")
+                if p.step == "failed":
+                    line += f"  FailureReason: {p.message.split(': ', 1)[-1]}"
+            else:
+                line = p.message
+            print(f"[{format_duration(now - self.t0):>7}] {who} {line}", file=self.stream, flush=True)
+
+
+def _role(value: str) -> str:
+    role = value.strip().lower()
+    if role not in ROLES:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an endpoint: choose from {', '.join(ROLES)}")
+    return role
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*(str(c) for c in r)) for r in rows]
+    return "\n".join(lines)
+
+
+def _money(v: float | None) -> str:
+    return "—" if v is None else f"${v:,.2f}" if v >= 1 else f"${v:.4f}"
+
+
+def _wait_settings(args: argparse.Namespace) -> WaitSettings:
+    d = WaitSettings()
+    return WaitSettings(poll_s=args.poll_seconds if args.poll_seconds is not None else d.poll_s,
+                        timeout_s=args.wait_timeout if args.wait_timeout is not None else d.timeout_s,
+                        delete_timeout_s=args.wait_timeout if args.wait_timeout is not None else d.delete_timeout_s)
+
+
+# ---------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Stand up, watch and tear down the studio's three SageMaker endpoints (voice, image, video).",
+        epilog=__doc__.split("\n", 2)[2])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    aws = argparse.ArgumentParser(add_help=False)
+    g = aws.add_argument_group("AWS")
+    g.add_argument("--region", help="AWS region (default: the profile's, else us-east-1; resume/delete: the state's)")
+    g.add_argument("--profile", help="AWS profile (default: boto3's chain: env, SSO, roles)")
+    state = argparse.ArgumentParser(add_help=False)
+    state.add_argument("--state-file", type=Path, default=None,
+                       help=f"the deployment's state file (default: ${STATE_ENV} or {DEFAULT_STATE_FILE})")
+    out = argparse.ArgumentParser(add_help=False)
+    out.add_argument("--json", action="store_true", help="print the result as one JSON document")
+    waiting = argparse.ArgumentParser(add_help=False)
+    w = waiting.add_argument_group("waiting")
+    w.add_argument("--poll-seconds", type=float, default=None, help="describe every N seconds (default 15)")
+    w.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after N seconds (default 7200)")
+    smoke = argparse.ArgumentParser(add_help=False)
+    s = smoke.add_argument_group("smoke test")
+    s.add_argument("--no-smoke", action="store_true", help="skip the smoke test after InService")
+    s.add_argument("--smoke-dir", type=Path, default=Path("."), help="where the smoke outputs go (default .)")
+
+    p = sub.add_parser("deploy", parents=[aws, state, out, waiting, smoke], help="create the endpoints",
+                       description="Create the voice, image and video endpoints (all, or the ones named) from one "
+                                   "pinned image, after a quota pre-check of every pool entry.")
+    p.add_argument("roles", nargs="*", type=_role, metavar="ENDPOINT",
+                   help="voice, image and/or video (default: all three)")
+    p.add_argument("--role-arn", help="SageMaker execution role (default: $SAGEMAKER_EXECUTION_ROLE_ARN)")
+    p.add_argument("--image-tag", default=DEFAULT_IMAGE_TAG, help=f"vllm DLC image tag (default {DEFAULT_IMAGE_TAG})")
+    p.add_argument("--instance-types", action="append", default=[], metavar="TYPES",
+                   help="pool in priority order, 1-5 unique types, e.g. ml.g6.xlarge,ml.g5.xlarge (every endpoint) or "
+                        "voice=ml.g6.xlarge (one endpoint); repeatable. Default: g6 → g6e → g5 (→ g4dn for voice)")
+    p.add_argument("--bucket", help="S3 bucket for async video (default omni-studio-<account>-<region>; created "
+                                    "if missing, public access blocked, default encryption)")
+    p.add_argument("--prefix", default=PROJECT, help=f"S3 folder inside the bucket (default {PROJECT})")
+    p.add_argument("--name-prefix", default=PROJECT, help=f"resource name prefix (default {PROJECT})")
+    p.add_argument("--kms-key", help="KMS key for the async outputs and the bucket's default encryption")
+    p.add_argument("--subnets", action="append", default=[], help="VPC subnet ids (comma-separated; with --security-groups)")
+    p.add_argument("--security-groups", action="append", default=[], help="VPC security group ids (comma-separated)")
+    p.add_argument("--model-s3-uri", action="append", default=[], metavar="URI",
+                   help="model files from S3 for networks without internet: s3://bucket/models/ (holding "
+                        "<model id>/ per endpoint) or voice=s3://.../; repeatable")
+    p.add_argument("--tags", action="append", default=[], help="extra tags KEY=VALUE[,KEY=VALUE]; repeatable")
+    p.set_defaults(func=cmd_deploy)
+
+    p = sub.add_parser("resume", parents=[aws, state, out, waiting, smoke], help="finish a deployment",
+                       description="Continue the deployment in the state file after a crash or expired credentials: "
+                                   "reuse what exists, create what is missing, never duplicate.")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("status", parents=[aws, state, out], help="what runs and what it costs",
+                       description="Per endpoint: status, instance type in use, uptime, $/hour, cost so far.")
+    p.add_argument("--prices", type=Path, help="a price table (default: the shipped one)")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("delete", parents=[aws, state, out, waiting], help="delete the endpoints",
+                       description="Delete endpoint (wait until gone), endpoint config and model for each endpoint of "
+                                   "the deployment (or by --endpoint NAME); verify by describing. The state file is "
+                                   "removed only when everything is gone.")
+    p.add_argument("roles", nargs="*", type=_role, metavar="ENDPOINT",
+                   help="only these endpoints of the deployment (default: all)")
+    p.add_argument("--endpoint", action="append", default=[], metavar="NAME",
+                   help="delete this endpoint (and its config and model) by name, without a state file; repeatable")
+    p.add_argument("--purge-s3", action="store_true", help="also delete the S3 outputs under the prefix")
+    p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("sweep", parents=[aws, out, waiting], help="find forgotten studio resources",
+                       description="List studio-tagged endpoints, configs and models in the region that no known "
+                                   "state file holds, with their running cost.")
+    p.add_argument("--state-file", type=Path, action="append", default=None,
+                   help=f"a state file whose resources are known (repeatable; default: ${STATE_ENV} or {DEFAULT_STATE_FILE})")
+    p.add_argument("--delete", action="store_true", help="delete the orphans (asks first unless --yes)")
+    p.add_argument("--yes", action="store_true", help="do not ask before deleting")
+    p.add_argument("--prices", type=Path, help="a price table (default: the shipped one)")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("cost", parents=[aws, state, out], help="hourly prices and what the deployment costs",
+                       description="Hourly on-demand price per instance type and the deployment's cost per hour and "
+                                   "per day, from the shipped dated table (or a refreshed one).")
+    p.add_argument("--instance-types", help="price these types instead (e.g. before deploying)")
+    p.add_argument("--prices", type=Path, help="a price table (default: the shipped one)")
+    p.add_argument("--refresh-prices", action="store_true",
+                   help="ask the AWS Price List API (needs credentials and pricing:GetProducts)")
+    p.add_argument("--save-prices", type=Path, help="with --refresh-prices: save the refreshed table here")
+    p.set_defaults(func=cmd_cost)
+
+    p = sub.add_parser("smoke", parents=[state, out], help="run the smoke tests",
+                       description="Voice saves validation-output.wav, image a PNG, video a 4-step (smoke-only) MP4, "
+                                   "through the studio's services layer.")
+    p.add_argument("roles", nargs="*", type=_role, metavar="ENDPOINT", help="default: all in the deployment")
+    p.add_argument("--backend", choices=["sagemaker", "omni", "offline"], default="sagemaker",
+                   help="sagemaker: the deployment in the state file (default); omni: a vLLM-Omni URL; offline: the "
+                        "embedded engine")
+    p.add_argument("--url", help="vLLM-Omni server URL for --backend omni")
+    p.add_argument("--out-dir", type=Path, default=Path("."), help="where the outputs go (default .)")
+    p.set_defaults(func=cmd_smoke)
+    return parser
+
+
+# ---------------------------------------------------------------------------------------------------------
+def _report_deploy(args: argparse.Namespace, result: DeployResult) -> int:
+    smoke_report = None
+    if result.ok and not args.no_smoke:
+        from infra.smoke import deployment_backend, record_smoke, run_smoke
+
+        print("smoke test ...", file=sys.stderr)
+        backend = deployment_backend(result.state)
+        try:
+            smoke_report = run_smoke(backend, args.smoke_dir, result.state.spec.roles, progress=_print_smoke_check)
+        finally:
+            backend.close()
+        record_smoke(result.state, smoke_report)
+    if args.json:
+        _print_json({**result.to_dict(), "smoke": None if smoke_report is None else smoke_report.to_dict()})
+    else:
+        for o in result.outcomes.values():
+            print(o.summary())
+        print(f"state: {result.state.path}")
+    if not result.ok:
+        err = result.error()
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code if err is not None else 1
+    if smoke_report is not None and not smoke_report.ok:
+        print("error: the smoke test failed: " + "; ".join(f"{c.role}: {c.detail}" for c in smoke_report.checks
+                                                         if not c.ok), file=sys.stderr)
+        return 5
+    return 0
+
+
+def _print_smoke_check(check: Any) -> None:
+    print(f"  {check.role:<5} {'ok  ' if check.ok else 'FAIL'} {check.detail} ({check.elapsed_s:.1f}s)", file=sys.stderr)
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    options = DeployOptions(
+        roles=tuple(args.roles) or ROLES, region=args.region, profile=args.profile, role_arn=args.role_arn,
+        image_tag=args.image_tag, instance_types=args.instance_types, bucket=args.bucket, prefix=args.prefix,
+        name_prefix=args.name_prefix, kms_key=args.kms_key, subnets=args.subnets,
+        security_groups=args.security_groups, model_s3_uri=args.model_s3_uri, tags=args.tags)
+    result = deploy(options, state_file=args.state_file or default_state_file(), wait=_wait_settings(args),
+                    progress=ProgressPrinter())
+    return _report_deploy(args, result)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    result = resume(args.state_file or default_state_file(), region=args.region, profile=args.profile,
+                    wait=_wait_settings(args), progress=ProgressPrinter())
+    return _report_deploy(args, result)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from infra.pricing import load_prices
+    from infra.status import deployment_status
+
+    report = deployment_status(args.state_file or default_state_file(), region=args.region, profile=args.profile,
+                               prices=load_prices(args.prices))
+    if args.json:
+        _print_json(report.to_dict())
+        return 0
+    rows = [[e.role or "", e.endpoint_name, e.status, e.instance_type or "—", format_duration(e.uptime_s),
+             _money(e.usd_per_hour) + ("≈" if e.price is not None and e.price.basis == "reference region" else ""),
+             _money(e.cost_so_far_usd), "—" if not e.smoke else ("ok" if e.smoke.get("ok") else "FAILED")]
+            for e in report.endpoints]
+    print(f"deployment {report.deployment_id} in {report.region}")
+    print(_table(rows, ["endpoint", "name", "status", "instance", "uptime", "$/hour", "cost so far", "smoke"]))
+    print(f"total: {_money(report.usd_per_hour)}/hour ({_money(report.usd_per_day)}/day), {_money(report.cost_so_far_usd)} "
+          f"so far; {report.prices.describe()}")
+    for e in report.endpoints:
+        if e.failure_reason:
+            print(f"{e.role}: FailureReason: {e.failure_reason}")
+    if report.unpriced:
+        print(f"no price for {', '.join(report.unpriced)}: refresh with `python -m infra cost --refresh-prices`")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from infra.delete import delete_by_name, delete_deployment
+
+    if args.endpoint and args.roles:
+        raise UsageError("name endpoints either by role (from the state file) or with --endpoint NAME, not both")
+    if args.endpoint:
+        report = delete_by_name(args.endpoint, region=args.region, profile=args.profile, wait=_wait_settings(args),
+                                progress=ProgressPrinter())
+    else:
+        report = delete_deployment(args.state_file or default_state_file(), region=args.region, profile=args.profile,
+                                   purge_s3=args.purge_s3, wait=_wait_settings(args), progress=ProgressPrinter(),
+                                   roles=list(args.roles) or None)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        for d in report.deletions:
+            print(d.line())
+        if report.s3_objects_deleted or report.bucket_deleted:
+            print(f"S3: {report.s3_objects_deleted} objects removed" + (", bucket removed" if report.bucket_deleted else ""))
+        if report.state_removed:
+            print(f"verified: nothing left; removed the state file {report.state_file}")
+    if not report.ok:
+        for r in report.remaining:
+            print(f"still exists: {r}", file=sys.stderr)
+        for e in report.errors:
+            print(f"error: {e}", file=sys.stderr)
+        return max([e.exit_code for e in report.errors] or [1])
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from infra.aws import AwsContext
+    from infra.pricing import load_prices
+    from infra.sweep import delete_orphans, find_orphans
+
+    ctx = AwsContext(args.region, args.profile)
+    files = args.state_file or [default_state_file()]
+    report = find_orphans(ctx, files, prices=load_prices(args.prices))
+    if not args.json or not args.delete:
+        if args.json:
+            _print_json(report.to_dict())
+        else:
+            _print_sweep(report)
+    if args.delete and report.orphans:
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UsageError("sweep --delete asks before deleting; pass --yes to delete without asking")
+            answer = input(f"delete these {len(report.orphans)} resources in {report.region}? type 'delete' to confirm: ")
+            if answer.strip().lower() != "delete":
+                print("nothing deleted")
+                return 1
+        report.deleted = delete_orphans(ctx, report.orphans, wait=_wait_settings(args), progress=ProgressPrinter())
+        if args.json:
+            _print_json(report.to_dict())
+        else:
+            for d in report.deleted.deletions:
+                print(d.line())
+        if not report.deleted.ok:
+            for r in report.deleted.remaining:
+                print(f"still exists: {r}", file=sys.stderr)
+            for e in report.deleted.errors:
+                print(f"error: {e}", file=sys.stderr)
+            return max([e.exit_code for e in report.deleted.errors] or [1])
+    return 0
+
+
+def _print_sweep(report: Any) -> None:
+    known = ", ".join(str(p) for p in report.known_state_files) or "none"
+    print(f"region {report.region}: {report.studio_resources} studio-tagged resources; known state files: {known}")
+    for s in report.skipped_state_files:
+        print(f"  (not used: {s})")
+    if not report.orphans:
+        print("no orphans")
+        return
+    rows = [[o.kind, o.name, o.deployment_id, o.status.status if o.status else "—",
+             (o.status.instance_type or "—") if o.status else "—", _money(o.usd_per_hour), _money(o.cost_so_far_usd)]
+            for o in report.orphans]
+    print(_table(rows, ["kind", "name", "deployment", "status", "instance", "$/hour", "cost so far"]))
+    print(f"orphans cost {_money(report.usd_per_hour)}/hour, {_money(report.cost_so_far_usd)} so far; "
+          "`python -m infra sweep --delete` removes them")
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    from infra.aws import AwsContext
+    from infra.pricing import load_prices, refresh_prices
+    from infra.status import cost_of_types, deployment_status
+
+    prices = load_prices(args.prices)
+    state_path = args.state_file or default_state_file()
+    state = DeploymentState.load(state_path) if (state_path.exists() and not args.instance_types) else None
+    region = args.region or (state.region if state else None)
+    if args.instance_types:
+        types = list(InstancePool.parse(args.instance_types).types)
+    elif state is not None:
+        types = list(dict.fromkeys(t for e in state.spec.endpoints for t in e.pool.types))
+    else:
+        from infra.model import ROLE_PROFILES
+
+        types = list(dict.fromkeys(t for p in ROLE_PROFILES.values() for t in p.default_pool))
+    if args.refresh_prices:
+        ctx = AwsContext(region, args.profile)
+        region = ctx.region
+        fresh = refresh_prices(ctx, types, region)
+        prices = prices.merged(fresh)
+        if args.save_prices:
+            prices.save(args.save_prices)
+    elif args.save_prices:
+        raise UsageError("--save-prices goes with --refresh-prices")
+    region = region or "us-east-1"
+    if state is not None:
+        status = deployment_status(state_path, profile=args.profile, prices=prices)
+        assignments = {e.role or e.endpoint_name: e.instance_type for e in status.running if e.instance_type}
+        report = cost_of_types(region, assignments, prices, basis="running deployment", pool_types=types)
+        report.cost_so_far_usd = status.cost_so_far_usd
+    else:
+        from infra.model import ROLE_PROFILES
+
+        if args.instance_types:
+            assignments = {r: types[0] for r in ROLES}
+        else:
+            assignments = {r: ROLE_PROFILES[r].default_pool[0] for r in ROLES}
+        report = cost_of_types(region, assignments, prices, basis="planned (first choice of each pool)", pool_types=types)
+    if args.json:
+        _print_json(report.to_dict())
+        return 0
+    rows = [[line.instance_type, line.price.label(), ", ".join(line.endpoints) or "—"] for line in report.lines]
+    print(_table(rows, ["instance type", "on-demand", "endpoints on it"]))
+    print(f"{report.basis} in {region}: {_money(report.usd_per_hour)}/hour, {_money(report.usd_per_day)}/day"
+          + (f", {_money(report.cost_so_far_usd)} so far" if report.cost_so_far_usd is not None else ""))
+    print(prices.describe() + ".")
+    if prices.stale():
+        print(f"note: the table is {prices.age_days()} days old; `python -m infra cost --refresh-prices` asks the "
+              "AWS Price List API for today's rates")
+    return 0
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from infra.smoke import deployment_backend, record_smoke, run_smoke
+    from services.backend import create_backend
+    from services.settings import load_settings
+
+    state = None
+    if args.backend == "sagemaker":
+        state = DeploymentState.load(args.state_file or default_state_file())
+        backend = deployment_backend(state)
+        roles: tuple[Role, ...] = tuple(args.roles) or state.spec.roles
+    else:
+        if args.backend == "omni" and not args.url:
+            raise UsageError("--backend omni needs --url, e.g. --url http://gpu-box:8091")
+        backend = create_backend(load_settings().with_overrides(backend=args.backend, omni_url=args.url))
+        roles = tuple(args.roles) or ROLES
+    try:
+        report = run_smoke(backend, args.out_dir, roles, progress=None if args.json else _print_smoke_check)
+    finally:
+        backend.close()
+    if state is not None:
+        record_smoke(state, report)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(("smoke test passed" if report.ok else "smoke test FAILED") + f" against {report.target}")
+    return 0 if report.ok else 5
+
+
+# ---------------------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except InfraError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except StudioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: the state file records what exists; endpoints already created keep billing — "
+              "`python -m infra resume` to finish, `python -m infra delete` to remove", file=sys.stderr)
+        return 130

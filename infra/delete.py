@@ -1,0 +1,305 @@
+"""Delete: endpoint (wait until gone) → endpoint config → model, for each endpoint; verified by describing.
+
+Each deletion is reported on its own ("deleted" or "already gone", both fine); the state file is removed
+only when every resource is verified gone (and, with `purge_s3`, the S3 outputs too). A cleanup that did
+not finish keeps the state file, marks what is gone, and says how to finish: a half-done delete can leave
+a billing endpoint behind.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from infra.aws import AWS_ERRORS, AwsContext, error_message, is_not_found, translate
+from infra.deploy import Progress, ProgressCallback, WaitSettings, format_duration
+from infra.errors import EndpointFailed, InfraError, StateError
+from infra.model import Role
+from infra.state import DEFAULT_STATE_FILE, DeploymentState
+
+Kind = Literal["endpoint", "endpoint config", "model"]
+Outcome = Literal["deleted", "already gone", "failed"]
+IN_PROGRESS = ("Creating", "Updating", "SystemUpdating", "RollingBack")
+DELETE_AGAIN = "run `python -m infra delete` again"
+
+
+@dataclass(frozen=True)
+class Deletion:
+    kind: Kind
+    name: str
+    outcome: Outcome
+    role: Role | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome != "failed"
+
+    def line(self) -> str:
+        who = f"{self.role}: " if self.role else ""
+        extra = f" ({self.detail})" if self.detail else ""
+        return f"{who}{self.kind} {self.name}: {self.outcome}{extra}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "outcome": self.outcome, "role": self.role,
+                "detail": self.detail}
+
+
+@dataclass
+class DeleteReport:
+    deletions: list[Deletion] = field(default_factory=list)
+    remaining: list[str] = field(default_factory=list)  # "kind name" that still exist after verification
+    state_file: Path | None = None
+    state_removed: bool = False
+    s3_objects_deleted: int = 0
+    bucket_deleted: bool = False
+    errors: list[InfraError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.remaining and not self.errors and all(d.ok for d in self.deletions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "deletions": [d.to_dict() for d in self.deletions], "remaining": self.remaining,
+                "state_file": None if self.state_file is None else str(self.state_file),
+                "state_removed": self.state_removed, "s3_objects_deleted": self.s3_objects_deleted,
+                "bucket_deleted": self.bucket_deleted, "errors": [str(e) for e in self.errors]}
+
+
+def _quiet(_: Progress) -> None:
+    pass
+
+
+# ---------------------------------------------------------------------------------------------------------
+def delete_endpoint_chain(ctx: AwsContext, endpoint: str, config: str | None, models: list[str], *,
+                          role: Role | None = None, wait: WaitSettings = WaitSettings(),
+                          progress: ProgressCallback = _quiet, stop: threading.Event | None = None) -> list[Deletion]:
+    """Endpoint (waiting until it is gone), then its config, then its model(s). AWS errors propagate."""
+    stop = stop or threading.Event()
+    sm = ctx.sagemaker
+    out = [_delete_endpoint(ctx, endpoint, role, wait, progress, stop)]
+    if config:
+        out.append(_delete_simple("endpoint config", config, role, progress,
+                                  lambda: sm.delete_endpoint_config(EndpointConfigName=config)))
+    for model in models:
+        out.append(_delete_simple("model", model, role, progress, lambda m=model: sm.delete_model(ModelName=m)))
+    return out
+
+
+def _delete_simple(kind: Kind, name: str, role: Role | None, progress: ProgressCallback,
+                   call: Callable[[], Any]) -> Deletion:
+    try:
+        call()
+        outcome: Outcome = "deleted"
+    except AWS_ERRORS as exc:
+        if not is_not_found(exc):
+            raise
+        outcome = "already gone"
+    progress(Progress(role, kind, f"{kind} {name}: {outcome}"))
+    return Deletion(kind, name, outcome, role)
+
+
+def _delete_endpoint(ctx: AwsContext, name: str, role: Role | None, wait: WaitSettings,
+                     progress: ProgressCallback, stop: threading.Event) -> Deletion:
+    sm = ctx.sagemaker
+    started = time.monotonic()
+    issued = False
+    while True:
+        try:
+            status = sm.describe_endpoint(EndpointName=name)["EndpointStatus"]
+        except AWS_ERRORS as exc:
+            if not is_not_found(exc):
+                raise
+            outcome: Outcome = "deleted" if issued else "already gone"
+            took = time.monotonic() - started
+            progress(Progress(role, "endpoint", f"endpoint {name}: {outcome}"
+                              + (f" after {format_duration(took)}" if issued else ""), elapsed_s=took))
+            return Deletion("endpoint", name, outcome, role)
+        elapsed = time.monotonic() - started
+        if status in IN_PROGRESS:
+            # SageMaker refuses to delete an endpoint mid-change: wait until it settles.
+            if elapsed > wait.timeout_s:
+                raise EndpointFailed(f"endpoint {name} stayed {status} for {format_duration(elapsed)}; {DELETE_AGAIN}")
+            progress(Progress(role, "wait", f"endpoint {name} is {status}; waiting to delete it", status, elapsed))
+        elif status != "Deleting":
+            try:
+                sm.delete_endpoint(EndpointName=name)
+                issued = True
+                progress(Progress(role, "endpoint", f"endpoint {name}: deleting", "Deleting", elapsed))
+                continue  # describe again at once
+            except AWS_ERRORS as exc:
+                if is_not_found(exc):
+                    continue
+                if "in-progress" not in error_message(exc).lower() and "cannot delete" not in error_message(exc).lower():
+                    raise
+        else:
+            issued = True
+            if elapsed > wait.delete_timeout_s:
+                raise EndpointFailed(f"endpoint {name} is still Deleting after {format_duration(elapsed)}; {DELETE_AGAIN}")
+            progress(Progress(role, "wait", f"endpoint {name} Deleting", status, elapsed))
+        if stop.wait(wait.poll_s):
+            raise EndpointFailed(f"stopped while deleting endpoint {name}; {DELETE_AGAIN}")
+
+
+def verify_gone(ctx: AwsContext, endpoint: str, config: str | None, models: list[str]) -> list[str]:
+    """Describe each resource: "kind name" for every one that still exists."""
+    sm = ctx.sagemaker
+    checks: list[tuple[str, str, Callable[[], Any]]] = [
+        ("endpoint", endpoint, lambda: sm.describe_endpoint(EndpointName=endpoint))]
+    if config:
+        checks.append(("endpoint config", config, lambda: sm.describe_endpoint_config(EndpointConfigName=config)))
+    checks += [("model", m, lambda m=m: sm.describe_model(ModelName=m)) for m in models]
+    remaining = []
+    for kind, name, call in checks:
+        try:
+            call()
+            remaining.append(f"{kind} {name}")
+        except AWS_ERRORS as exc:
+            if not is_not_found(exc):
+                raise
+    return remaining
+
+
+# ---------------------------------------------------------------------------------------------------------
+def delete_deployment(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
+                      purge_s3: bool = False, wait: WaitSettings = WaitSettings(),
+                      progress: ProgressCallback | None = None, roles: list[Role] | None = None) -> DeleteReport:
+    """Delete every endpoint of the deployment in `state_file` (or only `roles`), concurrently."""
+    progress = progress or _quiet
+    state = DeploymentState.load(Path(state_file))
+    if region and region != state.region:
+        raise StateError(f"{state_file} records a deployment in {state.region}, not {region}: leave --region out")
+    ctx = AwsContext(state.region, profile)
+    ctx.identity()
+    report = DeleteReport(state_file=state.path)
+    chosen = [r for r in state.endpoints if roles is None or r in roles]
+    with state.lock:
+        state.phase = "deleting"
+    state.save()
+
+    def one(role: Role) -> tuple[list[Deletion], list[str], InfraError | None]:
+        rec = state.record(role)
+        try:
+            dels = delete_endpoint_chain(ctx, rec.endpoint.name, rec.config.name, [rec.model.name], role=role,
+                                         wait=wait, progress=progress)
+            with state.lock:
+                for d in dels:
+                    target = {"endpoint": rec.endpoint, "endpoint config": rec.config, "model": rec.model}[d.kind]
+                    target.status = "deleted"
+                rec.endpoint_status = None
+            state.save()
+            return dels, verify_gone(ctx, rec.endpoint.name, rec.config.name, [rec.model.name]), None
+        except AWS_ERRORS as exc:
+            err = translate(exc, f"delete the {role} endpoint's resources", retry=DELETE_AGAIN)
+        except InfraError as exc:
+            err = exc
+        progress(Progress(role, "error", str(err)))
+        return [], [f"{role} resources (not verified: {err})"], err
+
+    with ThreadPoolExecutor(max_workers=max(1, len(chosen)), thread_name_prefix="infra-delete") as pool:
+        for dels, remaining, err in pool.map(one, chosen):
+            report.deletions += dels
+            report.remaining += remaining
+            if err is not None:
+                report.errors.append(err)
+
+    if purge_s3 and state.spec.bucket and not report.errors:
+        try:
+            report.s3_objects_deleted, report.bucket_deleted = purge_outputs(ctx, state, progress)
+        except InfraError as exc:
+            report.errors.append(exc)
+
+    everything = roles is None or set(chosen) == set(state.endpoints)
+    if report.ok and not everything:
+        # The others stay deployed; forget the deleted ones so `resume` never brings them back.
+        with state.lock:
+            state.spec = replace(state.spec, endpoints=tuple(e for e in state.spec.endpoints if e.role not in chosen))
+            for role in chosen:
+                del state.endpoints[role]
+    if report.ok and everything:
+        state.remove()
+        report.state_removed = True
+        progress(Progress(None, "state", f"everything is gone; removed {state.path}"))
+    else:
+        with state.lock:
+            state.phase = "incomplete" if not report.ok else state.phase
+        state.save()
+    return report
+
+
+def purge_outputs(ctx: AwsContext, state: DeploymentState, progress: ProgressCallback) -> tuple[int, bool]:
+    """Delete the objects under s3://bucket/prefix/ (outputs, failures, requests); the bucket too when this
+    deployment created it and nothing else is left in it."""
+    s3 = ctx.s3
+    bucket, prefix = state.spec.bucket, state.spec.prefix + "/"
+    deleted = 0
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+                deleted += len(keys)
+        bucket_deleted = False
+        if state.bucket_created and s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount", 0) == 0:
+            s3.delete_bucket(Bucket=bucket)
+            bucket_deleted = True
+    except AWS_ERRORS as exc:
+        if is_not_found(exc) or "NoSuchBucket" in str(exc):
+            return deleted, False
+        raise translate(exc, f"purge s3://{bucket}/{prefix}", retry="run `python -m infra delete --purge-s3` again") from None
+    progress(Progress(None, "s3", f"removed {deleted} objects under s3://{bucket}/{prefix}"
+                      + (f" and the bucket {bucket}" if bucket_deleted else "")))
+    return deleted, bucket_deleted
+
+
+def delete_by_name(endpoint_names: list[str], *, region: str | None = None, profile: str | None = None,
+                   wait: WaitSettings = WaitSettings(), progress: ProgressCallback | None = None) -> DeleteReport:
+    """Delete endpoints no state file holds (e.g. named by sweep): their config and models are read from
+    DescribeEndpoint / DescribeEndpointConfig; same-named ones are tried when the endpoint is already gone."""
+    progress = progress or _quiet
+    ctx = AwsContext(region, profile)
+    ctx.identity()
+    report = DeleteReport()
+
+    def one(name: str) -> tuple[list[Deletion], list[str], InfraError | None]:
+        try:
+            config, models = discover_chain(ctx, name)
+            dels = delete_endpoint_chain(ctx, name, config, models, wait=wait, progress=progress)
+            return dels, verify_gone(ctx, name, config, models), None
+        except AWS_ERRORS as exc:
+            err = translate(exc, f"delete endpoint {name}", retry=DELETE_AGAIN)
+        except InfraError as exc:
+            err = exc
+        return [], [f"endpoint {name} (not verified: {err})"], err
+
+    with ThreadPoolExecutor(max_workers=max(1, len(endpoint_names)), thread_name_prefix="infra-delete") as pool:
+        for dels, remaining, err in pool.map(one, endpoint_names):
+            report.deletions += dels
+            report.remaining += remaining
+            if err is not None:
+                report.errors.append(err)
+    return report
+
+
+def discover_chain(ctx: AwsContext, endpoint: str) -> tuple[str | None, list[str]]:
+    """The endpoint's config and the models its variants use."""
+    sm = ctx.sagemaker
+    try:
+        config = sm.describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
+    except AWS_ERRORS as exc:
+        if not is_not_found(exc):
+            raise
+        config = endpoint  # the studio names all three alike
+    try:
+        variants = sm.describe_endpoint_config(EndpointConfigName=config).get("ProductionVariants", [])
+        models = list(dict.fromkeys(v["ModelName"] for v in variants if v.get("ModelName")))
+    except AWS_ERRORS as exc:
+        if not is_not_found(exc):
+            raise
+        models = [endpoint]
+    return config, models

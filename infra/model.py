@@ -1,0 +1,438 @@
+"""The deployment model: what one studio deployment is, as plain typed values.
+
+`DeployOptions` is what a person asks for (CLI flags or the endpoints page); `plan()` checks it and turns
+it into a `DeploymentSpec`: one pinned image, one `EndpointSpec` per studio (voice, image, video) with its
+model, `InstancePool`, names, tags and the exact boto3 requests that create it. The spec is saved in the
+state file, so `resume` rebuilds exactly the same requests (same names: nothing is ever duplicated).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from infra.errors import UsageError
+
+Role = Literal["voice", "image", "video"]
+ROLES: tuple[Role, ...] = ("voice", "image", "video")
+EndpointKind = Literal["realtime", "async"]
+
+PROJECT = "omni-studio"
+IMAGE_ACCOUNT = "763104351884"  # the AWS Deep Learning Containers registry
+DEFAULT_IMAGE_TAG = "omni-sagemaker-cuda-v1.6"  # v1.5 was the first with bidirectional streaming
+# The host sidecar that terminates the HTTP/2 bidi stream lives on this AMI; CUDA 13 images need its driver.
+INFERENCE_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
+VARIANT_NAME = "AllTraffic"
+MAX_POOL_ENTRIES = 5
+# The published pool order. SageMaker provisions ONE instance, but checks the quota of EVERY entry.
+PUBLISHED_POOL = ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge")
+# FLUX.2-klein-4B and Wan2.1-VACE (with their text encoders) need more than the T4's 16 GB, and the T4
+# has no bf16: on ml.g4dn they would fail their health check. So g4dn is in the voice pool only.
+LARGE_GPU_POOL = ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge")
+S3_MODEL_DIR = "/opt/ml/model"  # where SageMaker puts ModelDataSource files in the container
+
+# Tags on every resource. `omni-studio:deployment` marks a resource as the studio's (sweep looks for it).
+TAG_PROJECT = "project"
+TAG_DEPLOYMENT = "omni-studio:deployment"
+TAG_ROLE = "omni-studio:role"
+TAG_CREATOR = "omni-studio:creator"
+TAG_CREATED = "omni-studio:created"
+RESERVED_TAGS = (TAG_DEPLOYMENT, TAG_ROLE, TAG_CREATOR, TAG_CREATED)
+
+
+@dataclass(frozen=True)
+class RoleProfile:
+    """What each studio's endpoint runs (BRIEF.md's table)."""
+
+    role: Role
+    model_id: str  # SM_VLLM_MODEL
+    kind: EndpointKind
+    startup_timeout_s: int  # ContainerStartupHealthCheckTimeoutInSeconds: image pull + model load
+    default_pool: tuple[str, ...]
+    extra_env: tuple[tuple[str, str], ...] = ()
+
+
+ROLE_PROFILES: dict[Role, RoleProfile] = {
+    "voice": RoleProfile("voice", "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "realtime", 1800, PUBLISHED_POOL),
+    "image": RoleProfile("image", "black-forest-labs/FLUX.2-klein-4B", "realtime", 1800, LARGE_GPU_POOL),
+    "video": RoleProfile("video", "Wan-AI/Wan2.1-VACE-1.3B-diffusers", "async", 3600, LARGE_GPU_POOL,
+                         (("SM_VLLM_VAE_USE_TILING", "true"),)),
+}
+
+
+def image_uri(region: str, tag: str) -> str:
+    return f"{IMAGE_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/vllm:{tag}"
+
+
+@functools.cache
+def known_instance_types() -> frozenset[str]:
+    """The ProductionVariant instance types botocore's SageMaker model knows."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return frozenset(model.shape_for("ProductionVariantInstanceType").enum)
+
+
+def normalise_instance_type(value: str) -> str:
+    """`g6.xlarge` or `ml.g6.xlarge` -> `ml.g6.xlarge`, checked against SageMaker's list."""
+    name = value.strip().lower()
+    if not name:
+        raise UsageError("empty instance type in --instance-types (e.g. ml.g6.xlarge,ml.g5.xlarge)")
+    if not name.startswith("ml."):
+        name = "ml." + name
+    if name not in known_instance_types():
+        close = sorted(t for t in known_instance_types() if t.split(".")[1] == name.split(".")[1])[:6]
+        hint = f"; {name.split('.')[1]} sizes are: {', '.join(close)}" if close else ""
+        raise UsageError(f"{value!r} is not a SageMaker endpoint instance type{hint}")
+    return name
+
+
+@dataclass(frozen=True)
+class InstancePool:
+    """A priority-ordered list (1–5, unique) of instance types for one production variant."""
+
+    types: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.types) <= MAX_POOL_ENTRIES:
+            raise UsageError(f"an instance pool holds 1 to {MAX_POOL_ENTRIES} instance types (got {len(self.types)})")
+        dupes = sorted({t for t in self.types if self.types.count(t) > 1})
+        if dupes:
+            raise UsageError(f"instance types in a pool must be unique; repeated: {', '.join(dupes)}")
+
+    @classmethod
+    def parse(cls, value: str | Iterable[str]) -> InstancePool:
+        items = value.split(",") if isinstance(value, str) else list(value)
+        return cls(tuple(normalise_instance_type(v) for v in items))
+
+    @property
+    def first(self) -> str:
+        return self.types[0]
+
+    def variant_fields(self) -> dict[str, Any]:
+        """One type: plain `InstanceType`; several: `InstancePools` with priorities (1 = first choice)."""
+        if len(self.types) == 1:
+            return {"InstanceType": self.types[0]}
+        return {"InstancePools": [{"InstanceType": t, "Priority": i} for i, t in enumerate(self.types, start=1)]}
+
+    def flag(self) -> str:
+        return ",".join(self.types)
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    role: Role
+    endpoint_name: str
+    config_name: str
+    model_name: str
+    model_id: str
+    pool: InstancePool
+    kind: EndpointKind
+    startup_timeout_s: int
+    environment: dict[str, str] = field(default_factory=dict)
+    model_data_uri: str | None = None  # model files from S3 (networks without internet)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "role": self.role, "endpoint_name": self.endpoint_name, "config_name": self.config_name,
+            "model_name": self.model_name, "model_id": self.model_id, "instance_types": list(self.pool.types),
+            "kind": self.kind, "startup_timeout_s": self.startup_timeout_s, "environment": dict(self.environment),
+            "model_data_uri": self.model_data_uri,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EndpointSpec:
+        return cls(
+            role=d["role"], endpoint_name=d["endpoint_name"], config_name=d["config_name"],
+            model_name=d["model_name"], model_id=d["model_id"], pool=InstancePool(tuple(d["instance_types"])),
+            kind=d["kind"], startup_timeout_s=int(d["startup_timeout_s"]), environment=dict(d["environment"]),
+            model_data_uri=d.get("model_data_uri"),
+        )
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    deployment_id: str
+    region: str
+    account: str
+    creator: str  # the STS caller ARN that planned it
+    created_at: str  # ISO 8601, UTC
+    image_tag: str
+    role_arn: str
+    bucket: str | None  # for the async (video) endpoint; None when video is not deployed
+    prefix: str
+    name_prefix: str
+    kms_key: str | None
+    subnets: tuple[str, ...]
+    security_groups: tuple[str, ...]
+    user_tags: dict[str, str]
+    endpoints: tuple[EndpointSpec, ...]
+
+    @property
+    def image_uri(self) -> str:
+        return image_uri(self.region, self.image_tag)
+
+    @property
+    def roles(self) -> tuple[Role, ...]:
+        return tuple(e.role for e in self.endpoints)
+
+    def endpoint(self, role: Role) -> EndpointSpec:
+        for e in self.endpoints:
+            if e.role == role:
+                return e
+        raise KeyError(role)
+
+    def s3_uri(self, folder: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}/{folder}/"
+
+    # -- tags ------------------------------------------------------------------------------------
+    def tags(self, role: Role | None) -> list[dict[str, str]]:
+        tags = {TAG_PROJECT: PROJECT, **self.user_tags, TAG_DEPLOYMENT: self.deployment_id,
+                TAG_CREATOR: self.creator[:256], TAG_CREATED: self.created_at}
+        if role is not None:
+            tags[TAG_ROLE] = role
+        return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+    # -- the boto3 requests ----------------------------------------------------------------------
+    def create_model_request(self, ep: EndpointSpec) -> dict[str, Any]:
+        container: dict[str, Any] = {"Image": self.image_uri, "Environment": dict(ep.environment)}
+        if ep.model_data_uri:
+            container["ModelDataSource"] = {"S3DataSource": {
+                "S3Uri": ep.model_data_uri, "S3DataType": "S3Prefix", "CompressionType": "None"}}
+        req: dict[str, Any] = {"ModelName": ep.model_name, "ExecutionRoleArn": self.role_arn,
+                               "PrimaryContainer": container, "Tags": self.tags(ep.role)}
+        if self.subnets:
+            req["VpcConfig"] = {"Subnets": list(self.subnets), "SecurityGroupIds": list(self.security_groups)}
+        return req
+
+    def create_endpoint_config_request(self, ep: EndpointSpec) -> dict[str, Any]:
+        variant: dict[str, Any] = {
+            "VariantName": VARIANT_NAME,
+            "ModelName": ep.model_name,
+            "InitialInstanceCount": 1,
+            **ep.pool.variant_fields(),
+            "ContainerStartupHealthCheckTimeoutInSeconds": ep.startup_timeout_s,
+            "InferenceAmiVersion": INFERENCE_AMI_VERSION,
+        }
+        if ep.model_data_uri:
+            variant["ModelDataDownloadTimeoutInSeconds"] = 3600
+        req: dict[str, Any] = {"EndpointConfigName": ep.config_name, "ProductionVariants": [variant],
+                               "Tags": self.tags(ep.role)}
+        # No endpoint-config KmsKeyId: SageMaker refuses it for instance types with local NVMe storage
+        # (g4dn, g5, g6, g6e all have it; that storage is encrypted by the hardware). The key protects
+        # what leaves the instance instead: the async outputs and the bucket.
+        if ep.kind == "async":
+            output: dict[str, Any] = {"S3OutputPath": self.s3_uri("outputs"), "S3FailurePath": self.s3_uri("failures")}
+            if self.kms_key:
+                output["KmsKeyId"] = self.kms_key
+            req["AsyncInferenceConfig"] = {"OutputConfig": output,
+                                           "ClientConfig": {"MaxConcurrentInvocationsPerInstance": 1}}
+        return req
+
+    def create_endpoint_request(self, ep: EndpointSpec) -> dict[str, Any]:
+        return {"EndpointName": ep.endpoint_name, "EndpointConfigName": ep.config_name, "Tags": self.tags(ep.role)}
+
+    # -- persistence -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deployment_id": self.deployment_id, "region": self.region, "account": self.account,
+            "creator": self.creator, "created_at": self.created_at, "image_tag": self.image_tag,
+            "image_uri": self.image_uri, "role_arn": self.role_arn, "bucket": self.bucket, "prefix": self.prefix,
+            "name_prefix": self.name_prefix, "kms_key": self.kms_key, "subnets": list(self.subnets),
+            "security_groups": list(self.security_groups), "user_tags": dict(self.user_tags),
+            "endpoints": [e.to_dict() for e in self.endpoints],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DeploymentSpec:
+        return cls(
+            deployment_id=d["deployment_id"], region=d["region"], account=d["account"], creator=d["creator"],
+            created_at=d["created_at"], image_tag=d["image_tag"], role_arn=d["role_arn"], bucket=d.get("bucket"),
+            prefix=d["prefix"], name_prefix=d["name_prefix"], kms_key=d.get("kms_key"),
+            subnets=tuple(d.get("subnets", ())), security_groups=tuple(d.get("security_groups", ())),
+            user_tags=dict(d.get("user_tags", {})), endpoints=tuple(EndpointSpec.from_dict(e) for e in d["endpoints"]),
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeployOptions:
+    """What a person asks for. Values are as typed (CLI strings); `plan()` checks every one."""
+
+    roles: Sequence[Role] = ROLES
+    region: str | None = None
+    profile: str | None = None
+    role_arn: str | None = None  # or SAGEMAKER_EXECUTION_ROLE_ARN
+    image_tag: str = DEFAULT_IMAGE_TAG
+    # Each entry "a,b,c" (every endpoint) or "voice=a,b" (one endpoint); priority order.
+    instance_types: Sequence[str] = ()
+    bucket: str | None = None
+    prefix: str = PROJECT
+    name_prefix: str = PROJECT
+    kms_key: str | None = None
+    subnets: Sequence[str] = ()
+    security_groups: Sequence[str] = ()
+    # Each entry "s3://bucket/models/" (a folder holding <model id>/ per endpoint) or "voice=s3://...".
+    model_s3_uri: Sequence[str] = ()
+    tags: Sequence[str] = ()  # "key=value"
+
+
+_NAME_PREFIX = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_IMAGE_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+_TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
+
+
+def new_deployment_id(now: datetime) -> str:
+    """Readable and unique: the UTC time plus a few random hex digits."""
+    return f"{now:%y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def _split_role_values(values: Sequence[str], option: str, roles: Sequence[Role]) -> tuple[str | None, dict[Role, str]]:
+    """["a,b", "voice=c"] -> ("a,b", {"voice": "c"}); the unqualified value applies to every endpoint."""
+    shared: str | None = None
+    per_role: dict[Role, str] = {}
+    for raw in values:
+        head, sep, tail = raw.partition("=")
+        if sep and head.strip().lower() in ROLES:
+            role: Role = head.strip().lower()  # type: ignore[assignment]
+            if role not in roles:
+                raise UsageError(f"{option} {raw!r} names the {role} endpoint, which this deployment does not include")
+            if role in per_role:
+                raise UsageError(f"{option} is given twice for the {role} endpoint")
+            per_role[role] = tail.strip()
+        else:
+            if shared is not None:
+                raise UsageError(f"{option} is given twice for every endpoint; use ROLE=... for one endpoint")
+            shared = raw.strip()
+    return shared, per_role
+
+
+def parse_tags(values: Sequence[str]) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for raw in values:
+        for item in (p for p in raw.split(",") if p.strip()):
+            key, sep, value = item.partition("=")
+            key, value = key.strip(), value.strip()
+            if not sep or not key:
+                raise UsageError(f"--tags {item!r} must be KEY=VALUE, e.g. --tags cost-center=1234,owner=ana")
+            if key.lower().startswith("aws:") or key in RESERVED_TAGS:
+                raise UsageError(f"tag key {key!r} is reserved (aws:* and the studio's own omni-studio:* keys)")
+            if len(key) > 128 or len(value) > 256 or not _TAG_TEXT.match(key) or not _TAG_TEXT.match(value):
+                raise UsageError(f"tag {item!r}: keys up to 128 and values up to 256 characters of letters, digits, "
+                                 "spaces and _ . : / = + - @")
+            tags[key] = value
+    if len(tags) > 40:
+        raise UsageError(f"at most 40 tags of your own (got {len(tags)}); the studio adds its own 5")
+    return tags
+
+
+def default_bucket(account: str, region: str) -> str:
+    return f"{PROJECT}-{account}-{region}"
+
+
+def plan(options: DeployOptions, *, account: str, creator: str, region: str, now: datetime | None = None,
+         deployment_id: str | None = None, role_arn_env: str | None = None) -> DeploymentSpec:
+    """Check the options and build the spec. Raises UsageError naming the option to fix."""
+    now = now or datetime.now(UTC)
+    roles = tuple(dict.fromkeys(options.roles))
+    if not roles:
+        raise UsageError("no endpoint to deploy: name one or more of voice, image, video (or none for all three)")
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise UsageError(f"unknown endpoint {unknown[0]!r}: choose from voice, image, video")
+    roles = tuple(r for r in ROLES if r in roles)  # stable order
+
+    role_arn = (options.role_arn or role_arn_env or "").strip()
+    if not role_arn:
+        raise UsageError("an execution role is needed: pass --role-arn arn:aws:iam::<account>:role/<name> or set "
+                         "SAGEMAKER_EXECUTION_ROLE_ARN (the role SageMaker assumes to pull the image and write to S3)")
+    if not _ROLE_ARN.match(role_arn):
+        raise UsageError(f"--role-arn {role_arn!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/Name)")
+    if not _IMAGE_TAG.match(options.image_tag or ""):
+        raise UsageError(f"--image-tag {options.image_tag!r} is not an image tag (e.g. {DEFAULT_IMAGE_TAG})")
+
+    deployment_id = deployment_id or new_deployment_id(now)
+    name_prefix = (options.name_prefix or PROJECT).strip()
+    longest = f"{name_prefix}-video-{deployment_id}"
+    if not _NAME_PREFIX.match(name_prefix) or len(longest) > 63:
+        raise UsageError(f"--name-prefix {name_prefix!r}: letters, digits and hyphens, at most "
+                         f"{63 - len(longest) + len(name_prefix)} characters (names are <prefix>-<role>-<id>)")
+
+    prefix = (options.prefix or PROJECT).strip().strip("/")
+    if not prefix or any(not part for part in prefix.split("/")):
+        raise UsageError(f"--prefix {options.prefix!r} must be a non-empty S3 folder such as omni-studio")
+    bucket = None
+    if "video" in roles:
+        bucket = (options.bucket or default_bucket(account, region)).strip()
+        if not _BUCKET.match(bucket) or ".." in bucket:
+            raise UsageError(f"--bucket {bucket!r} is not a valid S3 bucket name (3–63 lower-case letters, digits, "
+                             "dots and hyphens)")
+
+    subnets = tuple(s.strip() for raw in options.subnets for s in raw.split(",") if s.strip())
+    groups = tuple(s.strip() for raw in options.security_groups for s in raw.split(",") if s.strip())
+    if bool(subnets) != bool(groups):
+        raise UsageError("a VPC needs both --subnets and --security-groups (or neither)")
+    for s in subnets:
+        if not re.match(r"^subnet-[0-9a-f]{8,17}$", s):
+            raise UsageError(f"--subnets {s!r} is not a subnet id (subnet-0123abcd...)")
+    for g in groups:
+        if not re.match(r"^sg-[0-9a-f]{8,17}$", g):
+            raise UsageError(f"--security-groups {g!r} is not a security group id (sg-0123abcd...)")
+    if len(subnets) > 16 or len(groups) > 5:
+        raise UsageError("at most 16 subnets and 5 security groups")
+
+    kms_key = (options.kms_key or "").strip() or None
+    if kms_key and not re.match(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[\w/-]+|alias/[\w/-]+|[0-9a-f-]{36})$", kms_key):
+        raise UsageError(f"--kms-key {kms_key!r}: give a key id, key ARN or alias/<name>")
+
+    shared_types, role_types = _split_role_values(options.instance_types, "--instance-types", roles)
+    shared_models, role_models = _split_role_values(options.model_s3_uri, "--model-s3-uri", roles)
+    user_tags = parse_tags(options.tags)
+
+    endpoints = []
+    for role in roles:
+        profile = ROLE_PROFILES[role]
+        raw_types = role_types.get(role, shared_types)
+        pool = InstancePool.parse(raw_types) if raw_types is not None else InstancePool(profile.default_pool)
+        env = {"SM_VLLM_MODEL": profile.model_id, **dict(profile.extra_env)}
+        model_uri = None
+        if (raw_model := role_models.get(role)) is not None:
+            model_uri = _s3_folder(raw_model, "--model-s3-uri")
+        elif shared_models is not None:
+            model_uri = _s3_folder(shared_models, "--model-s3-uri") + profile.model_id + "/"
+        if model_uri:
+            # Files come from S3 into /opt/ml/model; keep the public model id as the served name and never
+            # reach for the Hugging Face hub (the network may have no internet at all).
+            env.update(SM_VLLM_MODEL=S3_MODEL_DIR, SM_VLLM_SERVED_MODEL_NAME=profile.model_id, HF_HUB_OFFLINE="1")
+        name = f"{name_prefix}-{role}-{deployment_id}"
+        endpoints.append(EndpointSpec(
+            role=role, endpoint_name=name, config_name=name, model_name=name, model_id=profile.model_id,
+            pool=pool, kind=profile.kind, startup_timeout_s=profile.startup_timeout_s, environment=env,
+            model_data_uri=model_uri,
+        ))
+
+    return DeploymentSpec(
+        deployment_id=deployment_id, region=region, account=account, creator=creator,
+        created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), image_tag=options.image_tag, role_arn=role_arn,
+        bucket=bucket, prefix=prefix, name_prefix=name_prefix, kms_key=kms_key, subnets=subnets,
+        security_groups=groups, user_tags=user_tags, endpoints=tuple(endpoints),
+    )
+
+
+def _s3_folder(uri: str, option: str) -> str:
+    uri = uri.strip()
+    if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", uri):
+        raise UsageError(f"{option} {uri!r} must be an S3 folder such as s3://my-bucket/models/")
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def with_pools(spec: DeploymentSpec, pools: dict[Role, InstancePool]) -> DeploymentSpec:
+    """The same spec with some endpoints' pools replaced (quota suggestions, tests)."""
+    return replace(spec, endpoints=tuple(replace(e, pool=pools.get(e.role, e.pool)) for e in spec.endpoints))

@@ -1,0 +1,227 @@
+"""Smoke tests through the studio's own services layer — the code path the pages use.
+
+    report = run_smoke(backend, out_dir)      # backend: services.backend.Backend (speech/images/videos)
+
+- voice: one streamed utterance; passes with `audio.start`, `audio.done` and more than 2 000 bytes of
+  PCM; saves `validation-output.wav`.
+- image: a 4-step image; passes with a decodable PNG; saves `smoke-image.png`.
+- video: a 4-step job — a smoke test only (too few steps to keep a composition) — conditioned on the
+  smoke image when there is one; passes with a decodable MP4; saves `smoke-only-video.mp4`.
+
+`deployment_backend(state)` builds the SageMaker backend for a deployment from its state file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infra.errors import InfraError
+from infra.model import ROLES, Role
+from services.errors import StudioError
+
+if TYPE_CHECKING:
+    from infra.state import DeploymentState
+    from services.backend import Backend
+    from services.settings import Settings
+
+VOICE_FILE = "validation-output.wav"
+IMAGE_FILE = "smoke-image.png"
+VIDEO_FILE = "smoke-only-video.mp4"
+MIN_AUDIO_BYTES = 2000
+SMOKE_TEXT = "Hello from Omni Studio. This is the smoke test of the voice endpoint."
+IMAGE_PROMPT = "a red lighthouse on a rocky coast at dawn, smoke test"
+VIDEO_PROMPT = "waves roll against the lighthouse, smoke test"
+SMOKE_STEPS = 4  # image: FLUX.2-klein's own count; video: smoke-only (the default is 30)
+VOICE_TIMEOUT_S = 180.0
+VIDEO_TIMEOUT_S = 900.0
+
+
+class SmokeFailed(InfraError):
+    exit_code = 5
+
+
+@dataclass
+class SmokeCheck:
+    role: Role
+    ok: bool
+    detail: str
+    path: Path | None = None
+    bytes: int = 0
+    elapsed_s: float = 0.0
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "ok": self.ok, "detail": self.detail,
+                "path": None if self.path is None else str(self.path), "bytes": self.bytes,
+                "elapsed_s": round(self.elapsed_s, 3), "figures": self.figures}
+
+
+@dataclass
+class SmokeReport:
+    target: str
+    checks: list[SmokeCheck]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def check(self, role: Role) -> SmokeCheck | None:
+        return next((c for c in self.checks if c.role == role), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "target": self.target, "checks": [c.to_dict() for c in self.checks]}
+
+
+SmokeProgress = Callable[[SmokeCheck], None]
+
+
+def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = ROLES, *,
+              progress: SmokeProgress | None = None, voice_timeout_s: float = VOICE_TIMEOUT_S,
+              video_timeout_s: float = VIDEO_TIMEOUT_S) -> SmokeReport:
+    """Run the smoke test of each role in `roles` (voice, image, video order) and save what they produce."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    checks: list[SmokeCheck] = []
+    image_png: bytes | None = None
+    for role in (r for r in ROLES if r in roles):
+        t0 = time.perf_counter()
+        try:
+            if role == "voice":
+                check = smoke_voice(backend, out_dir, timeout_s=voice_timeout_s)
+            elif role == "image":
+                check, image_png = smoke_image(backend, out_dir)
+            else:
+                check = smoke_video(backend, out_dir, reference=image_png, timeout_s=video_timeout_s)
+        except StudioError as exc:
+            check = SmokeCheck(role, False, str(exc))
+        check.elapsed_s = time.perf_counter() - t0
+        checks.append(check)
+        if progress is not None:
+            progress(check)
+    return SmokeReport(backend.target, checks)
+
+
+def smoke_voice(backend: Backend, out_dir: Path, *, timeout_s: float = VOICE_TIMEOUT_S) -> SmokeCheck:
+    from services.protocol import AudioDone, AudioStart, ErrorEvent
+    from services.speech import PcmChunk, speech_config
+
+    seen: dict[str, int] = {"audio.start": 0, "audio.done": 0, "chunks": 0}
+    errors: list[str] = []
+
+    async def speak() -> tuple[bytes, dict[str, Any]]:
+        session = backend.speech.open(speech_config())
+        async with session:
+            async for event in session.speak(SMOKE_TEXT):
+                if isinstance(event, AudioStart):
+                    seen["audio.start"] += 1
+                elif isinstance(event, AudioDone):
+                    seen["audio.done"] += 1
+                elif isinstance(event, PcmChunk):
+                    seen["chunks"] += 1
+                elif isinstance(event, ErrorEvent):
+                    errors.append(event.message)
+            return session.wav(), session.snapshot().figures()
+
+    try:
+        wav, figures = asyncio.run(asyncio.wait_for(speak(), timeout_s))
+    except TimeoutError:
+        return SmokeCheck("voice", False, f"no complete utterance from {backend.speech.target} within {timeout_s:.0f} s")
+    pcm_bytes = int(figures.get("bytes") or 0)
+    path = out_dir / VOICE_FILE
+    if wav and pcm_bytes:
+        path.write_bytes(wav)  # kept even when the check fails: the audio that did arrive
+    missing = [m for m in ("audio.start", "audio.done") if not seen[m]]
+    problems = []
+    if missing:
+        problems.append("no " + " and no ".join(missing))
+    if pcm_bytes <= MIN_AUDIO_BYTES:
+        problems.append(f"only {pcm_bytes} bytes of audio (needs more than {MIN_AUDIO_BYTES})")
+    if errors:
+        problems.append("server error: " + "; ".join(errors))
+    figures = {**figures, **{k.replace(".", "_"): v for k, v in seen.items()}}
+    if problems:
+        return SmokeCheck("voice", False, ", ".join(problems), path if pcm_bytes else None, pcm_bytes, figures=figures)
+    return SmokeCheck("voice", True, f"{seen['chunks']} chunks, {pcm_bytes} bytes of PCM, first audio "
+                      f"{figures.get('ttfa_ms')} ms; saved {path.name}", path, pcm_bytes, figures=figures)
+
+
+def smoke_image(backend: Backend, out_dir: Path) -> tuple[SmokeCheck, bytes | None]:
+    from PIL import Image
+
+    from services.images import ImageRequest
+
+    result = backend.images.generate(ImageRequest(IMAGE_PROMPT, size="512x512", steps=SMOKE_STEPS, seed=7,
+                                                  output_format="png"))
+    data = result.image
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            fmt, size = im.format, im.size
+            im.load()
+    except Exception as exc:  # Pillow raises many types for bad data
+        return SmokeCheck("image", False, f"the image endpoint returned bytes that are not an image ({exc})"), None
+    if fmt != "PNG":
+        return SmokeCheck("image", False, f"asked for a PNG, got {fmt}"), None
+    path = out_dir / IMAGE_FILE
+    path.write_bytes(data)
+    figures = {"width": size[0], "height": size[1], **result.timings(), "preview": result.preview}
+    return SmokeCheck("image", True, f"{size[0]}x{size[1]} PNG, {len(data)} bytes; saved {path.name}", path, len(data),
+                      figures=figures), data
+
+
+def smoke_video(backend: Backend, out_dir: Path, *, reference: bytes | None = None,
+                timeout_s: float = VIDEO_TIMEOUT_S) -> SmokeCheck:
+    from services.videos import VideoRequest
+
+    request = VideoRequest(VIDEO_PROMPT, steps=SMOKE_STEPS, seed=7, reference=reference,
+                           reference_name="smoke image" if reference else None)
+    result = backend.videos.generate(request, timeout_s=timeout_s)  # checks the MP4 (decodes every frame)
+    path = out_dir / VIDEO_FILE
+    path.write_bytes(result.mp4)
+    info = result.info
+    figures = {"frames": info.frames, "width": info.width, "height": info.height, "fps": info.fps,
+               "codec": info.codec, "steps": SMOKE_STEPS, "smoke_only": True, "body_bytes": result.body_bytes,
+               **result.timings()}
+    return SmokeCheck("video", True, f"smoke-only ({SMOKE_STEPS} steps): {info.frames} frames {info.width}x{info.height} "
+                      f"{info.codec}, {len(result.mp4)} bytes; saved {path.name}", path, len(result.mp4), figures=figures)
+
+
+# ---------------------------------------------------------------------------------------------------------
+def deployment_settings(state: DeploymentState, base: Settings | None = None) -> Settings:
+    """Studio settings pointing at the deployment's endpoints (region, names, bucket, prefix, KMS key)."""
+    from services.settings import load_settings
+
+    base = base or load_settings()
+    return base.with_overrides(**state.studio_settings())
+
+
+def deployment_backend(state: DeploymentState, base: Settings | None = None) -> Backend:
+    """The SageMaker backend for a deployment (services.sagemaker, issue 5)."""
+    from services.backend import create_backend
+
+    try:
+        import services.sagemaker  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if exc.name != "services.sagemaker":
+            raise
+        raise InfraError("this build has no SageMaker backend (services/sagemaker.py), so the deployment cannot be "
+                         "smoke-tested from here: run `python -m infra smoke --backend omni --url URL` against a "
+                         "vLLM-Omni server, or deploy with --no-smoke") from None
+    return create_backend(deployment_settings(state, base))
+
+
+def record_smoke(state: DeploymentState, report: SmokeReport) -> None:
+    """Keep each endpoint's last smoke result in the state file (the endpoints page shows it)."""
+    from infra.state import utc_now
+
+    with state.lock:
+        for check in report.checks:
+            if check.role in state.endpoints:
+                state.endpoints[check.role].smoke = {"ok": check.ok, "detail": check.detail, "at": utc_now(),
+                                                     "path": None if check.path is None else str(check.path)}
+    state.save()

@@ -1,0 +1,204 @@
+"""DeploymentState: what one deployment planned and created, in a JSON file next to the operator.
+
+The file is written BEFORE the first create (with every planned name) and after each step, always
+atomically (a temporary file in the same folder, then os.replace), so a crash or expired credentials at any
+moment leave a file that `resume` and `delete` can trust: they describe each planned name to learn whether
+it exists. It holds names, ARNs, statuses and the spec; never credentials.
+
+The services layer reads it too (`studio_settings()`): region, endpoint names, bucket and prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from infra.errors import StateError
+from infra.model import ROLES, DeploymentSpec, Role
+
+STATE_FORMAT = "omni-studio-deployment/1"
+DEFAULT_STATE_FILE = Path(".vllm_omni_media_state.json")  # the published sample's name
+
+ResourceStatus = Literal["planned", "created", "reused", "deleted"]
+Phase = Literal["planned", "creating", "deployed", "failed", "incomplete", "deleting"]
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class ResourceRecord:
+    """One SageMaker resource: `planned` (name chosen, maybe not created), `created` (by us), `reused`
+    (found by describe on resume), `deleted`."""
+
+    name: str
+    arn: str | None = None
+    status: ResourceStatus = "planned"
+
+    @property
+    def exists(self) -> bool:
+        return self.status in ("created", "reused")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arn": self.arn, "status": self.status}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ResourceRecord:
+        return cls(name=d["name"], arn=d.get("arn"), status=d.get("status", "planned"))
+
+
+@dataclass
+class EndpointRecord:
+    role: Role
+    model: ResourceRecord
+    config: ResourceRecord
+    endpoint: ResourceRecord
+    endpoint_status: str | None = None  # as DescribeEndpoint last said
+    instance_type: str | None = None  # the pool entry actually provisioned
+    failure_reason: str | None = None
+    creation_time: str | None = None  # the endpoint's CreationTime (billing starts about then)
+    in_service_at: str | None = None
+    smoke: dict[str, Any] | None = None  # the last smoke test result for this endpoint
+
+    def resources(self) -> list[tuple[str, ResourceRecord]]:
+        return [("endpoint", self.endpoint), ("endpoint config", self.config), ("model", self.model)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "role": self.role, "model": self.model.to_dict(), "endpoint_config": self.config.to_dict(),
+            "endpoint": self.endpoint.to_dict(), "endpoint_status": self.endpoint_status,
+            "instance_type": self.instance_type, "failure_reason": self.failure_reason,
+            "creation_time": self.creation_time, "in_service_at": self.in_service_at, "smoke": self.smoke,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EndpointRecord:
+        return cls(
+            role=d["role"], model=ResourceRecord.from_dict(d["model"]),
+            config=ResourceRecord.from_dict(d["endpoint_config"]), endpoint=ResourceRecord.from_dict(d["endpoint"]),
+            endpoint_status=d.get("endpoint_status"), instance_type=d.get("instance_type"),
+            failure_reason=d.get("failure_reason"), creation_time=d.get("creation_time"),
+            in_service_at=d.get("in_service_at"), smoke=d.get("smoke"),
+        )
+
+
+@dataclass
+class DeploymentState:
+    spec: DeploymentSpec
+    endpoints: dict[Role, EndpointRecord]
+    path: Path
+    phase: Phase = "planned"
+    bucket_created: bool = False  # we created the bucket (so --purge-s3 may remove it when empty)
+    updated_at: str = field(default_factory=utc_now)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    @classmethod
+    def new(cls, spec: DeploymentSpec, path: Path) -> DeploymentState:
+        records = {
+            e.role: EndpointRecord(e.role, ResourceRecord(e.model_name), ResourceRecord(e.config_name),
+                                   ResourceRecord(e.endpoint_name))
+            for e in spec.endpoints
+        }
+        return cls(spec=spec, endpoints=records, path=Path(path))
+
+    # -- reading -----------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: Path) -> DeploymentState:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise StateError(f"no state file at {path}: nothing was deployed from here (or pass --state-file "
+                             "with the file `infra deploy` wrote)") from None
+        except OSError as exc:
+            raise StateError(f"cannot read the state file {path}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+            if data.get("format") != STATE_FORMAT:
+                raise ValueError(f"format is {data.get('format')!r}, expected {STATE_FORMAT!r}")
+            spec = DeploymentSpec.from_dict(data["spec"])
+            endpoints = {r: EndpointRecord.from_dict(data["endpoints"][r]) for r in ROLES if r in data["endpoints"]}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StateError(f"the state file {path} is damaged ({exc}); keep it for the names it holds and use "
+                             "`python -m infra sweep` to find what exists") from None
+        return cls(spec=spec, endpoints=endpoints, path=path, phase=data.get("phase", "planned"),
+                   bucket_created=bool(data.get("bucket_created")), updated_at=data.get("updated_at", ""))
+
+    @property
+    def region(self) -> str:
+        return self.spec.region
+
+    @property
+    def deployment_id(self) -> str:
+        return self.spec.deployment_id
+
+    def record(self, role: Role) -> EndpointRecord:
+        return self.endpoints[role]
+
+    def resource_names(self) -> set[tuple[str, str]]:
+        """(kind, name) of every resource this state plans or holds: what sweep must not call an orphan."""
+        return {(kind, rec.name) for ep in self.endpoints.values() for kind, rec in ep.resources()}
+
+    def anything_exists(self) -> bool:
+        return any(rec.exists for ep in self.endpoints.values() for _, rec in ep.resources())
+
+    def studio_settings(self) -> dict[str, Any]:
+        """Settings overrides for the studio's SageMaker backend (services.settings.Settings fields)."""
+        names = {f"{role}_endpoint": rec.endpoint.name for role, rec in self.endpoints.items()}
+        return {"backend": "sagemaker", "region": self.region, "bucket": self.spec.bucket,
+                "prefix": self.spec.prefix, "kms_key": self.spec.kms_key, "state_file": self.path, **names}
+
+    def to_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "format": STATE_FORMAT,
+                "deployment_id": self.deployment_id,
+                "region": self.region,
+                "phase": self.phase,
+                "updated_at": self.updated_at,
+                "bucket": self.spec.bucket,
+                "prefix": self.spec.prefix,
+                "bucket_created": self.bucket_created,
+                "endpoints": {role: rec.to_dict() for role, rec in self.endpoints.items()},
+                "spec": self.spec.to_dict(),
+            }
+
+    # -- writing -----------------------------------------------------------------------------------
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while changing records from a worker thread, so a save sees each change whole."""
+        return self._lock
+
+    def save(self) -> None:
+        """Write atomically: a temporary file in the same folder, fsync, then os.replace."""
+        with self._lock:
+            self.updated_at = utc_now()
+            text = json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
+            folder = self.path.parent if str(self.path.parent) else Path(".")
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
+                try:
+                    with os.fdopen(fd, "w", encoding="utf-8") as f:
+                        f.write(text)
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.chmod(tmp, 0o600)
+                    os.replace(tmp, self.path)
+                except BaseException:
+                    Path(tmp).unlink(missing_ok=True)
+                    raise
+            except OSError as exc:
+                raise StateError(f"cannot write the state file {self.path}: {exc.strerror}; pass --state-file "
+                                 "with a writable path") from None
+
+    def remove(self) -> None:
+        with self._lock:
+            self.path.unlink(missing_ok=True)

@@ -1,0 +1,182 @@
+"""Status and cost of a deployment: per endpoint its status, the instance type in use, uptime, $/hour and
+cost so far (list price × time since the endpoint's CreationTime — SageMaker bills per second from about
+then until it is deleted). Read-only: it describes, it never changes anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from infra.aws import AWS_ERRORS, AwsContext, is_not_found, translate
+from infra.deploy import instance_type_in_use
+from infra.errors import StateError
+from infra.model import Role
+from infra.pricing import Price, PriceTable, cost_so_far, load_prices
+from infra.state import DEFAULT_STATE_FILE, DeploymentState
+
+HOURS_PER_DAY = 24
+
+
+@dataclass(frozen=True)
+class EndpointStatus:
+    role: Role | None
+    endpoint_name: str
+    status: str  # DescribeEndpoint's status, or "gone"
+    instance_type: str | None
+    uptime_s: float | None
+    price: Price | None
+    cost_so_far_usd: float | None
+    failure_reason: str | None = None
+    created: str | None = None
+    smoke: dict[str, Any] | None = None
+
+    @property
+    def billing(self) -> bool:
+        """Instances are (or are being) held: every status but gone and Failed."""
+        return self.status not in ("gone", "Failed")
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return self.price.usd_per_hour if (self.price is not None and self.billing) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "role": self.role, "endpoint_name": self.endpoint_name, "status": self.status,
+            "instance_type": self.instance_type,
+            "uptime_s": None if self.uptime_s is None else round(self.uptime_s, 1),
+            "usd_per_hour": self.usd_per_hour, "price_basis": None if self.price is None else self.price.basis,
+            "cost_so_far_usd": None if self.cost_so_far_usd is None else round(self.cost_so_far_usd, 4),
+            "failure_reason": self.failure_reason, "created": self.created, "smoke": self.smoke,
+        }
+
+
+@dataclass
+class StatusReport:
+    region: str
+    deployment_id: str | None
+    endpoints: list[EndpointStatus]
+    prices: PriceTable
+    state_file: Path | None = None
+    checked_at: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    @property
+    def usd_per_hour(self) -> float:
+        return sum(e.usd_per_hour or 0.0 for e in self.endpoints)
+
+    @property
+    def usd_per_day(self) -> float:
+        return self.usd_per_hour * HOURS_PER_DAY
+
+    @property
+    def cost_so_far_usd(self) -> float:
+        return sum(e.cost_so_far_usd or 0.0 for e in self.endpoints)
+
+    @property
+    def running(self) -> list[EndpointStatus]:
+        return [e for e in self.endpoints if e.billing]
+
+    @property
+    def unpriced(self) -> list[str]:
+        return sorted({e.instance_type or "unknown" for e in self.running if e.usd_per_hour is None})
+
+    @property
+    def creating(self) -> bool:
+        return any(e.status in ("Creating", "Updating", "SystemUpdating", "Deleting") for e in self.endpoints)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "region": self.region, "deployment_id": self.deployment_id, "checked_at": self.checked_at,
+            "state_file": None if self.state_file is None else str(self.state_file),
+            "endpoints": [e.to_dict() for e in self.endpoints],
+            "usd_per_hour": round(self.usd_per_hour, 4), "usd_per_day": round(self.usd_per_day, 2),
+            "cost_so_far_usd": round(self.cost_so_far_usd, 4), "unpriced_instance_types": self.unpriced,
+            "prices": {"source": self.prices.source, "as_of": self.prices.as_of.isoformat(),
+                       "stale": self.prices.stale()},
+        }
+
+
+def describe_endpoint_status(ctx: AwsContext, name: str, prices: PriceTable, *, role: Role | None = None,
+                             fallback_type: str | None = None, smoke: dict[str, Any] | None = None) -> EndpointStatus:
+    try:
+        desc = ctx.sagemaker.describe_endpoint(EndpointName=name)
+    except AWS_ERRORS as exc:
+        if is_not_found(exc):
+            return EndpointStatus(role, name, "gone", None, None, None, None, smoke=smoke)
+        raise translate(exc, f"describe endpoint {name}") from None
+    status = desc["EndpointStatus"]
+    itype = instance_type_in_use(desc) or (fallback_type if status != "Failed" else None)
+    created = desc.get("CreationTime")
+    uptime = (datetime.now(UTC) - created.astimezone(UTC)).total_seconds() if isinstance(created, datetime) else None
+    price = prices.hourly(itype, ctx.region) if itype else None
+    billing = status not in ("Failed",)
+    cost = cost_so_far(price.usd_per_hour if price else None, uptime) if billing else None
+    return EndpointStatus(role, name, status, itype, uptime, price, cost, desc.get("FailureReason"),
+                          created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(created, datetime) else None,
+                          smoke)
+
+
+def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
+                      prices: PriceTable | None = None) -> StatusReport:
+    """Describe every endpoint of the deployment in `state_file`."""
+    state = DeploymentState.load(Path(state_file))
+    if region and region != state.region:
+        raise StateError(f"{state_file} records a deployment in {state.region}, not {region}: leave --region out")
+    prices = prices or load_prices()
+    ctx = AwsContext(state.region, profile)
+    rows = []
+    for role, rec in state.endpoints.items():
+        # While a pool is still provisioning SageMaker may not say which entry it took: the state's last
+        # sighting stands in; with none, the first choice is the likely one.
+        fallback = rec.instance_type or state.spec.endpoint(role).pool.first
+        rows.append(describe_endpoint_status(ctx, rec.endpoint.name, prices, role=role, fallback_type=fallback,
+                                             smoke=rec.smoke))
+    return StatusReport(state.region, state.deployment_id, rows, prices, state.path)
+
+
+@dataclass(frozen=True)
+class CostLine:
+    instance_type: str
+    price: Price
+    endpoints: tuple[str, ...]  # roles (or names) that run on it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"instance_type": self.instance_type, "usd_per_hour": self.price.usd_per_hour,
+                "basis": self.price.basis, "endpoints": list(self.endpoints)}
+
+
+@dataclass
+class CostReport:
+    region: str
+    lines: list[CostLine]
+    prices: PriceTable
+    usd_per_hour: float
+    basis: str  # "running deployment" | "planned pools (first choices)"
+    cost_so_far_usd: float | None = None
+
+    @property
+    def usd_per_day(self) -> float:
+        return self.usd_per_hour * HOURS_PER_DAY
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"region": self.region, "basis": self.basis, "lines": [line.to_dict() for line in self.lines],
+                "usd_per_hour": round(self.usd_per_hour, 4), "usd_per_day": round(self.usd_per_day, 2),
+                "cost_so_far_usd": None if self.cost_so_far_usd is None else round(self.cost_so_far_usd, 4),
+                "prices": {"source": self.prices.source, "as_of": self.prices.as_of.isoformat(),
+                           "age_days": self.prices.age_days(), "stale": self.prices.stale(),
+                           "note": self.prices.note}}
+
+
+def cost_of_types(region: str, assignments: dict[str, str], prices: PriceTable, *, basis: str,
+                  pool_types: list[str] = ()) -> CostReport:
+    """`assignments`: endpoint label -> instance type. Lists every pool type too (what a fall-back costs)."""
+    by_type: dict[str, list[str]] = {}
+    for label, itype in assignments.items():
+        by_type.setdefault(itype, []).append(label)
+    for t in pool_types:
+        by_type.setdefault(t, [])
+    lines = [CostLine(t, prices.hourly(t, region), tuple(labels)) for t, labels in by_type.items()]
+    total = sum((line.price.usd_per_hour or 0.0) * len(line.endpoints) for line in lines)
+    return CostReport(region, lines, prices, total, basis)
