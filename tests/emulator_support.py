@@ -1,6 +1,8 @@
 """Start the local SageMaker emulator (+ moto for S3/STS) for tests, and talk to it with real clients.
 
-Fixtures (import them into a conftest or test module: `from tests.emulator_support import emulator, ...`):
+Fixtures — register the module once, so every test file shares one emulator and one moto per session:
+`pytest_plugins = ["tests.emulator_support"]` in a test module (or import the fixtures into tests/conftest.py).
+Importing the fixture functions into each test module also works, but starts one emulator per module.
 - `moto_server` (session): URL of a moto ThreadedMotoServer on 127.0.0.1 (S3, STS).
 - `sagemaker_emulator` (session): an `EmulatorHandle` for `python -m offline.sagemaker` run as a
   subprocess, forwarding to the real offline engine (`engine_url` from tests/conftest.py) and to moto.

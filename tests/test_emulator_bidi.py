@@ -24,7 +24,10 @@ from aws_sdk_sagemaker_runtime_http2.models import (
 )
 
 from services.protocol import InputDone, InputText, SessionConfig, dumps
-from tests.emulator_support import EmulatorHandle, deploy_endpoint, emulator, moto_server, sagemaker_emulator  # noqa: F401
+pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
+from tests.emulator_support import EmulatorHandle, deploy_endpoint
+
+pytest_plugins = ["tests.emulator_support"]  # the emulator fixtures, registered once per session
 
 STEP_S = 15.0  # the longest any single await may take
 SPEECH_PATH = "v1/audio/speech/stream"
@@ -86,7 +89,7 @@ async def converse(stream: Any, parts: list[RequestStreamEventPayloadPart], *, c
 
 
 @pytest.fixture
-def voice_endpoint(emulator: EmulatorHandle) -> str:  # noqa: F811
+def voice_endpoint(emulator: EmulatorHandle) -> str:
     deploy_endpoint(emulator, "voice-bidi", environment={"SM_VLLM_MODEL": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"})
     return "voice-bidi"
 
@@ -95,7 +98,7 @@ def run(coro: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
-def test_speech_streams_over_http2_with_several_sentences(emulator: EmulatorHandle, voice_endpoint: str) -> None:  # noqa: F811
+def test_speech_streams_over_http2_with_several_sentences(emulator: EmulatorHandle, voice_endpoint: str) -> None:
     async def scenario() -> Received:
         _, stream = await open_stream(emulator, voice_endpoint)
         return await converse(stream, [utf8_part(m) for m in speech_messages()])
@@ -117,7 +120,7 @@ def test_speech_streams_over_http2_with_several_sentences(emulator: EmulatorHand
     assert got.events[-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 3}
 
 
-def test_partial_parts_are_merged_into_one_websocket_message(emulator: EmulatorHandle, voice_endpoint: str) -> None:  # noqa: F811
+def test_partial_parts_are_merged_into_one_websocket_message(emulator: EmulatorHandle, voice_endpoint: str) -> None:
     config, text, done = speech_messages()
     pieces = [config[:10], config[10:25], config[25:]]
     parts = [utf8_part(pieces[0], "PARTIAL"), utf8_part(pieces[1], "PARTIAL"), utf8_part(pieces[2]), utf8_part(text), utf8_part(done)]
@@ -130,7 +133,7 @@ def test_partial_parts_are_merged_into_one_websocket_message(emulator: EmulatorH
     assert got.order[-1] == "session.done" and len(got.pcm) > 2000  # the engine understood the split config
 
 
-def test_unknown_voice_comes_back_as_error_events(emulator: EmulatorHandle, voice_endpoint: str) -> None:  # noqa: F811
+def test_unknown_voice_comes_back_as_error_events(emulator: EmulatorHandle, voice_endpoint: str) -> None:
     async def scenario() -> Received:
         _, stream = await open_stream(emulator, voice_endpoint)
         return await converse(stream, [utf8_part(m) for m in speech_messages(voice="nobody-by-that-name")])
@@ -142,7 +145,7 @@ def test_unknown_voice_comes_back_as_error_events(emulator: EmulatorHandle, voic
     assert got.order[-1] == "session.done" and not got.pcm and got.ended
 
 
-def test_leading_slash_in_invocation_path_is_rejected(emulator: EmulatorHandle, voice_endpoint: str) -> None:  # noqa: F811
+def test_leading_slash_in_invocation_path_is_rejected(emulator: EmulatorHandle, voice_endpoint: str) -> None:
     async def scenario() -> None:
         _, stream = await open_stream(emulator, voice_endpoint, path="/" + SPEECH_PATH)
         await asyncio.wait_for(stream.await_output(), STEP_S)
@@ -152,7 +155,7 @@ def test_leading_slash_in_invocation_path_is_rejected(emulator: EmulatorHandle, 
     assert "modelInvocationPath" in info.value.message and "leading slash" in info.value.message
 
 
-def test_path_the_container_does_not_serve_is_a_model_error(emulator: EmulatorHandle, voice_endpoint: str) -> None:  # noqa: F811
+def test_path_the_container_does_not_serve_is_a_model_error(emulator: EmulatorHandle, voice_endpoint: str) -> None:
     async def scenario() -> None:
         _, stream = await open_stream(emulator, voice_endpoint, path="v1/no/such/socket")
         await asyncio.wait_for(stream.await_output(), STEP_S)
@@ -162,7 +165,7 @@ def test_path_the_container_does_not_serve_is_a_model_error(emulator: EmulatorHa
     assert info.value.original_status_code == 403  # the engine refused the WebSocket upgrade
 
 
-def test_unknown_endpoint_and_endpoint_without_streaming_ami(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_unknown_endpoint_and_endpoint_without_streaming_ami(emulator: EmulatorHandle) -> None:
     deploy_endpoint(emulator, "no-ami", ami=None)
 
     async def attempt(name: str) -> None:
@@ -177,7 +180,7 @@ def test_unknown_endpoint_and_endpoint_without_streaming_ami(emulator: EmulatorH
     assert "InferenceAmiVersion" in no_ami.value.message and "al2023-ami-sagemaker-inference-gpu-4-1" in no_ami.value.message
 
 
-def test_credentials_expiring_mid_stream_end_it_with_model_stream_error(emulator: EmulatorHandle, voice_endpoint: str) -> None:  # noqa: F811
+def test_credentials_expiring_mid_stream_end_it_with_model_stream_error(emulator: EmulatorHandle, voice_endpoint: str) -> None:
     emulator.set_faults(bidi_expire_after_frames=1)
 
     async def scenario() -> Received:
@@ -189,7 +192,7 @@ def test_credentials_expiring_mid_stream_end_it_with_model_stream_error(emulator
     assert info.value.error_code == "ExpiredTokenException"
 
 
-def test_stream_cut_mid_audio_keeps_what_arrived(emulator: EmulatorHandle, voice_endpoint: str) -> None:  # noqa: F811
+def test_stream_cut_mid_audio_keeps_what_arrived(emulator: EmulatorHandle, voice_endpoint: str) -> None:
     emulator.set_faults(bidi_cut_after_output_parts=3)  # audio.start, one PCM part, one more part: then reset
     got = Received()
 

@@ -14,17 +14,13 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError, WaiterError
 
-from tests.emulator_support import (  # noqa: F401  (fixtures)
-    BIDI_AMI,
-    DEFAULT_POOL,
-    IMAGE_URI,
-    ROLE_ARN,
-    EmulatorHandle,
-    deploy_endpoint,
-    emulator,
-    moto_server,
-    sagemaker_emulator,
-)
+from offline.sagemaker.config import ConfigFileError, load_config
+
+pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
+from tests.emulator_support import BIDI_AMI, DEFAULT_POOL, IMAGE_URI, ROLE_ARN, EmulatorHandle, deploy_endpoint
+
+# One registration of the emulator fixtures for the whole session (one emulator, one moto for all files).
+pytest_plugins = ["tests.emulator_support"]
 
 FAST = {"Delay": 0.1, "MaxAttempts": 100}
 
@@ -57,7 +53,7 @@ def pools_in_use(described: dict[str, Any]) -> dict[str, int]:
     return {p["InstanceType"]: p["CurrentInstanceCount"] for p in described["ProductionVariants"][0]["InstancePools"]}
 
 
-def test_pool_endpoint_goes_creating_to_in_service_and_reports_the_type_used(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_pool_endpoint_goes_creating_to_in_service_and_reports_the_type_used(emulator: EmulatorHandle) -> None:
     emulator.configure(delays={"create_s": 0.6})
     sm = emulator.client("sagemaker")
     make_model(sm, "voice-model")
@@ -90,7 +86,7 @@ def test_pool_endpoint_goes_creating_to_in_service_and_reports_the_type_used(emu
     assert [(e["EndpointName"], e["EndpointStatus"]) for e in listed] == [("voice", "InService")]
 
 
-def test_capacity_fault_moves_to_the_next_priority(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_capacity_fault_moves_to_the_next_priority(emulator: EmulatorHandle) -> None:
     emulator.set_faults(capacity_unavailable=["ml.g6.xlarge", "ml.g6e.xlarge"])
     emulator.configure(delays={"create_s": 0.5})
     deploy_endpoint(emulator, "fallback", wait=False)
@@ -101,7 +97,7 @@ def test_capacity_fault_moves_to_the_next_priority(emulator: EmulatorHandle) -> 
     assert pools_in_use(sm.describe_endpoint(EndpointName="fallback"))["ml.g5.xlarge"] == 1
 
 
-def test_no_capacity_anywhere_and_injected_failures_end_failed_with_a_reason(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_no_capacity_anywhere_and_injected_failures_end_failed_with_a_reason(emulator: EmulatorHandle) -> None:
     sm = emulator.client("sagemaker")
     emulator.set_faults(capacity_unavailable=["ml.g6.xlarge", "ml.g5.xlarge"], fail_endpoints={"broken": "CUDA driver 12.2 is too old for this image"})
     deploy_endpoint(emulator, "starved", instance_types=["ml.g6.xlarge", "ml.g5.xlarge"], wait=False)
@@ -120,7 +116,7 @@ def test_no_capacity_anywhere_and_injected_failures_end_failed_with_a_reason(emu
     sm.get_waiter("endpoint_deleted").wait(EndpointName="broken", WaiterConfig=FAST)
 
 
-def test_quota_zero_on_one_pool_entry_refuses_and_creates_nothing(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_quota_zero_on_one_pool_entry_refuses_and_creates_nothing(emulator: EmulatorHandle) -> None:
     emulator.configure(quotas={"ml.g5.xlarge": 0})
     sq = emulator.client("service-quotas")
     quotas = sq.get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker").build_full_result()["Quotas"]
@@ -143,7 +139,7 @@ def test_quota_zero_on_one_pool_entry_refuses_and_creates_nothing(emulator: Emul
         sm.describe_endpoint(EndpointName="q")
 
 
-def test_quota_counts_instances_other_endpoints_hold(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_quota_counts_instances_other_endpoints_hold(emulator: EmulatorHandle) -> None:
     emulator.configure(quotas={"ml.g6.xlarge": 1})
     deploy_endpoint(emulator, "first", instance_types=["ml.g6.xlarge", "ml.g6e.xlarge"])
     with pytest.raises(ClientError) as info:  # g6e has room, but every entry is checked
@@ -154,7 +150,7 @@ def test_quota_counts_instances_other_endpoints_hold(emulator: EmulatorHandle) -
     assert emulator.state()["endpoints"] == {"first": "InService"}
 
 
-def test_requests_are_validated_against_the_service_model(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_requests_are_validated_against_the_service_model(emulator: EmulatorHandle) -> None:
     sm = emulator.client("sagemaker")
     make_model(sm, "v-model")
 
@@ -182,7 +178,7 @@ def test_requests_are_validated_against_the_service_model(emulator: EmulatorHand
     assert sm.list_endpoint_configs()["EndpointConfigs"] == []
 
 
-def test_missing_and_duplicate_resources_are_sagemaker_errors(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_missing_and_duplicate_resources_are_sagemaker_errors(emulator: EmulatorHandle) -> None:
     sm = emulator.client("sagemaker")
     for call, kwargs, text in [
         (sm.describe_model, {"ModelName": "nope"}, 'Could not find model "arn:aws:sagemaker:us-east-1:123456789012:model/nope".'),
@@ -200,7 +196,7 @@ def test_missing_and_duplicate_resources_are_sagemaker_errors(emulator: Emulator
     assert error_of(info) == ("ValidationException", 'Cannot create already existing model "arn:aws:sagemaker:us-east-1:123456789012:model/dup-model".')
 
 
-def test_credentials_expire_after_n_calls_and_fresh_ones_work(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_credentials_expire_after_n_calls_and_fresh_ones_work(emulator: EmulatorHandle) -> None:
     emulator.set_faults(expire_credentials_after_calls=3)
     old = emulator.client("sagemaker", access_key_id="AKIAOLDCREDENTIALS01")
     old_sts = emulator.client("sts", access_key_id="AKIAOLDCREDENTIALS01")
@@ -218,7 +214,7 @@ def test_credentials_expire_after_n_calls_and_fresh_ones_work(emulator: Emulator
     assert emulator.state()["endpoint_configs"] == []
 
 
-def test_update_endpoint_moves_to_the_new_config(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_update_endpoint_moves_to_the_new_config(emulator: EmulatorHandle) -> None:
     deploy_endpoint(emulator, "upd", instance_types=["ml.g6.xlarge"])
     sm = emulator.client("sagemaker")
     sm.create_endpoint_config(EndpointConfigName="upd-config-2", ProductionVariants=[pool_variant("upd-model", ["ml.g6e.xlarge", "ml.g5.xlarge"])])
@@ -239,7 +235,7 @@ def test_update_endpoint_moves_to_the_new_config(emulator: EmulatorHandle) -> No
     assert pools_in_use(done) == {"ml.g6e.xlarge": 1, "ml.g5.xlarge": 0}
 
 
-def test_delete_waits_until_gone_and_leaves_nothing(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_delete_waits_until_gone_and_leaves_nothing(emulator: EmulatorHandle) -> None:
     sm = emulator.client("sagemaker")
     emulator.configure(delays={"create_s": 0.5})
     deploy_endpoint(emulator, "short-lived", wait=False)
@@ -260,7 +256,7 @@ def test_delete_waits_until_gone_and_leaves_nothing(emulator: EmulatorHandle) ->
     assert "Could not find model" in error_of(again)[1]
 
 
-def test_tags_on_create_add_list_delete(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_tags_on_create_add_list_delete(emulator: EmulatorHandle) -> None:
     tags = [{"Key": "project", "Value": "omni-studio"}, {"Key": "role", "Value": "voice"}]
     described = deploy_endpoint(emulator, "tagged", tags=tags)
     sm = emulator.client("sagemaker")
@@ -276,7 +272,7 @@ def test_tags_on_create_add_list_delete(emulator: EmulatorHandle) -> None:  # no
     assert error_of(info)[0] == "ValidationException"
 
 
-def test_lists_page_sort_and_filter_like_sagemaker(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_lists_page_sort_and_filter_like_sagemaker(emulator: EmulatorHandle) -> None:
     sm = emulator.client("sagemaker")
     names = [f"page-model-{i:02d}" for i in range(12)]
     for name in names:
@@ -291,7 +287,7 @@ def test_lists_page_sort_and_filter_like_sagemaker(emulator: EmulatorHandle) -> 
     assert [m["ModelName"] for m in by_name["Models"]] == names[:3]
 
 
-def test_region_and_signature_are_checked(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_region_and_signature_are_checked(emulator: EmulatorHandle) -> None:
     assert emulator.client("sts").get_caller_identity()["Arn"].startswith(f"arn:aws:iam::{emulator.account_id}:")
     wrong_region = boto3.session.Session().client(
         "sagemaker", endpoint_url=emulator.http_url, region_name="eu-west-1",
@@ -305,3 +301,26 @@ def test_region_and_signature_are_checked(emulator: EmulatorHandle) -> None:  # 
         content=b"{}", trust_env=False,
     )
     assert unsigned.status_code == 403 and unsigned.json()["__type"] == "MissingAuthenticationTokenException"
+
+
+def test_tls_listener_serves_boto3_trusting_the_emulator_ca(emulator: EmulatorHandle) -> None:
+    """The path a corporate TLS proxy takes: https endpoints and AWS_CA_BUNDLE (here: verify=ca_file)."""
+    sm = boto3.session.Session().client(
+        "sagemaker", endpoint_url=emulator.https_url, region_name=emulator.region, verify=str(emulator.ca_file),
+        aws_access_key_id=emulator.access_key_id, aws_secret_access_key=emulator.secret_access_key,
+    )
+    make_model(sm, "over-tls")
+    assert emulator.env(tls=True)["AWS_ENDPOINT_URL_SAGEMAKER"] == emulator.https_url
+    assert emulator.client("sagemaker").describe_model(ModelName="over-tls")["ModelArn"].endswith(":model/over-tls")
+
+
+def test_bad_configuration_is_refused_with_a_reason(emulator: EmulatorHandle, tmp_path: Any) -> None:
+    refused = httpx.put(f"{emulator.http_url}/_emulator/config", json={"quotas": {"ml.g6.xlarge": -1}}, trust_env=False)
+    assert refused.status_code == 400 and "quota values must be >= 0" in refused.json()["error"]
+    refused = httpx.post(f"{emulator.http_url}/_emulator/faults", json={"capacity_unavalable": []}, trust_env=False)
+    assert refused.status_code == 400 and "capacity_unavalable" in refused.json()["error"]
+    bad_file = tmp_path / "faults.json"
+    bad_file.write_text('{"delays": {"create_s": "soon"}}')
+    with pytest.raises(ConfigFileError) as info:
+        load_config(bad_file)
+    assert str(bad_file) in str(info.value) and "delays.create_s" in str(info.value)

@@ -22,7 +22,10 @@ from PIL import Image
 
 from offline.sagemaker.runtime import route_from_attributes
 from services.protocol import ImageGenerationRequest, VideoSyncForm
-from tests.emulator_support import EmulatorHandle, deploy_endpoint, emulator, moto_server, sagemaker_emulator  # noqa: F401
+pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
+from tests.emulator_support import EmulatorHandle, deploy_endpoint
+
+pytest_plugins = ["tests.emulator_support"]  # the emulator fixtures, registered once per session
 
 IMAGE_ROUTE = "route=/v1/images/generations"
 VIDEO_ROUTE = "route=/v1/videos/sync"
@@ -72,14 +75,14 @@ def decoded_frames(mp4: bytes) -> tuple[int, int, int]:
 
 
 @pytest.fixture
-def bucket(emulator: EmulatorHandle) -> str:  # noqa: F811
+def bucket(emulator: EmulatorHandle) -> str:
     name = f"omni-studio-test-{uuid.uuid4().hex[:12]}"
     emulator.client("s3").create_bucket(Bucket=name)
     return name
 
 
 @pytest.fixture
-def video_endpoint(emulator: EmulatorHandle, bucket: str) -> str:  # noqa: F811
+def video_endpoint(emulator: EmulatorHandle, bucket: str) -> str:
     deploy_endpoint(
         emulator, "video-async", async_output=f"s3://{bucket}/outputs", async_failure=f"s3://{bucket}/failures",
         environment={"SM_VLLM_MODEL": "Wan-AI/Wan2.1-VACE-1.3B-diffusers", "SM_VLLM_VAE_USE_TILING": "true"},
@@ -93,7 +96,7 @@ def test_routes_come_from_custom_attributes() -> None:
     assert route_from_attributes(None) == route_from_attributes("trace=abc") == "/invocations"
 
 
-def test_invoke_endpoint_returns_the_engines_png(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_invoke_endpoint_returns_the_engines_png(emulator: EmulatorHandle) -> None:
     deploy_endpoint(emulator, "image-rt")
     rt = emulator.client("sagemaker-runtime")
     response = rt.invoke_endpoint(
@@ -109,7 +112,7 @@ def test_invoke_endpoint_returns_the_engines_png(emulator: EmulatorHandle) -> No
         assert image.size == (128, 96)
 
 
-def test_model_errors_carry_the_original_status_and_message(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_model_errors_carry_the_original_status_and_message(emulator: EmulatorHandle) -> None:
     deploy_endpoint(emulator, "image-err")
     rt = emulator.client("sagemaker-runtime")
     with pytest.raises(ClientError) as info:
@@ -121,7 +124,7 @@ def test_model_errors_carry_the_original_status_and_message(emulator: EmulatorHa
     assert message.startswith("Received client error (422) from primary with message")
 
 
-def test_unknown_and_not_in_service_endpoints_are_refused(emulator: EmulatorHandle) -> None:  # noqa: F811
+def test_unknown_and_not_in_service_endpoints_are_refused(emulator: EmulatorHandle) -> None:
     rt = emulator.client("sagemaker-runtime")
     with pytest.raises(ClientError) as missing:
         rt.invoke_endpoint(EndpointName="ghost", Body=image_body(), ContentType="application/json", CustomAttributes=IMAGE_ROUTE)
@@ -134,7 +137,7 @@ def test_unknown_and_not_in_service_endpoints_are_refused(emulator: EmulatorHand
     assert code == "ValidationError" and "Creating, not InService" in message
 
 
-def test_async_video_from_s3_input_lands_as_mp4_at_the_output_location(emulator: EmulatorHandle, bucket: str, video_endpoint: str) -> None:  # noqa: F811
+def test_async_video_from_s3_input_lands_as_mp4_at_the_output_location(emulator: EmulatorHandle, bucket: str, video_endpoint: str) -> None:
     s3, rt = emulator.client("s3"), emulator.client("sagemaker-runtime")
     body, content_type = video_multipart()
     s3.put_object(Bucket=bucket, Key="requests/job-1.multipart", Body=body)
@@ -154,7 +157,7 @@ def test_async_video_from_s3_input_lands_as_mp4_at_the_output_location(emulator:
     assert not object_exists(s3, response["FailureLocation"])
 
 
-def test_async_inline_body_and_failure_object(emulator: EmulatorHandle, bucket: str, video_endpoint: str) -> None:  # noqa: F811
+def test_async_inline_body_and_failure_object(emulator: EmulatorHandle, bucket: str, video_endpoint: str) -> None:
     s3, rt = emulator.client("s3"), emulator.client("sagemaker-runtime")
     body, content_type = video_multipart("a paper boat")
     assert len(body) <= 128_000
@@ -168,7 +171,7 @@ def test_async_inline_body_and_failure_object(emulator: EmulatorHandle, bucket: 
     assert not object_exists(s3, bad["OutputLocation"])
 
 
-def test_async_request_limits(emulator: EmulatorHandle, bucket: str, video_endpoint: str) -> None:  # noqa: F811
+def test_async_request_limits(emulator: EmulatorHandle, bucket: str, video_endpoint: str) -> None:
     rt = emulator.client("sagemaker-runtime")
     body, content_type = video_multipart()
     emulator.client("s3").put_object(Bucket=bucket, Key="requests/big.multipart", Body=body)
@@ -184,7 +187,7 @@ def test_async_request_limits(emulator: EmulatorHandle, bucket: str, video_endpo
         assert code == "ValidationError" and text in message
 
 
-def test_realtime_and_async_endpoints_only_take_their_own_call(emulator: EmulatorHandle, video_endpoint: str) -> None:  # noqa: F811
+def test_realtime_and_async_endpoints_only_take_their_own_call(emulator: EmulatorHandle, video_endpoint: str) -> None:
     deploy_endpoint(emulator, "image-only")
     rt = emulator.client("sagemaker-runtime")
     with pytest.raises(ClientError) as sync_on_async:

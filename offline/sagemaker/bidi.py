@@ -176,7 +176,9 @@ class _Bridge:
             cut = True
         finally:
             inbound.cancel()
-            await asyncio.gather(inbound, return_exceptions=True)
+            (outcome,) = await asyncio.gather(inbound, return_exceptions=True)
+            if isinstance(outcome, Exception):
+                log.error("bidi stream %s: reading the client's events failed", self.record.name, exc_info=outcome)
             await self.ws.close()
         if cut:
             return  # the response never ends: the server resets the HTTP/2 stream mid-answer
