@@ -13,6 +13,8 @@ from typing import Any
 
 import boto3
 import botocore.exceptions as bx
+import botocore.loaders
+import botocore.session
 from botocore.config import Config
 
 from infra.errors import (
@@ -34,6 +36,10 @@ INVALID_CODES = {
 }
 DENIED_CODES = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden"}
 
+# One loader for the process: it caches the parsed service models (SageMaker's is several MB of JSON),
+# so a new context — every CLI command, every refresh of the endpoints page — does not parse them again.
+_LOADER = botocore.loaders.create_loader()
+
 
 @dataclass(frozen=True)
 class Identity:
@@ -46,7 +52,9 @@ class AwsContext:
 
     def __init__(self, region: str | None = None, profile: str | None = None) -> None:
         try:
-            self.session = boto3.Session(profile_name=profile or None, region_name=region or None)
+            core = botocore.session.Session()
+            core.register_component("data_loader", _LOADER)
+            self.session = boto3.Session(botocore_session=core, profile_name=profile or None, region_name=region or None)
         except bx.ProfileNotFound:
             raise UsageError(f"AWS profile {profile!r} is not configured: pick one from `aws configure list-profiles` "
                              "or leave --profile out to use the default credentials") from None

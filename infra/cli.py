@@ -34,7 +34,7 @@ def default_state_file() -> Path:
 class ProgressPrinter:
     """Live progress lines: one per change (status, instance type), and a heartbeat while waiting."""
 
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream
         self.t0 = time.monotonic()
         self._last: dict[Role | None, tuple[str, str | None, str | None]] = {}
@@ -57,7 +57,7 @@ class ProgressPrinter:
                     line += f"  FailureReason: {p.message.split(': ', 1)[-1]}"
             else:
                 line = p.message
-            print(f"[{format_duration(now - self.t0):>7}] {who} {line}", file=self.stream, flush=True)
+            print(f"[{format_duration(now - self.t0):>7}] {who} {line}", file=self.stream or sys.stderr, flush=True)
 
 
 def _role(value: str) -> str:

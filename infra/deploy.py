@@ -89,7 +89,7 @@ class EndpointOutcome:
         if self.ok:
             return f"{self.role}: {self.endpoint_name} InService{where}{took}"
         if self.status == "Failed":
-            return f"{self.role}: {self.endpoint_name} Failed{took}: {self.failure_reason}"
+            return f"{self.role}: {self.endpoint_name} Failed{took}: FailureReason: {self.failure_reason}"
         return f"{self.role}: {self.endpoint_name} {self.status}: {self.error or self.failure_reason}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,300 @@
+"""Infra without AWS: the deployment model and its requests, the state file, quota arithmetic, prices."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import botocore.session
+import pytest
+from botocore.validate import ParamValidator
+
+from infra.errors import StateError, UsageError
+from infra.model import (
+    INFERENCE_AMI_VERSION,
+    LARGE_GPU_POOL,
+    PUBLISHED_POOL,
+    TAG_DEPLOYMENT,
+    DeploymentSpec,
+    DeployOptions,
+    InstancePool,
+    parse_tags,
+    plan,
+)
+from infra.pricing import PriceTable, cost_so_far, load_prices, price_from_products
+from infra.quotas import evaluate, needed_counts
+from infra.state import DeploymentState
+
+ACCOUNT = "123456789012"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/omni-studio-sagemaker"
+NOW = datetime(2026, 12, 2, 11, 16, 45, tzinfo=UTC)
+
+
+def make_spec(**options) -> DeploymentSpec:
+    opts = DeployOptions(role_arn=ROLE, **options)
+    return plan(opts, account=ACCOUNT, creator=f"arn:aws:iam::{ACCOUNT}:user/ana", region="us-east-1", now=NOW,
+                deployment_id="261202-111645-abcd")
+
+
+def validate(operation: str, params: dict) -> None:
+    """Check a request against botocore's own SageMaker input shape (what boto3 would send)."""
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    report = ParamValidator().validate(params, model.operation_model(operation).input_shape)
+    assert not report.has_errors(), report.generate_report()
+
+
+# ---------------------------------------------------------------------------------------------------------
+def test_default_plan_has_three_endpoints_from_one_pinned_image():
+    spec = make_spec()
+    assert spec.roles == ("voice", "image", "video")
+    assert spec.image_uri == "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:omni-sagemaker-cuda-v1.6"
+    models = {e.role: e.environment["SM_VLLM_MODEL"] for e in spec.endpoints}
+    assert models == {"voice": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "image": "black-forest-labs/FLUX.2-klein-4B",
+                      "video": "Wan-AI/Wan2.1-VACE-1.3B-diffusers"}
+    assert spec.endpoint("video").environment["SM_VLLM_VAE_USE_TILING"] == "true"
+    assert "SM_VLLM_VAE_USE_TILING" not in spec.endpoint("image").environment
+    assert spec.endpoint("voice").pool.types == PUBLISHED_POOL
+    assert spec.endpoint("image").pool.types == LARGE_GPU_POOL
+    assert spec.bucket == f"omni-studio-{ACCOUNT}-us-east-1"
+    assert spec.endpoint("voice").endpoint_name == "omni-studio-voice-261202-111645-abcd"
+
+
+def test_requests_are_valid_boto3_input_with_the_published_settings():
+    spec = make_spec(kms_key="alias/studio", subnets=["subnet-0123456789abcdef0"],
+                     security_groups=["sg-0123456789abcdef0"], tags=["cost-center=42"])
+    for ep in spec.endpoints:
+        model = spec.create_model_request(ep)
+        config = spec.create_endpoint_config_request(ep)
+        endpoint = spec.create_endpoint_request(ep)
+        validate("CreateModel", model)
+        validate("CreateEndpointConfig", config)
+        validate("CreateEndpoint", endpoint)
+        assert model["VpcConfig"] == {"Subnets": ["subnet-0123456789abcdef0"], "SecurityGroupIds": ["sg-0123456789abcdef0"]}
+        variant = config["ProductionVariants"][0]
+        assert variant["InferenceAmiVersion"] == INFERENCE_AMI_VERSION
+        assert variant["InitialInstanceCount"] == 1
+        assert [p["Priority"] for p in variant["InstancePools"]] == list(range(1, len(ep.pool.types) + 1))
+        assert "InstanceType" not in variant
+        assert "KmsKeyId" not in config  # refused for NVMe instance types; the key protects S3 instead
+        tags = {t["Key"]: t["Value"] for t in endpoint["Tags"]}
+        assert tags["project"] == "omni-studio" and tags["omni-studio:role"] == ep.role
+        assert tags[TAG_DEPLOYMENT] == spec.deployment_id and tags["cost-center"] == "42"
+        assert tags["omni-studio:creator"].endswith(":user/ana") and tags["omni-studio:created"] == "2026-12-02T11:16:45Z"
+    timeouts = {e.role: spec.create_endpoint_config_request(e)["ProductionVariants"][0]
+                ["ContainerStartupHealthCheckTimeoutInSeconds"] for e in spec.endpoints}
+    assert timeouts["image"] == 1800 and timeouts["video"] == 3600
+    video = spec.create_endpoint_config_request(spec.endpoint("video"))
+    assert video["AsyncInferenceConfig"] == {
+        "OutputConfig": {"S3OutputPath": f"s3://{spec.bucket}/omni-studio/outputs/",
+                         "S3FailurePath": f"s3://{spec.bucket}/omni-studio/failures/", "KmsKeyId": "alias/studio"},
+        "ClientConfig": {"MaxConcurrentInvocationsPerInstance": 1}}
+    assert "AsyncInferenceConfig" not in spec.create_endpoint_config_request(spec.endpoint("voice"))
+
+
+def test_instance_types_narrow_every_pool_or_one_endpoint():
+    spec = make_spec(instance_types=["g6e.xlarge,ml.g5.xlarge", "voice=ml.g4dn.xlarge"])
+    assert spec.endpoint("image").pool.types == ("ml.g6e.xlarge", "ml.g5.xlarge")
+    assert spec.endpoint("voice").pool.types == ("ml.g4dn.xlarge",)
+    single = spec.create_endpoint_config_request(spec.endpoint("voice"))["ProductionVariants"][0]
+    assert single["InstanceType"] == "ml.g4dn.xlarge" and "InstancePools" not in single
+
+
+@pytest.mark.parametrize("types, words", [
+    ("ml.g6.xlarge,ml.g6.xlarge", "unique"),
+    ("ml.g6.xlarge,ml.g6e.xlarge,ml.g5.xlarge,ml.g4dn.xlarge,ml.g6.2xlarge,ml.g5.2xlarge", "1 to 5"),
+    ("ml.g6.hugexlarge", "not a SageMaker endpoint instance type"),
+    ("ml.g6.xlarge,", "empty instance type"),
+])
+def test_bad_pools_are_named(types, words):
+    with pytest.raises(UsageError, match=words):
+        make_spec(instance_types=[types])
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"role_arn": "not-an-arn"}, "--role-arn"),
+    ({"bucket": "Bad_Bucket"}, "--bucket"),
+    ({"subnets": ["subnet-0123456789abcdef0"]}, "both --subnets and --security-groups"),
+    ({"name_prefix": "bad_prefix"}, "--name-prefix"),
+    ({"name_prefix": "x" * 50}, "--name-prefix"),
+    ({"instance_types": ["voice=ml.g6.xlarge"], "roles": ["image"]}, "does not include"),
+    ({"tags": ["omni-studio:role=x"]}, "reserved"),
+    ({"tags": ["novalue"]}, "KEY=VALUE"),
+    ({"model_s3_uri": ["http://x"]}, "--model-s3-uri"),
+    ({"roles": []}, "no endpoint"),
+])
+def test_bad_options_are_named(options, words):
+    kwargs = {"role_arn": ROLE, **options}
+    with pytest.raises(UsageError, match=words):
+        plan(DeployOptions(**kwargs), account=ACCOUNT, creator="c", region="us-east-1", now=NOW)
+
+
+def test_role_arn_from_the_environment_and_missing():
+    spec = plan(DeployOptions(), account=ACCOUNT, creator="c", region="us-east-1", role_arn_env=ROLE)
+    assert spec.role_arn == ROLE
+    with pytest.raises(UsageError, match="SAGEMAKER_EXECUTION_ROLE_ARN"):
+        plan(DeployOptions(), account=ACCOUNT, creator="c", region="us-east-1")
+
+
+def test_model_files_from_s3_for_networks_without_internet():
+    spec = make_spec(model_s3_uri=["s3://models-bucket/hf", "video=s3://other/wan/"])
+    voice = spec.endpoint("voice")
+    assert voice.model_data_uri == "s3://models-bucket/hf/Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice/"
+    assert voice.environment["SM_VLLM_MODEL"] == "/opt/ml/model"
+    assert voice.environment["SM_VLLM_SERVED_MODEL_NAME"] == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+    assert voice.environment["HF_HUB_OFFLINE"] == "1"
+    assert spec.endpoint("video").model_data_uri == "s3://other/wan/"
+    req = spec.create_model_request(voice)
+    validate("CreateModel", req)
+    assert req["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]["S3Uri"] == voice.model_data_uri
+    variant = spec.create_endpoint_config_request(voice)["ProductionVariants"][0]
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 3600
+
+
+def test_subset_without_video_needs_no_bucket():
+    spec = make_spec(roles=["voice", "image"])
+    assert spec.bucket is None and spec.roles == ("voice", "image")
+
+
+def test_tags_parse():
+    assert parse_tags(["a=1,b=two words", "c=x:y/z"]) == {"a": "1", "b": "two words", "c": "x:y/z"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+def test_state_round_trip_and_atomic_write(tmp_path: Path):
+    path = tmp_path / "nested" / "state.json"
+    spec = make_spec()
+    state = DeploymentState.new(spec, path)
+    state.save()
+    assert not [p for p in path.parent.iterdir() if p.name != "state.json"]  # no temporary file left
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    loaded = DeploymentState.load(path)
+    assert loaded.spec == spec
+    assert {r: rec.endpoint.name for r, rec in loaded.endpoints.items()} == {e.role: e.endpoint_name for e in spec.endpoints}
+    assert all(rec.model.status == "planned" for rec in loaded.endpoints.values())
+    data = json.loads(path.read_text())
+    assert data["region"] == "us-east-1" and data["bucket"] == spec.bucket
+    settings = loaded.studio_settings()
+    assert settings["voice_endpoint"] == spec.endpoint("voice").endpoint_name and settings["backend"] == "sagemaker"
+
+
+def test_state_saves_from_threads_never_tear(tmp_path: Path):
+    path = tmp_path / "state.json"
+    state = DeploymentState.new(make_spec(), path)
+    errors: list[Exception] = []
+
+    def writer(role: str) -> None:
+        for i in range(30):
+            with state.lock:
+                state.endpoints[role].endpoint_status = f"Creating-{i}"
+            state.save()
+
+    def reader() -> None:
+        for _ in range(60):
+            try:
+                DeploymentState.load(path)
+            except Exception as exc:  # a torn file would fail to parse
+                errors.append(exc)
+
+    state.save()
+    threads = [threading.Thread(target=writer, args=(r,)) for r in ("voice", "image", "video")]
+    threads.append(threading.Thread(target=reader))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert {rec.endpoint_status for rec in DeploymentState.load(path).endpoints.values()} == {"Creating-29"}
+
+
+def test_damaged_or_missing_state_is_named(tmp_path: Path):
+    with pytest.raises(StateError, match="no state file"):
+        DeploymentState.load(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something-else"}')
+    with pytest.raises(StateError, match="damaged"):
+        DeploymentState.load(bad)
+
+
+def test_state_file_never_holds_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "very-secret-value-123")
+    state = DeploymentState.new(make_spec(), tmp_path / "s.json")
+    state.save()
+    text = (tmp_path / "s.json").read_text()
+    assert "very-secret-value-123" not in text and "secret" not in text.lower() and "token" not in text.lower()
+
+
+# ---------------------------------------------------------------------------------------------------------
+def pools(**kw: tuple[str, ...]) -> dict:
+    return {role: InstancePool(types) for role, types in kw.items()}
+
+
+def test_needed_counts_every_entry_with_fallbacks():
+    p = pools(voice=PUBLISHED_POOL, image=LARGE_GPU_POOL, video=LARGE_GPU_POOL)
+    # All three prefer g6; g6e/g5/g4dn are fall-backs that need one free slot each.
+    assert needed_counts(p) == {"ml.g6.xlarge": 3, "ml.g6e.xlarge": 1, "ml.g5.xlarge": 1, "ml.g4dn.xlarge": 1}
+    # Fall-back of one endpoint and first choice of another: both counted.
+    assert needed_counts(pools(voice=("ml.g6.xlarge", "ml.g5.xlarge"), image=("ml.g5.xlarge",))) == {
+        "ml.g6.xlarge": 1, "ml.g5.xlarge": 2}
+
+
+def test_quota_shortfall_lists_entries_and_suggests_pools_that_fit():
+    p = pools(voice=PUBLISHED_POOL, image=LARGE_GPU_POOL, video=LARGE_GPU_POOL)
+    quotas = {"ml.g6.xlarge": 0, "ml.g6e.xlarge": 2, "ml.g5.xlarge": 4, "ml.g4dn.xlarge": 1}
+    report = evaluate("us-east-1", p, quotas, in_use={"ml.g5.xlarge": 1})
+    assert not report.ok
+    assert [line.instance_type for line in report.short] == ["ml.g6.xlarge"]
+    assert report.suggestion is not None
+    # The suggestion itself must pass.
+    again = evaluate("us-east-1", report.suggestion, quotas, in_use={"ml.g5.xlarge": 1})
+    assert again.ok
+    flags = report.suggested_flags()
+    assert flags is not None and "ml.g6.xlarge" not in flags
+    message = report.message()
+    assert "nothing was created" in message and "ml.g6.xlarge: quota 0" in message and flags in message
+
+
+def test_quota_unknown_type_and_no_subset_fits():
+    p = pools(voice=("ml.g6.xlarge",))
+    report = evaluate("eu-west-9", p, {"ml.g6.xlarge": None}, {})
+    assert not report.ok and report.suggestion is None
+    assert "no quota in this region" in report.message() and "no narrower pool" in report.message()
+
+
+def test_quota_ok():
+    p = pools(voice=PUBLISHED_POOL, image=LARGE_GPU_POOL, video=LARGE_GPU_POOL)
+    report = evaluate("us-east-1", p, dict.fromkeys(PUBLISHED_POOL, 4.0), {})
+    assert report.ok and report.suggestion is None
+
+
+# ---------------------------------------------------------------------------------------------------------
+def test_shipped_price_table_is_dated_and_sourced():
+    table = load_prices()
+    assert table.source and table.as_of <= date.today() and table.currency == "USD"
+    for itype in PUBLISHED_POOL:
+        assert table.hourly(itype, "us-east-1").known
+    g5 = table.hourly("ml.g5.xlarge", "us-east-1")
+    assert g5.usd_per_hour == pytest.approx(1.408) and g5.basis == "table"
+    assert table.hourly("ml.g5.xlarge", "ap-southeast-2").basis == "reference region"
+    assert not table.hourly("ml.p5.48xlarge", "us-east-1").known
+    assert cost_so_far(1.2, 1800) == pytest.approx(0.6)
+
+
+def test_price_list_documents_pick_the_hosting_rate():
+    def product(usage: str, usd: str) -> str:
+        return json.dumps({"product": {"attributes": {"usagetype": usage, "instanceName": "ml.g6.xlarge"}},
+                           "terms": {"OnDemand": {"T1": {"priceDimensions": {"D1": {"pricePerUnit": {"USD": usd}}}}}}})
+
+    docs = [product("USE1-Train:ml.g6.xlarge", "1.0"), product("USE1-Host:ml.g6.xlarge", "1.2000000000")]
+    assert price_from_products(docs, "ml.g6.xlarge") == pytest.approx(1.2)
+    assert price_from_products(docs[:1], "ml.g6.xlarge") is None
+
+
+def test_merged_price_table_keeps_what_the_refresh_did_not_cover():
+    shipped = load_prices()
+    fresh = PriceTable("api", date(2026, 12, 1), "USD", {"us-east-1": {"ml.g6.xlarge": 1.5}})
+    merged = shipped.merged(fresh)
+    assert merged.hourly("ml.g6.xlarge", "us-east-1").usd_per_hour == 1.5
+    assert merged.hourly("ml.g5.xlarge", "us-east-1").usd_per_hour == pytest.approx(1.408)
+    assert merged.as_of == date(2026, 12, 1)
