@@ -23,6 +23,8 @@ from tests.emulator_support import BIDI_AMI, DEFAULT_POOL, IMAGE_URI, ROLE_ARN, 
 pytest_plugins = ["tests.emulator_support"]
 
 FAST = {"Delay": 0.1, "MaxAttempts": 100}
+HOLD = {"create_s": 3600, "update_s": 3600, "delete_s": 3600}  # transitions wait until released
+RELEASE = {"create_s": 0, "update_s": 0, "delete_s": 0}
 
 
 def error_of(exc: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
@@ -54,7 +56,7 @@ def pools_in_use(described: dict[str, Any]) -> dict[str, int]:
 
 
 def test_pool_endpoint_goes_creating_to_in_service_and_reports_the_type_used(emulator: EmulatorHandle) -> None:
-    emulator.configure(delays={"create_s": 0.6})
+    emulator.configure(delays=HOLD)
     sm = emulator.client("sagemaker")
     make_model(sm, "voice-model")
     sm.create_endpoint_config(
@@ -74,6 +76,7 @@ def test_pool_endpoint_goes_creating_to_in_service_and_reports_the_type_used(emu
     assert creating["ProductionVariants"][0]["CurrentInstanceCount"] == 0
     assert creating["ProductionVariants"][0]["VariantStatus"][0]["Status"] == "Creating"
 
+    emulator.configure(delays=RELEASE)
     sm.get_waiter("endpoint_in_service").wait(EndpointName="voice", WaiterConfig=FAST)
     ready = sm.describe_endpoint(EndpointName="voice")
     assert ready["EndpointStatus"] == "InService" and "FailureReason" not in ready
@@ -88,11 +91,12 @@ def test_pool_endpoint_goes_creating_to_in_service_and_reports_the_type_used(emu
 
 def test_capacity_fault_moves_to_the_next_priority(emulator: EmulatorHandle) -> None:
     emulator.set_faults(capacity_unavailable=["ml.g6.xlarge", "ml.g6e.xlarge"])
-    emulator.configure(delays={"create_s": 0.5})
+    emulator.configure(delays=HOLD)
     deploy_endpoint(emulator, "fallback", wait=False)
     sm = emulator.client("sagemaker")
     message = sm.describe_endpoint(EndpointName="fallback")["ProductionVariants"][0]["VariantStatus"][0]["StatusMessage"]
     assert "ml.g5.xlarge (pool priority 3)" in message and "no capacity for ml.g6.xlarge (priority 1)" in message
+    emulator.configure(delays=RELEASE)
     sm.get_waiter("endpoint_in_service").wait(EndpointName="fallback", WaiterConfig=FAST)
     assert pools_in_use(sm.describe_endpoint(EndpointName="fallback"))["ml.g5.xlarge"] == 1
 
@@ -221,6 +225,7 @@ def test_update_endpoint_moves_to_the_new_config(emulator: EmulatorHandle) -> No
     with pytest.raises(ClientError) as info:
         sm.update_endpoint(EndpointName="upd", EndpointConfigName="absent-config")
     assert "Could not find endpoint configuration" in error_of(info)[1]
+    emulator.configure(delays=HOLD)
     sm.update_endpoint(EndpointName="upd", EndpointConfigName="upd-config-2")
     updating = sm.describe_endpoint(EndpointName="upd")
     assert updating["EndpointStatus"] == "Updating"
@@ -229,6 +234,7 @@ def test_update_endpoint_moves_to_the_new_config(emulator: EmulatorHandle) -> No
     with pytest.raises(ClientError) as busy:
         sm.update_endpoint(EndpointName="upd", EndpointConfigName="upd-config-2")
     assert "in-progress" in error_of(busy)[1]
+    emulator.configure(delays=RELEASE)
     sm.get_waiter("endpoint_in_service").wait(EndpointName="upd", WaiterConfig=FAST)
     done = sm.describe_endpoint(EndpointName="upd")
     assert done["EndpointConfigName"] == "upd-config-2"
@@ -237,14 +243,16 @@ def test_update_endpoint_moves_to_the_new_config(emulator: EmulatorHandle) -> No
 
 def test_delete_waits_until_gone_and_leaves_nothing(emulator: EmulatorHandle) -> None:
     sm = emulator.client("sagemaker")
-    emulator.configure(delays={"create_s": 0.5})
+    emulator.configure(delays=HOLD)
     deploy_endpoint(emulator, "short-lived", wait=False)
     with pytest.raises(ClientError) as info:
         sm.delete_endpoint(EndpointName="short-lived")  # SageMaker refuses while Creating
     assert "in-progress" in error_of(info)[1]
+    emulator.configure(delays={"create_s": 0})
     sm.get_waiter("endpoint_in_service").wait(EndpointName="short-lived", WaiterConfig=FAST)
     sm.delete_endpoint(EndpointName="short-lived")
     assert sm.describe_endpoint(EndpointName="short-lived")["EndpointStatus"] == "Deleting"
+    emulator.configure(delays=RELEASE)
     sm.get_waiter("endpoint_deleted").wait(EndpointName="short-lived", WaiterConfig=FAST)
     sm.delete_endpoint_config(EndpointConfigName="short-lived-config")
     sm.delete_model(ModelName="short-lived-model")

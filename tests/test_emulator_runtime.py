@@ -129,7 +129,7 @@ def test_unknown_and_not_in_service_endpoints_are_refused(emulator: EmulatorHand
     with pytest.raises(ClientError) as missing:
         rt.invoke_endpoint(EndpointName="ghost", Body=image_body(), ContentType="application/json", CustomAttributes=IMAGE_ROUTE)
     assert error_of(missing) == ("ValidationError", f"Endpoint ghost of account {emulator.account_id} not found.")
-    emulator.configure(delays={"create_s": 30})
+    emulator.configure(delays={"create_s": 3600})  # held in Creating for the whole test
     deploy_endpoint(emulator, "still-creating", wait=False)
     with pytest.raises(ClientError) as creating:
         rt.invoke_endpoint(EndpointName="still-creating", Body=image_body(), ContentType="application/json", CustomAttributes=IMAGE_ROUTE)

@@ -28,7 +28,10 @@ BIDI_AMI_VERSIONS = ["al2023-ami-sagemaker-inference-gpu-4-1"]
 
 
 class Delays(BaseModel):
-    """How long each transition takes (seconds). Real endpoints take minutes; tests use fractions."""
+    """How long each transition takes (seconds). Real endpoints take minutes; tests use fractions.
+
+    Transitions in progress follow changes: a long delay holds an endpoint in Creating, a short one
+    then releases it."""
 
     model_config = ConfigDict(extra="forbid")
 

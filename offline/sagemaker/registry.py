@@ -341,9 +341,8 @@ class Registry:
                 )
 
     async def _provision(self, record: EndpointRecord, *, update: bool) -> None:
-        delay = self.config.delays.update_s if update else self.config.delays.create_s
         try:
-            await asyncio.sleep(delay)
+            await self._wait_transition(record, "update_s" if update else "create_s")
             reason = next((d.failure for d in record.pending if d.failure), None)
             reason = reason or self._injected_failure(record.name)
             if reason is None:
@@ -382,6 +381,12 @@ class Registry:
             self._set_status(record, "Failed")
             log.info("endpoint %s Failed: %s", record.name, reason)
 
+    async def _wait_transition(self, record: EndpointRecord, delay_name: str) -> None:
+        """Sleep until the transition's delay has passed, reading the delay as it is NOW, so a test can
+        hold an endpoint in Creating/Updating/Deleting (a long delay) and release it (a short one)."""
+        while (remaining := record.status_since + getattr(self.config.delays, delay_name) - time.time()) > 0:
+            await asyncio.sleep(min(remaining, 0.05))
+
     def _deployed_images(self, deployment: Deployment) -> list[dict[str, Any]]:
         model = self.models.get(deployment.model_name.lower())
         if model is None:
@@ -402,7 +407,7 @@ class Registry:
         return None
 
     async def _remove_later(self, record: EndpointRecord) -> None:
-        await asyncio.sleep(self.config.delays.delete_s)
+        await self._wait_transition(record, "delete_s")
         if self.endpoints.get(record.name.lower()) is record:
             del self.endpoints[record.name.lower()]
             self.tags.pop(record.arn, None)
