@@ -10,6 +10,7 @@ import socket
 import threading
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,14 +23,11 @@ from infra.pricing import load_prices
 from infra.state import DeploymentState
 from infra.status import deployment_status
 from infra.sweep import delete_orphans, find_orphans
-from tests.emulator_support import (  # noqa: F401  (fixtures)
-    ROLE_ARN,
-    EmulatorHandle,
-    emulator,
-    emulator_env,
-    moto_server,
-    sagemaker_emulator,
-)
+if TYPE_CHECKING:
+    from tests.emulator_support import EmulatorHandle
+
+pytest_plugins = ["tests.emulator_support"]  # the emulator fixtures, registered once per session
+ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-sagemaker-execution"
 
 FAST = WaitSettings(poll_s=0.05, timeout_s=30, delete_timeout_s=30)
 CLI_FAST = ["--poll-seconds", "0.05", "--wait-timeout", "30"]
