@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client
 from aws_sdk_sagemaker_runtime_http2.models import (
@@ -22,8 +24,11 @@ from aws_sdk_sagemaker_runtime_http2.models import (
     RequestPayloadPart,
     RequestStreamEventPayloadPart,
 )
+from botocore.eventstream import EventStreamBuffer
 
+from offline.sagemaker.eventstream import encode_message
 from services.protocol import InputDone, InputText, SessionConfig, dumps
+
 pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
 from tests.emulator_support import EmulatorHandle, deploy_endpoint
 
@@ -220,3 +225,41 @@ def test_stream_cut_mid_audio_keeps_what_arrived(emulator: EmulatorHandle, voice
     assert types[0] == "audio.start" and len(got.pcm) > 0  # what arrived before the cut is kept
     assert "session.done" not in types and "audio.done" not in types  # the answer stopped mid-sentence
     assert len(got.events) + (1 if got.pcm else 0) <= 3
+
+
+def _signed_looking_headers(handle: EmulatorHandle) -> dict[str, str]:
+    """Headers that pass the emulator's signature-shape check (it does not know secrets to verify more)."""
+    return {
+        "authorization": f"AWS4-HMAC-SHA256 Credential={handle.access_key_id}/20260101/{handle.region}/sagemaker/aws4_request, "
+        "SignedHeaders=host;x-amz-date, Signature=" + "0" * 64,
+        "x-amz-date": "20260101T000000Z",
+        "x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-EVENTS",
+        "x-amzn-sagemaker-model-invocation-path": SPEECH_PATH,
+        "content-type": "application/vnd.amazon.eventstream",
+    }
+
+
+def test_unsigned_frames_and_http1_are_refused(emulator: EmulatorHandle, voice_endpoint: str) -> None:
+    """A hand-made client: an event-stream frame without :date/:chunk-signature, and HTTP/1.1."""
+    inner = encode_message(
+        {":message-type": "event", ":event-type": "PayloadPart", "DataType": "UTF8", "CompletionState": "COMPLETE"},
+        speech_messages()[0].encode(),
+    )
+    unsigned_frame = encode_message({}, inner)
+    url = f"{emulator.https_url}/endpoints/{voice_endpoint}/invocations-bidirectional-stream"
+    tls = ssl.create_default_context(cafile=str(emulator.ca_file))
+    with httpx.Client(http2=True, verify=tls, trust_env=False, timeout=STEP_S) as h2_client:
+        response = h2_client.post(url, content=unsigned_frame, headers=_signed_looking_headers(emulator))
+    assert response.http_version == "HTTP/2" and response.status_code == 200
+    events = EventStreamBuffer()
+    events.add_data(response.content)
+    (event,) = list(events)
+    assert event.headers[":message-type"] == "exception" and event.headers[":exception-type"] == "ModelStreamError"
+    assert json.loads(event.payload) == {
+        "Message": "Event-stream frame 1 is not signed (missing :date or :chunk-signature)",
+        "ErrorCode": "InvalidSignatureException",
+    }
+    with httpx.Client(http2=False, verify=tls, trust_env=False, timeout=STEP_S) as h1_client:
+        refused = h1_client.post(url, content=unsigned_frame, headers=_signed_looking_headers(emulator))
+    assert refused.status_code == 400 and refused.headers["x-amzn-errortype"] == "InputValidationError"
+    assert "needs HTTP/2" in refused.json()["Message"]

@@ -22,6 +22,7 @@ from PIL import Image
 
 from offline.sagemaker.runtime import route_from_attributes
 from services.protocol import ImageGenerationRequest, VideoSyncForm
+
 pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
 from tests.emulator_support import EmulatorHandle, deploy_endpoint
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from offline.sagemaker.config import ConfigFileError, load_config
+from offline.sagemaker.config import ConfigFileError, EmulatorConfig, load_config
 
 log = logging.getLogger("offline.sagemaker")
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +166,7 @@ def _patch_hypercorn() -> None:
     H2Protocol._omni_patched = True  # type: ignore[attr-defined]
 
 
-async def _serve(args: argparse.Namespace, engine_url: str, s3_url: str | None, state_dir: Path) -> None:
+async def _serve(args: argparse.Namespace, config: EmulatorConfig, engine_url: str, s3_url: str | None, state_dir: Path) -> None:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
@@ -174,10 +174,6 @@ async def _serve(args: argparse.Namespace, engine_url: str, s3_url: str | None, 
     from offline.sagemaker.core import Emulator
     from offline.sagemaker.tls import make_test_pki
 
-    try:
-        config = load_config(args.config)
-    except ConfigFileError as exc:
-        raise SystemExit(str(exc)) from exc
     tls = make_test_pki(state_dir)
     _patch_hypercorn()
     plain, secure = _listen(args.port), _listen(args.tls_port)
@@ -243,13 +239,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
+    try:
+        config = load_config(args.config)  # a bad file fails before anything is started
+    except ConfigFileError as exc:
+        raise SystemExit(str(exc)) from exc
     own_state = args.state_dir is None
     state_dir = Path(tempfile.mkdtemp(prefix="omni-sagemaker-emulator-")) if own_state else args.state_dir
     try:
         with contextlib.ExitStack() as stack:
             engine_url = args.engine_url.rstrip("/") if args.engine_url else stack.enter_context(_own_engine())
             s3_url = args.s3_endpoint.rstrip("/") if args.s3_endpoint else stack.enter_context(_own_moto())
-            asyncio.run(_serve(args, engine_url, s3_url, state_dir))
+            asyncio.run(_serve(args, config, engine_url, s3_url, state_dir))
     finally:
         if own_state:
             shutil.rmtree(state_dir, ignore_errors=True)
