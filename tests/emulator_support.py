@@ -132,18 +132,19 @@ class EmulatorHandle:
         """A CRT HTTP/2 transport that trusts the emulator's CA (the SDK's own trusts only the system store)."""
         return trusting_crt_transport(self.ca_file)
 
-    async def http2_config(self, **overrides: Any) -> Any:
+    async def http2_config(self, *, from_env: bool = False, **overrides: Any) -> Any:
+        """The HTTP/2 SDK's config for the emulator. `from_env=True` leaves endpoint and credentials to the
+        SDK's own resolution (AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, AWS_ACCESS_KEY_ID, ...; see `env()`)."""
         from aws_sdk_sagemaker_runtime_http2.config import AsyncSageMakerRuntimeHTTP2Config
 
-        settings: dict[str, Any] = {
-            "endpoint_uri": self.https_url,
-            "region": self.region,
-            "aws_access_key_id": self.access_key_id,
-            "aws_secret_access_key": self.secret_access_key,
-            "aws_session_token": self.session_token,
-            "transport": self.crt_transport(),
-            "max_attempts": 1,
-        }
+        settings: dict[str, Any] = {"region": self.region, "transport": self.crt_transport(), "max_attempts": 1}
+        if not from_env:
+            settings |= {
+                "endpoint_uri": self.https_url,
+                "aws_access_key_id": self.access_key_id,
+                "aws_secret_access_key": self.secret_access_key,
+                "aws_session_token": self.session_token,
+            }
         settings.update(overrides)
         return await AsyncSageMakerRuntimeHTTP2Config.resolve(**settings)
 

@@ -56,8 +56,8 @@ class Received:
     ended: bool = False  # the stream ended normally (receive() returned None)
 
 
-async def open_stream(handle: EmulatorHandle, endpoint: str, path: str = SPEECH_PATH) -> tuple[Any, Any]:
-    client = AsyncSageMakerRuntimeHTTP2Client(config=await handle.http2_config())
+async def open_stream(handle: EmulatorHandle, endpoint: str, path: str = SPEECH_PATH, *, from_env: bool = False) -> tuple[Any, Any]:
+    client = AsyncSageMakerRuntimeHTTP2Client(config=await handle.http2_config(from_env=from_env))
     stream = await asyncio.wait_for(
         client.invoke_endpoint_with_bidirectional_stream(
             InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint, model_invocation_path=path)
@@ -125,13 +125,14 @@ def test_speech_streams_over_http2_with_several_sentences(emulator: EmulatorHand
     assert got.events[-1] == {"type": "session.done", "utterance_index": 0, "total_sentences": 3}
 
 
-def test_partial_parts_are_merged_into_one_websocket_message(emulator: EmulatorHandle, voice_endpoint: str) -> None:
+def test_partial_parts_are_merged_into_one_websocket_message(emulator_env: EmulatorHandle, voice_endpoint: str) -> None:
     config, text, done = speech_messages()
     pieces = [config[:10], config[10:25], config[25:]]
     parts = [utf8_part(pieces[0], "PARTIAL"), utf8_part(pieces[1], "PARTIAL"), utf8_part(pieces[2]), utf8_part(text), utf8_part(done)]
 
     async def scenario() -> Received:
-        _, stream = await open_stream(emulator, voice_endpoint)
+        # endpoint and credentials from the environment, as the studio's backend will find them
+        _, stream = await open_stream(emulator_env, voice_endpoint, from_env=True)
         return await converse(stream, parts)
 
     got = run(scenario())
