@@ -1,9 +1,23 @@
-"""The offline engine's image and video routes (vLLM-Omni 0.30 shapes), serving labelled previews.
+"""The offline engine's image and video routes, answering as vLLM-Omni 0.30 does, with labelled previews.
 
-- `POST /v1/images/generations` (JSON) → `{"created", "data": [{"b64_json"}], "output_format", "size"}`.
-- `POST /v1/videos/sync` (multipart/form-data only) → raw `video/mp4` with `X-Request-Id`,
-  `X-Inference-Time-S` and `X-Stage-Durations`. Wan rounds `num_frames` to 4k+1 and sizes down to
-  multiples of 16; the preview does the same so clients see what the real model would return.
+- `POST /v1/images/generations` (JSON) → `{"created", "data": [{"b64_json", "url", "revised_prompt"}],
+  "output_format", "size", ...}` plus `"preview": true`, `"seed"` and `"inference_time_s"`.
+- `POST /v1/videos/sync` (multipart/form-data only) → raw `video/mp4` with `X-Request-Id`, `X-Model`,
+  `X-Inference-Time-S`, `X-Stage-Durations` and `X-Peak-Memory-MB`.
+
+What a client can observe follows vLLM-Omni's own code (api_server.py, protocol/images.py, protocol/videos.py,
+image_api_utils.py, video_api_utils.py, the Wan VACE pipeline): error bodies are vLLM's
+`{"error": {"message", "type", "param", "code"}}`, request validation failures are **400** with vLLM's
+"N validation error(s):" message, form fields cap at starlette's 1 MB, `size` wins over width/height,
+frames round to 4k+1 (Wan: `n // 4 * 4 + 1`), sizes down to multiples of 16.
+
+Defaults when a field is absent (vLLM-Omni's Wan2.1-VACE path): 832×480 (with a reference: the reference's
+aspect ratio at 480·832 pixels), 81 frames, 24 fps; images 1024×1024 (FLUX.2-klein). The studio's own
+defaults (480×320, 17 frames, 8 fps) live in the clients, which always send every field.
+
+Deliberate differences (an offline engine must stay bounded and cannot use the network): image sizes are
+limited to 64–2048 per side, videos to 1280² pixels and 257 frames, uploaded reference files to 16 MB and
+16 M pixels; `image_reference.image_url` must be a data URL (http(s) URLs are refused, not downloaded).
 """
 
 from __future__ import annotations
@@ -13,17 +27,26 @@ import base64
 import binascii
 import io
 import json
+import math
 import random
 import time
 import uuid
+import warnings
+from http import HTTPStatus
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from PIL import Image
 from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException
 
 from offline import previews
 from services.protocol import (
+    IMAGE_SIZE_MAX,
+    IMAGE_SIZE_MIN,
     VIDEO_HEADER_INFERENCE_TIME,
     VIDEO_HEADER_REQUEST_ID,
     VIDEO_HEADER_STAGE_DURATIONS,
@@ -33,63 +56,147 @@ from services.protocol import (
     ImageData,
     ImageGenerationRequest,
     ImageGenerationResponse,
-    ImageReference,
     VideoSyncForm,
-    parse_size,
 )
 
 IMAGE_MODEL = "black-forest-labs/FLUX.2-klein-4B"
 VIDEO_MODEL = "Wan-AI/Wan2.1-VACE-1.3B-diffusers"
-DEFAULT_IMAGE_SIZE = (1024, 1024)
-DEFAULT_VIDEO = {"width": 480, "height": 320, "num_frames": 17, "fps": 8}  # the studio's published defaults
-MAX_PART_BYTES = 1024 * 1024  # the server caps each multipart part at about 1 MB
+IMAGES_PATH = "/v1/images/generations"
+DEFAULT_IMAGE_SIZE = (1024, 1024)  # FLUX.2-klein's default
+VIDEO_DEFAULT_WIDTH, VIDEO_DEFAULT_HEIGHT = 832, 480  # Wan VACE pipeline defaults
+VIDEO_DEFAULT_FRAMES = 81
+VIDEO_DEFAULT_FPS = 24  # vLLM-Omni's DEFAULT_FPS
+VACE_MAX_AREA = 480 * 832  # a reference without width/height: its aspect ratio at this many pixels
+MAX_SEED = 2**32 - 1  # vLLM-Omni draws random seeds in [0, 2³²−1]
+MAX_FORM_PART_BYTES = 1024 * 1024  # starlette's per-field cap, which vLLM-Omni keeps (FastAPI Form defaults)
+MAX_UPLOAD_BYTES = 16 * 1024 * 1024  # file parts: no cap in vLLM-Omni, a bound here
 MAX_REFERENCE_PIXELS = 4096 * 4096  # larger references are refused as decompression bombs
 MAX_VIDEO_PIXELS = 1280 * 1280
+MAX_VIDEO_FRAMES = 257
+DATA_URL_HINT = 'a data URL such as "data:image/jpeg;base64,..."'
 
 router = APIRouter()
 
 
-def _error(message: str, status: int = 400, error_type: str = "BadRequestError") -> JSONResponse:
-    body = ErrorResponse(error=ErrorInfo(message=message, type=error_type, code=status))
-    return JSONResponse(body.model_dump(), status_code=status)
+# ---------------------------------------------------------------------------------------------------------
+# vLLM-shaped error bodies
+def _error(message: str, status: int = HTTPStatus.BAD_REQUEST, param: str | None = None) -> JSONResponse:
+    """What vLLM's HTTPException handler returns: the status phrase as `type`, the status as `code`."""
+    info = ErrorInfo(message=message, type=HTTPStatus(status).phrase, param=param, code=int(status))
+    return JSONResponse(ErrorResponse(error=info).model_dump(), status_code=int(status))
 
 
-def _validation_message(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors())
+def _validation_error(errors: list[Any]) -> JSONResponse:
+    """What vLLM's RequestValidationError handler returns: 400, "N validation error(s):" then each error."""
+    label = "error" if len(errors) == 1 else "errors"
+    message = (f"{len(errors)} validation {label}:\n" + "".join(f"  {e}\n" for e in errors)).rstrip()
+    first = errors[0] if errors else None
+    param = ".".join(str(p) for p in first["loc"]) if isinstance(first, dict) and first.get("loc") else None
+    return _error(message, HTTPStatus.BAD_REQUEST, param)
 
 
-def _seed(seed: int | None) -> int:
-    return seed if seed is not None else random.SystemRandom().randrange(2**31)
+def _body_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    """Pydantic errors located the way FastAPI reports request bodies: ("body", field, ...)."""
+    errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+    for e in errors:
+        if e["type"] == "missing":
+            e["input"] = None  # FastAPI validates each field on its own: a missing one has no input
+    return errors
 
 
-@router.post("/v1/images/generations")
-async def images_generations(request: Request) -> Response:
+def _value_error(field: str, message: str, value: Any) -> dict[str, Any]:
+    """A field-validator failure, as pydantic (and so vLLM) reports it."""
+    return {"type": "value_error", "loc": ("body", field), "msg": f"Value error, {message}", "input": value,
+            "ctx": {"error": ValueError(message)}}
+
+
+def _random_seed(seed: int | None) -> int:
+    return seed if seed is not None else random.randint(0, MAX_SEED)
+
+
+def _parse_size(size: str) -> tuple[int, int]:
+    """vLLM-Omni's parse_size (same messages), then the offline engine's 64–2048 bound."""
+    parts = size.split("x")
+    if len(parts) != 2:
+        raise ValueError(f"Invalid size format: '{size}'. Expected format: 'WIDTHxHEIGHT' (e.g., '1024x1024'). "
+                         "Did you mean to use 'x' as separator?")
     try:
-        payload = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _error("Request body must be a JSON object")
-    if not isinstance(payload, dict):
-        return _error("Request body must be a JSON object")
+        width, height = int(parts[0]), int(parts[1])
+    except ValueError:
+        raise ValueError(f"Invalid size format: '{size}'. Width and height must be integers.") from None
+    if width <= 0 or height <= 0:
+        raise ValueError(f"Invalid size: {width}x{height}. Width and height must be positive integers.")
+    if not (IMAGE_SIZE_MIN <= width <= IMAGE_SIZE_MAX and IMAGE_SIZE_MIN <= height <= IMAGE_SIZE_MAX):
+        raise ValueError(f"Invalid size: {width}x{height}. Width and height must be between {IMAGE_SIZE_MIN} "
+                         f"and {IMAGE_SIZE_MAX} pixels on the offline engine, e.g. '1024x1024'.")
+    return width, height
+
+
+# ---------------------------------------------------------------------------------------------------------
+# POST /v1/images/generations
+def _output_format(value: str | None) -> str:
+    """vLLM-Omni's _choose_output_format: png by default, jpg/jpeg/png/webp as given, anything else jpeg."""
+    fmt = (value or "png").lower()
+    return fmt if fmt in {"jpg", "png", "webp", "jpeg"} else "jpeg"
+
+
+@router.post(IMAGES_PATH)
+async def images_generations(request: Request) -> Response:
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        return _validation_error(["Unsupported Media Type: Only 'application/json' is allowed"])
+    raw = await request.body()
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:  # FastAPI's json_invalid error
+        pos, msg = getattr(exc, "pos", 0), getattr(exc, "msg", str(exc))
+        return _validation_error([{"type": "json_invalid", "loc": ("body", pos), "msg": "JSON decode error",
+                                   "input": {}, "ctx": {"error": msg}}])
+    echo_format = "png"
+    if isinstance(payload, dict):
+        payload = dict(payload)
+        # vLLM-Omni accepts b64_json and file (and still answers JSON); url is refused by its validator.
+        rf = payload.get("response_format")
+        if rf == "url":
+            return _validation_error([_value_error(
+                "response_format", "Only 'b64_json' or 'file' response format is supported, got: url", rf)])
+        if rf == "file":
+            payload["response_format"] = "b64_json"
+        fmt = payload.get("output_format")
+        if fmt is None or isinstance(fmt, str):
+            echo_format = _output_format(fmt)
+            payload["output_format"] = "jpeg" if echo_format == "jpg" else echo_format
+        size = payload.get("size")
+        if isinstance(size, str) and "x" not in size:
+            return _validation_error([_value_error(
+                "size", "size must be in format 'WIDTHxHEIGHT' (e.g., '1024x1024')", size)])
     try:
         req = ImageGenerationRequest.model_validate(payload)
     except ValidationError as exc:
-        return _error(_validation_message(exc), 422, "ValidationError")
-    if req.model and req.model != IMAGE_MODEL:
-        return _error(f"The model `{req.model}` does not exist.", 404, "NotFoundError")
+        return _validation_error(_body_errors(exc))
+    if req.model is not None and req.model != IMAGE_MODEL:
+        return _error(f"Model mismatch: request specifies '{req.model}' but server is running '{IMAGE_MODEL}'.")
     try:
-        width, height = parse_size(req.size) if req.size else DEFAULT_IMAGE_SIZE
+        width, height = _parse_size(req.size) if req.size else DEFAULT_IMAGE_SIZE
     except ValueError as exc:
-        return _error(str(exc))
-    seed = _seed(req.seed)
+        return _error(str(exc), param="size")
+    seed = _random_seed(req.seed)
     started = time.perf_counter()
-    images = await asyncio.to_thread(
-        lambda: [previews.render_image(req.prompt, seed + i, width, height, req.output_format) for i in range(req.n)]
-    )
+    try:
+        # n distinct pictures from one request seed, as one diffusion call with num_outputs_per_prompt=n gives
+        images = await asyncio.to_thread(
+            lambda: [previews.render_image(req.prompt, seed + i, width, height, echo_format) for i in range(req.n)]
+        )
+    except Exception as exc:  # noqa: BLE001 - vLLM-Omni turns any generation failure into a 500 with its text
+        return _error(f"Image generation failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
     body = ImageGenerationResponse(
         created=int(time.time()),
         data=[ImageData(b64_json=base64.b64encode(b).decode("ascii")) for b in images],
-        output_format=req.output_format,
-        size=f"{width}x{height}",
+        output_format=echo_format,
+        size=f"{width}x{height}" if req.size else None,  # vLLM-Omni reports size only when it was requested
+        cot_output=None,
+        metrics=None,
+        # The offline engine's own fields: what made these pictures.
         preview=True,
         seed=seed,
         inference_time_s=round(time.perf_counter() - started, 4),
@@ -97,80 +204,179 @@ async def images_generations(request: Request) -> Response:
     return JSONResponse(body.model_dump())
 
 
-def _load_reference(data: bytes, origin: str) -> Image.Image:
-    """Decode a reference image; ValueError with a message a person can act on."""
-    if len(data) > MAX_PART_BYTES:
-        raise ValueError(f"{origin} is {len(data)} bytes; each part is limited to {MAX_PART_BYTES} bytes")
+# ---------------------------------------------------------------------------------------------------------
+# POST /v1/videos/sync
+class BadReference(ValueError):
+    """A reference image that cannot be used; the message says what to send instead."""
+
+
+def _decode_image(data: bytes, source: str) -> Image.Image:
+    if not data:
+        raise BadReference(f"Invalid {source}: image data is empty.")
     try:
-        with Image.open(io.BytesIO(data)) as probe:
-            if probe.width * probe.height > MAX_REFERENCE_PIXELS:
-                raise ValueError(f"{origin} is {probe.width}x{probe.height}; at most {MAX_REFERENCE_PIXELS} pixels")
-            probe.load()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the pixel check below refuses it
+            probe = Image.open(io.BytesIO(data))
+            pixels = probe.width * probe.height
+            if pixels > MAX_REFERENCE_PIXELS:
+                raise BadReference(
+                    f"Invalid {source}: the image is {probe.width}x{probe.height} ({pixels:,} pixels); the offline "
+                    f"engine accepts at most {MAX_REFERENCE_PIXELS:,} pixels (decompression-bomb guard). "
+                    "Send a smaller image, e.g. fitted to the video size."
+                )
             return probe.convert("RGB")
-    except (Image.DecompressionBombError, Image.UnidentifiedImageError, OSError) as exc:
-        raise ValueError(f"{origin} is not a readable image ({exc})") from None
+    except BadReference:
+        raise
+    except Image.DecompressionBombError as exc:  # so large that Pillow refuses to even open it
+        raise BadReference(f"Invalid {source}: the image is too large to decode safely ({exc}) The offline engine "
+                           f"accepts at most {MAX_REFERENCE_PIXELS:,} pixels.") from None
+    except (Image.UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        raise BadReference(f"Invalid {source}: provided content is not a valid image.") from None
 
 
-def _reference_from_json(value: str) -> Image.Image:
+def _reference_from_field(value: Any) -> Image.Image:
+    """The `image_reference` form field, already JSON-decoded: {"image_url": "data:image/...;base64,..."}."""
+    if isinstance(value, dict) and set(value) == {"file_id"}:
+        raise BadReference("Invalid image_reference: file_id is not supported yet.")
+    if not isinstance(value, dict) or set(value) != {"image_url"} or not isinstance(value["image_url"], str):
+        raise BadReference(f'Invalid image_reference: expected a JSON object {{"image_url": ...}} holding '
+                           f"{DATA_URL_HINT}; got {json.dumps(value)[:80]}")
+    url = value["image_url"]
+    if url.startswith(("http://", "https://")):
+        raise BadReference("Invalid image_reference.image_url: the offline engine does not download URLs; "
+                           f"send {DATA_URL_HINT}.")
+    if not url.startswith("data:image"):
+        raise BadReference(f"Invalid image_reference.image_url: must be an http(s) URL or data URL ({DATA_URL_HINT}).")
+    b64 = url.split(",", 1)[1] if "," in url else ""
     try:
-        ref = ImageReference.model_validate_json(value)
-    except ValidationError:
-        raise ValueError('image_reference must be a JSON object like {"image_url": "data:image/jpeg;base64,..."}') from None
-    url = ref.image_url
-    if not url.startswith("data:image/") or ";base64," not in url:
-        raise ValueError("image_reference.image_url must be a base64 data URL (data:image/<type>;base64,...)")
-    try:
-        data = base64.b64decode(url.split(";base64,", 1)[1], validate=True)
+        data = base64.b64decode("".join(b64.split()), validate=True)
     except (binascii.Error, ValueError):
-        raise ValueError("image_reference.image_url does not hold valid base64") from None
-    return _load_reference(data, "image_reference")
+        raise BadReference("Invalid image_reference.image_url: image data is not valid base64.") from None
+    return _decode_image(data, "image_reference.image_url")
+
+
+def _round_frames(n: int) -> int:
+    """Wan's rule: a frame count that is not 4k+1 becomes n // 4 * 4 + 1."""
+    return max(1, n // 4 * 4 + 1 if n % 4 != 1 else n)
+
+
+def _reference_size(ref: Image.Image) -> tuple[int, int]:
+    """The VACE pipeline's size for a reference without width/height: its aspect ratio at 480·832 pixels."""
+    aspect = ref.height / ref.width
+    return round(math.sqrt(VACE_MAX_AREA / aspect)) // 16 * 16, round(math.sqrt(VACE_MAX_AREA * aspect)) // 16 * 16
 
 
 @router.post(VIDEO_SYNC_PATH)
 async def videos_sync(request: Request) -> Response:
     ctype = request.headers.get("content-type", "")
-    if not ctype.startswith("multipart/form-data"):
-        return _error(f"{VIDEO_SYNC_PATH} accepts multipart/form-data only (got {ctype or 'no content type'})")
+    if not ctype.lower().startswith("multipart/form-data"):
+        return _error(f"{VIDEO_SYNC_PATH} accepts multipart/form-data only (got {ctype or 'no Content-Type'}): "
+                      "send prompt, width, height, num_frames, ... as form fields and the reference image as "
+                      "image_reference (JSON) or an input_reference file part")
     try:
-        form = await request.form(max_part_size=MAX_PART_BYTES)
-    except Exception as exc:  # python-multipart / starlette parse errors
-        return _error(f"Invalid multipart body: {exc}", 413 if "size" in str(exc).lower() else 400)
-    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        form = await request.form(max_part_size=MAX_FORM_PART_BYTES)
+    except (StarletteHTTPException, MultiPartException) as exc:
+        detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
+        hint = ""
+        if "maximum size" in detail:
+            hint = (" Each form field (image_reference included) is limited to 1 MB: send a JPEG fitted to the "
+                    "video size, or the image as an input_reference file part.")
+        return _error(f"{detail}{hint}")
+    try:
+        return await _video_from_form(form)
+    finally:
+        await form.close()
+
+
+async def _video_from_form(form: Any) -> Response:
+    fields: dict[str, str] = {}
+    for key, value in form.multi_items():
+        if isinstance(value, str) and value != "":  # FastAPI treats an empty form field as absent
+            fields[key] = value
+    upload = form.get("input_reference")
+    if isinstance(upload, str):
+        fields.pop("input_reference", None)
+        if upload:
+            return _validation_error([_value_error("input_reference", "Expected UploadFile, received: <class 'str'>",
+                                                   upload)])
+        upload = None
     try:
         req = VideoSyncForm.model_validate(fields)
     except ValidationError as exc:
-        return _error(_validation_message(exc), 422, "ValidationError")
-    if req.model and req.model != VIDEO_MODEL:
-        return _error(f"The model `{req.model}` does not exist.", 404, "NotFoundError")
+        return _validation_error(_body_errors(exc))
+    image_reference = None
+    if req.image_reference is not None:
+        try:
+            image_reference = json.loads(req.image_reference)
+        except ValueError:
+            return _error("Invalid JSON in form field.", param="image_reference")
+    if image_reference is not None and upload is not None:
+        return _error("Provide either input_reference or image_reference, not both.")
+    if req.model is not None and req.model != VIDEO_MODEL:
+        return _error(f"Model mismatch: request specifies '{req.model}' but server is running '{VIDEO_MODEL}'.")
+
+    reference: Image.Image | None = None
     try:
-        if req.size and req.width is None and req.height is None:
-            width, height = parse_size(req.size, lo=16, hi=2048)
-        else:
-            width, height = req.width or DEFAULT_VIDEO["width"], req.height or DEFAULT_VIDEO["height"]
-        reference = None
-        if req.image_reference:
-            reference = _reference_from_json(req.image_reference)
-        elif (upload := form.get("input_reference")) is not None and not isinstance(upload, str):
-            reference = _load_reference(await upload.read(), f"input_reference {upload.filename!r}")
-    except ValueError as exc:
+        if upload is not None:
+            assert isinstance(upload, UploadFile)
+            if upload.size is not None and upload.size > MAX_UPLOAD_BYTES:
+                return _error(f"input_reference {upload.filename!r} is {upload.size:,} bytes; the offline engine "
+                              f"accepts files up to {MAX_UPLOAD_BYTES // (1024 * 1024)} MB",
+                              HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "input_reference")
+            data = await upload.read()
+            reference = await asyncio.to_thread(_decode_image, data, "input_reference")
+        elif image_reference is not None:
+            reference = await asyncio.to_thread(_reference_from_field, image_reference)
+    except BadReference as exc:
         return _error(str(exc))
+
+    # vLLM-Omni: `size` wins over width/height; fps defaults to 24; seconds × fps gives the frame count.
+    width, height = req.width, req.height
+    if req.size:
+        width, height = (int(p) for p in req.size.split("x"))
+        if width <= 0 or height <= 0:
+            return _error(f"Invalid size: {width}x{height}. Width and height must be positive integers.",
+                          param="size")
+    fps = req.fps or VIDEO_DEFAULT_FPS
+    frames = req.num_frames or (int(req.seconds) * fps if req.seconds else VIDEO_DEFAULT_FRAMES)
+    if width is None or height is None:
+        ref_w, ref_h = _reference_size(reference) if reference is not None else (VIDEO_DEFAULT_WIDTH,
+                                                                                   VIDEO_DEFAULT_HEIGHT)
+        width, height = width or ref_w, height or ref_h
     # Wan's rounding: sizes down to multiples of 16, frames to 4k+1.
-    width, height = max(16, width - width % 16), max(16, height - height % 16)
+    width, height, frames = width // 16 * 16, height // 16 * 16, _round_frames(frames)
+    if width < 16 or height < 16:
+        return _error(f"Video size {width}x{height} after rounding down to multiples of 16 is too small: "
+                      "width and height must be at least 16 pixels.", param="size")
     if width * height > MAX_VIDEO_PIXELS:
-        return _error(f"Video size {width}x{height} is too large; at most {MAX_VIDEO_PIXELS} pixels")
-    frames = req.num_frames or DEFAULT_VIDEO["num_frames"]
-    frames = 4 * ((frames - 1) // 4) + 1
-    fps = req.fps or DEFAULT_VIDEO["fps"]
-    seed = _seed(req.seed)
+        return _error(f"Video size {width}x{height} is too large for the offline engine: at most "
+                      f"{MAX_VIDEO_PIXELS:,} pixels per frame (e.g. 1280x720).", param="size")
+    if frames > MAX_VIDEO_FRAMES:
+        return _error(f"{frames} frames is too many for the offline engine: at most {MAX_VIDEO_FRAMES} "
+                      "(lower num_frames, seconds or fps).", param="num_frames")
+
+    request_id = f"video_sync-{uuid.uuid4().hex}"
+    seed = _random_seed(req.seed)
+    stages: dict[str, float] = {}
     started = time.perf_counter()
-    mp4 = await asyncio.to_thread(previews.render_video, req.prompt, seed, width, height, frames, fps, reference)
+    try:
+        mp4 = await asyncio.to_thread(
+            previews.render_video, req.prompt, seed, width, height, frames, fps, reference, stages
+        )
+    except Exception as exc:  # noqa: BLE001 - vLLM-Omni answers any generation failure with a 500 and its text
+        return _error(f"Video generation failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
     elapsed = time.perf_counter() - started
     return Response(
         mp4,
         media_type="video/mp4",
         headers={
-            VIDEO_HEADER_REQUEST_ID: f"video-{uuid.uuid4().hex}",
-            VIDEO_HEADER_INFERENCE_TIME: f"{elapsed:.4f}",
-            VIDEO_HEADER_STAGE_DURATIONS: json.dumps({"preview_render": round(elapsed, 4)}),
+            VIDEO_HEADER_REQUEST_ID: request_id,
+            "X-Model": VIDEO_MODEL,
+            VIDEO_HEADER_INFERENCE_TIME: f"{elapsed:.3f}",
+            VIDEO_HEADER_STAGE_DURATIONS: json.dumps(
+                {"preview_draw": round(stages.get("draw_s", 0.0), 4), "h264_encode": round(stages.get("encode_s", 0.0), 4)},
+                separators=(",", ":"),
+            ),
+            "X-Peak-Memory-MB": "0.000",  # no accelerator: nothing to report
         },
     )

@@ -2,8 +2,12 @@
 
 No diffusion model runs on this machine, so the offline engine draws a picture from the prompt and seed
 (same inputs → same bytes; different prompts → visibly different pictures, with the prompt written on
-them) and animates a reference image, or that picture, into a real H.264 MP4. Every output carries an
-"OFFLINE PREVIEW" label so nobody mistakes it for model output.
+them) and animates a reference image, or that picture, into a real H.264 MP4 with PyAV. Every output
+carries an "OFFLINE PREVIEW" label so nobody mistakes it for model output.
+
+Plain functions, reusable outside the engine:
+- `render_image(prompt, seed, width, height, fmt)` → encoded PNG/JPEG/WebP bytes
+- `render_video(prompt, seed, width, height, num_frames, fps, reference=None)` → MP4 bytes
 """
 
 from __future__ import annotations
@@ -12,126 +16,258 @@ import hashlib
 import io
 import math
 import textwrap
+import time
 from fractions import Fraction
+from functools import lru_cache
 
 import av
+import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 PREVIEW_LABEL = "OFFLINE PREVIEW"
-_FONT_CANDIDATES = ("DejaVuSans-Bold.ttf", "DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf")
+IMAGE_FORMATS = {"png": "PNG", "jpeg": "JPEG", "jpg": "JPEG", "webp": "WEBP"}
+# H.264 encoders in order of preference; PyAV's wheels ship libx264 ("h264" resolves to the default one).
+H264_ENCODERS = ("libx264", "libopenh264", "h264")
+ZOOM = 1.15  # the video ends 15 % closer than it starts
+_FONTS = ("DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf",
+          "LiberationSans-Bold.ttf", "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf")
 
 
-def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
-    for name in _FONT_CANDIDATES:
+@lru_cache(maxsize=64)
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    for name in _FONTS:
         try:
             return ImageFont.truetype(name, size)
         except OSError:
             continue
-    return ImageFont.load_default(size)
+    return ImageFont.load_default(size)  # Pillow's built-in scalable font: always there
 
 
-def _palette(prompt: str, seed: int) -> list[tuple[int, int, int]]:
-    digest = hashlib.sha256(f"{seed}\x00{prompt}".encode()).digest()
-    return [(digest[i], digest[i + 1], digest[i + 2]) for i in range(0, 30, 3)]
+def _digest(prompt: str, seed: int) -> bytes:
+    # Two chained hashes give 64 bytes of stable "randomness" for colours, shapes and motion.
+    first = hashlib.sha256(f"{seed}\x00{prompt}".encode()).digest()
+    return first + hashlib.sha256(first).digest()
 
 
-def _label(draw: ImageDraw.ImageDraw, w: int, h: int, text: str = PREVIEW_LABEL) -> None:
-    size = max(10, min(w, h) // 24)
+def _label_tile(text: str, size: int) -> Image.Image:
+    """White bold text on an opaque black box: readable on any background, cheap to paste per frame."""
     font = _font(size)
-    box = draw.textbbox((0, 0), text, font=font)
-    tw, th = box[2] - box[0], box[3] - box[1]
+    box = font.getbbox(text)
     pad = max(3, size // 3)
-    x0, y0 = w - tw - 3 * pad, h - th - 3 * pad
-    draw.rectangle((x0, y0, w - pad, h - pad), fill=(0, 0, 0))
-    draw.text((x0 + pad, y0 + pad - box[1]), text, font=font, fill=(255, 255, 255))
+    tile = Image.new("RGB", (box[2] - box[0] + 2 * pad, box[3] - box[1] + 2 * pad), (0, 0, 0))
+    ImageDraw.Draw(tile).text((pad - box[0], pad - box[1]), text, font=font, fill=(255, 255, 255))
+    return tile
 
 
-def preview_picture(prompt: str, seed: int, width: int, height: int) -> Image.Image:
-    """The RGB preview of a prompt: a seeded gradient, shapes, and the prompt text."""
-    colors = _palette(prompt, seed)
-    # A vertical gradient between two palette colours, drawn small and scaled (fast at 2048²).
+def _paste_corner(img: Image.Image, tile: Image.Image, corner: str) -> None:
+    margin = max(2, min(img.size) // 64)
+    x = img.width - tile.width - margin if "right" in corner else margin
+    y = img.height - tile.height - margin if "bottom" in corner else margin
+    img.paste(tile, (max(0, x), max(0, y)))
+
+
+def _wrap(prompt: str, width: int, size: int, max_lines: int) -> list[str]:
+    """The prompt wrapped to the width of the picture, at most `max_lines` lines (an ellipsis says "more")."""
+    chars = max(8, int(width / (size * 0.62)))
+    lines = textwrap.wrap(prompt, chars) or [prompt[:chars] or " "]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][: max(1, chars - 1)] + "…"
+    return lines
+
+
+def preview_picture(prompt: str, seed: int, width: int, height: int, *, captioned: bool = True) -> Image.Image:
+    """The RGB preview of a prompt: a seeded gradient and translucent shapes; `captioned` adds the prompt
+    text (so a person can tell which prompt made which picture) and the "OFFLINE PREVIEW · seed" label."""
+    d = _digest(prompt, seed)
+    colors = [(d[i], d[i + 1], d[i + 2]) for i in range(0, 30, 3)]
+    # Diagonal gradient between two palette colours, computed at 64×64 and scaled (fast even at 2048²).
+    small = Image.new("RGB", (64, 64))
     top, bottom = colors[0], colors[1]
-    grad = Image.new("RGB", (1, 256))
-    for y in range(256):
-        t = y / 255
-        grad.putpixel((0, y), tuple(int(a + (b - a) * t) for a, b in zip(top, bottom)))
-    img = grad.resize((width, height), Image.Resampling.BILINEAR)
-    draw = ImageDraw.Draw(img)
-    for i, c in enumerate(colors[2:8]):
-        d = hashlib.blake2b(f"{seed}:{i}:{prompt}".encode(), digest_size=8).digest()
-        cx, cy = d[0] / 255 * width, d[1] / 255 * height
-        r = (0.08 + d[2] / 255 * 0.25) * min(width, height)
-        shape = (cx - r, cy - r, cx + r, cy + r)
-        if d[3] % 2:
-            draw.ellipse(shape, fill=c)
+    small.putdata([
+        tuple(int(a + (b - a) * ((x + y) / 126)) for a, b in zip(top, bottom)) for y in range(64) for x in range(64)
+    ])
+    img = small.resize((width, height), Image.Resampling.BILINEAR)
+    shapes = Image.new("RGBA", (width, height), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(shapes)
+    unit = min(width, height)
+    for i, c in enumerate(colors[2:9]):
+        s = d[30 + 4 * i: 34 + 4 * i]
+        cx, cy = s[0] / 255 * width, s[1] / 255 * height
+        r = (0.08 + s[2] / 255 * 0.27) * unit
+        shape, fill = (cx - r, cy - r, cx + r, cy + r), (*c, 150 + s[3] % 100)
+        kind = s[3] % 3
+        if kind == 0:
+            draw.ellipse(shape, fill=fill)
+        elif kind == 1:
+            draw.rectangle(shape, fill=fill)
         else:
-            draw.rectangle(shape, fill=c)
-    size = max(10, min(width, height) // 16)
+            draw.regular_polygon((cx, cy, r), n_sides=3 + s[2] % 4, rotation=s[1] % 120, fill=fill)
+    img.paste(shapes, (0, 0), shapes)
+    if not captioned:
+        return img
+    size = max(10, unit // 16)
     font = _font(size)
-    chars = max(8, int(width / (size * 0.6)))
-    lines = textwrap.wrap(prompt, chars)[:4] or [prompt[:chars]]
-    y = size // 2
-    for line in lines:
-        draw.text((size // 2 + 1, y + 1), line, font=font, fill=(0, 0, 0))
-        draw.text((size // 2, y), line, font=font, fill=(255, 255, 255))
-        y += int(size * 1.25)
-    _label(draw, width, height)
+    lines = _wrap(prompt, width, size, 4)
+    line_h = int(size * 1.25)
+    band = Image.new("RGBA", (width, size + line_h * len(lines)), (0, 0, 0, 110))
+    img.paste(band, (0, 0), band)
+    text = ImageDraw.Draw(img)
+    for n, line in enumerate(lines):
+        text.text((size // 2, size // 2 + n * line_h), line, font=font, fill=(255, 255, 255))
+    _paste_corner(img, _label_tile(f"{PREVIEW_LABEL} · seed {seed}", max(9, unit // 28)), "bottom-right")
     return img
 
 
 def render_image(prompt: str, seed: int, width: int, height: int, fmt: str = "png") -> bytes:
-    """Encoded preview image bytes (png, jpeg or webp); deterministic for the same inputs."""
+    """Encoded preview image bytes (png, jpeg/jpg or webp); the same inputs give the same bytes."""
+    pil_format = IMAGE_FORMATS.get(fmt.lower())
+    if pil_format is None:
+        raise ValueError(f"unsupported image format {fmt!r}; use png, jpeg or webp")
     img = preview_picture(prompt, seed, width, height)
     buf = io.BytesIO()
-    if fmt == "png":
-        img.save(buf, "PNG", optimize=False)
-    elif fmt == "jpeg":
+    if pil_format == "PNG":
+        img.save(buf, "PNG", compress_level=6)
+    elif pil_format == "JPEG":
         img.save(buf, "JPEG", quality=90)
-    elif fmt == "webp":
-        img.save(buf, "WEBP", quality=90, method=0)
     else:
-        raise ValueError(f"unsupported output_format {fmt!r}; use png, jpeg or webp")
+        img.save(buf, "WEBP", quality=90, method=0)
     return buf.getvalue()
 
 
 def cover(img: Image.Image, width: int, height: int) -> Image.Image:
-    """Scale and centre-crop `img` to exactly width×height (no distortion)."""
+    """Scale and centre-crop `img` to exactly width×height, keeping its aspect ratio (no distortion)."""
     img = img.convert("RGB")
     scale = max(width / img.width, height / img.height)
-    w, h = max(width, round(img.width * scale)), max(height, round(img.height * scale))
-    img = img.resize((w, h), Image.Resampling.BILINEAR)
-    left, top = (w - width) // 2, (h - height) // 2
-    return img.crop((left, top, left + width, top + height))
+    # The source region that fills the target; clamped, because float rounding can make it a hair larger
+    # than the image when the aspect ratios match (e.g. 480x320 into 528x352), which Pillow refuses.
+    cw, ch = min(width / scale, img.width), min(height / scale, img.height)
+    left, top = max(0.0, (img.width - cw) / 2), max(0.0, (img.height - ch) / 2)
+    return img.resize((width, height), Image.Resampling.BILINEAR, box=(left, top, left + cw, top + ch))
+
+
+@lru_cache(maxsize=1)
+def h264_encoder() -> str:
+    """The first H.264 encoder this PyAV build has (libx264 in PyAV's wheels)."""
+    for name in H264_ENCODERS:
+        try:
+            codec = av.Codec(name, "w")
+        except (ValueError, av.error.FFmpegError):
+            continue
+        if "264" in codec.name:
+            return name
+    raise RuntimeError(f"PyAV {av.__version__} has no H.264 encoder (tried {', '.join(H264_ENCODERS)})")
+
+
+def _luma_tile(text: str, size: int) -> np.ndarray:
+    """A label tile as BT.601 limited-range luma with even width and height (so it maps onto 4:2:0 chroma)."""
+    tile = np.asarray(_label_tile(text, size).convert("L"), dtype=np.uint16)
+    h, w = tile.shape
+    tile = np.pad(tile, ((0, h % 2), (0, w % 2)))
+    return (16 + tile * 219 // 255).astype(np.uint8)
+
+
+def _caption_luma(prompt: str, width: int, size: int) -> np.ndarray:
+    """The prompt as white text on a full-width black band (luma), for videos made without a reference."""
+    font = _font(size)
+    lines = _wrap(prompt, width, size, 2)
+    line_h = int(size * 1.25)
+    band = Image.new("L", (width, size // 2 + line_h * len(lines) + size // 3), 0)
+    draw = ImageDraw.Draw(band)
+    for n, line in enumerate(lines):
+        draw.text((size // 2, size // 3 + n * line_h), line, font=font, fill=255)
+    tile = np.asarray(band, dtype=np.uint16)
+    tile = np.pad(tile, ((0, tile.shape[0] % 2), (0, 0)))
+    return (16 + tile * 219 // 255).astype(np.uint8)
+
+
+def _stamp(yuv: np.ndarray, tile: np.ndarray, x: int, y: int, width: int, height: int) -> None:
+    """Write a grey-scale tile into a yuv420p frame array at (x, y) (even), neutral chroma under it."""
+    th, tw = min(tile.shape[0], height - y), min(tile.shape[1], width - x)
+    if th <= 0 or tw <= 0:
+        return
+    yuv[y:y + th, x:x + tw] = tile[:th, :tw]
+    chroma = yuv[height:].reshape(-1)  # U plane then V plane, each (height/2)×(width/2)
+    quarter = (height // 2) * (width // 2)
+    for plane in (chroma[:quarter], chroma[quarter:2 * quarter]):
+        plane.reshape(height // 2, width // 2)[y // 2:(y + th + 1) // 2, x // 2:(x + tw + 1) // 2] = 128
 
 
 def render_video(
-    prompt: str, seed: int, width: int, height: int, num_frames: int, fps: int, reference: Image.Image | None = None
+    prompt: str,
+    seed: int,
+    width: int,
+    height: int,
+    num_frames: int,
+    fps: int,
+    reference: Image.Image | None = None,
+    timings: dict[str, float] | None = None,
 ) -> bytes:
-    """An H.264 MP4 (yuv420p) of `num_frames` frames at `fps`: a slow zoom over the reference, or the preview."""
-    base = cover(reference, width, height) if reference is not None else preview_picture(prompt, seed, width, height)
-    # Work on a slightly larger canvas so the zoom never shows borders.
-    big = base.resize((int(width * 1.2), int(height * 1.2)), Image.Resampling.BILINEAR)
+    """An H.264 (yuv420p) MP4 of exactly `num_frames` frames at `fps`.
+
+    The first frame is the reference fitted to width×height (or the prompt's preview picture); the clip
+    then eases into a slow zoom and a seeded pan, with a frame counter (bottom left) and the preview label
+    (bottom right) on every frame, and the prompt in a band at the top when there is no reference. Width and height must be even (4:2:0); the engine passes multiples of 16.
+    `timings`, when given, receives the seconds spent drawing frames and encoding them.
+    """
+    if width < 2 or height < 2 or width % 2 or height % 2:
+        raise ValueError(f"width and height must be even (yuv420p), got {width}x{height}")
+    if num_frames < 1 or fps < 1:
+        raise ValueError(f"num_frames and fps must be positive, got {num_frames} and {fps}")
+    t_start = time.perf_counter()
+    # The source is drawn at the zoomed-in size, so the last frame is as sharp as the first.
+    sw, sh = math.ceil(width * ZOOM), math.ceil(height * ZOOM)
+    caption = None
+    if reference is not None:
+        source = cover(reference, sw, sh)
+    else:  # the prompt's picture moves; its text stays put in a band at the top, where zoom cannot crop it
+        source = preview_picture(prompt, seed, sw, sh, captioned=False)
+        caption = _caption_luma(prompt, width, max(9, min(width, height) // 18))
+    pixels = np.asarray(source)
+    d = _digest(prompt, seed)
+    pan = ((d[60] / 255) * 2 - 1, (d[61] / 255) * 2 - 1)  # direction of the drift, −1…1 on each axis
+    label = _luma_tile(PREVIEW_LABEL, max(9, min(width, height) // 22))
+    margin = max(2, min(width, height) // 64) // 2 * 2
+    label_xy = (max(0, width - label.shape[1] - margin) // 2 * 2, max(0, height - label.shape[0] - margin) // 2 * 2)
+    counter_size = max(9, min(width, height) // 26)
+    draw_s = encode_s = 0.0
+
     buf = io.BytesIO()
     with av.open(buf, mode="w", format="mp4") as container:
-        stream = container.add_stream("libx264", rate=fps)
+        stream = container.add_stream(h264_encoder(), rate=fps)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.time_base = Fraction(1, fps)
-        stream.options = {"preset": "ultrafast", "tune": "stillimage", "crf": "28"}
-        font = _font(max(10, min(width, height) // 20))
+        stream.options = {"preset": "ultrafast", "crf": "26"}
+        draw_s += time.perf_counter() - t_start
         for i in range(num_frames):
-            t = i / max(1, num_frames - 1)
-            zoom = 1.2 - 0.2 * (0.5 - 0.5 * math.cos(math.pi * t))  # ease from 1.2× down to 1.0×
-            cw, ch = width * zoom, height * zoom
-            cx, cy = big.width / 2, big.height / 2
-            frame_img = big.crop((int(cx - cw / 2), int(cy - ch / 2), int(cx + cw / 2), int(cy + ch / 2)))
-            frame_img = frame_img.resize((width, height), Image.Resampling.BILINEAR)
-            draw = ImageDraw.Draw(frame_img)
-            draw.text((6, 4), f"{i + 1}/{num_frames}", font=font, fill=(255, 255, 255), stroke_width=2, stroke_fill=(0, 0, 0))
-            _label(draw, width, height)
-            frame = av.VideoFrame.from_image(frame_img)
+            t0 = time.perf_counter()
+            ease = 0.5 - 0.5 * math.cos(math.pi * i / max(1, num_frames - 1))
+            scale = 1 + (ZOOM - 1) * ease  # 1.0 (the whole source) → ZOOM
+            cw, ch = round(sw / scale), round(sh / scale)
+            x0 = round((sw - cw) / 2 * (1 + pan[0] * ease))
+            y0 = round((sh - ch) / 2 * (1 + pan[1] * ease))
+            window = np.ascontiguousarray(pixels[y0:y0 + ch, x0:x0 + cw])
+            # swscale does the zoom and the RGB → YUV conversion in one pass.
+            yuv = av.VideoFrame.from_ndarray(window, format="rgb24").reformat(
+                width=width, height=height, format="yuv420p", interpolation="FAST_BILINEAR"
+            ).to_ndarray()
+            if caption is not None:
+                _stamp(yuv, caption, 0, 0, width, height)
+            counter = _luma_tile(f"{i + 1}/{num_frames}", counter_size)
+            _stamp(yuv, counter, margin, max(0, height - counter.shape[0] - margin) // 2 * 2, width, height)
+            _stamp(yuv, label, *label_xy, width, height)
+            frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
             frame.pts = i
+            t1 = time.perf_counter()
             for packet in stream.encode(frame):
                 container.mux(packet)
+            t2 = time.perf_counter()
+            draw_s += t1 - t0
+            encode_s += t2 - t1
+        t1 = time.perf_counter()
         for packet in stream.encode():
             container.mux(packet)
+    encode_s += time.perf_counter() - t1
+    if timings is not None:
+        timings.update(draw_s=draw_s, encode_s=encode_s)
     return buf.getvalue()

@@ -304,7 +304,8 @@ class VideoSyncForm(BaseModel):
     model: str | None = None
     width: int | None = Field(default=None, ge=16, le=2048)
     height: int | None = Field(default=None, ge=16, le=2048)
-    size: str | None = None
+    size: str | None = Field(default=None, pattern=r"^\d+x\d+$")  # "WxH"; wins over width/height (vLLM-Omni)
+    seconds: str | None = Field(default=None, pattern=r"^[1-9]\d*$")  # num_frames = seconds × fps when absent
     num_frames: int | None = Field(default=None, ge=1, le=257)
     fps: int | None = Field(default=None, ge=1, le=60)
     num_inference_steps: int | None = Field(default=None, ge=1, le=200)

@@ -1,4 +1,7 @@
-"""The offline engine's image and video routes, driven over real HTTP with real bytes checked."""
+"""The offline engine's image and video routes, driven over real HTTP (`python -m offline`) with real bytes checked.
+
+Images are decoded with Pillow, videos with PyAV; error bodies are checked against vLLM-Omni's shapes and texts.
+"""
 
 from __future__ import annotations
 
@@ -13,146 +16,311 @@ import pytest
 from PIL import Image
 from urllib3 import encode_multipart_formdata
 
+IMAGES = "/v1/images/generations"
+VIDEOS = "/v1/videos/sync"
 
+
+# ---------------------------------------------------------------------------------------------------------
 def generate(url: str, **body) -> httpx.Response:
-    return httpx.post(f"{url}/v1/images/generations", json=body, timeout=60)
+    return httpx.post(f"{url}{IMAGES}", json=body, timeout=60)
 
 
 def decode(resp: httpx.Response, i: int = 0) -> Image.Image:
     return Image.open(io.BytesIO(base64.b64decode(resp.json()["data"][i]["b64_json"])))
 
 
+def pixels(img: Image.Image) -> np.ndarray:
+    return np.asarray(img.convert("RGB"), dtype=float)
+
+
 def post_video(url: str, fields: dict, files: dict | None = None) -> httpx.Response:
     parts: dict = {k: str(v) for k, v in fields.items()}
     parts.update(files or {})
     body, ctype = encode_multipart_formdata(parts)
-    return httpx.post(f"{url}/v1/videos/sync", content=body, headers={"Content-Type": ctype}, timeout=60)
+    return httpx.post(f"{url}{VIDEOS}", content=body, headers={"Content-Type": ctype}, timeout=60)
 
 
-def frames_of(mp4: bytes) -> tuple[str, list[np.ndarray]]:
+def decode_mp4(mp4: bytes) -> tuple[str, float, list[np.ndarray]]:
+    """(codec name, frame rate, RGB frames) of an MP4, decoded with PyAV."""
     with av.open(io.BytesIO(mp4)) as c:
-        name = c.streams.video[0].codec_context.name
-        return name, [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+        stream = c.streams.video[0]
+        name, rate = stream.codec_context.name, float(stream.average_rate)
+        assert stream.codec_context.pix_fmt == "yuv420p"
+        return name, rate, [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
 
 
-def png_data_url(img: Image.Image, fmt: str = "JPEG") -> str:
+def data_url(img: Image.Image, fmt: str = "JPEG") -> str:
     buf = io.BytesIO()
     img.save(buf, fmt)
     return f"data:image/{fmt.lower()};base64," + base64.b64encode(buf.getvalue()).decode()
 
 
+def error_of(resp: httpx.Response, status: int = 400) -> dict:
+    """The vLLM error object of a refused request (status, type phrase and code checked)."""
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert err["code"] == status and err["type"] == {400: "Bad Request", 413: "Request Entity Too Large"}[status]
+    return err
+
+
+def two_tone(size: tuple[int, int] = (480, 320)) -> Image.Image:
+    """Left half red, right half blue: a reference whose layout a first frame must keep."""
+    img = Image.new("RGB", size, (210, 30, 30))
+    img.paste((30, 40, 210), (size[0] // 2, 0, size[0], size[1]))
+    return img
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Images
 def test_image_response_shape_and_size(engine_url):
-    resp = generate(engine_url, prompt="a lighthouse at dusk", size="512x384", seed=7, num_inference_steps=4)
+    resp = generate(engine_url, prompt="a lighthouse at dusk", size="512x384", seed=7, num_inference_steps=4,
+                    guidance_scale=3.5, negative_prompt="blurry")
     assert resp.status_code == 200, resp.text
     body = resp.json()
-    assert body["output_format"] == "png" and body["size"] == "512x384" and body["preview"] is True
-    assert body["data"][0]["url"] is None and body["seed"] == 7
+    assert body["output_format"] == "png" and body["size"] == "512x384"
+    assert body["preview"] is True and body["seed"] == 7 and body["inference_time_s"] > 0
+    assert isinstance(body["created"], int) and len(body["data"]) == 1
+    assert body["data"][0]["url"] is None and body["data"][0]["revised_prompt"] is None
     img = decode(resp)
     assert img.format == "PNG" and img.size == (512, 384)
 
 
+def test_image_is_labelled_as_a_preview_in_its_corner(engine_url):
+    img = pixels(decode(generate(engine_url, prompt="a quiet meadow", size="512x512", seed=2)))
+    corner = img[-40:, -300:]  # bottom right: the black "OFFLINE PREVIEW · seed" box with white text
+    black = (corner.max(axis=2) < 10).mean()
+    white = (corner.min(axis=2) > 245).mean()
+    assert black > 0.3 and white > 0.03, (black, white)
+
+
 def test_image_is_deterministic_and_prompt_dependent(engine_url):
-    a = generate(engine_url, prompt="a lighthouse at dusk", size="256x256", seed=1).json()["data"][0]["b64_json"]
-    b = generate(engine_url, prompt="a lighthouse at dusk", size="256x256", seed=1).json()["data"][0]["b64_json"]
-    c = generate(engine_url, prompt="a bowl of ramen", size="256x256", seed=1).json()["data"][0]["b64_json"]
-    assert a == b
-    pa = np.asarray(Image.open(io.BytesIO(base64.b64decode(a))).convert("RGB"), dtype=float)
-    pc = np.asarray(Image.open(io.BytesIO(base64.b64decode(c))).convert("RGB"), dtype=float)
+    def b64(prompt: str, seed: int) -> str:
+        return generate(engine_url, prompt=prompt, size="256x256", seed=seed).json()["data"][0]["b64_json"]
+
+    a, again = b64("a lighthouse at dusk", 1), b64("a lighthouse at dusk", 1)
+    other_prompt, other_seed = b64("a bowl of ramen", 1), b64("a lighthouse at dusk", 2)
+    assert a == again  # same prompt, seed and size: the same bytes
+    assert other_seed != a
+    pa = pixels(Image.open(io.BytesIO(base64.b64decode(a))))
+    pc = pixels(Image.open(io.BytesIO(base64.b64decode(other_prompt))))
     assert np.abs(pa - pc).mean() > 20  # visibly different, not a pixel or two
 
 
-@pytest.mark.parametrize("fmt,pil", [("jpeg", "JPEG"), ("webp", "WEBP")])
+def test_image_without_seed_reports_a_random_seed_that_reproduces_it(engine_url):
+    first, second = (generate(engine_url, prompt="a red kite", size="128x128") for _ in range(2))
+    seed = first.json()["seed"]
+    assert 0 <= seed < 2**32 and seed != second.json()["seed"]
+    again = generate(engine_url, prompt="a red kite", size="128x128", seed=seed)
+    assert again.json()["data"][0]["b64_json"] == first.json()["data"][0]["b64_json"]
+
+
+@pytest.mark.parametrize("fmt,pil", [("png", "PNG"), ("jpeg", "JPEG"), ("webp", "WEBP"), ("jpg", "JPEG")])
 def test_image_output_formats(engine_url, fmt, pil):
     resp = generate(engine_url, prompt="x", size="128x96", output_format=fmt, seed=3)
     assert resp.status_code == 200 and resp.json()["output_format"] == fmt
-    assert decode(resp).format == pil
+    img = decode(resp)
+    assert img.format == pil and img.size == (128, 96)
 
 
 def test_image_n_gives_distinct_images(engine_url):
     resp = generate(engine_url, prompt="three cats", size="128x128", n=3, seed=5)
     data = resp.json()["data"]
     assert len(data) == 3 and len({d["b64_json"] for d in data}) == 3
+    assert all(decode(resp, i).size == (128, 128) for i in range(3))
 
 
-@pytest.mark.parametrize("size", ["abc", "10x10", "4096x512", "512"])
-def test_image_bad_size_is_400_naming_the_size(engine_url, size):
-    resp = generate(engine_url, prompt="x", size=size)
-    assert resp.status_code == 400
-    assert "size" in resp.json()["error"]["message"].lower()
+def test_image_default_size_is_the_models_and_not_echoed(engine_url):
+    resp = generate(engine_url, prompt="x", seed=1)
+    assert resp.status_code == 200 and resp.json()["size"] is None  # vLLM-Omni echoes only a requested size
+    assert decode(resp).size == (1024, 1024)
 
 
-def test_image_validation_errors(engine_url):
-    assert generate(engine_url, prompt="").status_code == 422
-    assert generate(engine_url, prompt="x", n=11).status_code == 422
-    assert generate(engine_url, prompt="x", num_inference_steps=0).status_code == 422
-    resp = httpx.post(f"{engine_url}/v1/images/generations", content=b"not json", timeout=10)
-    assert resp.status_code == 400 and "JSON" in resp.json()["error"]["message"]
+@pytest.mark.parametrize(
+    "size,needle",
+    [
+        ("abc", "size must be in format 'WIDTHxHEIGHT'"),
+        ("10x10", "Invalid size: 10x10. Width and height must be between 64 and 2048"),
+        ("4096x512", "between 64 and 2048"),
+        ("axb", "Invalid size format: 'axb'. Width and height must be integers."),
+        ("1x2x3", "Invalid size format: '1x2x3'"),
+        ("0x512", "must be positive integers"),
+    ],
+)
+def test_image_bad_size_is_400_with_vllm_omni_message(engine_url, size, needle):
+    err = error_of(generate(engine_url, prompt="x", size=size))
+    assert needle in err["message"]
 
 
-def test_video_rounds_frames_and_size_and_is_h264(engine_url):
-    resp = post_video(engine_url, {"prompt": "waves", "width": 250, "height": 170, "num_frames": 10, "fps": 8, "seed": 2})
+@pytest.mark.parametrize(
+    "body,param,needle",
+    [
+        ({"prompt": "x", "n": 11}, "body.n", "less than or equal to 10"),
+        ({"prompt": "x", "num_inference_steps": 0}, "body.num_inference_steps", "greater than or equal to 1"),
+        ({"prompt": "x", "guidance_scale": 25}, "body.guidance_scale", "less than or equal to 20"),
+        ({"n": 1}, "body.prompt", "Field required"),
+        ({"prompt": "x", "response_format": "url"}, "body.response_format", "Only 'b64_json' or 'file'"),
+    ],
+)
+def test_image_validation_errors_are_400_naming_the_field(engine_url, body, param, needle):
+    err = error_of(generate(engine_url, **body))
+    assert err["param"] == param and err["message"].startswith("1 validation error:") and needle in err["message"]
+
+
+def test_image_refuses_bodies_that_are_not_json_and_other_models(engine_url):
+    bad_json = httpx.post(f"{engine_url}{IMAGES}", content=b"not json", headers={"Content-Type": "application/json"})
+    assert "JSON decode error" in error_of(bad_json)["message"]
+    form = httpx.post(f"{engine_url}{IMAGES}", data={"prompt": "x"})
+    assert "Only 'application/json' is allowed" in error_of(form)["message"]
+    other = error_of(generate(engine_url, prompt="x", model="stabilityai/sdxl"))
+    assert other["message"] == ("Model mismatch: request specifies 'stabilityai/sdxl' but server is running "
+                                "'black-forest-labs/FLUX.2-klein-4B'.")
+    assert generate(engine_url, prompt="x", size="64x64", model="black-forest-labs/FLUX.2-klein-4B").status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Videos
+def test_video_rounds_frames_and_size_is_h264_and_has_the_headers(engine_url):
+    resp = post_video(engine_url, {"prompt": "waves", "width": 250, "height": 170, "num_frames": 10, "fps": 8,
+                                   "seed": 2, "num_inference_steps": 4, "guidance_scale": 5.0,
+                                   "negative_prompt": "blur"})
     assert resp.status_code == 200, resp.text
     assert resp.headers["content-type"] == "video/mp4"
-    assert resp.headers["X-Request-Id"] and float(resp.headers["X-Inference-Time-S"]) > 0
-    assert json.loads(resp.headers["X-Stage-Durations"])
-    codec, frames = frames_of(resp.content)
-    assert codec == "h264"
+    assert resp.headers["X-Request-Id"].startswith("video_sync-")
+    assert resp.headers["X-Model"] == "Wan-AI/Wan2.1-VACE-1.3B-diffusers"
+    assert float(resp.headers["X-Inference-Time-S"]) > 0
+    stages = json.loads(resp.headers["X-Stage-Durations"])
+    assert stages and all(isinstance(v, float) and v >= 0 for v in stages.values())
+    codec, rate, frames = decode_mp4(resp.content)
+    assert codec == "h264" and rate == 8
     assert len(frames) == 9  # 10 → 4k+1
-    assert frames[0].shape == (160, 240, 3)  # multiples of 16
+    assert frames[0].shape == (160, 240, 3)  # 250×170 → multiples of 16
+    assert np.abs(frames[0].astype(float) - frames[-1]).mean() > 3  # it moves
 
 
-def test_video_defaults(engine_url):
-    codec, frames = frames_of(post_video(engine_url, {"prompt": "a quiet street"}).content)
-    assert len(frames) == 17 and frames[0].shape == (320, 480, 3)
-
-
-def test_video_animates_the_reference_image(engine_url):
-    ref = Image.new("RGB", (480, 320), (200, 30, 30))
-    resp = post_video(
-        engine_url,
-        {"prompt": "zoom", "num_frames": 5, "image_reference": json.dumps({"image_url": png_data_url(ref)})},
-    )
+@pytest.mark.parametrize("asked,made", [(1, 1), (5, 5), (8, 9), (12, 13), (16, 17), (17, 17)])
+def test_video_frame_count_follows_wans_4k_plus_1_rule(engine_url, asked, made):
+    resp = post_video(engine_url, {"prompt": "p", "width": 64, "height": 48, "num_frames": asked, "fps": 8})
     assert resp.status_code == 200, resp.text
-    _, frames = frames_of(resp.content)
-    mean = frames[0].reshape(-1, 3).mean(axis=0)
-    assert mean[0] > 150 and mean[1] < 90 and mean[2] < 90  # the reference's red, not the prompt preview
+    assert len(decode_mp4(resp.content)[2]) == made
+
+
+def test_video_defaults_are_vllm_omnis_wan_vace_defaults(engine_url):
+    _, rate, frames = decode_mp4(post_video(engine_url, {"prompt": "a quiet street"}).content)
+    assert len(frames) == 81 and frames[0].shape == (480, 832, 3) and rate == 24
+
+
+def test_video_size_wins_and_seconds_times_fps_gives_frames(engine_url):
+    resp = post_video(engine_url, {"prompt": "p", "size": "320x192", "width": 640, "height": 480, "seconds": 1,
+                                   "fps": 8})
+    assert resp.status_code == 200, resp.text
+    _, rate, frames = decode_mp4(resp.content)
+    assert frames[0].shape == (192, 320, 3) and len(frames) == 9 and rate == 8  # 1 s × 8 fps = 8 → 9
+
+
+def test_video_animates_the_image_reference(engine_url):
+    ref = two_tone()
+    resp = post_video(engine_url, {"prompt": "zoom", "width": 480, "height": 320, "num_frames": 5,
+                                   "image_reference": json.dumps({"image_url": data_url(ref)})})
+    assert resp.status_code == 200, resp.text
+    _, _, frames = decode_mp4(resp.content)
+    first = frames[0].astype(float)
+    # Colour statistics of the reference, in its layout: red on the left, blue on the right.
+    left, right = first[60:260, 20:220].reshape(-1, 3).mean(axis=0), first[60:260, 260:460].reshape(-1, 3).mean(axis=0)
+    assert left[0] > 160 and left[2] < 80, left
+    assert right[2] > 160 and right[0] < 80, right
+    assert np.abs(first[40:280] - np.asarray(ref, dtype=float)[40:280]).mean() < 20
+    text_only = decode_mp4(post_video(engine_url, {"prompt": "zoom", "width": 480, "height": 320,
+                                                    "num_frames": 5}).content)[2][0]
+    assert np.abs(first - text_only).mean() > 20  # not the prompt's preview
+
+
+def test_video_reference_without_size_keeps_its_aspect_ratio(engine_url):
+    ref = two_tone((480, 320))  # 3:2 → VACE's 480·832-pixel area: 768×512
+    resp = post_video(engine_url, {"prompt": "p", "num_frames": 1, "fps": 8,
+                                   "image_reference": json.dumps({"image_url": data_url(ref)})})
+    assert resp.status_code == 200, resp.text
+    assert decode_mp4(resp.content)[2][0].shape == (512, 768, 3)
 
 
 def test_video_input_reference_file(engine_url):
     buf = io.BytesIO()
     Image.new("RGB", (64, 64), (20, 20, 220)).save(buf, "PNG")
-    resp = post_video(engine_url, {"prompt": "p", "num_frames": 5}, {"input_reference": ("ref.png", buf.getvalue(), "image/png")})
+    resp = post_video(engine_url, {"prompt": "p", "width": 128, "height": 96, "num_frames": 5},
+                      {"input_reference": ("ref.png", buf.getvalue(), "image/png")})
     assert resp.status_code == 200, resp.text
-    _, frames = frames_of(resp.content)
-    assert frames[0].reshape(-1, 3).mean(axis=0)[2] > 150
+    frame = decode_mp4(resp.content)[2][0]
+    assert frame.shape == (96, 128, 3) and frame[20:70].reshape(-1, 3).mean(axis=0)[2] > 150
 
 
 def test_video_rejects_json_body(engine_url):
-    resp = httpx.post(f"{engine_url}/v1/videos/sync", json={"prompt": "x"}, timeout=10)
-    assert resp.status_code == 400 and "multipart" in resp.json()["error"]["message"]
+    err = error_of(httpx.post(f"{engine_url}{VIDEOS}", json={"prompt": "x"}, timeout=10))
+    assert "multipart/form-data only" in err["message"]
 
 
 @pytest.mark.parametrize(
     "value,needle",
     [
-        ("not json", "JSON object"),
-        (json.dumps({"image_url": "http://example.invalid/a.png"}), "data URL"),
-        (json.dumps({"image_url": "data:image/png;base64,!!!"}), "base64"),
-        (json.dumps({"image_url": "data:image/png;base64," + base64.b64encode(b"hello").decode()}), "not a readable image"),
+        ("not json", "Invalid JSON in form field."),
+        (json.dumps({"image_url": "http://example.invalid/a.png"}), "does not download URLs"),
+        (json.dumps({"image_url": "ftp://example.invalid/a.png"}), "must be an http(s) URL or data URL"),
+        (json.dumps({"image_url": "data:image/png;base64,!!!"}), "image data is not valid base64"),
+        (json.dumps({"image_url": "data:image/png;base64," + base64.b64encode(b"hello").decode()}),
+         "Invalid image_reference.image_url: provided content is not a valid image."),
+        (json.dumps({"file_id": "file-123"}), "file_id is not supported yet"),
+        (json.dumps(["data:image/png;base64,AAAA"]), 'expected a JSON object {"image_url": ...}'),
     ],
 )
-def test_video_bad_reference_is_400(engine_url, value, needle):
-    resp = post_video(engine_url, {"prompt": "x", "image_reference": value})
-    assert resp.status_code == 400
-    assert needle in resp.json()["error"]["message"]
+def test_video_bad_image_reference_is_400(engine_url, value, needle):
+    err = error_of(post_video(engine_url, {"prompt": "x", "num_frames": 1, "image_reference": value}))
+    assert needle in err["message"]
+
+
+def test_video_bad_input_reference_file_is_400(engine_url):
+    resp = post_video(engine_url, {"prompt": "x"}, {"input_reference": ("notes.txt", b"not an image", "text/plain")})
+    assert error_of(resp)["message"] == "Invalid input_reference: provided content is not a valid image."
 
 
 def test_video_decompression_bomb_is_refused(engine_url):
     buf = io.BytesIO()
-    Image.new("1", (10000, 10000)).save(buf, "PNG")  # tiny file, 100 M pixels
-    resp = post_video(engine_url, {"prompt": "x"}, {"input_reference": ("bomb.png", buf.getvalue(), "image/png")})
-    assert resp.status_code == 400 and "pixels" in resp.json()["error"]["message"]
+    Image.new("1", (10000, 10000)).save(buf, "PNG")  # a few kB of file, 100 M pixels
+    assert len(buf.getvalue()) < 100_000
+    err = error_of(post_video(engine_url, {"prompt": "x"}, {"input_reference": ("bomb.png", buf.getvalue(), "image/png")}))
+    assert "10000x10000" in err["message"] and "pixels" in err["message"]
 
 
-def test_video_missing_prompt_is_422(engine_url):
-    assert post_video(engine_url, {"num_frames": 5}).status_code == 422
+def test_video_both_references_are_refused(engine_url):
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 32)).save(buf, "PNG")
+    resp = post_video(engine_url, {"prompt": "x", "image_reference": json.dumps({"image_url": data_url(two_tone())})},
+                      {"input_reference": ("ref.png", buf.getvalue(), "image/png")})
+    assert error_of(resp)["message"] == "Provide either input_reference or image_reference, not both."
+
+
+def test_video_form_fields_over_1_mb_are_refused_like_the_server_does(engine_url):
+    noise = Image.fromarray(np.random.default_rng(0).integers(0, 256, (700, 700, 3), dtype=np.uint8))
+    url = data_url(noise, "PNG")
+    assert len(url) > 1024 * 1024
+    err = error_of(post_video(engine_url, {"prompt": "x", "image_reference": json.dumps({"image_url": url})}))
+    assert err["message"].startswith("Part exceeded maximum size of 1024KB.") and "input_reference" in err["message"]
+
+
+@pytest.mark.parametrize(
+    "fields,param,needle",
+    [
+        ({"num_frames": 5}, "body.prompt", "Field required"),
+        ({"prompt": "x", "width": "wide"}, "body.width", "valid integer"),
+        ({"prompt": "x", "size": "big"}, "body.size", "should match pattern"),
+        ({"prompt": "x", "fps": 0}, "body.fps", "greater than or equal to 1"),
+    ],
+)
+def test_video_form_validation_errors_are_400_naming_the_field(engine_url, fields, param, needle):
+    err = error_of(post_video(engine_url, fields))
+    assert err["param"] == param and err["message"].startswith("1 validation error:") and needle in err["message"]
+
+
+def test_video_other_model_and_oversized_requests_are_refused(engine_url):
+    err = error_of(post_video(engine_url, {"prompt": "x", "model": "Wan-AI/Wan2.2-T2V-A14B"}))
+    assert err["message"].startswith("Model mismatch: request specifies 'Wan-AI/Wan2.2-T2V-A14B'")
+    assert "too large" in error_of(post_video(engine_url, {"prompt": "x", "size": "2048x2048"}))["message"]
+    assert "too small" in error_of(post_video(engine_url, {"prompt": "x", "size": "8x8"}))["message"]
+    assert "too many" in error_of(post_video(engine_url, {"prompt": "x", "seconds": 20, "fps": 30}))["message"]
