@@ -120,9 +120,9 @@ def test_model_errors_carry_the_original_status_and_message(emulator: EmulatorHa
         rt.invoke_endpoint(EndpointName="image-err", Body=b'{"size": "64x64"}', ContentType="application/json", CustomAttributes=IMAGE_ROUTE)
     code, message = error_of(info)
     assert code == "ModelError" and info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 424
-    assert info.value.response["OriginalStatusCode"] == 422
+    assert info.value.response["OriginalStatusCode"] == 400  # vLLM-Omni answers validation errors with 400
     assert "prompt" in info.value.response["OriginalMessage"]
-    assert message.startswith("Received client error (422) from primary with message")
+    assert message.startswith("Received client error (400) from primary with message")
 
 
 def test_unknown_and_not_in_service_endpoints_are_refused(emulator: EmulatorHandle) -> None:
