@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 import av
+import httpx
 import pytest
 import urllib3
 from botocore.exceptions import ClientError
@@ -115,14 +116,18 @@ def test_invoke_endpoint_returns_the_engines_png(emulator: EmulatorHandle) -> No
 
 def test_model_errors_carry_the_original_status_and_message(emulator: EmulatorHandle) -> None:
     deploy_endpoint(emulator, "image-err")
+    bad = b'{"size": "64x64"}'  # no prompt
+    direct = httpx.post(f"{emulator.engine_url}/v1/images/generations", content=bad,
+                        headers={"Content-Type": "application/json"}, trust_env=False, timeout=30)
+    assert 400 <= direct.status_code < 500  # what the container itself answers
     rt = emulator.client("sagemaker-runtime")
     with pytest.raises(ClientError) as info:
-        rt.invoke_endpoint(EndpointName="image-err", Body=b'{"size": "64x64"}', ContentType="application/json", CustomAttributes=IMAGE_ROUTE)
+        rt.invoke_endpoint(EndpointName="image-err", Body=bad, ContentType="application/json", CustomAttributes=IMAGE_ROUTE)
     code, message = error_of(info)
     assert code == "ModelError" and info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 424
-    assert info.value.response["OriginalStatusCode"] == 400  # vLLM-Omni answers validation errors with 400
-    assert "prompt" in info.value.response["OriginalMessage"]
-    assert message.startswith("Received client error (400) from primary with message")
+    assert info.value.response["OriginalStatusCode"] == direct.status_code
+    assert info.value.response["OriginalMessage"] == direct.text and "prompt" in direct.text
+    assert message.startswith(f"Received client error ({direct.status_code}) from primary with message")
 
 
 def test_unknown_and_not_in_service_endpoints_are_refused(emulator: EmulatorHandle) -> None:
@@ -167,7 +172,10 @@ def test_async_inline_body_and_failure_object(emulator: EmulatorHandle, bucket: 
     # JSON is refused by /v1/videos/sync: the error text goes to the failure location
     bad = rt.invoke_endpoint_async(EndpointName=video_endpoint, Body=b'{"prompt": "x"}', ContentType="application/json", CustomAttributes=VIDEO_ROUTE)
     failure = wait_for_object(s3, bad["FailureLocation"]).decode()
-    assert "Received client error (400) from primary" in failure and "multipart/form-data only" in failure
+    direct = httpx.post(f"{emulator.engine_url}/v1/videos/sync", content=b'{"prompt": "x"}',
+                        headers={"Content-Type": "application/json"}, trust_env=False, timeout=30)
+    assert f"Received client error ({direct.status_code}) from primary" in failure and direct.text in failure
+    assert "multipart" in direct.text
     assert decoded_frames(wait_for_object(s3, ok["OutputLocation"]))[0] == 5
     assert not object_exists(s3, bad["OutputLocation"])
 
