@@ -374,7 +374,8 @@ async def _video_from_form(form: Any) -> Response:
             "X-Model": VIDEO_MODEL,
             VIDEO_HEADER_INFERENCE_TIME: f"{elapsed:.3f}",
             VIDEO_HEADER_STAGE_DURATIONS: json.dumps(
-                {"preview_draw": round(stages.get("draw_s", 0.0), 4), "h264_encode": round(stages.get("encode_s", 0.0), 4)},
+                {"preview_draw": round(stages.get("draw_s", 0.0), 4),
+                 "h264_encode": round(stages.get("encode_s", 0.0), 4)},
                 separators=(",", ":"),
             ),
             "X-Peak-Memory-MB": "0.000",  # no accelerator: nothing to report

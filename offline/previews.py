@@ -16,6 +16,7 @@ import hashlib
 import io
 import math
 import textwrap
+import threading
 import time
 from fractions import Fraction
 from functools import lru_cache
@@ -33,8 +34,17 @@ _FONTS = ("DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bo
           "LiberationSans-Bold.ttf", "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf")
 
 
-@lru_cache(maxsize=64)
+_fonts = threading.local()  # a FreeType face must not be shared between threads; renders run in a pool
+
+
 def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    cache: dict[int, ImageFont.FreeTypeFont | ImageFont.ImageFont] = _fonts.__dict__.setdefault("by_size", {})
+    if size not in cache:
+        cache[size] = _load_font(size)
+    return cache[size]
+
+
+def _load_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     for name in _FONTS:
         try:
             return ImageFont.truetype(name, size)
@@ -207,8 +217,9 @@ def render_video(
 
     The first frame is the reference fitted to width×height (or the prompt's preview picture); the clip
     then eases into a slow zoom and a seeded pan, with a frame counter (bottom left) and the preview label
-    (bottom right) on every frame, and the prompt in a band at the top when there is no reference. Width and height must be even (4:2:0); the engine passes multiples of 16.
-    `timings`, when given, receives the seconds spent drawing frames and encoding them.
+    (bottom right) on every frame, and the prompt in a band at the top when there is no reference.
+    Width and height must be even (4:2:0); the engine passes multiples of 16. `timings`, when given,
+    receives the seconds spent drawing frames and encoding them.
     """
     if width < 2 or height < 2 or width % 2 or height % 2:
         raise ValueError(f"width and height must be even (yuv420p), got {width}x{height}")

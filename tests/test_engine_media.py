@@ -284,7 +284,8 @@ def test_video_decompression_bomb_is_refused(engine_url):
     buf = io.BytesIO()
     Image.new("1", (10000, 10000)).save(buf, "PNG")  # a few kB of file, 100 M pixels
     assert len(buf.getvalue()) < 100_000
-    err = error_of(post_video(engine_url, {"prompt": "x"}, {"input_reference": ("bomb.png", buf.getvalue(), "image/png")}))
+    bomb = {"input_reference": ("bomb.png", buf.getvalue(), "image/png")}
+    err = error_of(post_video(engine_url, {"prompt": "x"}, bomb))
     assert "10000x10000" in err["message"] and "pixels" in err["message"]
 
 
