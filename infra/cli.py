@@ -195,32 +195,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ---------------------------------------------------------------------------------------------------------
 def _report_deploy(args: argparse.Namespace, result: DeployResult) -> int:
-    smoke_report = None
-    if result.ok and not args.no_smoke:
-        from infra.smoke import deployment_backend, record_smoke, run_smoke
-
-        print("smoke test ...", file=sys.stderr)
-        backend = deployment_backend(result.state)
-        try:
-            smoke_report = run_smoke(backend, args.smoke_dir, result.state.spec.roles, progress=_print_smoke_check)
-        finally:
-            backend.close()
-        record_smoke(result.state, smoke_report)
-    if args.json:
-        _print_json({**result.to_dict(), "smoke": None if smoke_report is None else smoke_report.to_dict()})
-    else:
+    if not args.json:
         for o in result.outcomes.values():
             print(o.summary())
         print(f"state: {result.state.path}")
     if not result.ok:
+        if args.json:
+            _print_json({**result.to_dict(), "smoke": None})
         err = result.error()
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code if err is not None else 1
-    if smoke_report is not None and not smoke_report.ok:
-        print("error: the smoke test failed: " + "; ".join(f"{c.role}: {c.detail}" for c in smoke_report.checks
-                                                         if not c.ok), file=sys.stderr)
-        return 5
-    return 0
+    smoke: dict[str, Any] | None = None
+    code = 0
+    if not args.no_smoke:
+        from infra.smoke import deployment_backend, record_smoke, run_smoke
+
+        print("smoke test ...", file=sys.stderr)
+        try:
+            backend = deployment_backend(result.state)
+        except StudioError as exc:  # the endpoints are up; only the test could not start
+            smoke, code = {"ok": False, "error": str(exc)}, 5
+            print(f"error: the endpoints are InService but the smoke test did not run: {exc}", file=sys.stderr)
+        else:
+            try:
+                report = run_smoke(backend, args.smoke_dir, result.state.spec.roles, progress=_print_smoke_check)
+            finally:
+                backend.close()
+            record_smoke(result.state, report)
+            smoke = report.to_dict()
+            if not report.ok:
+                code = 5
+                print("error: the smoke test failed: " + "; ".join(
+                    f"{c.role}: {c.detail}" for c in report.checks if not c.ok), file=sys.stderr)
+    if args.json:
+        _print_json({**result.to_dict(), "smoke": smoke})
+    return code
 
 
 def _print_smoke_check(check: Any) -> None:

@@ -104,7 +104,6 @@ class DeployResult:
     state: DeploymentState
     outcomes: dict[Role, EndpointOutcome]
     quota: QuotaReport | None = None
-    bucket_created: bool = False
 
     @property
     def ok(self) -> bool:
@@ -128,7 +127,7 @@ class DeployResult:
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "deployment_id": self.state.deployment_id, "region": self.state.region,
                 "state_file": str(self.state.path), "bucket": self.state.spec.bucket,
-                "bucket_created": self.bucket_created,
+                "bucket_created": self.state.bucket_created,
                 "endpoints": {r: o.to_dict() for r, o in self.outcomes.items()},
                 "quota": None if self.quota is None else self.quota.to_dict()}
 
@@ -235,19 +234,6 @@ def _converge(ctx: AwsContext, state: DeploymentState, wait: WaitSettings, progr
     stop = stop or threading.Event()
     spec = state.spec
     result = DeployResult(state=state, outcomes={})
-    if spec.bucket:
-        try:
-            created = ensure_bucket(ctx, spec, progress)
-        except InfraError as exc:
-            for ep in spec.endpoints:
-                result.outcomes[ep.role] = EndpointOutcome(ep.role, ep.endpoint_name, "Error", error=exc)
-            state.phase = "incomplete"
-            state.save()
-            return result
-        with state.lock:
-            state.bucket_created = state.bucket_created or created
-        result.bucket_created = created
-        state.save()
     # One thread per endpoint: the three create and wait side by side (DESIGN.md: performance habits).
     with ThreadPoolExecutor(max_workers=len(spec.endpoints), thread_name_prefix="infra-endpoint") as pool:
         futures = {ep.role: pool.submit(_converge_endpoint, ctx, state, ep, wait, progress, stop)
@@ -272,6 +258,12 @@ def _converge_endpoint(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec
     spec = state.spec
     sm = ctx.sagemaker
     try:
+        if ep.kind == "async" and spec.bucket:
+            # Only the async endpoint needs the bucket; in its own thread, the others do not wait for it.
+            created = ensure_bucket(ctx, spec, progress)
+            with state.lock:
+                state.bucket_created = state.bucket_created or created
+            state.save()
         _ensure(state, rec.model, "model", outcome, progress, ep.role,
                 describe=lambda: sm.describe_model(ModelName=ep.model_name)["ModelArn"],
                 create=lambda: sm.create_model(**spec.create_model_request(ep))["ModelArn"])
@@ -295,35 +287,50 @@ def _converge_endpoint(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec
 
 def _ensure(state: DeploymentState, rec: ResourceRecord, kind: str, outcome: EndpointOutcome,
             progress: ProgressCallback, role: Role, *, describe: Callable[[], str], create: Callable[[], str]) -> None:
-    """Describe the planned name; create it only when SageMaker has no such resource."""
+    """Make sure the planned resource exists, never creating it twice.
+
+    A name still `planned` is created straight away (names carry the deployment id, so nobody else has
+    it); "already existing" means an earlier attempt created it and lost the answer: it is reused. A name
+    recorded as created is described first and only created again if SageMaker no longer has it.
+    """
+    if rec.status == "planned":
+        try:
+            arn = create()
+        except AWS_ERRORS as exc:
+            if "already existing" not in error_message(exc).lower():
+                raise
+        else:
+            _record(state, rec, "created", arn, kind, outcome, progress, role)
+            return
     try:
         arn = describe()
-        with state.lock:
-            if rec.status != "created":
-                rec.status = "reused"
-            rec.arn = arn
-        outcome.reused.append(kind)
-        progress(Progress(role, kind, f"{kind} {rec.name} exists: reused"))
     except AWS_ERRORS as exc:
         if not is_not_found(exc):
             raise
-        try:
-            arn = create()
-        except AWS_ERRORS as create_exc:
-            if "already existing" not in error_message(create_exc).lower():
-                raise
-            arn = describe()  # created meanwhile (an earlier attempt whose answer was lost)
-        with state.lock:
-            rec.status, rec.arn = "created", arn
-        outcome.created.append(kind)
-        progress(Progress(role, kind, f"{kind} {rec.name} created"))
+        _record(state, rec, "created", create(), kind, outcome, progress, role)
+        return
+    _record(state, rec, "reused", arn, kind, outcome, progress, role)
+
+
+def _record(state: DeploymentState, rec: ResourceRecord, how: str, arn: str, kind: str, outcome: EndpointOutcome,
+            progress: ProgressCallback, role: Role) -> None:
+    with state.lock:
+        rec.arn = arn
+        if how == "created" or rec.status != "created":
+            rec.status = how  # type: ignore[assignment]
+    (outcome.created if how == "created" else outcome.reused).append(kind)
+    progress(Progress(role, kind, f"{kind} {rec.name} {'created' if how == 'created' else 'exists: reused'}"))
     state.save()
 
 
 def _ensure_endpoint(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec, rec: EndpointRecord,
                      outcome: EndpointOutcome, wait: WaitSettings, progress: ProgressCallback,
                      stop: threading.Event) -> None:
+    """Create the endpoint (straight away while it is only planned, as in `_ensure`), or reuse it: Creating
+    or InService endpoints are waited for; a Failed one is deleted and created again."""
     sm = ctx.sagemaker
+    if rec.endpoint.status == "planned" and _create_endpoint(sm, state, ep, rec, outcome, progress):
+        return
     try:
         desc = sm.describe_endpoint(EndpointName=ep.endpoint_name)
     except AWS_ERRORS as exc:
@@ -343,31 +350,38 @@ def _ensure_endpoint(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec, 
         _wait_gone(ctx, ep.endpoint_name, wait, stop)
         desc = None
     if desc is None:
-        try:
-            arn = sm.create_endpoint(**state.spec.create_endpoint_request(ep))["EndpointArn"]
-            created = True
-        except AWS_ERRORS as exc:
-            if "already existing" not in error_message(exc).lower():
-                raise
-            arn, created = sm.describe_endpoint(EndpointName=ep.endpoint_name)["EndpointArn"], False
-        with state.lock:
-            rec.endpoint.status = "created" if created or rec.endpoint.status == "created" else "reused"
-            rec.endpoint.arn = arn
-            rec.failure_reason = None
-            rec.endpoint_status = "Creating"
-        (outcome.created if created else outcome.reused).append("endpoint")
-        progress(Progress(ep.role, "endpoint", f"endpoint {ep.endpoint_name} created; SageMaker picks the instance "
-                          f"from {ep.pool.flag()}", status="Creating"))
-    else:
-        with state.lock:
-            if rec.endpoint.status != "created":
-                rec.endpoint.status = "reused"
-            rec.endpoint.arn = desc["EndpointArn"]
-            rec.endpoint_status = desc["EndpointStatus"]
-        outcome.reused.append("endpoint")
-        progress(Progress(ep.role, "endpoint", f"endpoint {ep.endpoint_name} exists ({desc['EndpointStatus']}): reused",
-                          status=desc["EndpointStatus"]))
+        if not _create_endpoint(sm, state, ep, rec, outcome, progress):
+            raise EndpointFailed(f"endpoint {ep.endpoint_name} appeared while being created again; {RESUME_HINT}")
+        return
+    with state.lock:
+        if rec.endpoint.status != "created":
+            rec.endpoint.status = "reused"
+        rec.endpoint.arn = desc["EndpointArn"]
+        rec.endpoint_status = desc["EndpointStatus"]
+    outcome.reused.append("endpoint")
+    progress(Progress(ep.role, "endpoint", f"endpoint {ep.endpoint_name} exists ({desc['EndpointStatus']}): reused",
+                      status=desc["EndpointStatus"]))
     state.save()
+
+
+def _create_endpoint(sm: Any, state: DeploymentState, ep: EndpointSpec, rec: EndpointRecord,
+                     outcome: EndpointOutcome, progress: ProgressCallback) -> bool:
+    """CreateEndpoint; False when it already exists (the caller describes it instead)."""
+    try:
+        arn = sm.create_endpoint(**state.spec.create_endpoint_request(ep))["EndpointArn"]
+    except AWS_ERRORS as exc:
+        if "already existing" not in error_message(exc).lower():
+            raise
+        return False
+    with state.lock:
+        rec.endpoint.status, rec.endpoint.arn = "created", arn
+        rec.failure_reason = None
+        rec.endpoint_status = "Creating"
+    outcome.created.append("endpoint")
+    progress(Progress(ep.role, "endpoint", f"endpoint {ep.endpoint_name} created; SageMaker picks the instance "
+                      f"from {ep.pool.flag()}", status="Creating"))
+    state.save()
+    return True
 
 
 def instance_type_in_use(desc: Mapping[str, Any], pool: InstancePool | None = None) -> str | None:

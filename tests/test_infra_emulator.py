@@ -234,9 +234,9 @@ def test_deploy_interrupted_after_each_create_step_resumes_to_exactly_one_of_eac
     probe.identity()
     check_quotas(probe, {"voice": InstancePool(PUBLISHED_POOL)})
     before = emulator_env.state()["calls"]["AKIAPROBECALLS000001"]
-    # Then per resource: describe (not found), create.
-    expected = {before - 1: None, before + 2: ("model",), before + 4: ("endpoint config", "model"),
-                before + 6: ("endpoint", "endpoint config", "model")}
+    # Then one create per resource (names still only planned are created without a describe first).
+    expected = {before - 1: None, before + 1: ("model",), before + 2: ("endpoint config", "model"),
+                before + 3: ("endpoint", "endpoint config", "model")}
     for n, created_expected in expected.items():
         emulator_env.reset()
         emulator_env.set_faults(expire_credentials_after_calls=n)
