@@ -1,0 +1,32 @@
+"""Infra: stand up, watch and tear down the studio's SageMaker endpoints — a library first, with a thin CLI
+(`python -m infra`). Every function returns typed results; long ones take a `progress` callback (called
+from worker threads) and never print. Errors are `infra.errors.InfraError` (a services StudioError) with
+a message that names what to fix.
+
+    from infra import DeployOptions, deploy, resume, deployment_status, delete_deployment
+
+    result = deploy(DeployOptions(roles=["voice", "image"], region="us-east-1"), state_file=path,
+                    progress=on_progress)             # DeployResult: .ok, .outcomes[role], .error()
+    report = deployment_status(path)                  # StatusReport: rows, $/hour, cost so far, .creating
+    gone = delete_deployment(path)                    # DeleteReport: each deletion, .remaining, .state_removed
+"""
+
+from infra.delete import DeleteReport, Deletion, delete_by_name, delete_deployment
+from infra.deploy import DeployResult, EndpointOutcome, Progress, WaitSettings, deploy, resume
+from infra.errors import InfraError
+from infra.model import DeployOptions, DeploymentSpec, EndpointSpec, InstancePool
+from infra.pricing import PriceTable, load_prices, refresh_prices
+from infra.quotas import QuotaReport, check_quotas
+from infra.smoke import SmokeReport, deployment_backend, record_smoke, run_smoke
+from infra.state import DEFAULT_STATE_FILE, DeploymentState
+from infra.status import CostReport, StatusReport, cost_of_types, deployment_status
+from infra.sweep import StudioFleet, SweepReport, delete_orphans, find_orphans, studio_fleet
+
+__all__ = [
+    "DEFAULT_STATE_FILE", "CostReport", "DeleteReport", "Deletion", "DeployOptions", "DeployResult",
+    "DeploymentSpec", "DeploymentState", "EndpointOutcome", "EndpointSpec", "InfraError", "InstancePool",
+    "PriceTable", "Progress", "QuotaReport", "SmokeReport", "StatusReport", "StudioFleet", "SweepReport",
+    "WaitSettings", "check_quotas", "cost_of_types", "delete_by_name", "delete_deployment", "delete_orphans",
+    "deploy", "deployment_backend", "deployment_status", "find_orphans", "load_prices", "record_smoke",
+    "refresh_prices", "resume", "run_smoke", "studio_fleet",
+]

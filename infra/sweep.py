@@ -141,6 +141,49 @@ def find_orphans(ctx: AwsContext, state_files: Iterable[Path], *, prices: PriceT
     return SweepReport(ctx.region, orphans, used, seen, prices, skipped_state_files=skipped)
 
 
+@dataclass
+class StudioFleet:
+    """Every studio-tagged endpoint in a region, known or not: what the cost banner shows."""
+
+    region: str
+    endpoints: list[tuple[str, EndpointStatus]]  # (deployment id, status)
+    prices: PriceTable
+
+    @property
+    def running(self) -> list[EndpointStatus]:
+        return [e for _, e in self.endpoints if e.billing]
+
+    @property
+    def usd_per_hour(self) -> float:
+        return sum(e.usd_per_hour or 0.0 for e in self.running)
+
+    @property
+    def cost_so_far_usd(self) -> float:
+        return sum(e.cost_so_far_usd or 0.0 for e in self.running)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"region": self.region, "running": len(self.running), "usd_per_hour": round(self.usd_per_hour, 4),
+                "cost_so_far_usd": round(self.cost_so_far_usd, 4),
+                "endpoints": [{"deployment_id": d, **e.to_dict()} for d, e in self.endpoints]}
+
+
+def studio_fleet(ctx: AwsContext, *, prices: PriceTable | None = None) -> StudioFleet:
+    """List the region's endpoints and keep the studio's (tagged), with status and running cost."""
+    prices = prices or load_prices()
+    sm = ctx.sagemaker
+    found: list[tuple[str, EndpointStatus]] = []
+    try:
+        for page in sm.get_paginator("list_endpoints").paginate(PaginationConfig={"PageSize": 100}):
+            for item in page.get("Endpoints", []):
+                tags = _studio_tags(sm, item["EndpointArn"])
+                if tags is not None:
+                    status = describe_endpoint_status(ctx, item["EndpointName"], prices, role=tags.get(TAG_ROLE))
+                    found.append((tags[TAG_DEPLOYMENT], status))
+    except AWS_ERRORS as exc:
+        raise translate(exc, "list the studio's endpoints") from None
+    return StudioFleet(ctx.region, found, prices)
+
+
 def delete_orphans(ctx: AwsContext, orphans: list[Orphan], *, wait: WaitSettings = WaitSettings(),
                    progress: ProgressCallback | None = None) -> DeleteReport:
     """Endpoints first (concurrently, each waited until gone), then configs, then models; verified."""

@@ -410,3 +410,42 @@ def test_missing_credentials_and_bad_options_are_named(emulator_env: EmulatorHan
     assert infra_main(["deploy", "--state-file", str(state_file), "--role-arn", ROLE_ARN]) == 3
     assert "no usable AWS credentials" in capsys.readouterr().err
     assert not state_file.exists()
+
+
+def test_fleet_lists_every_studio_endpoint_with_its_cost(emulator_env: EmulatorHandle, state_file: Path):
+    from infra.sweep import studio_fleet
+    from tests.emulator_support import deploy_endpoint
+
+    assert deploy(options(roles=["voice", "image"]), state_file=state_file, wait=FAST).ok
+    deploy_endpoint(emulator_env, "customer-own", instance_types=["ml.g5.xlarge"])  # not the studio's
+    fleet = studio_fleet(_ctx())
+    state = DeploymentState.load(state_file)
+    assert sorted(e.endpoint_name for e in fleet.running) == sorted(r.endpoint.name for r in state.endpoints.values())
+    assert {d for d, _ in fleet.endpoints} == {state.deployment_id}
+    price = load_prices().hourly("ml.g6.xlarge", "us-east-1").usd_per_hour
+    assert fleet.usd_per_hour == pytest.approx(2 * price) and fleet.cost_so_far_usd > 0
+    assert delete_deployment(state_file, wait=FAST).ok
+    assert studio_fleet(_ctx()).running == []
+
+
+def test_deploy_runs_the_smoke_test_unless_told_not_to(emulator_env: EmulatorHandle, state_file: Path,
+                                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """With the SageMaker backend (services/sagemaker.py) the smoke test streams through the emulator and
+    saves validation-output.wav; without it, deploy says the endpoints are up but the test did not run."""
+    import importlib.util
+    import wave
+
+    out = tmp_path / "smoke"
+    code = infra_main(["deploy", "voice", "--state-file", str(state_file), "--role-arn", ROLE_ARN,
+                       "--smoke-dir", str(out), *CLI_FAST])
+    err = capsys.readouterr().err
+    state = DeploymentState.load(state_file)
+    if importlib.util.find_spec("services.sagemaker") is None:
+        assert code == 5 and "InService but the smoke test did not run" in err and "services/sagemaker.py" in err
+    else:
+        assert code == 0, err
+        with wave.open(str(out / "validation-output.wav")) as w:
+            assert w.getframerate() == 24000 and w.getnframes() * 2 > 2000
+        assert state.record("voice").smoke["ok"]
+    assert state.record("voice").endpoint_status == "InService"
+    assert delete_deployment(state_file, wait=FAST).ok
