@@ -137,6 +137,10 @@ def translate(exc: BaseException, action: str, *, resumable: bool = False, retry
     if code in DENIED_CODES:
         return AccessDenied(f"access denied while trying to {action}: {error_message(exc)}; grant that permission "
                             f"to the caller (or use a profile that has it), then {again}")
+    if code == "ResourceLimitExceeded":
+        return AwsCallFailed(f"SageMaker refused for quota while trying to {action}: {error_message(exc)} Request an "
+                             "increase in Service Quotas or narrow --instance-types (`python -m infra cost` shows "
+                             f"the prices), then {again}")
     if isinstance(exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError):
         return AwsCallFailed(f"cannot reach AWS to {action} ({exc}); check the network, proxy and AWS_ENDPOINT_URL_* "
                              f"settings, then {again}")

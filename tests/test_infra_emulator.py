@@ -449,3 +449,21 @@ def test_deploy_runs_the_smoke_test_unless_told_not_to(emulator_env: EmulatorHan
         assert state.record("voice").smoke["ok"]
     assert state.record("voice").endpoint_status == "InService"
     assert delete_deployment(state_file, wait=FAST).ok
+
+
+def test_quota_refused_at_creation_after_a_capacity_fallback_then_resume(emulator_env: EmulatorHandle,
+                                                                        state_file: Path):
+    """The pre-check expects each endpoint on its first choice; no capacity there sends the first endpoint
+    to its fall-back, whose quota then refuses the second one. That is reported, and resume finishes."""
+    emulator_env.configure(quotas={"ml.g6e.xlarge": 1})
+    emulator_env.set_faults(capacity_unavailable=["ml.g6.xlarge"])
+    first = deploy(options(roles=["voice", "image"]), state_file=state_file, wait=FAST)
+    assert not first.ok
+    refused = [o for o in first.outcomes.values() if o.status == "Error"]
+    assert len(refused) == 1 and "SageMaker refused for quota" in str(refused[0].error)
+    assert "ml.g6e.xlarge for endpoint usage" in str(first.error())
+    emulator_env.configure(quotas={"ml.g6e.xlarge": 2})  # the increase came through
+    again = resume(state_file, wait=FAST)
+    assert again.ok and {o.instance_type for o in again.outcomes.values()} == {"ml.g6e.xlarge"}
+    assert [len(v) for v in listing(emulator_env).values()] == [2, 2, 2]
+    assert delete_deployment(state_file, wait=FAST).ok

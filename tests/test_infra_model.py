@@ -298,3 +298,37 @@ def test_merged_price_table_keeps_what_the_refresh_did_not_cover():
     assert merged.hourly("ml.g6.xlarge", "us-east-1").usd_per_hour == 1.5
     assert merged.hourly("ml.g5.xlarge", "us-east-1").usd_per_hour == pytest.approx(1.408)
     assert merged.as_of == date(2026, 12, 1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+def client_error(code: str, message: str = "boom"):
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": message}}, "CreateEndpoint")
+
+
+@pytest.mark.parametrize("exc, kind, words", [
+    (client_error("ExpiredTokenException"), "CredentialsError",
+     "credentials expired; refresh them and run `python -m infra resume`"),
+    (client_error("ExpiredToken"), "CredentialsError", "credentials expired"),
+    (client_error("UnrecognizedClientException"), "CredentialsError", "rejected the credentials"),
+    (client_error("AccessDeniedException", "not allowed: sagemaker:CreateEndpoint"), "AccessDenied",
+     "sagemaker:CreateEndpoint"),
+    (client_error("ResourceLimitExceeded", "limit 'ml.g5.xlarge for endpoint usage' is 0"), "AwsCallFailed",
+     "Service Quotas"),
+    (client_error("ValidationException", "bad thing"), "AwsCallFailed", "ValidationException: bad thing"),
+])
+def test_aws_errors_become_messages_that_name_the_fix(exc, kind, words):
+    from infra.aws import translate
+
+    err = translate(exc, "create the voice endpoint", resumable=True)
+    assert type(err).__name__ == kind and words in str(err)
+
+
+def test_no_credentials_message():
+    from botocore.exceptions import NoCredentialsError
+
+    from infra.aws import translate
+
+    err = translate(NoCredentialsError(), "check the credentials")
+    assert "no usable AWS credentials" in str(err) and "run the command again" in str(err) and err.exit_code == 3
