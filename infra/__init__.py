@@ -11,10 +11,10 @@ a message that names what to fix.
     gone = delete_deployment(path)                    # DeleteReport: each deletion, .remaining, .state_removed
 """
 
-from infra.delete import DeleteReport, Deletion, delete_by_name, delete_deployment
+from infra.delete import DeleteReport, Deletion, delete_by_name, delete_deployment, deletion_plan
 from infra.deploy import DeployResult, EndpointOutcome, Progress, WaitSettings, deploy, resume
 from infra.errors import InfraError
-from infra.model import DeployOptions, DeploymentSpec, EndpointSpec, InstancePool
+from infra.model import DeployOptions, DeploymentSpec, EndpointSpec, InstancePool, deploy_command, shell_command
 from infra.pricing import PriceTable, load_prices, refresh_prices
 from infra.quotas import QuotaReport, check_quotas
 from infra.smoke import SmokeReport, deployment_backend, record_smoke, run_smoke
@@ -28,5 +28,5 @@ __all__ = [
     "PriceTable", "Progress", "QuotaReport", "SmokeReport", "StatusReport", "StudioFleet", "SweepReport",
     "WaitSettings", "check_quotas", "cost_of_types", "delete_by_name", "delete_deployment", "delete_orphans",
     "deploy", "deployment_backend", "deployment_status", "find_orphans", "load_prices", "record_smoke",
-    "refresh_prices", "resume", "run_smoke", "studio_fleet",
+    "refresh_prices", "resume", "run_smoke", "studio_fleet", "deletion_plan", "deploy_command", "shell_command",
 ]

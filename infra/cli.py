@@ -51,8 +51,8 @@ class ProgressPrinter:
             self._beat[p.role] = now
             who = (p.role or "").ljust(5)
             if p.step in ("wait", "done", "failed") and p.status:
-                line = (f"{p.status:<10} {format_duration(p.elapsed_s):>8}  "
-                        f"{p.instance_type or '(instance type not reported yet)'}")
+                where = p.instance_type or ("(instance type not reported yet)" if p.status == "Creating" else "")
+                line = f"{p.status:<10} {format_duration(p.elapsed_s):>8}  {where}".rstrip()
                 if p.step == "failed":
                     line += f"  FailureReason: {p.message.split(': ', 1)[-1]}"
             else:

@@ -71,6 +71,13 @@ class DeleteReport:
                 "bucket_deleted": self.bucket_deleted, "errors": [str(e) for e in self.errors]}
 
 
+def deletion_plan(state: DeploymentState, roles: list[Role] | None = None) -> list[tuple[Role, Kind, str]]:
+    """What `delete_deployment` will delete, in order: for the confirmation that names it."""
+    return [(role, kind, rec.name)  # type: ignore[misc]
+            for role, ep in state.endpoints.items() if roles is None or role in roles
+            for kind, rec in ep.resources()]
+
+
 def _quiet(_: Progress) -> None:
     pass
 

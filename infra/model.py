@@ -282,6 +282,32 @@ class DeployOptions:
     tags: Sequence[str] = ()  # "key=value"
 
 
+def shell_command(subcommand: str, args: Sequence[str] = ()) -> str:
+    """`python -m infra <subcommand> ...` with each argument quoted for a POSIX shell."""
+    import shlex
+
+    return " ".join(["python", "-m", "infra", subcommand, *(shlex.quote(a) for a in args)])
+
+
+def deploy_command(options: DeployOptions, state_file: str | None = None) -> str:
+    """The CLI line that does what `deploy(options)` does (the endpoints page shows it)."""
+    args: list[str] = [] if tuple(options.roles) == ROLES else list(options.roles)
+    flags: list[tuple[str, str | None]] = [
+        ("--region", options.region), ("--profile", options.profile), ("--role-arn", options.role_arn),
+        ("--image-tag", None if options.image_tag == DEFAULT_IMAGE_TAG else options.image_tag),
+        ("--bucket", options.bucket), ("--prefix", None if options.prefix == PROJECT else options.prefix),
+        ("--name-prefix", None if options.name_prefix == PROJECT else options.name_prefix),
+        ("--kms-key", options.kms_key), ("--state-file", state_file),
+    ]
+    flags += [("--instance-types", v) for v in options.instance_types]
+    flags += [("--subnets", v) for v in options.subnets] + [("--security-groups", v) for v in options.security_groups]
+    flags += [("--model-s3-uri", v) for v in options.model_s3_uri] + [("--tags", v) for v in options.tags]
+    for flag, value in flags:
+        if value:
+            args += [flag, value]
+    return shell_command("deploy", args)
+
+
 _NAME_PREFIX = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

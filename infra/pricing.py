@@ -66,7 +66,7 @@ class PriceTable:
         return self.age_days(today) > STALE_AFTER_DAYS
 
     def describe(self) -> str:
-        return f"prices as of {self.as_of.isoformat()} from {self.source}"
+        return f"list prices as of {self.as_of.isoformat()} from {self.source.split(', ')[0]}"
 
     def merged(self, newer: PriceTable) -> PriceTable:
         """This table with `newer`'s figures on top (a refresh may cover only some types)."""

@@ -332,3 +332,29 @@ def test_no_credentials_message():
 
     err = translate(NoCredentialsError(), "check the credentials")
     assert "no usable AWS credentials" in str(err) and "run the command again" in str(err) and err.exit_code == 3
+
+
+def test_deploy_command_reproduces_the_options():
+    from infra.cli import build_parser
+    from infra.model import deploy_command
+
+    opts = DeployOptions(roles=["voice", "image"], region="eu-west-1", role_arn=ROLE,
+                         instance_types=["ml.g5.xlarge", "voice=ml.g6.xlarge"], tags=["owner=Ana Lima"])
+    line = deploy_command(opts, state_file="my state.json")
+    assert line.startswith("python -m infra deploy voice image --region eu-west-1")
+    import shlex
+
+    args = build_parser().parse_args(shlex.split(line)[3:])
+    assert args.roles == ["voice", "image"] and args.instance_types == ["ml.g5.xlarge", "voice=ml.g6.xlarge"]
+    assert args.tags == ["owner=Ana Lima"] and str(args.state_file) == "my state.json" and args.role_arn == ROLE
+    assert deploy_command(DeployOptions()) == "python -m infra deploy"
+
+
+def test_deletion_plan_names_every_resource(tmp_path: Path):
+    from infra.delete import deletion_plan
+
+    state = DeploymentState.new(make_spec(roles=["voice", "video"]), tmp_path / "s.json")
+    plan_ = deletion_plan(state)
+    assert [(r, k) for r, k, _ in plan_] == [("voice", "endpoint"), ("voice", "endpoint config"), ("voice", "model"),
+                                             ("video", "endpoint"), ("video", "endpoint config"), ("video", "model")]
+    assert len(deletion_plan(state, ["video"])) == 3
