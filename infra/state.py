@@ -5,7 +5,9 @@ atomically (a temporary file in the same folder, then os.replace), so a crash or
 moment leave a file that `resume` and `delete` can trust: they describe each planned name to learn whether
 it exists. It holds names, ARNs, statuses and the spec; never credentials.
 
-The services layer reads it too (`studio_settings()`): region, endpoint names, bucket and prefix.
+Readers outside infra (the services layer's SageMaker settings) find flat keys at the top: `region`,
+`endpoint_names` ({"voice": ..., "image": ..., "video": ...}), `bucket`, `prefix`, `kms_key`;
+`studio_settings()` turns them into Settings overrides.
 """
 
 from __future__ import annotations
@@ -163,8 +165,11 @@ class DeploymentState:
                 "region": self.region,
                 "phase": self.phase,
                 "updated_at": self.updated_at,
+                # Flat copies for readers outside infra (the services layer's SageMaker settings):
+                "endpoint_names": {role: rec.endpoint.name for role, rec in self.endpoints.items()},
                 "bucket": self.spec.bucket,
                 "prefix": self.spec.prefix,
+                "kms_key": self.spec.kms_key,
                 "bucket_created": self.bucket_created,
                 "endpoints": {role: rec.to_dict() for role, rec in self.endpoints.items()},
                 "spec": self.spec.to_dict(),
