@@ -1,13 +1,13 @@
 """Concurrent deploy: wall time of deploying all three endpoints vs the slowest one alone, same run.
 
-    .venv/bin/python bench/deploy_parallel.py [--create-s 2.5] [--runs 5]
+    .venv/bin/python bench/deploy_parallel.py [--voice-s 2.0] [--image-s 2.5] [--video-s 3.0] [--runs 5]
 
 Starts the offline engine, moto (S3) and the local SageMaker emulator on loopback; the emulator holds
-each endpoint in Creating for `--create-s` seconds (real endpoints take ~10 minutes). Each run, in
-interleaved order:
+each endpoint in Creating for its own time (`delays.create_s_by_endpoint`; real endpoints take ~10
+minutes). Each run, in interleaved order:
   all three  — `infra.deploy.deploy()` of voice, image and video (created in threads, waited together)
-  alone      — the same call for the video endpoint only (the slowest in real life: its health check
-               allows 3600 s, and it alone needs the S3 bucket step)
+  alone      — the same call for the slowest endpoint only (video by default: the longest Creating time,
+               and it alone has the S3 bucket step)
   one by one — three single-endpoint deploys back to back, as the published samples do it
 Every deployment is deleted (and verified gone) before the next. Wall time covers the whole library call:
 credentials, quota pre-check, state file, creates, waiting. Target: all three ≤ 1.1 × alone.
@@ -53,7 +53,9 @@ def timed_deploy(roles: list[str], work: Path, tag: str) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--create-s", type=float, default=2.5, help="seconds each endpoint stays Creating (default 2.5)")
+    ap.add_argument("--voice-s", type=float, default=2.0, help="seconds the voice endpoint stays Creating (2.0)")
+    ap.add_argument("--image-s", type=float, default=2.5, help="seconds the image endpoint stays Creating (2.5)")
+    ap.add_argument("--video-s", type=float, default=3.0, help="seconds the video endpoint stays Creating (3.0)")
     ap.add_argument("--runs", type=int, default=5, help="runs of each variant (default 5)")
     args = ap.parse_args()
 
@@ -62,9 +64,13 @@ def main() -> int:
     engine = subprocess.Popen([sys.executable, "-m", "offline", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     engine_url = f"http://127.0.0.1:{port}"
+    paces: dict[str, float] = {}
     try:
         wait_healthy(f"{engine_url}/health", engine)
-        config = {"delays": {"create_s": args.create_s, "update_s": args.create_s, "delete_s": 0.2}}
+        paces = {"voice": args.voice_s, "image": args.image_s, "video": args.video_s}
+        slowest = max(paces, key=lambda r: paces[r])
+        config = {"delays": {"create_s": 2.0, "delete_s": 0.2,
+                             "create_s_by_endpoint": {f"-{role}-": s for role, s in paces.items()}}}
         with start_moto() as s3_url, start_emulator(engine_url, s3_url, work / "emulator", config=config) as emu:
             os.environ.update(emu.env())
             timed_deploy(["voice"], work, "warm-up")  # boto3 models loaded, engine warm
@@ -75,7 +81,7 @@ def main() -> int:
                     if variant == "all three":
                         walls[variant].append(timed_deploy(["voice", "image", "video"], work, f"all-{run}"))
                     elif variant == "alone":
-                        walls[variant].append(timed_deploy(["video"], work, f"alone-{run}"))
+                        walls[variant].append(timed_deploy([slowest], work, f"alone-{run}"))
                     else:
                         walls[variant].append(sum(timed_deploy([r], work, f"seq-{r}-{run}")
                                                   for r in ("voice", "image", "video")))
@@ -84,7 +90,8 @@ def main() -> int:
         engine.wait(timeout=10)
 
     med = {k: statistics.median(v) for k, v in walls.items()}
-    print(f"emulator: each endpoint Creating for {args.create_s:.1f} s; {args.runs} runs per variant (median wall time)")
+    print("emulator Creating times: " + ", ".join(f"{r} {s:.1f} s" for r, s in paces.items())
+          + f"; alone = {slowest}; {args.runs} runs per variant (median wall time)")
     for k, v in walls.items():
         print(f"  {k:<11} {med[k]:6.2f} s   runs: {', '.join(f'{x:.2f}' for x in v)}")
     ratio = med["all three"] / med["alone"]

@@ -467,3 +467,21 @@ def test_quota_refused_at_creation_after_a_capacity_fallback_then_resume(emulato
     assert again.ok and {o.instance_type for o in again.outcomes.values()} == {"ml.g6e.xlarge"}
     assert [len(v) for v in listing(emulator_env).values()] == [2, 2, 2]
     assert delete_deployment(state_file, wait=FAST).ok
+
+
+def test_an_endpoint_slower_than_the_wait_is_left_creating_and_resume_waits_for_it(emulator_env: EmulatorHandle,
+                                                                                   state_file: Path):
+    """Each endpoint has its own pace (the emulator's create_s_by_endpoint): voice comes up, video is held
+    in Creating past the wait; deploy says it still bills and how to go on; resume picks it up."""
+    emulator_env.configure(delays={"create_s_by_endpoint": {"-video-": 600}})
+    first = deploy(options(roles=["voice", "video"]), state_file=state_file,
+                   wait=WaitSettings(poll_s=0.05, timeout_s=2, delete_timeout_s=30))
+    assert first.outcomes["voice"].ok
+    video = first.outcomes["video"]
+    assert video.status == "Creating" and "bills meanwhile" in str(video.error) and "infra resume" in str(video.error)
+    assert DeploymentState.load(state_file).record("video").endpoint_status == "Creating"
+    emulator_env.configure(delays={"create_s_by_endpoint": {"-video-": 0}})  # provisioning finishes
+    again = resume(state_file, wait=FAST)
+    assert again.ok and again.outcomes["video"].created == []
+    assert [len(v) for v in listing(emulator_env).values()] == [2, 2, 2]
+    assert delete_deployment(state_file, wait=FAST).ok

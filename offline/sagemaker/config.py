@@ -38,6 +38,21 @@ class Delays(BaseModel):
     create_s: float = Field(default=2.0, ge=0, le=3600)  # Creating -> InService | Failed
     update_s: float = Field(default=2.0, ge=0, le=3600)  # Updating -> InService
     delete_s: float = Field(default=1.0, ge=0, le=3600)  # Deleting -> gone
+    # Creating time per endpoint: a name, or a part of one, -> seconds (first match wins), e.g.
+    # {"-voice-": 2.0, "-video-": 3.0}; others take create_s. Lets a bench give each endpoint its own pace.
+    create_s_by_endpoint: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("create_s_by_endpoint")
+    @classmethod
+    def _in_range(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, s in v.items() if not 0 <= s <= 3600]
+        if bad:
+            raise ValueError(f"create_s_by_endpoint values must be within 0..3600 s (not for {', '.join(bad)})")
+        return v
+
+    def create_for(self, endpoint_name: str) -> float:
+        name = endpoint_name.lower()
+        return next((s for part, s in self.create_s_by_endpoint.items() if part.lower() in name), self.create_s)
 
 
 class Faults(BaseModel):

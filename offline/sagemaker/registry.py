@@ -384,7 +384,11 @@ class Registry:
     async def _wait_transition(self, record: EndpointRecord, delay_name: str) -> None:
         """Sleep until the transition's delay has passed, reading the delay as it is NOW, so a test can
         hold an endpoint in Creating/Updating/Deleting (a long delay) and release it (a short one)."""
-        while (remaining := record.status_since + getattr(self.config.delays, delay_name) - time.time()) > 0:
+        def delay() -> float:
+            delays = self.config.delays
+            return delays.create_for(record.name) if delay_name == "create_s" else getattr(delays, delay_name)
+
+        while (remaining := record.status_since + delay() - time.time()) > 0:
             await asyncio.sleep(min(remaining, 0.05))
 
     def _deployed_images(self, deployment: Deployment) -> list[dict[str, Any]]:
