@@ -135,16 +135,24 @@ def preload() -> None:
 async def stream_pcm(text: str, *, speed: float = 1.0, fast_start: bool = True) -> AsyncIterator[bytes]:
     """Speak `text` as 24 kHz s16le mono PCM chunks, synthesized on the worker thread one chunk at a time.
 
-    With `fast_start`, the first sentence is split at its first clause so the first chunk is short. Pulling
-    one chunk per hop means a consumer that stops iterating (a closed socket) stops the synthesis too.
+    With `fast_start`, the first sentence is split at its first clause so the first chunk is short. Each
+    worker task makes one chunk, and the next is requested before the current one is handed over, so the
+    worker keeps synthesizing while the consumer sends; concurrent streams interleave chunk by chunk, and
+    a consumer that stops iterating (a closed socket) stops the synthesis after at most one more chunk.
     """
     loop = asyncio.get_running_loop()
     speaker = _speaker or await loop.run_in_executor(_synthesis, get_speaker)  # no hop once loaded
     pieces = first_clause_split(text) if fast_start else [text]
     chunks = speaker.pcm_chunks(pieces, speed=speed)
-    while (chunk := await loop.run_in_executor(_synthesis, next, chunks, None)) is not None:
-        if chunk:
-            yield chunk
+    pending = loop.run_in_executor(_synthesis, next, chunks, None)
+    try:
+        while (chunk := await pending) is not None:
+            pending = loop.run_in_executor(_synthesis, next, chunks, None)
+            if chunk:
+                yield chunk
+    finally:
+        if not pending.done():  # abandoned mid-stream: let the last chunk finish unobserved
+            pending.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 # ---------------------------------------------------------------------------------------------------------
