@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 from services.backend import Backend, create_backend
 from services.errors import StudioError
@@ -25,12 +26,15 @@ def common_options() -> argparse.ArgumentParser:
     g.add_argument("--url", help="vLLM-Omni server URL for --backend omni, e.g. http://gpu-box:8091")
     g.add_argument("--region", help="AWS region for --backend sagemaker")
     g.add_argument("--profile", help="AWS profile for --backend sagemaker")
+    g.add_argument("--state-file", type=Path,
+                   help="infra state file naming the SageMaker endpoints (default: .vllm_omni_media_state.json)")
     common.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     return common
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    overrides = {"backend": args.backend, "omni_url": args.url, "region": args.region, "profile": args.profile}
+    overrides = {"backend": args.backend, "omni_url": args.url, "region": args.region, "profile": args.profile,
+                 "state_file": args.state_file}
     if args.url and not args.backend:
         overrides["backend"] = "omni"
     return load_settings().with_overrides(**overrides)
@@ -45,13 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = common_options()
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        module.register(sub, common)
+        importlib.import_module(name).register(sub, common)
     return parser
 
 

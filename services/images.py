@@ -41,6 +41,7 @@ from services.protocol import (
     ImageGenerationRequest,
     ImageGenerationResponse,
     ImageOutputFormat,
+    error_text,
     parse_size,
 )
 
@@ -189,27 +190,7 @@ class ImageTransport(Protocol):
 
 def error_message(resp: httpx.Response) -> str:
     """The server's own words from a vLLM-Omni/OpenAI/FastAPI error body (or the start of the body)."""
-    try:
-        body = resp.json()
-    except ValueError:
-        return resp.text.strip()[:500] or resp.reason_phrase
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-        detail = body.get("detail")
-        if isinstance(detail, str):
-            return detail
-        if isinstance(detail, list):  # FastAPI validation errors
-            return "; ".join(
-                f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: {d.get('msg')}"
-                for d in detail if isinstance(d, dict)
-            ) or str(detail)
-        if body.get("message"):
-            return str(body["message"])
-    return str(body)[:500]
+    return error_text(resp.text) or resp.reason_phrase
 
 
 class OmniImageTransport:

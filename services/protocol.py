@@ -173,6 +173,31 @@ def dumps(message: BaseModel) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
+def error_text(body: str) -> str:
+    """The server's own words from a vLLM-Omni/OpenAI/FastAPI error body (or the start of the body)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.strip()[:500]
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        detail = data.get("detail")
+        if isinstance(detail, str):
+            return detail
+        if isinstance(detail, list):  # FastAPI validation errors
+            return "; ".join(
+                f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: {d.get('msg')}"
+                for d in detail if isinstance(d, dict)
+            ) or str(detail)
+        if data.get("message"):
+            return str(data["message"])
+    return str(data)[:500]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # REST: voices
 class VoicesResponse(BaseModel):

@@ -66,7 +66,7 @@ class Settings(BaseModel):
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with some fields changed, validated again (e.g. from CLI flags or a sidebar picker)."""
-        data = self.model_dump()
+        data = self.model_dump(exclude_unset=True)  # what was never set stays a default (see model_fields_set)
         data.update({k: v for k, v in changes.items() if v is not None})
         return _validate(data, "overrides")
 

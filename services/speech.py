@@ -380,6 +380,8 @@ class SpeechSession:
     def _end_error(self, item: Any) -> StudioError:
         kept = f"{self.stats.bytes} bytes ({self.stats.audio_seconds:.2f} s) of audio kept"
         server = f" — the server said: {self._server_errors[-1]}" if self._server_errors else ""
+        if isinstance(item, StudioError) and not isinstance(item, StreamError) and not self.stats.bytes:
+            return item  # nothing streamed yet (the stream never opened): the transport's own message and type
         if isinstance(item, BaseException):
             return StreamError(f"{item}{server}; {kept}")
         if self._server_errors:

@@ -461,7 +461,7 @@ class VideoClient:
              stop: threading.Event | None = None) -> JobState:
         """Poll with backoff until the job is final (or `timeout_s` passes: JobFailed, the job may go on)."""
         deadline = time.monotonic() + timeout_s
-        for wait in poll_intervals():
+        for wait in poll_intervals(most=getattr(self.transport, "poll_max_s", POLL_MAX_S)):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise JobFailed(f"no result from {handle.target} after {timeout_s:.0f} s; the job may still "

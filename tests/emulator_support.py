@@ -30,7 +30,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from copy import deepcopy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,21 +149,10 @@ class EmulatorHandle:
 
 
 def trusting_crt_transport(ca_file: Path) -> Any:
-    """`smithy_http`'s CRT client with a TLS context built from `ca_file`, forced to HTTP/2."""
-    from awscrt import io as crt_io
-    from smithy_http.aio.crt import AWSCRTHTTPClient, AWSCRTHTTPClientConfig
+    """The services layer's CRT HTTP/2 transport, trusting `ca_file` (the SDK's own trusts only the system store)."""
+    from services._sagemaker_speech import crt_transport
 
-    class TrustingCRTTransport(AWSCRTHTTPClient):
-        def __init__(self, eventloop: Any = None, client_config: Any = None) -> None:
-            super().__init__(eventloop=eventloop, client_config=client_config or AWSCRTHTTPClientConfig(force_http_2=True))
-            options = crt_io.TlsContextOptions()
-            options.override_default_trust_store_from_path(ca_filepath=str(ca_file))
-            self._tls_ctx = crt_io.ClientTlsContext(options)
-
-        def __deepcopy__(self, memo: Any) -> TrustingCRTTransport:  # the SDK deep-copies its config
-            return TrustingCRTTransport(eventloop=self._eventloop, client_config=deepcopy(self._config))
-
-    return TrustingCRTTransport()
+    return crt_transport(ca_file)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -38,6 +38,9 @@ class Delays(BaseModel):
     create_s: float = Field(default=2.0, ge=0, le=3600)  # Creating -> InService | Failed
     update_s: float = Field(default=2.0, ge=0, le=3600)  # Updating -> InService
     delete_s: float = Field(default=1.0, ge=0, le=3600)  # Deleting -> gone
+    # Extra time every async request waits before it runs (a busy endpoint, a long video): lets tests
+    # stop a studio while its job is still on the endpoint.
+    async_s: float = Field(default=0.0, ge=0, le=3600)
     # Creating time per endpoint: a name, or a part of one, -> seconds (first match wins), e.g.
     # {"-voice-": 2.0, "-video-": 3.0}; others take create_s. Lets a bench give each endpoint its own pace.
     create_s_by_endpoint: dict[str, float] = Field(default_factory=dict)

@@ -287,6 +287,8 @@ async def _run_job(emu: Emulator, record: EndpointRecord, job: AsyncJob) -> None
             elif emu.registry.endpoints.get(job.endpoint.lower()) is not record:
                 failure = f"Endpoint {job.endpoint} was deleted before request {job.inference_id} ran"
             else:
+                if emu.config.delays.async_s:
+                    await asyncio.sleep(emu.config.delays.async_s)
                 body = job.body
                 if body is None:
                     bucket, key = parse_s3_uri(job.input_location or "")

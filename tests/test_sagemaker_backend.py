@@ -1,0 +1,360 @@
+"""The SageMaker backend end to end, with the real clients against the local SageMaker emulator.
+
+The HTTP/2 SDK over TLS (the emulator's test CA reached through AWS_CA_BUNDLE), boto3 `invoke_endpoint`
+and `invoke_endpoint_async` through moto S3 — all forwarding to the real offline engine. Endpoints and
+credentials come from the standard AWS_* variables, the way a user's shell provides them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+import wave
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+import pytest
+from botocore.stub import Stubber
+from PIL import Image
+
+from services.backend import create_backend
+from services.errors import BackendUnreachable, ConfigError, JobFailed, ServerError, StreamError
+from services.history import History
+from services.images import ImageRequest
+from services.sagemaker import ASYNC_INLINE_LIMIT, resolve_targets
+from services.settings import Settings
+from services.speech import speech_config
+from services.videos import VideoJobs, VideoRequest, check_mp4
+
+pytest.register_assert_rewrite("tests.emulator_support")
+from tests.emulator_support import EmulatorHandle, deploy_endpoint
+
+pytest_plugins = ["tests.emulator_support"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TEXT = "Hello from SageMaker. This answer crossed HTTP/2 and a WebSocket. Every sentence comes back as audio!"
+VOICE_MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+
+
+def settings(**over: Any) -> Settings:
+    base = {"backend": "sagemaker", "voice_endpoint": "sm-voice", "image_endpoint": "sm-image",
+            "video_endpoint": "sm-video", "connect_timeout_s": 5.0, "request_timeout_s": 30.0,
+            "state_file": "/nonexistent/state.json"}
+    return Settings.model_validate({**base, **over})
+
+
+def say(backend: Any, text: str = TEXT, voice: str | None = "default") -> Any:
+    return asyncio.run(asyncio.wait_for(backend.speech.say(speech_config(voice, split_granularity="sentence"), text), 90))
+
+
+def loud(pcm: bytes) -> bool:
+    samples = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2")
+    return samples.size > 0 and int(np.abs(samples).max()) > 1000
+
+
+@pytest.fixture
+def voice(emulator_env: EmulatorHandle) -> str:
+    deploy_endpoint(emulator_env, "sm-voice", environment={"SM_VLLM_MODEL": VOICE_MODEL})
+    return "sm-voice"
+
+
+@pytest.fixture
+def bucket(emulator_env: EmulatorHandle) -> str:
+    name = f"omni-studio-test-{uuid.uuid4().hex[:12]}"
+    emulator_env.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def video(emulator_env: EmulatorHandle, bucket: str) -> str:
+    deploy_endpoint(emulator_env, "sm-video", async_output=f"s3://{bucket}/outputs", async_failure=f"s3://{bucket}/failures",
+                    environment={"SM_VLLM_MODEL": "Wan-AI/Wan2.1-VACE-1.3B-diffusers"})
+    return "sm-video"
+
+
+def keys(emulator: EmulatorHandle, bucket: str, prefix: str = "") -> list[str]:
+    listed = emulator.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+def big_reference() -> bytes:
+    """A noisy photo-sized PNG: its fitted JPEG keeps the multipart body over the 128 000-byte inline limit."""
+    rng = np.random.default_rng(5)
+    out = io.BytesIO()
+    Image.fromarray(rng.integers(0, 255, (720, 1280, 3), dtype=np.uint8)).save(out, "PNG")
+    return out.getvalue()
+
+
+# -- speech ---------------------------------------------------------------------------------------
+def test_speech_streams_several_sentences_over_http2(emulator_env: EmulatorHandle, voice: str) -> None:
+    backend = create_backend(settings())
+    voices, languages = backend.speech.voices(), backend.speech.languages()
+    assert voices[0] == "default" and "vivian" in voices and "English" in languages  # from the endpoint's model
+    u = say(backend)
+    assert u.ok, u.error
+    assert u.stats.sentences == 3 and u.stats.state == "done" and u.stats.ttfa_ms is not None
+    assert len(u.pcm) > 2000 and loud(u.pcm)
+    with wave.open(io.BytesIO(u.wav())) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (24_000, 1, 2)
+        assert w.getnframes() * 2 == len(u.pcm)
+    health = backend.health()  # only the voice endpoint exists here
+    assert not health.ok and health.detail.startswith("voice InService") and "image sm-image not found" in health.detail
+
+
+def test_speech_invocation_path_is_normalised(emulator_env: EmulatorHandle, voice: str) -> None:
+    from services._aws import AwsSession
+    from services._sagemaker_speech import Http2SpeechTransport, invocation_path
+
+    assert invocation_path("/v1/audio/speech/stream") == invocation_path("v1/audio/speech/stream") == "v1/audio/speech/stream"
+    with pytest.raises(ConfigError):
+        invocation_path(" / ")
+    transport = Http2SpeechTransport(AwsSession(emulator_env.region), voice, path="/v1/audio/speech/stream")
+    assert transport.path == "v1/audio/speech/stream"
+
+
+def test_unknown_voice_is_the_servers_message_and_the_session_stays_usable(emulator_env: EmulatorHandle, voice: str) -> None:
+    backend = create_backend(settings())
+
+    async def scenario() -> tuple[Any, Any]:
+        async with backend.speech.open(speech_config("nobody-by-that-name")) as session:
+            bad = await session.say("One sentence.")
+            await session.configure(speech_config("default"))
+            good = await session.say("Now with the default voice.")
+            return bad, good
+
+    bad, good = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert isinstance(bad.error, ServerError) and "Invalid voice 'nobody-by-that-name'" in str(bad.error)
+    assert good.ok and loud(good.pcm)
+
+
+def test_unknown_endpoint_and_endpoint_not_in_service(emulator_env: EmulatorHandle) -> None:
+    missing = say(create_backend(settings(voice_endpoint="never-created")))
+    assert missing.error is not None and "never-created" in str(missing.error) and "not found" in str(missing.error)
+    emulator_env.configure(delays={"create_s": 30})
+    deploy_endpoint(emulator_env, "slow-voice", wait=False)
+    creating = say(create_backend(settings(voice_endpoint="slow-voice")))
+    assert creating.error is not None and "Creating" in str(creating.error) and "InService" in str(creating.error)
+
+
+def test_missing_credentials_name_what_to_do(emulator_env: EmulatorHandle, voice: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key)
+    backend = create_backend(settings())
+    u = say(backend)
+    assert isinstance(u.error, ConfigError) and "no AWS credentials" in str(u.error) and "aws sso login" in str(u.error)
+    with pytest.raises(ConfigError, match="no AWS credentials"):
+        backend.images.generate(ImageRequest("a lighthouse", size="128x96"))
+    assert not backend.health().ok and "no AWS credentials" in backend.health().detail
+
+
+def test_tls_failure_is_a_message_within_the_connect_timeout(emulator_env: EmulatorHandle, voice: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_CA_BUNDLE")  # the emulator's certificate is now untrusted
+    backend = create_backend(settings(connect_timeout_s=3.0))
+    t0 = time.monotonic()
+    u = say(backend)
+    elapsed = time.monotonic() - t0
+    assert isinstance(u.error, BackendUnreachable) and "AWS_CA_BUNDLE" in str(u.error)
+    assert elapsed < 30  # bounded by the timeouts, never a hang (the CRT alone takes ~20 s per attempt)
+
+
+def test_credentials_expiring_mid_stream(emulator_env: EmulatorHandle, voice: str) -> None:
+    emulator_env.set_faults(bidi_expire_after_frames=1)  # the session.config passes, the text does not
+    u = say(create_backend(settings()))
+    assert isinstance(u.error, StreamError | ServerError)
+    assert "expired" in str(u.error) and "aws sso login" in str(u.error)
+
+
+def test_stream_cut_mid_audio_keeps_the_audio(emulator_env: EmulatorHandle, voice: str) -> None:
+    emulator_env.set_faults(bidi_cut_after_output_parts=4)  # audio.start + some PCM, then the stream is reset
+    u = say(create_backend(settings()))
+    assert isinstance(u.error, StreamError) and "kept" in str(u.error)
+    assert len(u.pcm) > 0 and u.stats.state == "failed"
+    assert len(u.wav()) == 44 + len(u.pcm)  # still a playable WAV
+
+
+# -- images ---------------------------------------------------------------------------------------
+def test_image_through_invoke_endpoint(emulator_env: EmulatorHandle) -> None:
+    deploy_endpoint(emulator_env, "sm-image", environment={"SM_VLLM_MODEL": "black-forest-labs/FLUX.2-klein-4B"})
+    backend = create_backend(settings())
+    result = backend.images.generate(ImageRequest("a lighthouse at dawn", size="128x96", seed=11))
+    assert result.format == "png" and result.image.startswith(b"\x89PNG\r\n\x1a\n")
+    with Image.open(io.BytesIO(result.image)) as im:
+        assert im.size == (128, 96)
+    assert result.seed == 11 and result.model_s is not None and result.request_s > 0
+    with pytest.raises(ServerError) as refused:  # the engine's own words, carried by ModelError
+        backend.images.generate(ImageRequest("a lighthouse", size="128x96", model="not-the-model"))
+    assert "Model mismatch" in str(refused.value) and refused.value.status == 400
+    with pytest.raises(ConfigError, match="OMNI_STUDIO_IMAGE_ENDPOINT"):
+        create_backend(settings(image_endpoint=None)).images.generate(ImageRequest("x", size="128x96"))
+
+
+# -- video ----------------------------------------------------------------------------------------
+def test_small_video_request_goes_inline(emulator_env: EmulatorHandle, bucket: str, video: str) -> None:
+    backend = create_backend(settings(bucket=bucket))
+    result = backend.videos.generate(VideoRequest("waves on a beach", width=96, height=64, frames=5, fps=8, steps=4, seed=3),
+                                     timeout_s=60)
+    assert result.body_bytes <= ASYNC_INLINE_LIMIT
+    assert result.info.frames == 5 and (result.info.width, result.info.height) == (96, 64)
+    assert keys(emulator_env, bucket, "omni-studio/requests/") == []  # nothing uploaded
+    assert len(keys(emulator_env, bucket, "outputs/")) == 1  # the endpoint's output object is kept
+
+
+def test_large_video_request_goes_through_s3_and_is_cleaned_up(emulator_env: EmulatorHandle, bucket: str, video: str) -> None:
+    backend = create_backend(settings(bucket=bucket, prefix="studio-x"))
+    client = backend.videos
+    request, body = client.prepare(VideoRequest("the camera pushes in", width=640, height=368, frames=5, steps=4,
+                                                reference=big_reference(), seed=9))
+    assert len(body) > ASYNC_INLINE_LIMIT
+    handle = client.submit(body)
+    upload = handle.data["input"]
+    assert upload.startswith(f"s3://{bucket}/studio-x/requests/") and upload.endswith(".multipart")
+    head = emulator_env.client("s3").head_object(Bucket=bucket, Key=upload.split("/", 3)[3])
+    assert head["ServerSideEncryption"] == "AES256"
+    state = client.wait(handle, timeout_s=60)
+    assert state.state == "succeeded", state.error
+    info = check_mp4(client.result(handle).mp4)
+    assert info.frames == 5 and (info.width, info.height) == (640, 368)
+    assert keys(emulator_env, bucket, "studio-x/requests/") == []  # the request object is removed afterwards
+
+
+def test_large_request_without_a_bucket_says_what_to_set(emulator_env: EmulatorHandle, video: str) -> None:
+    client = create_backend(settings()).videos
+    _, body = client.prepare(VideoRequest("x", width=640, height=368, frames=5, steps=4, reference=big_reference()))
+    with pytest.raises(ConfigError, match="OMNI_STUDIO_BUCKET"):
+        client.submit(body)
+
+
+def test_failure_object_text_is_recorded_on_the_job(emulator_env: EmulatorHandle, bucket: str, video: str, tmp_path: Path) -> None:
+    history = History(tmp_path / "data")
+    jobs = VideoJobs(create_backend(settings(bucket=bucket)).videos, history)
+    job = jobs.start(VideoRequest("waves", width=96, height=64, frames=5, steps=4, model="not-the-video-model"))
+    done = jobs.wait(job.id, timeout=60)
+    assert done.status == "failed" and "Model mismatch" in (done.error or "") and "failures/" in (done.error or "")
+    assert done.params["width"] == 96  # the settings are kept with the failure
+
+
+CHILD = """
+import os, sys, time
+from services.backend import create_backend
+from services.history import History
+from services.settings import load_settings
+from services.videos import VideoJobs, VideoRequest
+history = History(sys.argv[1])
+jobs = VideoJobs(create_backend(load_settings()).videos, history)
+job = jobs.start(VideoRequest("a slow pan over hills", width=96, height=64, frames=9, steps=4, seed=4))
+for _ in range(500):
+    if history.get(job.id).handle:
+        break
+    time.sleep(0.02)
+print(job.id, flush=True)
+os._exit(0)  # the studio dies while the job runs on the endpoint
+"""
+
+
+def test_jobs_survive_a_restart_and_are_polled_again(emulator_env: EmulatorHandle, bucket: str, video: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    emulator_env.configure(delays={"async_s": 2.0})  # the job is still on the endpoint when the studio dies
+    for key, value in {"OMNI_STUDIO_BACKEND": "sagemaker", "OMNI_STUDIO_VIDEO_ENDPOINT": video,
+                       "OMNI_STUDIO_BUCKET": bucket, "OMNI_STUDIO_STATE_FILE": str(tmp_path / "none.json")}.items():
+        monkeypatch.setenv(key, value)
+    child = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "data")], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    job_id = child.stdout.split()[-1]
+    history = History(tmp_path / "data")
+    assert history.get(job_id).status == "running"
+    jobs = VideoJobs(create_backend(settings(bucket=bucket)).videos, history)
+    assert jobs.resumed == [job_id]
+    finished = jobs.wait(job_id, timeout=60)
+    assert finished.status == "succeeded", finished.error
+    assert finished.owner == history.owner
+    with av.open(io.BytesIO(finished.output_paths()[0].read_bytes())) as c:
+        assert sum(1 for _ in c.decode(video=0)) == 9
+
+
+def test_poll_timeout_marks_the_job_without_losing_it(emulator_env: EmulatorHandle, bucket: str, tmp_path: Path) -> None:
+    # An async endpoint whose config points at a bucket that does not exist: the output never appears.
+    deploy_endpoint(emulator_env, "sm-video", async_output=f"s3://{bucket}-gone/outputs")
+    history = History(tmp_path / "data")
+    jobs = VideoJobs(create_backend(settings(bucket=bucket)).videos, history, job_timeout_s=1.5)
+    job = jobs.start(VideoRequest("waves", width=96, height=64, frames=5, steps=4))
+    done = jobs.wait(job.id, timeout=30)
+    assert done.status == "failed" and "no result" in (done.error or "") and "may still finish" in (done.error or "")
+    assert done.handle and done.handle["data"]["output"].startswith(f"s3://{bucket}-gone/outputs/")
+
+
+def test_s3_access_denied_is_named(emulator_env: EmulatorHandle, bucket: str, video: str) -> None:
+    backend = create_backend(settings(bucket=bucket))
+    transport = backend.videos.transport
+    s3 = transport.aws.client("s3")
+    with Stubber(s3) as stub:
+        stub.add_client_error("put_object", service_error_code="AccessDenied", service_message="Access Denied",
+                              http_status_code=403)
+        with pytest.raises(ServerError) as denied:
+            transport.submit(b"x" * (ASYNC_INLINE_LIMIT + 1), "multipart/form-data; boundary=x")
+    message = str(denied.value)
+    assert "access denied" in message and f"s3://{bucket}/omni-studio/requests/" in message and "permission" in message
+
+
+# -- settings from the infra state file -----------------------------------------------------------
+def test_endpoint_names_come_from_the_state_file(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"region": "eu-west-1", "endpoint_names": {"voice": "v1", "image": "i1", "video": "x1"},
+                                 "bucket": "b1", "prefix": "p1", "kms_key": None}))
+    t = resolve_targets(Settings.model_validate({"backend": "sagemaker", "state_file": str(state)}))
+    assert (t.region, t.endpoints, t.bucket, t.prefix, t.source) == (
+        "eu-west-1", {"voice": "v1", "image": "i1", "video": "x1"}, "b1", "p1", str(state))
+    explicit = resolve_targets(Settings.model_validate({"backend": "sagemaker", "state_file": str(state),
+                                                        "region": "us-west-2", "image_endpoint": "mine"}))
+    assert explicit.region == "us-west-2" and explicit.endpoints["image"] == "mine" and explicit.endpoints["voice"] == "v1"
+    state.write_text("{not json")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        resolve_targets(Settings.model_validate({"backend": "sagemaker", "state_file": str(state)}))
+
+
+# -- the command line -----------------------------------------------------------------------------
+def cli(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp / "data"), "OMNI_STUDIO_CONFIG": str(tmp / "absent.toml")}
+    return subprocess.run([sys.executable, "-m", "services", *args, "--backend", "sagemaker", "--json"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_speak_image_video_on_sagemaker(emulator_env: EmulatorHandle, voice: str, bucket: str, video: str,
+                                            tmp_path: Path) -> None:
+    deploy_endpoint(emulator_env, "sm-image", environment={"SM_VLLM_MODEL": "black-forest-labs/FLUX.2-klein-4B"})
+    state = tmp_path / "state.json"  # the flat keys `python -m infra deploy` writes
+    state.write_text(json.dumps({"region": emulator_env.region, "bucket": bucket, "prefix": "omni-studio",
+                                 "endpoint_names": {"voice": voice, "image": "sm-image", "video": video}}))
+    spoken = cli("speak", "--text", "Hello from the command line. Two sentences.", "--out", str(tmp_path / "s.wav"),
+                 "--state-file", str(state), tmp=tmp_path)
+    assert spoken.returncode == 0, spoken.stderr
+    figures = json.loads(spoken.stdout)
+    assert figures["backend"] == "sagemaker" and "sm-voice" in figures["target"]
+    with wave.open(str(tmp_path / "s.wav")) as w:
+        assert w.getframerate() == 24_000 and w.getnframes() > 1000
+    image = cli("image", "--prompt", "a lighthouse", "--size", "128x96", "--out", str(tmp_path / "i.png"),
+                "--state-file", str(state), tmp=tmp_path)
+    assert image.returncode == 0, image.stderr
+    assert Image.open(tmp_path / "i.png").size == (128, 96)
+    ref = tmp_path / "ref.png"
+    ref.write_bytes(big_reference())
+    made = cli("video", "--prompt", "the camera pushes in", "--image", str(ref), "--width", "640", "--height", "368",
+               "--frames", "5", "--steps", "4", "--out", str(tmp_path / "v.mp4"), "--state-file", str(state), tmp=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert check_mp4((tmp_path / "v.mp4").read_bytes()).frames == 5
+    assert keys(emulator_env, bucket, "omni-studio/requests/") == []  # uploaded through S3, then removed
+
+
+def test_cli_names_the_missing_endpoint(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
+    r = cli("image", "--prompt", "x", "--size", "128x96", "--out", str(tmp_path / "i.png"),
+            "--state-file", str(tmp_path / "none.json"), tmp=tmp_path)
+    assert r.returncode == 1 and "OMNI_STUDIO_IMAGE_ENDPOINT" in r.stderr and "python -m infra deploy" in r.stderr
