@@ -6,7 +6,12 @@ way from the caller's side: from just before the text is sent to the moment the 
 the caller's hands (for the studio: yielded by `session.speak()`, after its parsing, statistics,
 recording and queue hop). Both clients turn per-message deflate off (PCM does not compress).
 
-    python bench/voice_ttfa.py [--backend offline|omni] [--url URL] [--runs 15]
+    python bench/voice_ttfa.py [--backend offline|omni|sagemaker] [--url URL] [--runs 15]
+
+With `--backend sagemaker` a third client joins the same interleaved runs: the studio's SpeechSession
+over the SageMaker HTTP/2 bidirectional stream (the local emulator over TLS, bridging to the same
+engine's WebSocket). Its figure is reported as the ratio to the studio's direct WebSocket path — what
+the SageMaker hop costs the first audio (a fresh TLS + HTTP/2 connection and signed events each run).
 
 Targets: studio median / raw median ≤ 1.05, and the studio adds ≤ 5 ms. "Adds" is the median of the
 paired differences (each studio run minus the raw run next to it), which cancels most of the engine's
@@ -77,33 +82,55 @@ def target_url(args: argparse.Namespace) -> tuple[str, object]:
 
 
 async def main_async(args: argparse.Namespace) -> dict:
+    if args.backend != "sagemaker":
+        url, engine = target_url(args)
+        try:
+            return await measure(args, url, None)
+        finally:
+            if engine is not None:
+                engine.stop()
+    from bench._stack import sagemaker_stack
+    from services.backend import create_backend
+    from services.settings import load_settings
+
+    with sagemaker_stack(("voice",)) as stack:
+        bidi = create_backend(load_settings().with_overrides(**stack.settings)).speech
+        return await measure(args, stack.engine_url, bidi)
+
+
+async def measure(args: argparse.Namespace, url: str, bidi) -> dict:
     from services.protocol import dumps
     from services.speech import omni_client, speech_config
 
-    url, engine = target_url(args)
-    try:
-        client = omni_client(url)
-        voice = args.voice or client.voices()[0]
-        config = speech_config(voice=voice, split_granularity=args.split)
-        wire_config = dumps(config)
-        ws_url = "ws://" + url.removeprefix("http://") + "/v1/audio/speech/stream"
-        for _ in range(2):  # warm-up: first connections, model caches
-            await raw_ttfa(ws_url, wire_config, TEXT)
-            await studio_ttfa(client, config, TEXT)
-        raw, studio, own = [], [], []
-        for i in range(args.runs):
-            order = ("raw", "studio") if i % 2 == 0 else ("studio", "raw")
-            for which in order:
-                if which == "raw":
-                    raw.append(await raw_ttfa(ws_url, wire_config, TEXT))
-                else:
-                    t, s = await studio_ttfa(client, config, TEXT)
-                    studio.append(t)
-                    own.append(s)
-    finally:
-        if engine is not None:
-            engine.stop()
+    client = omni_client(url)
+    voice = args.voice or client.voices()[0]
+    config = speech_config(voice=voice, split_granularity=args.split)
+    wire_config = dumps(config)
+    ws_url = "ws://" + url.removeprefix("http://") + "/v1/audio/speech/stream"
+    for _ in range(2):  # warm-up: first connections, model caches
+        await raw_ttfa(ws_url, wire_config, TEXT)
+        await studio_ttfa(client, config, TEXT)
+        if bidi is not None:
+            await studio_ttfa(bidi, config, TEXT)
+    raw, studio, own, over_bidi = [], [], [], []
+    names = ["raw", "studio"] + (["bidi"] if bidi is not None else [])
+    for i in range(args.runs):
+        for which in (names if i % 2 == 0 else names[::-1]):
+            if which == "raw":
+                raw.append(await raw_ttfa(ws_url, wire_config, TEXT))
+            elif which == "studio":
+                t, s = await studio_ttfa(client, config, TEXT)
+                studio.append(t)
+                own.append(s)
+            else:
+                over_bidi.append((await studio_ttfa(bidi, config, TEXT))[0])
     r, s = statistics.median(raw), statistics.median(studio)
+    extra = {}
+    if over_bidi:
+        b = statistics.median(over_bidi)
+        extra = {"bidi_median_ms": round(b, 2), "bidi_vs_websocket": round(b / s, 4),
+                 "bidi_added_ms": round(statistics.median(x - y for x, y in zip(over_bidi, studio, strict=True)), 2),
+                 "bidi_ms": [round(x, 1) for x in over_bidi]}
     paired = statistics.median(b - a for a, b in zip(raw, studio, strict=True))
     return {
         "backend": args.backend, "target": url, "voice": voice, "split": args.split, "runs": args.runs,
@@ -111,13 +138,14 @@ async def main_async(args: argparse.Namespace) -> dict:
         "studio_own_stats_median_ms": round(statistics.median(own), 2),
         "ratio": round(s / r, 4), "added_ms": round(paired, 2), "median_difference_ms": round(s - r, 2),
         "in_studio_ms": round(statistics.median(a - b for a, b in zip(studio, own, strict=True)), 3),
-        "raw_ms": [round(x, 1) for x in raw], "studio_ms": [round(x, 1) for x in studio],
+        "raw_ms": [round(x, 1) for x in raw], "studio_ms": [round(x, 1) for x in studio], **extra,
     }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", choices=["offline", "omni"], default="offline")
+    p.add_argument("--backend", choices=["offline", "omni", "sagemaker"], default="offline",
+                   help="sagemaker: adds the HTTP/2 bidi path through the local emulator, same engine")
     p.add_argument("--url", help="vLLM-Omni server for --backend omni")
     p.add_argument("--voice")
     p.add_argument("--split", choices=["none", "sentence", "clause"], default="clause")
@@ -135,6 +163,9 @@ def main() -> None:
     print(f"  frame arrival → caller (parse, stats, recording, queue): {res['in_studio_ms']:.3f} ms median")
     print(f"  ratio {res['ratio']:.3f} (target ≤ {TARGET_RATIO}); studio adds {res['added_ms']:+.2f} ms paired median "
           f"({res['median_difference_ms']:+.2f} ms between medians; target ≤ {TARGET_ADDED_MS:.0f} ms)  → {'OK' if ok else 'MISSED'}")
+    if "bidi_median_ms" in res:
+        print(f"  studio over SageMaker HTTP/2 (emulator) median {res['bidi_median_ms']:8.2f} ms: "
+              f"{res['bidi_vs_websocket']:.2f}× the direct WebSocket path ({res['bidi_added_ms']:+.2f} ms paired median)")
 
 
 if __name__ == "__main__":

@@ -428,27 +428,35 @@ def test_fleet_lists_every_studio_endpoint_with_its_cost(emulator_env: EmulatorH
     assert studio_fleet(_ctx()).running == []
 
 
-def test_deploy_runs_the_smoke_test_unless_told_not_to(emulator_env: EmulatorHandle, state_file: Path,
-                                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    """With the SageMaker backend (services/sagemaker.py) the smoke test streams through the emulator and
-    saves validation-output.wav; without it, deploy says the endpoints are up but the test did not run."""
-    import importlib.util
+def test_deploy_runs_the_smoke_test_over_sagemaker(emulator_env: EmulatorHandle, state_file: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]):
+    """After InService, deploy streams speech over the HTTP/2 bidi route, invokes the image endpoint and runs
+    a 4-step async video job through S3 — all via the studio's SageMaker backend — and keeps the files."""
+    import io
     import wave
 
+    import av
+    from PIL import Image
+
+    from infra.smoke import IMAGE_FILE, VIDEO_FILE, VOICE_FILE
+
     out = tmp_path / "smoke"
-    code = infra_main(["deploy", "voice", "--state-file", str(state_file), "--role-arn", ROLE_ARN,
-                       "--smoke-dir", str(out), *CLI_FAST])
+    code = infra_main(["deploy", "--state-file", str(state_file), "--role-arn", ROLE_ARN, "--smoke-dir", str(out),
+                       *CLI_FAST])
     err = capsys.readouterr().err
+    assert code == 0, err
+    with wave.open(str(out / VOICE_FILE)) as w:
+        assert w.getframerate() == 24000 and w.getnframes() * 2 > 2000
+    with Image.open(out / IMAGE_FILE) as im:
+        assert im.format == "PNG"
+    with av.open(io.BytesIO((out / VIDEO_FILE).read_bytes())) as c:
+        assert sum(1 for _ in c.decode(video=0)) > 0
     state = DeploymentState.load(state_file)
-    if importlib.util.find_spec("services.sagemaker") is None:
-        assert code == 5 and "InService but the smoke test did not run" in err and "services/sagemaker.py" in err
-    else:
-        assert code == 0, err
-        with wave.open(str(out / "validation-output.wav")) as w:
-            assert w.getframerate() == 24000 and w.getnframes() * 2 > 2000
-        assert state.record("voice").smoke["ok"]
-    assert state.record("voice").endpoint_status == "InService"
+    assert all(state.record(role).smoke["ok"] for role in ("voice", "image", "video"))
+    assert infra_main(["smoke", "image", "--state-file", str(state_file), "--out-dir", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / IMAGE_FILE).is_file()
     assert delete_deployment(state_file, wait=FAST).ok
+    assert [len(v) for v in listing(emulator_env).values()] == [0, 0, 0]
 
 
 def test_quota_refused_at_creation_after_a_capacity_fallback_then_resume(emulator_env: EmulatorHandle,
