@@ -39,7 +39,11 @@ from services.videos import JobHandle, JobState, VideoClient, VideoPayload
 
 ASYNC_INLINE_LIMIT = 128_000  # bytes: larger async payloads must go through S3
 ASYNC_INVOCATION_TIMEOUT_S = 3600  # SageMaker async allows up to an hour
-VIDEO_POLL_MAX_S = 1.0  # S3 HEADs are cheap; a long gap between polls is time the user waits for nothing
+# Polling S3: the output object is looked for at most VIDEO_POLL_MAX_S apart, the failure object every
+# FAILURE_POLL_S. HEADs cost $0.0004 per 1000, so an hour-long job costs under a cent of polling, and every
+# moment between polls is time the user waits for a video that is already there.
+VIDEO_POLL_MAX_S = 0.25
+FAILURE_POLL_S = 1.0
 QWEN3_TTS_SPEAKERS = ["vivian", "serena", "uncle_fu", "dylan", "eric", "ryan", "aiden", "ono_anna", "sohee"]
 ROLES = ("voice", "image", "video")
 
@@ -202,6 +206,8 @@ class SageMakerVideoTransport:
         self.kms_key = kms_key
         self.inline_limit = inline_limit
         self.target = f"sagemaker://{aws.region}/{endpoint}" if endpoint else "SageMaker (no video endpoint)"
+        self._failure_checked: dict[str, float] = {}  # job id -> when its failure object was last looked for
+        self._lock = threading.Lock()
 
     # -- submit ------------------------------------------------------------------------------------
     def submit(self, body: bytes, content_type: str) -> JobHandle:
@@ -287,7 +293,7 @@ class SageMakerVideoTransport:
             for attempt in range(2):  # look now, and once more after waiting
                 if self._exists(output):
                     return JobState("succeeded")
-                if failure and self._exists(failure):
+                if failure and self._failure_due(handle.id) and self._exists(failure):
                     text = self._read(failure).decode("utf-8", errors="replace").strip()
                     self._remove(handle.data.get("input"))
                     return JobState("failed", error=f"video endpoint {self.endpoint or handle.target} failed: "
@@ -298,7 +304,17 @@ class SageMakerVideoTransport:
             return JobState("failed", error=str(exc))
         return JobState("running", detail=f"waiting for {output}")
 
+    def _failure_due(self, job_id: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._failure_checked.get(job_id, float("-inf")) < FAILURE_POLL_S:
+                return False
+            self._failure_checked[job_id] = now
+            return True
+
     def fetch(self, handle: JobHandle) -> VideoPayload:
+        with self._lock:
+            self._failure_checked.pop(handle.id, None)
         output = handle.data.get("output")
         if not output:
             raise JobFailed(f"the job record for {handle.id} has no output location")
