@@ -19,12 +19,15 @@ def home() -> None:
     st.page_link(PAGES["voice"], label="Voice — text in, speech out while it is generated", icon="🗣️")
     st.page_link(PAGES["image"], label="Image — FLUX.2-klein, realtime", icon="🖼️")
     st.page_link(PAGES["video"], label="Video — Wan2.1-VACE jobs, conditioned on your images", icon="🎬")
+    st.page_link(PAGES["endpoints"], label="Endpoints — the SageMaker deployment: status, cost, deploy, delete",
+                 icon="☁️")
 
 
 PAGES = {
     "voice": st.Page("pages/voice.py", title="Voice", icon="🗣️", url_path="voice"),
     "image": st.Page("pages/image.py", title="Image", icon="🖼️", url_path="image"),
     "video": st.Page("pages/video.py", title="Video", icon="🎬", url_path="video"),
+    "endpoints": st.Page("pages/endpoints.py", title="Endpoints", icon="☁️", url_path="endpoints"),
 }
 nav = st.navigation([st.Page(home, title="Home", icon="🏠", default=True), *PAGES.values()])
 nav.run()

@@ -201,17 +201,9 @@ def deployment_settings(state: DeploymentState, base: Settings | None = None) ->
 
 
 def deployment_backend(state: DeploymentState, base: Settings | None = None) -> Backend:
-    """The SageMaker backend for a deployment (services.sagemaker, issue 5)."""
+    """The studio's SageMaker backend (services.sagemaker) pointed at a deployment's endpoints."""
     from services.backend import create_backend
 
-    try:
-        import services.sagemaker  # noqa: F401
-    except ModuleNotFoundError as exc:
-        if exc.name != "services.sagemaker":
-            raise
-        raise InfraError("this build has no SageMaker backend (services/sagemaker.py), so the deployment cannot be "
-                         "smoke-tested from here: run `python -m infra smoke --backend omni --url URL` against a "
-                         "vLLM-Omni server, or deploy with --no-smoke") from None
     return create_backend(deployment_settings(state, base))
 
 

@@ -54,6 +54,10 @@ class Settings(BaseModel):
     prefix: str = "omni-studio"
     kms_key: str | None = None
     state_file: Path = Path(".vllm_omni_media_state.json")
+    # The endpoints page: how often deploy/resume/delete describe the endpoints (real ones take ~10 min;
+    # the rehearsal's emulator seconds), and whether the cost banner looks for running endpoints.
+    infra_poll_s: float = Field(default=15.0, gt=0)
+    cost_banner: Literal["auto", "always", "off"] = "auto"  # auto: when a state file exists or on SageMaker
 
     @field_validator("omni_url")
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from services.backend import Backend, BackendHealth, create_backend
@@ -48,7 +50,8 @@ def backend_health() -> BackendHealth:
 
 
 def sidebar() -> None:
-    """Backend picker and health, on every page."""
+    """Backend picker and health, on every page (and the cost banner above the page, when endpoints run)."""
+    cost_banner()
     name, url = backend_choice()
     with st.sidebar:
         st.subheader("Backend")
@@ -67,8 +70,72 @@ def sidebar() -> None:
             st.error(str(exc))
             return
         h = backend_health()
-        (st.success if h.ok else st.error)(f"{b.label}: {h.detail}", icon="🟢" if h.ok else "🔴")
-        st.caption(f"Target: `{b.target}`")
+        (st.success if h.ok else st.error)(f"{b.label}: {plain(h.detail)}", icon="🟢" if h.ok else "🔴")
+        st.caption(f"Target: {plain(b.target)}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What is running on SageMaker, and what it costs: a banner on every page.
+ENDPOINTS_PAGE = "pages/endpoints.py"
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _fleet(region: str, profile: str | None) -> dict | None:
+    """Studio-tagged endpoints in the region (infra's sweep listing), or None when AWS cannot be asked."""
+    from infra.aws import AwsContext
+    from infra.sweep import studio_fleet
+
+    try:
+        return studio_fleet(AwsContext(region, profile)).to_dict()
+    except StudioError:
+        return None
+
+
+def fleet() -> dict | None:
+    s = settings()
+    return _fleet(_deployment_region(s), s.profile)
+
+
+def _deployment_region(s: Settings) -> str:
+    """The state file's region when there is one (that is where the endpoints are), else the setting's."""
+    from services.sagemaker import read_state_file
+
+    try:
+        state = read_state_file(s.state_file) or {}
+    except StudioError:
+        state = {}
+    return str(state.get("region") or s.region)
+
+
+def banner_wanted(s: Settings, backend_name: str) -> bool:
+    if s.cost_banner == "off":
+        return False
+    return s.cost_banner == "always" or s.state_file.is_file() or backend_name == "sagemaker"
+
+
+def cost_banner() -> None:
+    """'N studio endpoints running: $/hour, cost so far' with a link to the endpoints page, when there are any."""
+    if not banner_wanted(settings(), backend_choice()[0]):
+        return
+    f = fleet()
+    if not f or not f["running"]:
+        return
+    n = f["running"]
+    st.warning(f"**{n} studio endpoint{'s' if n != 1 else ''} running** in {plain(f['region'])}: "
+               f"${f['usd_per_hour']:.2f}/hour, ${f['cost_so_far_usd']:.2f} so far.", icon="💸")
+    st.page_link(ENDPOINTS_PAGE, label="Endpoints: status, cost, delete", icon="☁️")
+
+
+@st.cache_resource(show_spinner=False)
+def _infra_actions(state_file: str):
+    from infra.actions import ActionRunner
+
+    return ActionRunner(Path(state_file))
+
+
+def infra_actions():
+    """The background runner of deploy/resume/smoke/delete for the settings' state file (process-wide)."""
+    return _infra_actions(str(settings().state_file))
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -80,6 +147,11 @@ def _speech_catalog(name: str, url: str | None) -> tuple[list[str], list[str]]:
 def speech_catalog() -> tuple[list[str], list[str]]:
     """(voices, languages) of the chosen backend's speech model, cached briefly. Raises StudioError."""
     return _speech_catalog(*backend_choice())
+
+
+def code(text: str) -> str:
+    """`text` as an inline code span: shown verbatim (escapes are not processed there), backticks removed."""
+    return "`" + str(text).replace("`", "'") + "`"
 
 
 def ice_servers() -> list[dict]:

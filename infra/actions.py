@@ -1,0 +1,182 @@
+"""Long infra operations run in the background, one at a time per state file, watched from elsewhere.
+
+The endpoints page starts `deploy`, `resume`, `smoke` or `delete` here and re-reads `runner.current()` on
+each refresh: what is running, the CLI command it corresponds to, its progress lines so far, and how it
+ended. Nothing here knows about Streamlit; every operation is the infra library call the CLI makes.
+
+    runner = ActionRunner(state_file)
+    runner.deploy(DeployOptions(...), wait=WaitSettings(poll_s=5))   # returns at once; InfraError if busy
+    action = runner.current()   # Action: kind, command, lines, done, ok, summary, error
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.delete import delete_deployment
+from infra.deploy import Progress, WaitSettings, deploy, format_duration, resume
+from infra.errors import InfraError
+from infra.model import DeployOptions, deploy_command, shell_command
+from infra.smoke import SmokeCheck, deployment_backend, record_smoke, run_smoke
+from infra.state import DeploymentState
+from services.errors import StudioError
+
+MAX_LINES = 400  # progress lines kept per action (a long wait repeats itself)
+
+
+@dataclass
+class Action:
+    kind: str  # deploy | resume | smoke | delete
+    command: str  # the CLI line that does the same
+    started_at: float = field(default_factory=time.time)
+    lines: list[str] = field(default_factory=list)
+    done: bool = False
+    ok: bool | None = None
+    summary: str | None = None  # one line: what came of it
+    error: str | None = None
+    finished_at: float | None = None
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.finished_at or time.time()) - self.started_at
+
+
+def progress_line(p: Progress) -> str:
+    who = p.role or "deployment"
+    extra = []
+    if p.status:
+        extra.append(p.status)
+    if p.instance_type:
+        extra.append(p.instance_type)
+    if p.elapsed_s is not None:
+        extra.append(format_duration(p.elapsed_s))
+    return f"{who}: {p.message}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def smoke_line(check: SmokeCheck) -> str:
+    return f"{check.role}: smoke {'ok' if check.ok else 'FAILED'} — {check.detail}"
+
+
+class ActionRunner:
+    """At most one running action per state file; the last one stays readable after it ends."""
+
+    def __init__(self, state_file: Path, *, smoke_dir: Path | None = None) -> None:
+        self.state_file = Path(state_file)
+        self.smoke_dir = Path(smoke_dir) if smoke_dir else self.state_file.parent / "smoke"
+        self._lock = threading.Lock()
+        self._action: Action | None = None
+        self._stop = threading.Event()
+
+    # -- reading ------------------------------------------------------------------------------------
+    def current(self) -> Action | None:
+        """A copy of the running (or last) action, safe to render."""
+        with self._lock:
+            if self._action is None:
+                return None
+            a = self._action
+            return Action(a.kind, a.command, a.started_at, list(a.lines), a.done, a.ok, a.summary, a.error,
+                          a.finished_at)
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._action is not None and not self._action.done
+
+    # -- starting -----------------------------------------------------------------------------------
+    def deploy(self, options: DeployOptions, *, wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
+        def work(action: Action) -> tuple[bool, str]:
+            result = deploy(options, state_file=self.state_file, wait=wait, progress=self._progress(action),
+                            stop=self._stop)
+            return self._finish_deploy(action, result, smoke)
+
+        return self._start("deploy", deploy_command(options, str(self.state_file)), work)
+
+    def resume(self, *, wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
+        def work(action: Action) -> tuple[bool, str]:
+            result = resume(self.state_file, wait=wait, progress=self._progress(action), stop=self._stop)
+            return self._finish_deploy(action, result, smoke)
+
+        return self._start("resume", shell_command("resume", ["--state-file", str(self.state_file)]), work)
+
+    def smoke(self) -> Action:
+        def work(action: Action) -> tuple[bool, str]:
+            report = self._smoke(action)
+            return report.ok, "smoke test passed" if report.ok else "smoke test FAILED"
+
+        return self._start("smoke", shell_command("smoke", ["--state-file", str(self.state_file),
+                                                            "--out-dir", str(self.smoke_dir)]), work)
+
+    def delete(self, *, wait: WaitSettings = WaitSettings(), purge_s3: bool = False) -> Action:
+        def work(action: Action) -> tuple[bool, str]:
+            report = delete_deployment(self.state_file, wait=wait, purge_s3=purge_s3, progress=self._progress(action))
+            for d in report.deletions:
+                self._line(action, d.line())
+            if report.ok:
+                return True, "everything is gone" + (" (state file removed)" if report.state_removed else "")
+            return False, "still there: " + ", ".join(report.remaining)
+
+        args = ["--state-file", str(self.state_file), "--yes"] + (["--purge-s3"] if purge_s3 else [])
+        return self._start("delete", shell_command("delete", args), work)
+
+    def stop(self) -> None:
+        """Ask a running deploy/resume to stop waiting (what exists stays recorded; resume goes on)."""
+        self._stop.set()
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _finish_deploy(self, action: Action, result: Any, smoke: bool) -> tuple[bool, str]:
+        for outcome in result.outcomes.values():
+            self._line(action, outcome.summary())
+        if not result.ok:
+            err = result.error()
+            return False, str(err) if err else "the deployment did not finish"
+        if not smoke:
+            return True, "all endpoints InService (smoke test skipped)"
+        report = self._smoke(action)
+        return report.ok, "all endpoints InService, smoke test passed" if report.ok else \
+            "all endpoints InService, but the smoke test FAILED"
+
+    def _smoke(self, action: Action) -> Any:
+        state = DeploymentState.load(self.state_file)
+        backend = deployment_backend(state)
+        try:
+            report = run_smoke(backend, self.smoke_dir, state.spec.roles,
+                               progress=lambda c: self._line(action, smoke_line(c)))
+        finally:
+            backend.close()
+        record_smoke(state, report)
+        return report
+
+    def _progress(self, action: Action) -> Callable[[Progress], None]:
+        return lambda p: self._line(action, progress_line(p))
+
+    def _line(self, action: Action, line: str) -> None:
+        with self._lock:
+            action.lines.append(line)
+            del action.lines[:-MAX_LINES]
+
+    def _start(self, kind: str, command: str, work: Callable[[Action], tuple[bool, str]]) -> Action:
+        with self._lock:
+            if self._action is not None and not self._action.done:
+                raise InfraError(f"{self._action.kind} is still running for {self.state_file}; wait for it to end")
+            action = self._action = Action(kind, command)
+            self._stop.clear()
+
+        def run() -> None:
+            try:
+                ok, summary = work(action)
+                error = None if ok else summary
+            except StudioError as exc:
+                ok, summary, error = False, f"{kind} failed", str(exc)
+            except Exception as exc:  # nothing may leave the action "running" forever
+                ok, summary, error = False, f"{kind} failed", f"unexpected {type(exc).__name__}: {exc}"
+            with self._lock:
+                action.ok, action.summary, action.error = ok, summary, error
+                action.done, action.finished_at = True, time.time()
+
+        threading.Thread(target=run, name=f"infra-{kind}", daemon=True).start()
+        return action

@@ -1,0 +1,122 @@
+"""The endpoints page and the cost banner with Streamlit's AppTest (the real app.py navigation), against the
+local SageMaker emulator: deploy from the page with live progress and the CLI line, the status table with
+cost and smoke result, the banner on other pages, and a delete that names what goes before it goes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+pytest.register_assert_rewrite("tests.emulator_support")
+from tests.emulator_support import ROLE_ARN, EmulatorHandle
+
+pytest_plugins = ["tests.emulator_support"]
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+ENDPOINTS = "pages/endpoints.py"
+
+
+def _open(monkeypatch: pytest.MonkeyPatch, tmp: Path, page: str = ENDPOINTS) -> AppTest:
+    monkeypatch.setenv("OMNI_STUDIO_CONFIG", str(tmp / "absent.toml"))
+    monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp / "data"))
+    monkeypatch.setenv("OMNI_STUDIO_STATE_FILE", str(tmp / "state.json"))
+    monkeypatch.setenv("OMNI_STUDIO_INFRA_POLL_S", "0.05")
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "sagemaker")
+    monkeypatch.setenv("SAGEMAKER_EXECUTION_ROLE_ARN", ROLE_ARN)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(page)
+    at.run()
+    _ok(at)
+    return at
+
+
+def _ok(at: AppTest) -> None:
+    assert not at.exception, at.exception[0].message if at.exception else ""
+
+
+def _button(at: AppTest, key: str):
+    return at.button(key=key)
+
+
+def _until(at: AppTest, done, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out; page shows: {[c.value for c in at.code]}"
+        time.sleep(0.2)
+        at.run()
+        _ok(at)
+
+
+def _codes(at: AppTest) -> str:
+    return "\n".join(str(c.value) for c in at.code)
+
+
+def _listing(emulator: EmulatorHandle) -> list[int]:
+    sm = emulator.client("sagemaker")
+    return [len(sm.list_endpoints()["Endpoints"]), len(sm.list_endpoint_configs()["EndpointConfigs"]),
+            len(sm.list_models()["Models"])]
+
+
+def test_deploy_status_banner_and_delete_from_the_page(emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path)
+    assert any("No deployment yet" in i.value for i in at.info)
+    at.multiselect(key="deploy_roles").set_value(["voice", "image"])
+    at.text_input(key="deploy_bucket").input("omni-studio-page-test")
+    at.run()
+    assert "python -m infra deploy voice image" in _codes(at) and "--bucket omni-studio-page-test" in _codes(at)
+    _button(at, "deploy_go").click().run()
+    _ok(at)
+    _until(at, lambda: "deploy — done" in " ".join(m.value for m in at.markdown), timeout=90)
+    codes = _codes(at)
+    assert "voice: omni-studio-" in codes and "InService" in codes and "smoke ok" in codes
+    assert any(s.value.startswith("all endpoints InService, smoke test passed") for s in at.success)
+    table = at.dataframe[0].value
+    assert list(table["endpoint"]) == ["voice", "image"] and set(table["status"]) == {"InService"}
+    assert set(table["smoke test"]) == {"ok"} and all(v.startswith("$") for v in table["$/hour"])
+    assert [m.label for m in at.metric] == ["Per hour", "Per day", "Cost so far"]
+
+    # Every page shows the banner while studio endpoints run.
+    image_page = _open(monkeypatch, tmp_path, "pages/image.py")
+    banner = [w.value for w in image_page.warning if "studio endpoints running" in w.value]
+    assert banner and "$" in banner[0] and "/hour" in banner[0]
+
+    at = _open(monkeypatch, tmp_path)
+    _button(at, "delete_ask").click().run()
+    warning = next(w.value for w in at.warning if "This deletes" in w.value)
+    assert "This deletes 6 resources" in warning
+    listed = " ".join(m.value for m in at.markdown)
+    assert "endpoint `omni-studio-" in listed and "endpoint config" in listed and "model" in listed
+    _button(at, "delete_go").click().run()
+    _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)
+    assert any("everything is gone" in s.value for s in at.success)
+    assert _listing(emulator_env) == [0, 0, 0] and not (tmp_path / "state.json").exists()
+    assert any("No deployment yet" in i.value for i in at.info)
+
+
+def test_a_refused_deploy_says_why_and_creates_nothing(emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    emulator_env.configure(quotas={"ml.g6.xlarge": 0, "ml.g6e.xlarge": 0, "ml.g5.xlarge": 0, "ml.g4dn.xlarge": 0})
+    at = _open(monkeypatch, tmp_path)
+    _button(at, "deploy_go").click().run()
+    _until(at, lambda: "deploy — failed" in " ".join(m.value for m in at.markdown))
+    assert any("quota" in e.value.lower() for e in at.error)
+    assert _listing(emulator_env) == [0, 0, 0]
+
+
+def test_no_banner_and_no_aws_calls_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "offline")
+    monkeypatch.setenv("OMNI_STUDIO_STATE_FILE", str(tmp_path / "none.json"))
+    from ui.resources import banner_wanted
+    from services.settings import load_settings
+
+    s = load_settings()
+    assert not banner_wanted(s, "offline") and banner_wanted(s, "sagemaker")
+    assert not banner_wanted(s.with_overrides(cost_banner="off"), "sagemaker")
