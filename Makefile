@@ -3,7 +3,7 @@ PY := .venv/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8501
 
-.PHONY: setup setup-dev studio engine test bench clean
+.PHONY: setup setup-dev studio engine rehearse test bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -19,6 +19,10 @@ studio: setup
 ## The embedded offline vLLM-Omni engine on its own (http://127.0.0.1:8091).
 engine: setup
 	$(PY) -m offline --host 127.0.0.1 --port 8091
+
+## The dry run of a customer delivery: emulated SageMaker, infra deploy, the studio on it, delete at Ctrl-C.
+rehearse: setup-dev
+	$(PY) scripts/rehearse.py --port $(PORT)
 
 ## The whole test suite.
 test: setup-dev

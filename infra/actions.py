@@ -120,7 +120,7 @@ class ActionRunner:
                 return True, "everything is gone" + (" (state file removed)" if report.state_removed else "")
             return False, "still there: " + ", ".join(report.remaining)
 
-        args = ["--state-file", str(self.state_file), "--yes"] + (["--purge-s3"] if purge_s3 else [])
+        args = ["--state-file", str(self.state_file)] + (["--purge-s3"] if purge_s3 else [])
         return self._start("delete", shell_command("delete", args), work)
 
     def stop(self) -> None:

@@ -156,7 +156,7 @@ else:
                        "stop billing once the endpoints are gone. S3 outputs are kept.")
             st.markdown("\n".join(f"- {resources.plain(role)}: {kind} {resources.code(name)}"
                                   for role, kind, name in plan))
-            st.code(f"python -m infra delete --state-file {state_file} --yes", language="bash")
+            st.code(f"python -m infra delete --state-file {state_file}", language="bash")
             y, n = st.columns(2)
             if y.button(f"Yes, delete these {len(plan)}", type="primary", key="delete_go"):
                 state["confirm_delete"] = False

@@ -21,14 +21,7 @@ the fixtures, for benches and scripts.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import queue
 import socket
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +31,9 @@ import boto3
 import httpx
 import pytest
 from botocore.config import Config as BotoConfig
+
+from offline.sagemaker import launch
+from offline.sagemaker.launch import client_env
 
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-east-1"
@@ -59,33 +55,18 @@ class EmulatorHandle:
     engine_url: str  # the offline engine the endpoints forward to
     region: str = REGION
     account_id: str = "123456789012"
-    access_key_id: str = "AKIAEMULATORTEST0001"
-    secret_access_key: str = "emulator-secret-key-not-a-real-one"
-    session_token: str = "emulator-session-token"
+    access_key_id: str = launch.FAKE_ACCESS_KEY_ID
+    secret_access_key: str = launch.FAKE_SECRET_ACCESS_KEY
+    session_token: str = launch.FAKE_SESSION_TOKEN
 
     # -- environment for clients -------------------------------------------------------------------
     def env(self, *, tls: bool = False) -> dict[str, str]:
         """AWS_* variables that point boto3 (and the services layer) at the emulator with fake credentials.
 
         `tls=True` sends boto3's SageMaker calls through the TLS listener too (trusting AWS_CA_BUNDLE)."""
-        base = self.https_url if tls else self.http_url
-        return {
-            "AWS_ENDPOINT_URL_SAGEMAKER": base,
-            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": base,
-            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": self.https_url,
-            "AWS_ENDPOINT_URL_SERVICE_QUOTAS": base,
-            "AWS_ENDPOINT_URL_STS": base,
-            "AWS_ENDPOINT_URL_S3": self.s3_url,
-            "AWS_CA_BUNDLE": str(self.ca_file),
-            "AWS_ACCESS_KEY_ID": self.access_key_id,
-            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
-            "AWS_SESSION_TOKEN": self.session_token,
-            "AWS_DEFAULT_REGION": self.region,
-            "AWS_REGION": self.region,
-            "AWS_CONFIG_FILE": os.devnull,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-            "AWS_EC2_METADATA_DISABLED": "true",
-        }
+        ready = {"http": self.http_url, "https": self.https_url, "ca_file": self.ca_file, "s3": self.s3_url,
+                 "region": self.region}
+        return client_env(ready, tls=tls, access_key_id=self.access_key_id)
 
     def client(self, service: str, *, access_key_id: str | None = None, **config: Any) -> Any:
         """A real boto3 client for `service`, at the emulator (or moto for S3), with fake credentials."""
@@ -180,58 +161,13 @@ def start_moto() -> Iterator[str]:
 def start_emulator(
     engine_url: str, s3_url: str, work_dir: Path, *, config: dict[str, Any] | None = None, timeout_s: float = 60.0
 ) -> Iterator[EmulatorHandle]:
-    """`python -m offline.sagemaker` as a subprocess on free loopback ports; yields once it is ready."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    config_file = work_dir / "emulator-config.json"
-    config_file.write_text(json.dumps({"delays": FAST_DELAYS, **(config or {})}))
-    log_file = work_dir / "emulator.log"
-    with open(log_file, "wb") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "offline.sagemaker", "--engine-url", engine_url, "--s3-endpoint", s3_url,
-                "--config", str(config_file), "--port", "0", "--tls-port", "0", "--state-dir", str(work_dir / "tls"),
-                "--log-level", "info",
-            ],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    lines: queue.Queue[bytes] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    try:
-        ready = _wait_ready(proc, lines, log_file, timeout_s)
+    """`python -m offline.sagemaker` as a subprocess on free loopback ports (fast delays); yields once it is ready."""
+    with launch.start_emulator(work_dir, engine_url=engine_url, s3_url=s3_url, timeout_s=timeout_s,
+                               config={"delays": FAST_DELAYS, **(config or {})}) as ready:
         yield EmulatorHandle(
             http_url=ready["http"], https_url=ready["https"], ca_file=Path(ready["ca_file"]), s3_url=s3_url,
             engine_url=engine_url, region=ready["region"], account_id=ready["account_id"],
         )
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], lines: queue.Queue[bytes], log_file: Path, timeout_s: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=0.2)
-        except queue.Empty:
-            if proc.poll() is not None:
-                break
-            continue
-        try:
-            message = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if message.get("emulator") == "ready":
-            return message
-    tail = log_file.read_text(errors="replace")[-3000:]
-    state = f"exited with {proc.returncode}" if proc.poll() is not None else f"not ready after {timeout_s:.0f} s"
-    raise RuntimeError(f"the SageMaker emulator {state}; its log ends with:\n{tail}")
 
 
 # --------------------------------------------------------------------------------------------------
