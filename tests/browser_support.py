@@ -32,6 +32,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 RESULT_MARK = "@@BROWSER-RESULT@@ "
 FAILURE_SCREENSHOT = "/tmp/omni-studio-browser-failure.png"
+SERVER_ENV = "OMNI_BROWSER_SERVER"  # "rehearsal": run scripts/rehearse.py instead of a bare studio
+REHEARSAL_REPORT_ENV = "OMNI_REHEARSAL_REPORT"  # where the rehearsal writes what was left
+REHEARSAL_DIR_ENV = "OMNI_REHEARSAL_DIR"
 # Flags that work here (TESTING.md); loopback ICE needs --allow-loopback-in-peer-connection.
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -183,6 +187,40 @@ def _streamlit(port: int, log: Path) -> Iterator[subprocess.Popen]:
                 proc.kill()
 
 
+@contextmanager
+def _rehearsal(port: int, log: Path) -> Iterator[subprocess.Popen]:
+    """`scripts/rehearse.py --no-deploy` instead of a bare studio: the emulated SageMaker, the studio on it.
+    Ended with SIGINT like a person's Ctrl-C, so its teardown (delete, listing, report) runs."""
+    import httpx
+
+    argv = [sys.executable, "scripts/rehearse.py", "--no-deploy", "--port", str(port),
+            "--dir", os.environ.get(REHEARSAL_DIR_ENV, str(log.parent / "rehearsal")),
+            "--report", os.environ[REHEARSAL_REPORT_ENV]]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the rehearsal exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+            else:
+                raise RuntimeError(f"the rehearsal's studio did not answer within 120 s:\n{log.read_text()[-3000:]}")
+            yield proc
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            sys.stderr.write("---- rehearsal output ----\n" + log.read_text(errors="replace")[-4000:])
+
+
 class BrowserStudio:
     """What a scenario gets: the studio's URL and a Playwright page on it."""
 
@@ -216,9 +254,10 @@ def _main(target: str) -> dict[str, Any]:
     module_name, func_name = target.split(":")
     scenario = getattr(importlib.import_module(module_name), func_name)
     port = _free_port()
+    server = _rehearsal if os.environ.get(SERVER_ENV) == "rehearsal" else _streamlit
     with tempfile.TemporaryDirectory(prefix="omni-browser-") as tmp:
         log = Path(tmp) / "streamlit.log"
-        with _streamlit(port, log), sync_playwright() as p:
+        with server(port, log), sync_playwright() as p:
             context = p.chromium.launch_persistent_context(
                 str(Path(tmp) / "profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
                 viewport={"width": 1400, "height": 1000},

@@ -23,18 +23,28 @@ def loop() -> BackgroundLoop:
 
 
 @st.cache_resource(show_spinner="Starting the backend…")
-def _backend(name: str, url: str | None) -> Backend:
+def _backend(name: str, url: str | None, targets: str | None = None) -> Backend:
     return create_backend(settings().with_overrides(backend=name, omni_url=url))
 
 
 @st.cache_data(ttl=5, show_spinner=False)
-def _health(name: str, url: str | None) -> BackendHealth:
-    return _backend(name, url).health()
+def _health(name: str, url: str | None, targets: str | None = None) -> BackendHealth:
+    return _backend(name, url, targets).health()
 
 
-def backend_choice() -> tuple[str, str | None]:
+def backend_choice() -> tuple[str, str | None, str | None]:
+    """(backend, URL, SageMaker targets): a deploy or delete that changes the endpoints makes a new backend."""
     s = settings()
-    return st.session_state.get("backend_name", s.backend), st.session_state.get("backend_url", s.omni_url)
+    name = st.session_state.get("backend_name", s.backend)
+    targets = None
+    if name == "sagemaker":
+        from services.sagemaker import resolve_targets
+
+        try:
+            targets = resolve_targets(s).label()
+        except StudioError as exc:
+            targets = f"unreadable: {exc}"
+    return name, st.session_state.get("backend_url", s.omni_url), targets
 
 
 def backend() -> Backend:
@@ -52,7 +62,7 @@ def backend_health() -> BackendHealth:
 def sidebar() -> None:
     """Backend picker and health, on every page (and the cost banner above the page, when endpoints run)."""
     cost_banner()
-    name, url = backend_choice()
+    name, url, _ = backend_choice()
     with st.sidebar:
         st.subheader("Backend")
         options = ["offline", "omni", "sagemaker"]
@@ -80,7 +90,7 @@ ENDPOINTS_PAGE = "pages/endpoints.py"
 
 
 @st.cache_data(ttl=30, show_spinner=False)
-def _fleet(region: str, profile: str | None) -> dict | None:
+def _fleet(region: str, profile: str | None, state_stamp: float | None) -> dict | None:
     """Studio-tagged endpoints in the region (infra's sweep listing), or None when AWS cannot be asked."""
     from infra.aws import AwsContext
     from infra.sweep import studio_fleet
@@ -93,7 +103,11 @@ def _fleet(region: str, profile: str | None) -> dict | None:
 
 def fleet() -> dict | None:
     s = settings()
-    return _fleet(_deployment_region(s), s.profile)
+    try:  # a deploy or delete rewrites the state file: that is asked about at once, not after the cache ages
+        stamp = s.state_file.stat().st_mtime
+    except OSError:
+        stamp = None
+    return _fleet(_deployment_region(s), s.profile, stamp)
 
 
 def _deployment_region(s: Settings) -> str:
@@ -139,8 +153,8 @@ def infra_actions():
 
 
 @st.cache_data(ttl=30, show_spinner=False)
-def _speech_catalog(name: str, url: str | None) -> tuple[list[str], list[str]]:
-    speech = _backend(name, url).speech
+def _speech_catalog(name: str, url: str | None, targets: str | None = None) -> tuple[list[str], list[str]]:
+    speech = _backend(name, url, targets).speech
     return speech.voices(), speech.languages()
 
 
@@ -184,10 +198,10 @@ def history():
 
 
 @st.cache_resource(show_spinner=False)
-def _video_jobs(name: str, url: str | None):
+def _video_jobs(name: str, url: str | None, targets: str | None = None):
     from services.videos import VideoJobs
 
-    return VideoJobs(_backend(name, url).videos, history())  # resumes what its transport can poll again
+    return VideoJobs(_backend(name, url, targets).videos, history())  # resumes what its transport can poll again
 
 
 def video_jobs():
