@@ -81,7 +81,7 @@ def sidebar() -> None:
             return
         h = backend_health()
         (st.success if h.ok else st.error)(f"{b.label}: {plain(h.detail)}", icon="🟢" if h.ok else "🔴")
-        st.caption(f"Target: {plain(b.target)}")
+        st.caption(f"Target: {code(b.target)}")
 
 
 # ---------------------------------------------------------------------------------------------------------
