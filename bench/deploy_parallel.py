@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from infra.delete import delete_deployment  # noqa: E402
 from infra.deploy import WaitSettings, deploy  # noqa: E402
 from infra.model import DeployOptions  # noqa: E402
-from tests.conftest import free_port, wait_healthy  # noqa: E402
+from services.engine import start_engine  # noqa: E402
 from tests.emulator_support import ROLE_ARN, start_emulator, start_moto  # noqa: E402
 
 TARGET = 1.1
@@ -60,13 +59,10 @@ def main() -> int:
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-deploy-"))
-    port = free_port()
-    engine = subprocess.Popen([sys.executable, "-m", "offline", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    engine_url = f"http://127.0.0.1:{port}"
+    engine = start_engine()
+    engine_url = engine.url
     paces: dict[str, float] = {}
     try:
-        wait_healthy(f"{engine_url}/health", engine)
         paces = {"voice": args.voice_s, "image": args.image_s, "video": args.video_s}
         slowest = max(paces, key=lambda r: paces[r])
         config = {"delays": {"create_s": 2.0, "delete_s": 0.2,
@@ -86,8 +82,7 @@ def main() -> int:
                         walls[variant].append(sum(timed_deploy([r], work, f"seq-{r}-{run}")
                                                   for r in ("voice", "image", "video")))
     finally:
-        engine.terminate()
-        engine.wait(timeout=10)
+        engine.stop()
 
     med = {k: statistics.median(v) for k, v in walls.items()}
     print("emulator Creating times: " + ", ".join(f"{r} {s:.1f} s" for r, s in paces.items())

@@ -18,9 +18,7 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
 from offline import voice  # noqa: E402
+from services.engine import start_engine  # noqa: E402
 from services.protocol import PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH, SPEECH_STREAM_PATH  # noqa: E402
 
 PARAGRAPH = (
@@ -43,34 +41,6 @@ TARGET_FIRST_AUDIO_MS = 100.0
 TARGET_RTF = 0.1
 TARGET_RATIO = 1.1
 PAUSE_S = 0.3  # lets onnxruntime's spinning threads settle between runs
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_engine() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "offline", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the engine exited with {proc.returncode} before answering")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.terminate()
-    raise SystemExit("the engine did not answer /health within 60 s")
 
 
 async def websocket_run(url: str) -> tuple[float, float, float]:
@@ -148,10 +118,11 @@ async def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be between 1 and 50")
 
     load_before = load_average()
-    proc = None
+    engine = None
     url = args.url
     if url is None:
-        proc, url = start_engine()
+        engine = start_engine()  # its own subprocess on a free loopback port
+        url = engine.url
     try:
         from piper.config import SynthesisConfig
 
@@ -172,12 +143,8 @@ async def main(argv: list[str] | None = None) -> int:
             results["piper"].append(piper_run(piper_voice, plain_config))
             await asyncio.sleep(PAUSE_S)
     finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        if engine is not None:
+            engine.stop()
 
     rows = [
         ("WebSocket, engine subprocess", summarize(results["ws"])),

@@ -82,12 +82,12 @@ with st.form("image_form", border=False):
     st.text_input("Negative prompt", key="image_negative", placeholder="what to avoid (optional)")
     c = st.columns(5)
     c[0].text_input("Size (WxH)", key="image_size", help="width x height, each 64–2048, e.g. 1024x1024")
-    c[1].number_input("Steps", key="image_steps", min_value=1, max_value=200, step=1,
+    c[1].number_input("Steps", key="image_steps", value=state["image_steps"], min_value=1, max_value=200, step=1,
                       help=f"FLUX.2-klein wants about {DEFAULT_STEPS}; more is slower, not better")
     c[2].text_input("Guidance", key="image_guidance", placeholder="server default",
                     help="guidance scale 0–20; blank: the model's default")
     c[3].text_input("Seed", key="image_seed", placeholder="random", help="blank: a random seed (recorded with the image)")
-    c[4].number_input("Images", key="image_n", min_value=1, max_value=4, step=1)
+    c[4].number_input("Images", key="image_n", value=state["image_n"], min_value=1, max_value=4, step=1)
     st.form_submit_button("Generate", type="primary", on_click=_generate)
 
 if state.get("image_error"):

@@ -154,18 +154,21 @@ with right:
                 st.error(resources.plain(exc))
 
 with left:
+    # Number inputs get `value=` their own state as well as `key=`: the browser can show an element's default
+    # for a moment while a page replaces another, and a rerun in that moment sent min_value back (FPS 1,
+    # steps 1). With the default equal to the state, that moment shows — and sends — the right number.
     st.text_area("Motion prompt", key="video_prompt", height=100,
                  placeholder="The camera slowly pushes in while the waves roll onto the beach")
     c = st.columns(3)
-    c[0].number_input("Width", key="video_width", min_value=64, max_value=1280, step=16, help="rounded down to a multiple of 16")
-    c[1].number_input("Height", key="video_height", min_value=64, max_value=1280, step=16, help="rounded down to a multiple of 16")
-    c[2].number_input("Frames", key="video_frames", min_value=1, max_value=257, step=4,
+    c[0].number_input("Width", key="video_width", value=state["video_width"], min_value=64, max_value=1280, step=16, help="rounded down to a multiple of 16")
+    c[1].number_input("Height", key="video_height", value=state["video_height"], min_value=64, max_value=1280, step=16, help="rounded down to a multiple of 16")
+    c[2].number_input("Frames", key="video_frames", value=state["video_frames"], min_value=1, max_value=257, step=4,
                       help="Wan rounds to 4k+1: 17, 33, 49, …")
     c = st.columns(3)
-    c[0].number_input("FPS", key="video_fps", min_value=1, max_value=60, step=1)
-    c[1].number_input("Steps", key="video_steps", min_value=1, max_value=200, step=1,
+    c[0].number_input("FPS", key="video_fps", value=state["video_fps"], min_value=1, max_value=60, step=1)
+    c[1].number_input("Steps", key="video_steps", value=state["video_steps"], min_value=1, max_value=200, step=1,
                       help=f"{DEFAULT_STEPS} keeps the reference's composition; {SMOKE_TEST_STEPS} is a smoke test only")
-    c[2].number_input("Guidance", key="video_guidance", min_value=0.0, max_value=20.0, step=0.5)
+    c[2].number_input("Guidance", key="video_guidance", value=state["video_guidance"], min_value=0.0, max_value=20.0, step=0.5)
     st.text_input("Seed", key="video_seed", placeholder="random", help="blank: a random seed (recorded with the job)")
     if int(state["video_steps"]) <= SMOKE_TEST_STEPS:
         st.warning(f"{int(state['video_steps'])} steps is a **smoke test only**: the video will not keep the "

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from offline.sagemaker.launch import client_env, start_emulator  # noqa: E402
+from services.engine import wait_http_ok  # noqa: E402
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-rehearsal"
 BUCKET = "omni-studio-rehearsal"
@@ -58,22 +59,6 @@ def leftovers(env: dict[str, str]) -> dict[str, list[str]]:
         "endpoint configs": [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]],
         "models": [m["ModelName"] for m in sm.list_models()["Models"]],
     }
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the studio exited with {proc.returncode} before it answered")
-        try:
-            if httpx.get(f"{url}/_stcore/health", timeout=1.0, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"the studio did not answer at {url} within {timeout_s:.0f} s")
 
 
 def main() -> int:
@@ -125,7 +110,8 @@ def main() -> int:
                 [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1", "--server.port",
                  str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
                 cwd=ROOT, env=env, stdout=open(work / "studio.log", "wb"), stderr=subprocess.STDOUT)
-            wait_healthy(url, studio)
+            wait_http_ok(f"{url}/_stcore/health", studio, timeout=90, what="the studio",
+                         log_tail=lambda: (work / "studio.log").read_text(errors="replace")[-3000:])
             say(f"the studio runs on the emulated SageMaker deployment: {url}  (Ctrl-C ends the rehearsal)")
             deadline = time.monotonic() + args.serve_seconds if args.serve_seconds is not None else None
             while not stopping["now"] and studio.poll() is None:

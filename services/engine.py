@@ -21,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -32,8 +33,34 @@ START_TIMEOUT_S = 90.0
 _PORT_ATTEMPTS = 3  # a free port can be taken between probing and binding: retry on another
 
 
-class EngineStartError(StudioError):
+class StartError(StudioError):
+    """A local server did not come up; the message says why."""
+
+
+class EngineStartError(StartError):
     """The offline engine did not come up; the message says why and where its log is."""
+
+
+def wait_http_ok(url: str, proc: subprocess.Popen | None = None, *, timeout: float = 60.0,
+                 what: str = "the server", log_tail: Any = None) -> None:
+    """Poll `url` (loopback, no proxies) until it answers 200. StartError naming `what` when `proc` exits
+    first or `timeout` passes; `log_tail()` (optional) is added to the message."""
+    def tail() -> str:
+        return f"; its log ends with:\n{log_tail()}" if log_tail is not None else ""
+
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=1.0, trust_env=False) as http:
+        while time.monotonic() < deadline:
+            code = proc.poll() if proc is not None else None
+            if code is not None:
+                raise StartError(f"{what} exited with code {code} before answering {url}{tail()}")
+            try:
+                if http.get(url).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+    raise StartError(f"{what} did not answer {url} within {timeout:.0f} s{tail()}")
 
 
 def free_port(host: str = HOST) -> int:
@@ -109,26 +136,12 @@ def _spawn(port: int, log_path: Path) -> tuple[subprocess.Popen, threading.Threa
 
 
 def _wait_healthy(engine: Engine, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=1.0) as http:
-        while time.monotonic() < deadline:
-            code = engine.process.poll()
-            if code is not None:
-                raise EngineStartError(
-                    f"the offline engine exited with code {code} before answering {engine.url}/health. "
-                    f"Its log ({engine.log_path}) ends with:\n{engine.log_tail()}"
-                )
-            try:
-                if http.get(f"{engine.url}/health").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-    engine.stop()
-    raise EngineStartError(
-        f"the offline engine did not answer {engine.url}/health within {timeout:.0f} s; "
-        f"its log ({engine.log_path}) ends with:\n{engine.log_tail()}"
-    )
+    try:
+        wait_http_ok(f"{engine.url}/health", engine.process, timeout=timeout,
+                     what=f"the offline engine (log {engine.log_path})", log_tail=engine.log_tail)
+    except StartError as exc:
+        engine.stop()
+        raise EngineStartError(str(exc)) from None
 
 
 def start_engine(*, port: int | None = None, timeout: float = START_TIMEOUT_S) -> Engine:

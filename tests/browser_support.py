@@ -42,6 +42,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from services.engine import free_port, wait_http_ok
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 RESULT_MARK = "@@BROWSER-RESULT@@ "
@@ -146,18 +148,8 @@ async () => {
 """
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def _streamlit(port: int, log: Path) -> Iterator[subprocess.Popen]:
-    import httpx
-
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
@@ -166,18 +158,8 @@ def _streamlit(port: int, log: Path) -> Iterator[subprocess.Popen]:
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
         )
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.1)
-            else:
-                raise RuntimeError(f"streamlit did not answer within 60 s:\n{log.read_text()[-3000:]}")
+            wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=60, what="streamlit",
+                         log_tail=lambda: log.read_text(errors="replace")[-3000:])
             yield proc
         finally:
             proc.terminate()
@@ -191,26 +173,14 @@ def _streamlit(port: int, log: Path) -> Iterator[subprocess.Popen]:
 def _rehearsal(port: int, log: Path) -> Iterator[subprocess.Popen]:
     """`scripts/rehearse.py --no-deploy` instead of a bare studio: the emulated SageMaker, the studio on it.
     Ended with SIGINT like a person's Ctrl-C, so its teardown (delete, listing, report) runs."""
-    import httpx
-
     argv = [sys.executable, "scripts/rehearse.py", "--no-deploy", "--port", str(port),
             "--dir", os.environ.get(REHEARSAL_DIR_ENV, str(log.parent / "rehearsal")),
             "--report", os.environ[REHEARSAL_REPORT_ENV]]
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"the rehearsal exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-            else:
-                raise RuntimeError(f"the rehearsal's studio did not answer within 120 s:\n{log.read_text()[-3000:]}")
+            wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=120, what="the rehearsal",
+                         log_tail=lambda: log.read_text(errors="replace")[-3000:])
             yield proc
         finally:
             proc.send_signal(signal.SIGINT)
@@ -248,12 +218,24 @@ class BrowserStudio:
         return self.log.read_text(errors="replace")[-5000:]
 
 
+def poll(what: Any, until: Any, timeout: float, step: float = 0.2) -> Any:
+    """Call `what()` until `until(value)`; AssertionError with the last value after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    value = what()
+    while not until(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s; last value: {str(value)[-1500:]!r}")
+        time.sleep(step)
+        value = what()
+    return value
+
+
 def _main(target: str) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     module_name, func_name = target.split(":")
     scenario = getattr(importlib.import_module(module_name), func_name)
-    port = _free_port()
+    port = free_port()
     server = _rehearsal if os.environ.get(SERVER_ENV) == "rehearsal" else _streamlit
     with tempfile.TemporaryDirectory(prefix="omni-browser-") as tmp:
         log = Path(tmp) / "streamlit.log"

@@ -9,6 +9,7 @@ Importing the fixture functions into each test module also works, but starts one
   Its delays are short (create 0.3 s, update 0.3 s, delete 0.2 s).
 - `emulator` (function): the same handle, reset before and after the test (no resources, no faults,
   start-up config, credential counters cleared).
+- `bucket` (function): a fresh S3 bucket in moto.
 - `emulator_env` (function): `emulator`'s environment variables set with monkeypatch (fake credentials,
   AWS_ENDPOINT_URL_*, AWS_CA_BUNDLE, region, no shared config files); yields the handle.
 
@@ -21,7 +22,7 @@ the fixtures, for benches and scripts.
 from __future__ import annotations
 
 import contextlib
-import socket
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ import pytest
 from botocore.config import Config as BotoConfig
 
 from offline.sagemaker import launch
+from services.engine import free_port
 from offline.sagemaker.launch import client_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,17 +140,11 @@ def trusting_crt_transport(ca_file: Path) -> Any:
 
 # --------------------------------------------------------------------------------------------------
 # Starting the servers
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def start_moto() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     try:
@@ -236,6 +232,14 @@ def emulator(sagemaker_emulator: EmulatorHandle) -> Iterator[EmulatorHandle]:
     sagemaker_emulator.reset()
     yield sagemaker_emulator
     sagemaker_emulator.reset()
+
+
+@pytest.fixture
+def bucket(emulator: EmulatorHandle) -> str:
+    """A fresh S3 bucket in the emulator's moto."""
+    name = f"omni-studio-test-{uuid.uuid4().hex[:12]}"
+    emulator.client("s3").create_bucket(Bucket=name)
+    return name
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 
+from tests.browser_support import poll
+
 SCREENSHOT_IMAGE = "/tmp/omni-studio-image-browser.png"
 SCREENSHOT_VIDEO = "/tmp/omni-studio-video-browser.png"
 FRAMES, FPS = 17, 8
@@ -33,17 +35,6 @@ async () => {
   return v.currentTime;
 }
 """
-
-
-def _poll(what, until, timeout: float, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    value = what()
-    while not until(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s; last value: {value!r}")
-        time.sleep(step)
-        value = what()
-    return value
 
 
 def scenario(studio) -> dict:
@@ -74,6 +65,10 @@ def scenario(studio) -> dict:
     page.wait_for_url("**/video", timeout=15_000)
     motion = page.get_by_role("textbox", name="Motion prompt")
     motion.wait_for(timeout=30_000)
+    out["form_on_arrival"] = []  # sampled while the page settles: it must never show (and send) the minimums
+    for _ in range(8):
+        out["form_on_arrival"].append({n: page.get_by_label(n, exact=True).input_value() for n in ("FPS", "Steps")})
+        page.wait_for_timeout(60)
     picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Gallery image")
     out["reference_picked"] = picker.evaluate(  # the shown choice (text, or an input's value)
         "el => el.innerText + ' ' + Array.from(el.querySelectorAll('input')).map(i => i.value).join(' ')")
@@ -83,7 +78,7 @@ def scenario(studio) -> dict:
     page.wait_for_timeout(300)
     t1 = time.monotonic()
     page.get_by_role("button", name="Generate").click()
-    state = _poll(lambda: page.evaluate(_VIDEO_STATE), lambda s: s is not None and s["readyState"] >= 1, 60)
+    state = poll(lambda: page.evaluate(_VIDEO_STATE), lambda s: s is not None and s["readyState"] >= 1, 60)
     out["video_s"] = round(time.monotonic() - t1, 2)
     out["loaded"] = state
     start = page.evaluate(_PLAY_FROM_START)
@@ -115,4 +110,5 @@ def test_image_to_video_in_chromium(tmp_path) -> None:
     after = r["play"]["after_800ms"]
     assert after["error"] is None
     assert after["currentTime"] > r["play"]["start"] + 0.3  # it plays: time advances
-    assert "succeeded" in r["jobs_text"] and "17 frames" in r["jobs_text"]
+    assert "succeeded" in r["jobs_text"] and "17 frames @ 8 fps · 30 steps" in r["jobs_text"]
+    assert all(v == {"FPS": "8", "Steps": "30"} for v in r["form_on_arrival"]), r["form_on_arrival"]

@@ -13,19 +13,10 @@ from __future__ import annotations
 import json
 import time
 
+from tests.browser_support import poll
+
 SCREENSHOT_ENDPOINTS = "/tmp/omni-studio-rehearsal-endpoints.png"
 SCREENSHOT_END = "/tmp/omni-studio-rehearsal-deleted.png"
-
-
-def _poll(what, until, timeout: float, step: float = 0.3):
-    deadline = time.monotonic() + timeout
-    value = what()
-    while not until(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s; last value: {str(value)[-1500:]!r}")
-        time.sleep(step)
-        value = what()
-    return value
 
 
 def _main_text(page) -> str:
@@ -44,7 +35,7 @@ def scenario(studio) -> dict:
     page.get_by_text("No deployment yet").wait_for(timeout=60_000)
     out["deploy_command"] = page.locator("code").filter(has_text="python -m infra deploy").first.inner_text()
     page.get_by_role("button", name="Deploy", exact=True).click()
-    text = _poll(lambda: _main_text(page), lambda t: "deploy — done" in t or "deploy — failed" in t, 120)
+    text = poll(lambda: _main_text(page), lambda t: "deploy — done" in t or "deploy — failed" in t, 120)
     out["after_deploy"] = text
     out["deploy_s"] = round(time.monotonic() - t0, 1)
     page.screenshot(path=SCREENSHOT_ENDPOINTS, full_page=True)
@@ -62,14 +53,14 @@ def scenario(studio) -> dict:
     page.get_by_role("button", name="Speak").wait_for(timeout=60_000)
     player = studio.frame("webrtc")
     player.get_by_role("button", name="Connect player").click()
-    _poll(lambda: studio.stats(player), lambda s: s and sum(x["packetsReceived"] for x in s) > 0, 20)
+    poll(lambda: studio.stats(player), lambda s: s and sum(x["packetsReceived"] for x in s) > 0, 20)
     before = sum(x["totalAudioEnergy"] for x in studio.stats(player))
     box = page.get_by_role("textbox", name="Text")
     box.fill("Hello from the rehearsal. This speech crossed an emulated SageMaker endpoint.")
     box.press("Control+Enter")
     page.wait_for_timeout(300)
     page.get_by_role("button", name="Speak").click()
-    _poll(lambda: sum(x["totalAudioEnergy"] for x in studio.stats(player)), lambda e: e > before + 1e-3, 30)
+    poll(lambda: sum(x["totalAudioEnergy"] for x in studio.stats(player)), lambda e: e > before + 1e-3, 30)
     page.get_by_text("Last utterance").wait_for(timeout=30_000)
     out["voice_text"] = _main_text(page)[-1500:]
 
@@ -94,7 +85,7 @@ def scenario(studio) -> dict:
     page.wait_for_timeout(300)
     out["video_form_at_generate"] = {n: page.get_by_label(n, exact=True).input_value() for n in ("FPS", "Steps", "Guidance")}
     page.get_by_role("button", name="Generate").click()
-    out["video"] = _poll(
+    out["video"] = poll(
         lambda: page.evaluate("() => { const v = document.querySelector('[data-testid=\"stMain\"] video');"
                               " return v ? {ready: v.readyState, duration: v.duration} : null; }"),
         lambda v: v is not None and v["ready"] >= 1, 90)
@@ -108,7 +99,7 @@ def scenario(studio) -> dict:
     confirm.wait_for(timeout=30_000)
     out["confirmation"] = _main_text(page)[-2500:]
     confirm.click()
-    out["after_delete"] = _poll(lambda: _main_text(page), lambda t: "No deployment yet" in t and "delete — done" in t,
+    out["after_delete"] = poll(lambda: _main_text(page), lambda t: "No deployment yet" in t and "delete — done" in t,
                                 90)[-2500:]
     page.screenshot(path=SCREENSHOT_END, full_page=True)
     out["total_s"] = round(time.monotonic() - t0, 1)

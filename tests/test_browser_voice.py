@@ -10,19 +10,10 @@ from __future__ import annotations
 
 import time
 
+from tests.browser_support import poll
+
 SCREENSHOT = "/tmp/omni-studio-voice-browser.png"
 SENTENCE = "Hello from a real browser. This speech travels over WebRTC while it is generated."
-
-
-def _poll(what, until, timeout: float, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    value = what()
-    while not until(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s; last value: {value!r}")
-        time.sleep(step)
-        value = what()
-    return value
 
 
 def _total(stats: list[dict], key: str) -> float:
@@ -42,7 +33,7 @@ def scenario(studio) -> dict:
     player = studio.frame("webrtc")
     player.get_by_role("button", name="Connect player").click()
     t1 = time.monotonic()
-    connected = _poll(lambda: studio.stats(player), lambda s: s and _total(s, "packetsReceived") > 0, 20)
+    connected = poll(lambda: studio.stats(player), lambda s: s and _total(s, "packetsReceived") > 0, 20)
     timings["connect_s"] = time.monotonic() - t1
     page.get_by_text("Connected: speech plays here").wait_for(timeout=10_000)
     before = studio.stats(player)
@@ -54,7 +45,7 @@ def scenario(studio) -> dict:
     page.get_by_role("button", name="Speak").click()
     t2 = time.monotonic()
     # Energy rises while the speech plays (silence padding before it carries none).
-    during = _poll(lambda: studio.stats(player),
+    during = poll(lambda: studio.stats(player),
                    lambda s: _total(s, "totalAudioEnergy") > _total(before, "totalAudioEnergy") + 1e-3, 20)
     timings["speak_to_energy_s"] = time.monotonic() - t2
     page.get_by_text("Last utterance").wait_for(timeout=30_000)

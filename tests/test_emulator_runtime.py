@@ -11,7 +11,6 @@ import base64
 import io
 import json
 import time
-import uuid
 from typing import Any
 
 import av
@@ -74,13 +73,6 @@ def decoded_frames(mp4: bytes) -> tuple[int, int, int]:
         stream = container.streams.video[0]
         frames = list(container.decode(stream))
         return len(frames), frames[0].width, frames[0].height
-
-
-@pytest.fixture
-def bucket(emulator: EmulatorHandle) -> str:
-    name = f"omni-studio-test-{uuid.uuid4().hex[:12]}"
-    emulator.client("s3").create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 import wave
 from pathlib import Path
 from typing import Any
@@ -65,13 +64,6 @@ def loud(pcm: bytes) -> bool:
 def voice(emulator_env: EmulatorHandle) -> str:
     deploy_endpoint(emulator_env, "sm-voice", environment={"SM_VLLM_MODEL": VOICE_MODEL})
     return "sm-voice"
-
-
-@pytest.fixture
-def bucket(emulator_env: EmulatorHandle) -> str:
-    name = f"omni-studio-test-{uuid.uuid4().hex[:12]}"
-    emulator_env.client("s3").create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture

@@ -23,19 +23,17 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 
 from offline.sagemaker.config import ConfigFileError, EmulatorConfig, load_config
+from services.engine import free_port
+from services.errors import StudioError
 
 log = logging.getLogger("offline.sagemaker")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _listen(port: int) -> socket.socket:
@@ -51,39 +49,20 @@ def _listen(port: int) -> socket.socket:
     return sock
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def _own_engine() -> Iterator[str]:
     """The offline engine as a child process on a free loopback port."""
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "offline", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
+    from services.engine import start_engine
+
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"the offline engine exited with {proc.returncode} before answering on {url}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1.0, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit(f"the offline engine did not answer on {url} within 120 s")
-            time.sleep(0.2)
-        print(f"offline engine started at {url}", file=sys.stderr, flush=True)
-        yield url
+        engine = start_engine(timeout=120)
+    except StudioError as exc:
+        raise SystemExit(str(exc)) from exc
+    print(f"offline engine started at {engine.url}", file=sys.stderr, flush=True)
+    try:
+        yield engine.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        engine.stop()
 
 
 @contextlib.contextmanager
@@ -95,7 +74,7 @@ def _own_moto() -> Iterator[str]:
             "moto is not installed, so the emulator cannot start its own S3: install requirements-dev.txt "
             "or pass --s3-endpoint http://127.0.0.1:PORT of a running moto server"
         ) from exc
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     try:
