@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from copy import deepcopy
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +57,47 @@ def crt_transport(ca_file: str | Path | None = None) -> Any:
                 options.override_default_trust_store_from_path(ca_filepath=str(ca))
                 self._tls_ctx = crt_io.ClientTlsContext(options)
 
-        def __deepcopy__(self, memo: Any) -> _Http2Client:  # the SDK deep-copies its config
-            return _Http2Client(eventloop=self._eventloop, client_config=deepcopy(self._config))
+        def __deepcopy__(self, memo: Any) -> _Http2Client:
+            # The SDK deep-copies its config for every call; the transport is a connection pool, not a
+            # value: the copies share it, so the next stream reuses the open TLS + HTTP/2 connection.
+            return self
 
     return _Http2Client()
+
+
+class Http2Clients:
+    """One SDK client (and so one CRT connection pool) per event loop, shared by a backend's speech sessions:
+    a session after the first skips the TLS handshake and HTTP/2 set-up."""
+
+    def __init__(self, aws: AwsSession, endpoint_uri: str) -> None:
+        self.aws = aws
+        self.endpoint_uri = endpoint_uri
+        self._clients: dict[int, tuple[weakref.ref, Any]] = {}
+
+    async def get(self) -> Any:
+        from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client
+        from aws_sdk_sagemaker_runtime_http2.config import AsyncSageMakerRuntimeHTTP2Config
+
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(id(loop))
+        if entry is not None and entry[0]() is loop:
+            return entry[1]
+        config = await AsyncSageMakerRuntimeHTTP2Config.resolve(
+            endpoint_uri=self.endpoint_uri, region=self.aws.region,
+            aws_credentials_identity_resolver=BotoCredentialsResolver(self.aws),
+            transport=crt_transport(), max_attempts=1,
+        )
+        client = AsyncSageMakerRuntimeHTTP2Client(config=config)
+        self._clients = {k: v for k, v in self._clients.items() if v[0]() is not None}  # loops that are gone
+        self._clients[id(loop)] = (weakref.ref(loop), client)
+        return client
+
+    def discard(self) -> None:
+        """Forget this loop's client (after a failure: the next session builds a fresh connection)."""
+        try:
+            self._clients.pop(id(asyncio.get_running_loop()), None)
+        except RuntimeError:
+            pass
 
 
 def _discard(task: asyncio.Future) -> None:
@@ -91,11 +128,12 @@ class Http2SpeechTransport:
 
     def __init__(self, aws: AwsSession, endpoint: str, *, path: str = SPEECH_INVOCATION_PATH,
                  endpoint_uri: str | None = None, connect_timeout: float = 10.0, receive_timeout: float = 120.0,
-                 target_variant: str | None = None) -> None:
+                 target_variant: str | None = None, clients: Http2Clients | None = None) -> None:
         self.aws = aws
         self.endpoint = endpoint
         self.path = invocation_path(path)
         self.endpoint_uri = endpoint_uri or http2_endpoint(aws.region)
+        self.clients = clients or Http2Clients(aws, self.endpoint_uri)
         self.connect_timeout = connect_timeout
         self.receive_timeout = receive_timeout
         self.target_variant = target_variant
@@ -107,26 +145,21 @@ class Http2SpeechTransport:
 
     # -- connect ------------------------------------------------------------------------------------
     async def connect(self) -> None:
-        from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client
-        from aws_sdk_sagemaker_runtime_http2.config import AsyncSageMakerRuntimeHTTP2Config
         from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamInput
 
         # Resolve the credentials first: a missing or broken chain is a message, not a signing error.
         await self._timed(asyncio.to_thread(self.aws.credentials), "resolving AWS credentials")
-        config = await self._timed(AsyncSageMakerRuntimeHTTP2Config.resolve(
-            endpoint_uri=self.endpoint_uri, region=self.aws.region,
-            aws_credentials_identity_resolver=BotoCredentialsResolver(self.aws),
-            transport=crt_transport(), max_attempts=1,
-        ), "configuring the HTTP/2 client")
-        client = AsyncSageMakerRuntimeHTTP2Client(config=config)
+        client = await self._timed(self.clients.get(), "configuring the HTTP/2 client")
         request = InvokeEndpointWithBidirectionalStreamInput(
             endpoint_name=self.endpoint, model_invocation_path=self.path, target_variant=self.target_variant)
         try:
             self._stream = await self._timed(client.invoke_endpoint_with_bidirectional_stream(request),
                                              "opening the HTTP/2 stream")
         except StudioError:
+            self.clients.discard()
             raise
         except Exception as exc:
+            self.clients.discard()
             raise self._error(exc, "opening the speech stream") from None
         # The response headers may only come once the container took the stream: wait for them in receive().
         self._output_task = asyncio.get_running_loop().create_task(self._stream.await_output())
@@ -174,6 +207,7 @@ class Http2SpeechTransport:
             try:
                 _, self._output = await asyncio.wait_for(asyncio.shield(self._output_task), self.connect_timeout)
             except TimeoutError:
+                self.clients.discard()  # the next session starts from a fresh connection
                 self._output_task.add_done_callback(_discard)
                 self._output_task = None
                 raise BackendUnreachable(

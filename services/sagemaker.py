@@ -28,7 +28,7 @@ import botocore.exceptions as bx
 from pydantic import ValidationError
 
 from services._aws import AwsSession, aws_error, http2_endpoint
-from services._sagemaker_speech import SPEECH_INVOCATION_PATH, Http2SpeechTransport
+from services._sagemaker_speech import SPEECH_INVOCATION_PATH, Http2Clients, Http2SpeechTransport
 from services.backend import Backend, BackendHealth
 from services.errors import ConfigError, JobFailed, ServerError, StudioError
 from services.images import IMAGES_PATH, ImageClient, TransportTimings
@@ -359,13 +359,14 @@ def sagemaker_backend(settings: Settings) -> Backend:
                      read_timeout=max(settings.request_timeout_s, 60.0))
     voice = targets.endpoints["voice"]
     uri = http2_endpoint(targets.region)
+    clients = Http2Clients(aws, uri)  # sessions share one HTTP/2 connection per event loop
 
     def speech_transport() -> Http2SpeechTransport:
         if voice is None:
             raise _missing("voice")
         return Http2SpeechTransport(aws, voice, path=SPEECH_INVOCATION_PATH, endpoint_uri=uri,
                                     connect_timeout=settings.connect_timeout_s,
-                                    receive_timeout=settings.request_timeout_s)
+                                    receive_timeout=settings.request_timeout_s, clients=clients)
 
     return Backend(
         name="sagemaker",

@@ -39,6 +39,7 @@ log = logging.getLogger("offline.sagemaker")
 def _listen(port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it (Linux)
     try:
         sock.bind(("127.0.0.1", port))
     except OSError as exc:
