@@ -34,8 +34,7 @@ import pytest
 from botocore.config import Config as BotoConfig
 
 from offline.sagemaker import launch
-from services.engine import free_port
-from offline.sagemaker.launch import client_env
+from offline.sagemaker.launch import client_env, start_moto
 
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-east-1"
@@ -140,19 +139,6 @@ def trusting_crt_transport(ca_file: Path) -> Any:
 
 # --------------------------------------------------------------------------------------------------
 # Starting the servers
-@contextlib.contextmanager
-def start_moto() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
 @contextlib.contextmanager
 def start_emulator(
     engine_url: str, s3_url: str, work_dir: Path, *, config: dict[str, Any] | None = None, timeout_s: float = 60.0

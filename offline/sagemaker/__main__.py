@@ -30,7 +30,7 @@ from pathlib import Path
 
 
 from offline.sagemaker.config import ConfigFileError, EmulatorConfig, load_config
-from services.engine import free_port
+from offline.sagemaker.launch import start_moto
 from services.errors import StudioError
 
 log = logging.getLogger("offline.sagemaker")
@@ -64,24 +64,6 @@ def _own_engine() -> Iterator[str]:
         yield engine.url
     finally:
         engine.stop()
-
-
-@contextlib.contextmanager
-def _own_moto() -> Iterator[str]:
-    try:
-        from moto.server import ThreadedMotoServer
-    except ImportError as exc:
-        raise SystemExit(
-            "moto is not installed, so the emulator cannot start its own S3: install requirements-dev.txt "
-            "or pass --s3-endpoint http://127.0.0.1:PORT of a running moto server"
-        ) from exc
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 def _patch_hypercorn() -> None:
@@ -228,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with contextlib.ExitStack() as stack:
             engine_url = args.engine_url.rstrip("/") if args.engine_url else stack.enter_context(_own_engine())
-            s3_url = args.s3_endpoint.rstrip("/") if args.s3_endpoint else stack.enter_context(_own_moto())
+            s3_url = args.s3_endpoint.rstrip("/") if args.s3_endpoint else stack.enter_context(start_moto())
             asyncio.run(_serve(args, config, engine_url, s3_url, state_dir))
     finally:
         if own_state:

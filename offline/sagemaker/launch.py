@@ -26,6 +26,27 @@ FAKE_SECRET_ACCESS_KEY = "emulator-secret-key-not-a-real-one"
 FAKE_SESSION_TOKEN = "emulator-session-token"
 
 
+@contextlib.contextmanager
+def start_moto() -> Iterator[str]:
+    """moto's server (S3, STS) in this process on a free loopback port; yields its URL."""
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError as exc:
+        raise SystemExit(
+            "moto is not installed, so the emulator cannot start its own S3: install requirements-dev.txt "
+            "or pass --s3-endpoint http://127.0.0.1:PORT of a running moto server"
+        ) from exc
+    from services.engine import free_port
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
 def client_env(ready: dict[str, Any], *, tls: bool = False, access_key_id: str = FAKE_ACCESS_KEY_ID) -> dict[str, str]:
     """AWS_* variables for clients of the emulator described by its ready line.
 
