@@ -88,6 +88,13 @@ def _action_panel() -> None:
 
 
 busy = runner.busy
+_last = runner.current()
+if _last is not None and _last.done and state.get("endpoints_refreshed_for") != _last.finished_at:
+    # An action ended since this browser last looked: the sidebar's health and the banner must say what runs
+    # now, not what their caches saw while it ran.
+    state["endpoints_refreshed_for"] = _last.finished_at
+    resources.refresh_status()
+    st.rerun()
 
 
 @st.fragment(run_every=REFRESH_S if busy or state.get("endpoints_creating") else None)

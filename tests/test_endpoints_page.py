@@ -82,6 +82,9 @@ def test_deploy_status_banner_and_delete_from_the_page(emulator_env: EmulatorHan
     assert list(table["endpoint"]) == ["voice", "image"] and set(table["status"]) == {"InService"}
     assert set(table["smoke test"]) == {"ok"} and all(v.startswith("$") for v in table["$/hour"])
     assert [m.label for m in at.metric] == ["Per hour", "Per day", "Cost so far"]
+    at.run()  # the next refresh: the sidebar's health says what runs now (not the cached "Creating")
+    assert any("voice InService · image InService" in s.value for s in at.sidebar.success), \
+        [e.value for e in at.sidebar.error]
 
     # Every page shows the banner while studio endpoints run.
     image_page = _open(monkeypatch, tmp_path, "pages/image.py")

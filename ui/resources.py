@@ -32,6 +32,12 @@ def _health(name: str, url: str | None, targets: str | None = None) -> BackendHe
     return _backend(name, url, targets).health()
 
 
+def refresh_status() -> None:
+    """Forget the cached health and endpoint listing (after a deploy or delete changed what runs)."""
+    _health.clear()
+    _fleet.clear()
+
+
 def backend_choice() -> tuple[str, str | None, str | None]:
     """(backend, URL, SageMaker targets): a deploy or delete that changes the endpoints makes a new backend."""
     s = settings()
