@@ -88,22 +88,16 @@ def _action_panel() -> None:
 
 
 busy = runner.busy
-_last = runner.current()
-if _last is not None and _last.done and state.get("endpoints_refreshed_for") != _last.finished_at:
-    # An action ended since this browser last looked: the sidebar's health and the banner must say what runs
-    # now, not what their caches saw while it ran.
-    state["endpoints_refreshed_for"] = _last.finished_at
-    resources.refresh_status()
-    st.rerun()
+moving = busy or bool(state.get("endpoints_creating"))  # refresh while an action runs or an endpoint changes
 
 
-@st.fragment(run_every=REFRESH_S if busy or state.get("endpoints_creating") else None)
+@st.fragment(run_every=REFRESH_S if moving else None)
 def live() -> None:
     creating = _status_panel()
     _action_panel()
     now_busy = runner.busy
     # Leave refresh mode (a full rerun redefines the fragment) once nothing is moving any more.
-    if (busy or state.get("endpoints_creating")) and not now_busy and not creating:
+    if moving and not now_busy and not creating:
         state["endpoints_creating"] = False
         st.rerun()
     if creating and not state.get("endpoints_creating"):

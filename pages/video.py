@@ -9,7 +9,7 @@ import streamlit as st
 
 from services.errors import InvalidInput, StudioError
 from services.history import UNFINISHED
-from services.imaging import ACCEPTED_SUFFIXES
+from services.imaging import ACCEPTED_SUFFIXES, check_image
 from services.videos import (
     DEFAULT_FPS,
     DEFAULT_FRAMES,
@@ -109,7 +109,7 @@ def _generate() -> None:
                                fps=int(state["video_fps"]), steps=int(state["video_steps"]),
                                guidance=float(state["video_guidance"]), seed=_seed(), reference=reference,
                                reference_name=name)
-        state["video_current"] = resources.video_jobs().start(request).id
+        state["video_current"] = jobs.start(request).id
     except StudioError as exc:
         state["video_error"] = str(exc)
 
@@ -144,8 +144,6 @@ with right:
         upload = st.file_uploader("Upload a reference image", type=list(ACCEPTED_SUFFIXES), key="video_upload",
                                   on_change=_clear_error)
         if upload is not None:
-            from services.imaging import check_image
-
             try:
                 info = check_image(upload.getvalue(), upload.name)
                 st.image(upload.getvalue(), width="stretch")

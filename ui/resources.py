@@ -28,28 +28,42 @@ def _backend(name: str, url: str | None, targets: str | None = None) -> Backend:
 
 
 @st.cache_data(ttl=5, show_spinner=False)
-def _health(name: str, url: str | None, targets: str | None = None) -> BackendHealth:
+def _health(name: str, url: str | None, targets: str | None, state_stamp: float | None) -> BackendHealth:
+    # Keyed on the state file's stamp too: deploy, delete and smoke rewrite it on every change of what runs.
     return _backend(name, url, targets).health()
 
 
-def refresh_status() -> None:
-    """Forget the cached health and endpoint listing (after a deploy or delete changed what runs)."""
-    _health.clear()
-    _fleet.clear()
+def _state_stamp(s: Settings) -> float | None:
+    try:
+        return s.state_file.stat().st_mtime
+    except OSError:
+        return None
+
+
+@st.cache_data(show_spinner=False)
+def _deployment(state_file: str, state_stamp: float | None) -> tuple[str, str]:
+    """(targets label, region) of the SageMaker deployment the settings and the state file name: the file is
+    read once per change, not on every call during a page run."""
+    from services.sagemaker import resolve_targets
+
+    s = settings()
+    try:
+        t = resolve_targets(s)
+    except StudioError as exc:
+        return f"unreadable: {exc}", s.region
+    return t.label(), t.region
+
+
+def deployment() -> tuple[str, str]:
+    s = settings()
+    return _deployment(str(s.state_file), _state_stamp(s))
 
 
 def backend_choice() -> tuple[str, str | None, str | None]:
     """(backend, URL, SageMaker targets): a deploy or delete that changes the endpoints makes a new backend."""
     s = settings()
     name = st.session_state.get("backend_name", s.backend)
-    targets = None
-    if name == "sagemaker":
-        from services.sagemaker import resolve_targets
-
-        try:
-            targets = resolve_targets(s).label()
-        except StudioError as exc:
-            targets = f"unreadable: {exc}"
+    targets = deployment()[0] if name == "sagemaker" else None
     return name, st.session_state.get("backend_url", s.omni_url), targets
 
 
@@ -60,7 +74,7 @@ def backend() -> Backend:
 
 def backend_health() -> BackendHealth:
     try:
-        return _health(*backend_choice())
+        return _health(*backend_choice(), _state_stamp(settings()))
     except StudioError as exc:
         return BackendHealth(False, str(exc))
 
@@ -108,23 +122,8 @@ def _fleet(region: str, profile: str | None, state_stamp: float | None) -> dict 
 
 
 def fleet() -> dict | None:
-    s = settings()
-    try:  # a deploy or delete rewrites the state file: that is asked about at once, not after the cache ages
-        stamp = s.state_file.stat().st_mtime
-    except OSError:
-        stamp = None
-    return _fleet(_deployment_region(s), s.profile, stamp)
-
-
-def _deployment_region(s: Settings) -> str:
-    """The state file's region when there is one (that is where the endpoints are), else the setting's."""
-    from services.sagemaker import read_state_file
-
-    try:
-        state = read_state_file(s.state_file) or {}
-    except StudioError:
-        state = {}
-    return str(state.get("region") or s.region)
+    s = settings()  # keyed on the state file's stamp: a deploy or delete is asked about at once
+    return _fleet(deployment()[1], s.profile, _state_stamp(s))
 
 
 def banner_wanted(s: Settings, backend_name: str) -> bool:
