@@ -11,10 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
 import botocore.exceptions as bx
-import botocore.loaders
-import botocore.session
 from botocore.config import Config
 
 from infra.errors import (
@@ -25,20 +22,10 @@ from infra.errors import (
     InfraError,
     UsageError,
 )
+from services._aws import DENIED_CODES, EXPIRED_CODES, INVALID_CODES, boto3_session
 
 DEFAULT_REGION = "us-east-1"
 USER_AGENT = "omni-studio-infra"
-
-EXPIRED_CODES = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
-INVALID_CODES = {
-    "InvalidClientTokenId", "UnrecognizedClientException", "InvalidSignatureException", "SignatureDoesNotMatch",
-    "IncompleteSignature", "IncompleteSignatureException", "MissingAuthenticationTokenException", "AuthFailure",
-}
-DENIED_CODES = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden"}
-
-# One loader for the process: it caches the parsed service models (SageMaker's is several MB of JSON),
-# so a new context — every CLI command, every refresh of the endpoints page — does not parse them again.
-_LOADER = botocore.loaders.create_loader()
 
 
 @dataclass(frozen=True)
@@ -52,9 +39,7 @@ class AwsContext:
 
     def __init__(self, region: str | None = None, profile: str | None = None) -> None:
         try:
-            core = botocore.session.Session()
-            core.register_component("data_loader", _LOADER)
-            self.session = boto3.Session(botocore_session=core, profile_name=profile or None, region_name=region or None)
+            self.session = boto3_session(region, profile)
         except bx.ProfileNotFound:
             raise UsageError(f"AWS profile {profile!r} is not configured: pick one from `aws configure list-profiles` "
                              "or leave --profile out to use the default credentials") from None

@@ -71,10 +71,10 @@ def image_uri(region: str, tag: str) -> str:
 
 @functools.cache
 def known_instance_types() -> frozenset[str]:
-    """The ProductionVariant instance types botocore's SageMaker model knows."""
-    import botocore.session
+    """The ProductionVariant instance types botocore's SageMaker model knows (parsed once, shared loader)."""
+    from services._aws import botocore_session
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
+    model = botocore_session().get_service_model("sagemaker")
     return frozenset(model.shape_for("ProductionVariantInstanceType").enum)
 
 

@@ -7,6 +7,7 @@ missing from it has no price rather than a guessed one.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -84,8 +85,17 @@ class PriceTable:
 
 
 def load_prices(path: Path | None = None) -> PriceTable:
-    """The shipped table, or the one at `path` (e.g. saved by `cost --refresh-prices --save-prices`)."""
+    """The shipped table, or the one at `path` (e.g. saved by `cost --refresh-prices --save-prices`).
+    Parsed once per file version: the endpoints page asks on every refresh."""
     path = Path(path) if path else SHIPPED_PRICES
+    try:
+        return _parse_prices(path, path.stat().st_mtime_ns)
+    except FileNotFoundError:
+        raise UsageError(f"price table {path} does not exist (leave --prices out to use the shipped table)") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_prices(path: Path, _version: int) -> PriceTable:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         regions = {str(r): {str(k): float(v) for k, v in t.items()} for r, t in data["regions"].items()}

@@ -15,16 +15,37 @@ from typing import Any
 
 import boto3
 import botocore.exceptions as bx
+import botocore.loaders
+import botocore.session
 from botocore.config import Config
 
 from services.errors import BackendUnreachable, ConfigError, ServerError, StudioError
 from services.protocol import error_text
 
 USER_AGENT_EXTRA = "omni-studio"
+# AWS error codes by what a person must do about them (infra/aws.py uses the same sets).
 EXPIRED_CODES = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
-INVALID_CODES = {"InvalidClientTokenId", "UnrecognizedClientException", "InvalidSignatureException",
-                 "SignatureDoesNotMatch", "IncompleteSignature", "MissingAuthenticationTokenException"}
-DENIED_CODES = {"AccessDenied", "AccessDeniedException", "Forbidden", "403"}
+INVALID_CODES = {
+    "InvalidClientTokenId", "UnrecognizedClientException", "InvalidSignatureException", "SignatureDoesNotMatch",
+    "IncompleteSignature", "IncompleteSignatureException", "MissingAuthenticationTokenException", "AuthFailure",
+}
+DENIED_CODES = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden", "403"}  # 403: S3 HEAD
+
+# One loader for the process: it caches the parsed service models (SageMaker's is several MB of JSON),
+# so a new session — every CLI command, every backend or endpoints-page context — does not parse them again.
+_LOADER = botocore.loaders.create_loader()
+
+
+def botocore_session() -> botocore.session.Session:
+    """A botocore session sharing the process's model loader."""
+    core = botocore.session.Session()
+    core.register_component("data_loader", _LOADER)
+    return core
+
+
+def boto3_session(region: str | None, profile: str | None) -> boto3.Session:
+    """A boto3 session sharing the process's model loader. Raises botocore's ProfileNotFound."""
+    return boto3.Session(botocore_session=botocore_session(), profile_name=profile or None, region_name=region or None)
 HTTP2_SERVICE_ENV = "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"
 
 
@@ -46,7 +67,7 @@ class AwsSession:
         self.region = region
         self.profile = profile
         try:
-            self.session = boto3.Session(profile_name=profile or None, region_name=region)
+            self.session = boto3_session(region, profile)
         except bx.ProfileNotFound:
             raise ConfigError(f"AWS profile {profile!r} is not configured: pick one from `aws configure "
                               "list-profiles`, or leave the profile setting empty for the default credentials") from None
