@@ -22,7 +22,7 @@ from infra.delete import delete_deployment
 from infra.deploy import Progress, WaitSettings, deploy, format_duration, resume
 from infra.errors import InfraError
 from infra.model import DeployOptions, deploy_command, shell_command
-from infra.smoke import SmokeCheck, deployment_backend, record_smoke, run_smoke
+from infra.smoke import SmokeCheck, smoke_deployment
 from infra.state import DeploymentState
 from services.errors import StudioError
 
@@ -136,20 +136,13 @@ class ActionRunner:
             return False, str(err) if err else "the deployment did not finish"
         if not smoke:
             return True, "all endpoints InService (smoke test skipped)"
-        report = self._smoke(action)
+        report = self._smoke(action, result.state)
         return report.ok, "all endpoints InService, smoke test passed" if report.ok else \
             "all endpoints InService, but the smoke test FAILED"
 
-    def _smoke(self, action: Action) -> Any:
-        state = DeploymentState.load(self.state_file)
-        backend = deployment_backend(state)
-        try:
-            report = run_smoke(backend, self.smoke_dir, state.spec.roles,
-                               progress=lambda c: self._line(action, smoke_line(c)))
-        finally:
-            backend.close()
-        record_smoke(state, report)
-        return report
+    def _smoke(self, action: Action, state: DeploymentState | None = None) -> Any:
+        return smoke_deployment(state or DeploymentState.load(self.state_file), self.smoke_dir,
+                                progress=lambda c: self._line(action, smoke_line(c)))
 
     def _progress(self, action: Action) -> Callable[[Progress], None]:
         return lambda p: self._line(action, progress_line(p))

@@ -208,20 +208,15 @@ def _report_deploy(args: argparse.Namespace, result: DeployResult) -> int:
     smoke: dict[str, Any] | None = None
     code = 0
     if not args.no_smoke:
-        from infra.smoke import deployment_backend, record_smoke, run_smoke
+        from infra.smoke import smoke_deployment
 
         print("smoke test ...", file=sys.stderr)
         try:
-            backend = deployment_backend(result.state)
+            report = smoke_deployment(result.state, args.smoke_dir, progress=_print_smoke_check)
         except StudioError as exc:  # the endpoints are up; only the test could not start
             smoke, code = {"ok": False, "error": str(exc)}, 5
             print(f"error: the endpoints are InService but the smoke test did not run: {exc}", file=sys.stderr)
         else:
-            try:
-                report = run_smoke(backend, args.smoke_dir, result.state.spec.roles, progress=_print_smoke_check)
-            finally:
-                backend.close()
-            record_smoke(result.state, report)
             smoke = report.to_dict()
             if not report.ok:
                 code = 5
@@ -415,26 +410,22 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    from infra.smoke import deployment_backend, record_smoke, run_smoke
+    from infra.smoke import run_smoke, smoke_deployment
     from services.backend import create_backend
     from services.settings import load_settings
 
-    state = None
+    progress = None if args.json else _print_smoke_check
     if args.backend == "sagemaker":
         state = DeploymentState.load(args.state_file or default_state_file())
-        backend = deployment_backend(state)
-        roles: tuple[Role, ...] = tuple(args.roles) or state.spec.roles
+        report = smoke_deployment(state, args.out_dir, args.roles, progress=progress)
     else:
         if args.backend == "omni" and not args.url:
             raise UsageError("--backend omni needs --url, e.g. --url http://gpu-box:8091")
         backend = create_backend(load_settings().with_overrides(backend=args.backend, omni_url=args.url))
-        roles = tuple(args.roles) or ROLES
-    try:
-        report = run_smoke(backend, args.out_dir, roles, progress=None if args.json else _print_smoke_check)
-    finally:
-        backend.close()
-    if state is not None:
-        record_smoke(state, report)
+        try:
+            report = run_smoke(backend, args.out_dir, tuple(args.roles) or ROLES, progress=progress)
+        finally:
+            backend.close()
     if args.json:
         _print_json(report.to_dict())
     else:

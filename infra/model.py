@@ -12,7 +12,7 @@ import functools
 import re
 import secrets
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -457,8 +457,3 @@ def _s3_folder(uri: str, option: str) -> str:
     if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", uri):
         raise UsageError(f"{option} {uri!r} must be an S3 folder such as s3://my-bucket/models/")
     return uri if uri.endswith("/") else uri + "/"
-
-
-def with_pools(spec: DeploymentSpec, pools: dict[Role, InstancePool]) -> DeploymentSpec:
-    """The same spec with some endpoints' pools replaced (quota suggestions, tests)."""
-    return replace(spec, endpoints=tuple(replace(e, pool=pools.get(e.role, e.pool)) for e in spec.endpoints))

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.errors import InfraError
 from infra.model import ROLES, Role
 from services.errors import StudioError
 
@@ -40,10 +39,6 @@ VIDEO_PROMPT = "waves roll against the lighthouse, smoke test"
 SMOKE_STEPS = 4  # image: FLUX.2-klein's own count; video: smoke-only (the default is 30)
 VOICE_TIMEOUT_S = 180.0
 VIDEO_TIMEOUT_S = 900.0
-
-
-class SmokeFailed(InfraError):
-    exit_code = 5
 
 
 @dataclass
@@ -217,3 +212,16 @@ def record_smoke(state: DeploymentState, report: SmokeReport) -> None:
                 state.endpoints[check.role].smoke = {"ok": check.ok, "detail": check.detail, "at": utc_now(),
                                                      "path": None if check.path is None else str(check.path)}
     state.save()
+
+
+def smoke_deployment(state: DeploymentState, out_dir: Path, roles: Sequence[Role] | None = None, *,
+                     progress: SmokeProgress | None = None) -> SmokeReport:
+    """The smoke test of a deployment through the studio's SageMaker backend, its result kept in the state
+    file. Raises StudioError only when the backend cannot be built (the test did not run)."""
+    backend = deployment_backend(state)
+    try:
+        report = run_smoke(backend, out_dir, tuple(roles) if roles else state.spec.roles, progress=progress)
+    finally:
+        backend.close()
+    record_smoke(state, report)
+    return report

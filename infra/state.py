@@ -148,9 +148,6 @@ class DeploymentState:
         """(kind, name) of every resource this state plans or holds: what sweep must not call an orphan."""
         return {(kind, rec.name) for ep in self.endpoints.values() for kind, rec in ep.resources()}
 
-    def anything_exists(self) -> bool:
-        return any(rec.exists for ep in self.endpoints.values() for _, rec in ep.resources())
-
     def studio_settings(self) -> dict[str, Any]:
         """Settings overrides for the studio's SageMaker backend (services.settings.Settings fields)."""
         names = {f"{role}_endpoint": rec.endpoint.name for role, rec in self.endpoints.items()}

@@ -95,10 +95,6 @@ class AwsSession:
             raise ConfigError(no_credentials_text(self.profile))
         return FrozenCredentials(frozen.access_key, frozen.secret_key, frozen.token)
 
-    def endpoint_url(self, service: str) -> str:
-        """Where boto3 sends `service` calls (for messages)."""
-        return self.client(service).meta.endpoint_url
-
 
 def no_credentials_text(profile: str | None) -> str:
     where = f"profile {profile!r}" if profile else "the default chain (environment, ~/.aws, SSO, instance role)"

@@ -270,11 +270,6 @@ class History:
                               "timings": json.dumps({**old.timings, **dict(timings or {})})}, only_if=UNFINISHED)
         return self.get(job_id)
 
-    def annotate(self, job_id: str, **meta: Any) -> Job:
-        old = self.get(job_id)
-        self._update(job_id, {"meta": json.dumps({**old.meta, **meta})})
-        return self.get(job_id)
-
     def claim(self, job: Job) -> bool:
         """Take over an orphaned job for this process; False if another process claimed it first."""
         with self._tx() as db:

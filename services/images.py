@@ -88,12 +88,12 @@ class ImageRequest:
             w, h = parse_size(str(self.size).strip())
         except ValueError as exc:
             raise InvalidInput(f"{exc}; width and height between {IMAGE_SIZE_MIN} and {IMAGE_SIZE_MAX}") from None
-        _in_range("steps", self.steps, *STEPS_RANGE, hint="FLUX.2-klein wants about 4")
-        _in_range("n (images per request)", self.n, *N_RANGE)
+        in_range("steps", self.steps, *STEPS_RANGE, hint="FLUX.2-klein wants about 4")
+        in_range("n (images per request)", self.n, *N_RANGE)
         if self.guidance is not None:
-            _in_range("guidance", self.guidance, *GUIDANCE_RANGE, integer=False)
+            in_range("guidance", self.guidance, *GUIDANCE_RANGE, integer=False)
         if self.seed is not None:
-            _in_range("seed", self.seed, 0, SEED_MAX)
+            in_range("seed", self.seed, 0, SEED_MAX)
         if self.output_format not in FORMATS:
             raise InvalidInput(f"output format {self.output_format!r} is not one of {', '.join(FORMATS)}")
         neg = self.negative_prompt.strip() if isinstance(self.negative_prompt, str) else None
@@ -122,13 +122,9 @@ class ImageRequest:
         """The parameters as plain values (history, --json, "reuse these settings")."""
         return asdict(self)
 
-    @classmethod
-    def from_params(cls, params: dict[str, Any]) -> ImageRequest:
-        known = {k: params[k] for k in cls.__dataclass_fields__ if k in params}
-        return cls(**known)
 
-
-def _in_range(name: str, value: Any, lo: float, hi: float, *, integer: bool = True, hint: str = "") -> None:
+def in_range(name: str, value: Any, lo: float, hi: float, *, integer: bool = True, hint: str = "") -> None:
+    """InvalidInput naming `name` unless `value` is a number (whole, unless `integer=False`) in [lo, hi]."""
     ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
     if isinstance(value, bool) or not ok_type or not (lo <= value <= hi):
         kind = "a whole number" if integer else "a number"
@@ -168,10 +164,6 @@ class ImageResult:
     @property
     def seed(self) -> int | None:
         return self.request.seed
-
-    @property
-    def mime(self) -> str:
-        return f"image/{self.format}"
 
     def timings(self) -> dict[str, float]:
         out = {"request_s": round(self.request_s, 4), "total_s": round(self.total_s, 4)}

@@ -141,9 +141,3 @@ def jpeg_data_url(image: Image.Image, *, limit: int = REFERENCE_PART_LIMIT, over
         w, h = current.size
         current = current.resize((max(16, int(w * 0.8)), max(16, int(h * 0.8))), Image.Resampling.LANCZOS)
     raise InvalidInput(f"the reference image cannot be made to fit in {limit} bytes; use a simpler image")
-
-
-def png_bytes(image: Image.Image) -> bytes:
-    out = io.BytesIO()
-    image.save(out, format="PNG")
-    return out.getvalue()

@@ -43,7 +43,7 @@ from urllib3.filepost import encode_multipart_formdata
 
 from services import imaging
 from services.errors import BackendUnreachable, InvalidInput, JobFailed, ServerError, StudioError
-from services.images import error_message
+from services.images import SEED_MAX, error_message, in_range
 from services.protocol import (
     VIDEO_HEADER_INFERENCE_TIME,
     VIDEO_HEADER_REQUEST_ID,
@@ -69,7 +69,6 @@ FRAMES_RANGE = (1, 257)
 FPS_RANGE = (1, 60)
 STEPS_RANGE = (1, 200)
 GUIDANCE_RANGE = (0.0, 20.0)
-SEED_MAX = 2**32 - 1
 PART_LIMIT = imaging.REFERENCE_PART_LIMIT
 REFERENCE_FILE = "reference.jpg"  # the fitted JPEG actually sent, kept with the job
 VIDEO_FILE = "video.mp4"
@@ -107,14 +106,14 @@ class VideoRequest:
         reference to encode_request, which checks it just the same — one decode instead of two."""
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise InvalidInput("the motion prompt is empty: describe how the scene should move")
-        _in_range("width", self.width, *SIZE_RANGE)
-        _in_range("height", self.height, *SIZE_RANGE)
-        _in_range("frames", self.frames, *FRAMES_RANGE, hint="Wan rounds to 4k+1, e.g. 17, 33, 49")
-        _in_range("fps", self.fps, *FPS_RANGE)
-        _in_range("steps", self.steps, *STEPS_RANGE, hint=f"{DEFAULT_STEPS} keeps the composition")
-        _in_range("guidance", self.guidance, *GUIDANCE_RANGE, integer=False)
+        in_range("width", self.width, *SIZE_RANGE)
+        in_range("height", self.height, *SIZE_RANGE)
+        in_range("frames", self.frames, *FRAMES_RANGE, hint="Wan rounds to 4k+1, e.g. 17, 33, 49")
+        in_range("fps", self.fps, *FPS_RANGE)
+        in_range("steps", self.steps, *STEPS_RANGE, hint=f"{DEFAULT_STEPS} keeps the composition")
+        in_range("guidance", self.guidance, *GUIDANCE_RANGE, integer=False)
         if self.seed is not None:
-            _in_range("seed", self.seed, 0, SEED_MAX)
+            in_range("seed", self.seed, 0, SEED_MAX)
         if self.reference is not None and check_reference:
             imaging.check_image(self.reference, self.reference_name or "the reference image")
         neg = self.negative_prompt.strip() if isinstance(self.negative_prompt, str) else None
@@ -137,13 +136,6 @@ class VideoRequest:
         d.pop("reference")
         d["has_reference"] = self.reference is not None
         return d
-
-
-def _in_range(name: str, value: Any, lo: float, hi: float, *, integer: bool = True, hint: str = "") -> None:
-    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok_type or not (lo <= value <= hi):
-        kind = "a whole number" if integer else "a number"
-        raise InvalidInput(f"{name} must be {kind} from {lo:g} to {hi:g}{f' ({hint})' if hint else ''}; got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -422,11 +414,6 @@ class VideoResult:
     request_id: str | None = None
     body_bytes: int = 0
     reference_jpeg: bytes | None = field(default=None, repr=False)
-
-    @property
-    def overhead_s(self) -> float | None:
-        """Wall time the model did not account for: encoding, transfer, polling, checks."""
-        return None if self.model_s is None else self.wall_s - self.model_s
 
     def timings(self) -> dict[str, float]:
         out = {"wall_s": round(self.wall_s, 4)}

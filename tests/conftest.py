@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from services.engine import free_port, start_engine, wait_http_ok
+from services.engine import free_port, start_engine
 
-__all__ = ["ROOT", "free_port", "wait_http_ok"]  # helpers the tests import from here
-
-ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["free_port"]  # the tests import it from here
 
 
 @pytest.fixture(scope="session")

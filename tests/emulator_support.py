@@ -36,7 +36,6 @@ from botocore.config import Config as BotoConfig
 from offline.sagemaker import launch
 from offline.sagemaker.launch import client_env, start_moto
 
-ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-east-1"
 FAST_DELAYS = {"create_s": 0.3, "update_s": 0.3, "delete_s": 0.2}
 IMAGE_URI = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:omni-sagemaker-cuda-v1.6"
@@ -111,7 +110,9 @@ class EmulatorHandle:
     # -- the HTTP/2 SDK ----------------------------------------------------------------------------
     def crt_transport(self) -> Any:
         """A CRT HTTP/2 transport that trusts the emulator's CA (the SDK's own trusts only the system store)."""
-        return trusting_crt_transport(self.ca_file)
+        from services._sagemaker_speech import crt_transport
+
+        return crt_transport(self.ca_file)
 
     async def http2_config(self, *, from_env: bool = False, **overrides: Any) -> Any:
         """The HTTP/2 SDK's config for the emulator. `from_env=True` leaves endpoint and credentials to the
@@ -128,13 +129,6 @@ class EmulatorHandle:
             }
         settings.update(overrides)
         return await AsyncSageMakerRuntimeHTTP2Config.resolve(**settings)
-
-
-def trusting_crt_transport(ca_file: Path) -> Any:
-    """The services layer's CRT HTTP/2 transport, trusting `ca_file` (the SDK's own trusts only the system store)."""
-    from services._sagemaker_speech import crt_transport
-
-    return crt_transport(ca_file)
 
 
 # --------------------------------------------------------------------------------------------------
