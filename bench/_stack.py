@@ -21,11 +21,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-MODELS = {
-    "voice": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
-    "image": "black-forest-labs/FLUX.2-klein-4B",
-    "video": "Wan-AI/Wan2.1-VACE-1.3B-diffusers",
-}
 BUCKET = "omni-studio-bench"
 
 
@@ -37,7 +32,10 @@ class Stack:
 
 
 @contextlib.contextmanager
-def sagemaker_stack(roles: tuple[str, ...] = ("voice", "image", "video")) -> Iterator[Stack]:
+def sagemaker_stack(roles: tuple[str, ...] = ("voice", "image", "video"), *,
+                    config: dict[str, Any] | None = None) -> Iterator[Stack]:
+    """The stack with an endpoint per role (none: the emulator alone); `config` for the emulator (delays, ...)."""
+    from infra.model import ROLE_PROFILES
     from services.engine import start_engine
     from tests.emulator_support import deploy_endpoint, start_emulator, start_moto
 
@@ -45,7 +43,7 @@ def sagemaker_stack(roles: tuple[str, ...] = ("voice", "image", "video")) -> Ite
     saved = dict(os.environ)
     engine = start_engine()
     try:
-        with start_moto() as s3_url, start_emulator(engine.url, s3_url, work / "emulator") as emu:
+        with start_moto() as s3_url, start_emulator(engine.url, s3_url, work / "emulator", config=config) as emu:
             os.environ.update(emu.env())
             emu.client("s3").create_bucket(Bucket=BUCKET)
             settings: dict[str, Any] = {"backend": "sagemaker", "region": emu.region, "bucket": BUCKET,
@@ -53,7 +51,7 @@ def sagemaker_stack(roles: tuple[str, ...] = ("voice", "image", "video")) -> Ite
             for role in roles:
                 extra = ({"async_output": f"s3://{BUCKET}/outputs", "async_failure": f"s3://{BUCKET}/failures"}
                          if role == "video" else {})
-                deploy_endpoint(emu, f"bench-{role}", environment={"SM_VLLM_MODEL": MODELS[role]}, **extra)
+                deploy_endpoint(emu, f"bench-{role}", environment={"SM_VLLM_MODEL": ROLE_PROFILES[role].model_id}, **extra)
                 settings[f"{role}_endpoint"] = f"bench-{role}"
             yield Stack(engine_url=engine.url, settings=settings, emulator=emu)
     finally:

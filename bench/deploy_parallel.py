@@ -17,7 +17,6 @@ Always exits 0; prints the medians and the ratios.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -27,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._stack import sagemaker_stack  # noqa: E402
 from infra.delete import delete_deployment  # noqa: E402
 from infra.deploy import WaitSettings, deploy  # noqa: E402
 from infra.model import DeployOptions  # noqa: E402
-from services.engine import start_engine  # noqa: E402
-from tests.emulator_support import ROLE_ARN, start_emulator, start_moto  # noqa: E402
+from tests.emulator_support import ROLE_ARN  # noqa: E402
 
 TARGET = 1.1
 WAIT = WaitSettings(poll_s=0.05, timeout_s=120, delete_timeout_s=60)
@@ -58,31 +57,25 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5, help="runs of each variant (default 5)")
     args = ap.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="bench-deploy-"))
-    engine = start_engine()
-    engine_url = engine.url
-    paces: dict[str, float] = {}
-    try:
-        paces = {"voice": args.voice_s, "image": args.image_s, "video": args.video_s}
-        slowest = max(paces, key=lambda r: paces[r])
-        config = {"delays": {"create_s": 2.0, "delete_s": 0.2,
-                             "create_s_by_endpoint": {f"-{role}-": s for role, s in paces.items()}}}
-        with start_moto() as s3_url, start_emulator(engine_url, s3_url, work / "emulator", config=config) as emu:
-            os.environ.update(emu.env())
-            timed_deploy(["voice"], work, "warm-up")  # boto3 models loaded, engine warm
-            walls: dict[str, list[float]] = {"all three": [], "alone": [], "one by one": []}
-            for run in range(args.runs):
-                order = ["all three", "alone", "one by one"] if run % 2 == 0 else ["one by one", "alone", "all three"]
-                for variant in order:
-                    if variant == "all three":
-                        walls[variant].append(timed_deploy(["voice", "image", "video"], work, f"all-{run}"))
-                    elif variant == "alone":
-                        walls[variant].append(timed_deploy([slowest], work, f"alone-{run}"))
-                    else:
-                        walls[variant].append(sum(timed_deploy([r], work, f"seq-{r}-{run}")
-                                                  for r in ("voice", "image", "video")))
-    finally:
-        engine.stop()
+    paces = {"voice": args.voice_s, "image": args.image_s, "video": args.video_s}
+    slowest = max(paces, key=lambda r: paces[r])
+    config = {"delays": {"create_s": 2.0, "delete_s": 0.2,
+                         "create_s_by_endpoint": {f"-{role}-": s for role, s in paces.items()}}}
+    # The stack points the AWS_* variables, which deploy() reads, at the emulator.
+    with sagemaker_stack((), config=config), tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
+        work = Path(tmp)
+        timed_deploy(["voice"], work, "warm-up")  # boto3 models loaded, engine warm
+        walls: dict[str, list[float]] = {"all three": [], "alone": [], "one by one": []}
+        for run in range(args.runs):
+            order = ["all three", "alone", "one by one"] if run % 2 == 0 else ["one by one", "alone", "all three"]
+            for variant in order:
+                if variant == "all three":
+                    walls[variant].append(timed_deploy(["voice", "image", "video"], work, f"all-{run}"))
+                elif variant == "alone":
+                    walls[variant].append(timed_deploy([slowest], work, f"alone-{run}"))
+                else:
+                    walls[variant].append(sum(timed_deploy([r], work, f"seq-{r}-{run}")
+                                              for r in ("voice", "image", "video")))
 
     med = {k: statistics.median(v) for k, v in walls.items()}
     print("emulator Creating times: " + ", ".join(f"{r} {s:.1f} s" for r, s in paces.items())

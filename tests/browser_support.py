@@ -149,24 +149,28 @@ async () => {
 
 
 @contextmanager
-def _streamlit(port: int, log: Path) -> Iterator[subprocess.Popen]:
+def _serve_studio(argv: list[str], port: int, log: Path, *, what: str, timeout: float, stop: int,
+                  stop_wait: float) -> Iterator[subprocess.Popen]:
+    """Run `argv` (something that serves the studio on `port`), wait until it answers; stop it with `stop`."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none", "--global.developmentMode", "false"],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-        )
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
-            wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=60, what="streamlit",
+            wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=timeout, what=what,
                          log_tail=lambda: log.read_text(errors="replace")[-3000:])
             yield proc
         finally:
-            proc.terminate()
+            proc.send_signal(stop)
             try:
-                proc.wait(10)
+                proc.wait(stop_wait)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def _streamlit(port: int, log: Path) -> Any:
+    argv = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--server.fileWatcherType", "none", "--global.developmentMode", "false"]
+    return _serve_studio(argv, port, log, what="streamlit", timeout=60, stop=signal.SIGTERM, stop_wait=10)
 
 
 @contextmanager
@@ -176,19 +180,11 @@ def _rehearsal(port: int, log: Path) -> Iterator[subprocess.Popen]:
     argv = [sys.executable, "scripts/rehearse.py", "--no-deploy", "--port", str(port),
             "--dir", os.environ.get(REHEARSAL_DIR_ENV, str(log.parent / "rehearsal")),
             "--report", os.environ[REHEARSAL_REPORT_ENV]]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=120, what="the rehearsal",
-                         log_tail=lambda: log.read_text(errors="replace")[-3000:])
-            yield proc
-        finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            sys.stderr.write("---- rehearsal output ----\n" + log.read_text(errors="replace")[-4000:])
+    try:
+        with _serve_studio(argv, port, log, what="the rehearsal", timeout=120, stop=signal.SIGINT, stop_wait=60) as p:
+            yield p
+    finally:
+        sys.stderr.write("---- rehearsal output ----\n" + log.read_text(errors="replace")[-4000:])
 
 
 class BrowserStudio:

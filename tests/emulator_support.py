@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 from botocore.config import Config as BotoConfig
 
 from offline.sagemaker import launch
 from offline.sagemaker.launch import client_env, start_moto
+from services._aws import boto3_session
 
 REGION = "us-east-1"
 FAST_DELAYS = {"create_s": 0.3, "update_s": 0.3, "delete_s": 0.2}
@@ -44,6 +44,7 @@ BIDI_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 DEFAULT_POOL = ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge"]
 # Service name (boto3) -> which listener serves it.
 _EMULATED = ("sagemaker", "sagemaker-runtime", "service-quotas", "sts")
+_SESSION = boto3_session(REGION, None)
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,11 @@ class EmulatorHandle:
 
     def client(self, service: str, *, access_key_id: str | None = None, **config: Any) -> Any:
         """A real boto3 client for `service`, at the emulator (or moto for S3), with fake credentials."""
-        endpoint = self.s3_url if service == "s3" else self.http_url
-        if service not in (*_EMULATED, "s3"):
-            endpoint = self.s3_url  # anything else: moto
+        endpoint = self.http_url if service in _EMULATED else self.s3_url  # anything else: moto
         cfg = {"retries": {"max_attempts": 1, "mode": "standard"}, **config}
         if service == "s3":
             cfg.setdefault("s3", {"addressing_style": "path"})
-        return boto3.session.Session().client(
+        return _SESSION.client(  # one session: its parsed service models are reused by every client
             service,
             endpoint_url=endpoint,
             region_name=self.region,

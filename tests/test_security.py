@@ -10,17 +10,15 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 import tomllib
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
+from services.engine import free_port, wait_http_ok
 from services.errors import InvalidInput
 from services.imaging import ACCEPTED_SUFFIXES, MAX_UPLOAD_BYTES, check_image
-from tests.conftest import free_port
 
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import ROLE_ARN, EmulatorHandle
@@ -49,15 +47,7 @@ def test_the_studio_listens_on_loopback_only(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("the studio did not start")
+        wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=60, what="the studio")
         listeners = _listeners(port)
         assert listeners == ["0100007F"], listeners  # 127.0.0.1 only: no 0.0.0.0, no :: (all interfaces)
     finally:

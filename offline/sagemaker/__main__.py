@@ -30,7 +30,7 @@ from pathlib import Path
 
 
 from offline.sagemaker.config import ConfigFileError, EmulatorConfig, load_config
-from offline.sagemaker.launch import start_moto
+from offline.sagemaker.launch import client_env, start_moto
 from services.errors import StudioError
 
 log = logging.getLogger("offline.sagemaker")
@@ -170,18 +170,10 @@ async def _serve(args: argparse.Namespace, config: EmulatorConfig, engine_url: s
         "account_id": config.account_id,
     }
     print(json.dumps(ready), flush=True)
-    print(
-        "local SageMaker emulator ready; point clients at it with:\n"
-        f"  AWS_ENDPOINT_URL_SAGEMAKER={ready['http']}\n"
-        f"  AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME={ready['http']}\n"
-        f"  AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2={ready['https']}\n"
-        f"  AWS_ENDPOINT_URL_SERVICE_QUOTAS={ready['http']}\n"
-        f"  AWS_ENDPOINT_URL_STS={ready['http']}\n"
-        + (f"  AWS_ENDPOINT_URL_S3={s3_url}\n" if s3_url else "")
-        + f"  AWS_CA_BUNDLE={tls.ca_file}\n  AWS_DEFAULT_REGION={config.region}",
-        file=sys.stderr,
-        flush=True,
-    )
+    env = client_env(ready)
+    shown = [f"  {k}={v}" for k, v in env.items()
+             if k.startswith("AWS_ENDPOINT_URL_") or k in ("AWS_CA_BUNDLE", "AWS_DEFAULT_REGION")]
+    print("local SageMaker emulator ready; point clients at it with:\n" + "\n".join(shown), file=sys.stderr, flush=True)
     try:
         await serve(create_app(emu), hc, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
     finally:

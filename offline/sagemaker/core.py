@@ -62,9 +62,7 @@ class Emulator:
         self.http = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(self.config.invocation_timeout_s, connect=5.0))
 
     async def close(self) -> None:
-        for job in list(self.jobs):
-            job.cancel()
-        self.registry.reset()
+        self.reset()
         if self.http is not None:
             await self.http.aclose()
 
