@@ -91,17 +91,20 @@ def delete_endpoint_chain(ctx: AwsContext, endpoint: str, config: str | None, mo
     sm = ctx.sagemaker
     out = [_delete_endpoint(ctx, endpoint, role, wait, progress, stop)]
     if config:
-        out.append(_delete_simple("endpoint config", config, role, progress,
-                                  lambda: sm.delete_endpoint_config(EndpointConfigName=config)))
+        out.append(delete_resource(sm, "endpoint config", config, role, progress))
     for model in models:
-        out.append(_delete_simple("model", model, role, progress, lambda m=model: sm.delete_model(ModelName=m)))
+        out.append(delete_resource(sm, "model", model, role, progress))
     return out
 
 
-def _delete_simple(kind: Kind, name: str, role: Role | None, progress: ProgressCallback,
-                   call: Callable[[], Any]) -> Deletion:
+def delete_resource(sm: Any, kind: Literal["endpoint config", "model"], name: str, role: Role | None,
+                    progress: ProgressCallback) -> Deletion:
+    """Delete an endpoint config or a model; "already gone" is fine. Other AWS errors propagate."""
     try:
-        call()
+        if kind == "endpoint config":
+            sm.delete_endpoint_config(EndpointConfigName=name)
+        else:
+            sm.delete_model(ModelName=name)
         outcome: Outcome = "deleted"
     except AWS_ERRORS as exc:
         if not is_not_found(exc):
@@ -153,11 +156,12 @@ def _delete_endpoint(ctx: AwsContext, name: str, role: Role | None, wait: WaitSe
             raise EndpointFailed(f"stopped while deleting endpoint {name}; {DELETE_AGAIN}")
 
 
-def verify_gone(ctx: AwsContext, endpoint: str, config: str | None, models: list[str]) -> list[str]:
-    """Describe each resource: "kind name" for every one that still exists."""
+def verify_gone(ctx: AwsContext, endpoint: str | None, config: str | None, models: list[str]) -> list[str]:
+    """Describe each resource given: "kind name" for every one that still exists."""
     sm = ctx.sagemaker
-    checks: list[tuple[str, str, Callable[[], Any]]] = [
-        ("endpoint", endpoint, lambda: sm.describe_endpoint(EndpointName=endpoint))]
+    checks: list[tuple[str, str, Callable[[], Any]]] = []
+    if endpoint:
+        checks.append(("endpoint", endpoint, lambda: sm.describe_endpoint(EndpointName=endpoint)))
     if config:
         checks.append(("endpoint config", config, lambda: sm.describe_endpoint_config(EndpointConfigName=config)))
     checks += [("model", m, lambda m=m: sm.describe_model(ModelName=m)) for m in models]

@@ -13,18 +13,16 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from infra.aws import AWS_ERRORS, AwsContext, is_not_found, translate
-from infra.delete import DELETE_AGAIN, Deletion, DeleteReport, delete_endpoint_chain, verify_gone
+from infra.delete import DELETE_AGAIN, Deletion, DeleteReport, Kind, delete_endpoint_chain, delete_resource, verify_gone
 from infra.deploy import Progress, ProgressCallback, WaitSettings
 from infra.errors import InfraError
 from infra.model import TAG_DEPLOYMENT, TAG_ROLE
 from infra.pricing import PriceTable, load_prices
 from infra.state import DeploymentState
 from infra.status import EndpointStatus, describe_endpoint_status
-
-Kind = Literal["endpoint", "endpoint config", "model"]
 
 
 @dataclass(frozen=True)
@@ -210,50 +208,14 @@ def delete_orphans(ctx: AwsContext, orphans: list[Orphan], *, wait: WaitSettings
     sm = ctx.sagemaker
     try:
         for name in configs:
-            report.deletions += delete_endpoint_chain_part(sm, "endpoint config", name, progress)
+            report.deletions.append(delete_resource(sm, "endpoint config", name, None, progress))
         for name in models:
-            report.deletions += delete_endpoint_chain_part(sm, "model", name, progress)
+            report.deletions.append(delete_resource(sm, "model", name, None, progress))
         for name in endpoints:
             report.remaining += verify_gone(ctx, name, None, [])
         for name in configs:
-            report.remaining += verify_gone_config(sm, name)
-        for name in models:
-            report.remaining += verify_gone_model(sm, name)
+            report.remaining += verify_gone(ctx, None, name, [])
+        report.remaining += verify_gone(ctx, None, None, models)
     except AWS_ERRORS as exc:
         report.errors.append(translate(exc, "delete orphaned endpoint configs and models", retry=DELETE_AGAIN))
     return report
-
-
-def delete_endpoint_chain_part(sm: Any, kind: Kind, name: str, progress: ProgressCallback) -> list[Deletion]:
-    try:
-        if kind == "endpoint config":
-            sm.delete_endpoint_config(EndpointConfigName=name)
-        else:
-            sm.delete_model(ModelName=name)
-        outcome = "deleted"
-    except AWS_ERRORS as exc:
-        if not is_not_found(exc):
-            raise
-        outcome = "already gone"
-    progress(Progress(None, kind, f"{kind} {name}: {outcome}"))
-    return [Deletion(kind, name, outcome)]  # type: ignore[arg-type]
-
-
-def verify_gone_config(sm: Any, name: str) -> list[str]:
-    try:
-        sm.describe_endpoint_config(EndpointConfigName=name)
-        return [f"endpoint config {name}"]
-    except AWS_ERRORS as exc:
-        if not is_not_found(exc):
-            raise
-        return []
-
-
-def verify_gone_model(sm: Any, name: str) -> list[str]:
-    try:
-        sm.describe_model(ModelName=name)
-        return [f"model {name}"]
-    except AWS_ERRORS as exc:
-        if not is_not_found(exc):
-            raise
-        return []
