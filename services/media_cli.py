@@ -5,7 +5,7 @@
     python -m services video --prompt "the camera pans slowly" [--image a.png] [--frames 17] [--steps 30]
                              [--out video.mp4] [--json]
 
-Both take the common backend options (--backend offline|omni|sagemaker, --url URL). Exit code 0 on
+Both take the common backend options (--backend offline|omni|sagemaker, --url URL, --state-file F). Exit code 0 on
 success; 1 with a message naming what to fix otherwise. `--json` prints one JSON object with the exact
 parameters (the seed used included) and the timings. Each run is also recorded in the studio's history
 (the data_dir setting) unless --no-history is given, so the pages show it too.

@@ -1,7 +1,7 @@
 """`python -m services speak` — stream speech from the shell and write a WAV.
 
     python -m services speak --text "Hello there." [--voice V] [--language L]
-                             [--backend offline|omni] [--url URL] [--out speech.wav] [--json]
+                             [--backend offline|omni|sagemaker] [--url URL] [--state-file F] [--out speech.wav] [--json]
 
 Exit code 0 when the utterance finished; 1 with the server's message on stderr otherwise. Audio
 received before an error is still written. `--json` prints one JSON object with the figures.
