@@ -26,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._stack import sagemaker_stack  # noqa: E402
+from emulator.stack import sagemaker_stack  # noqa: E402
 from infra.delete import delete_deployment  # noqa: E402
 from infra.deploy import WaitSettings, deploy  # noqa: E402
 from infra.model import DeployOptions  # noqa: E402
-from tests.emulator_support import ROLE_ARN  # noqa: E402
+from emulator.handle import ROLE_ARN  # noqa: E402
 
 TARGET = 1.1
 WAIT = WaitSettings(poll_s=0.05, timeout_s=120, delete_timeout_s=60)
@@ -62,7 +62,7 @@ def main() -> int:
     config = {"delays": {"create_s": 2.0, "delete_s": 0.2,
                          "create_s_by_endpoint": {f"-{role}-": s for role, s in paces.items()}}}
     # The stack points the AWS_* variables, which deploy() reads, at the emulator.
-    with sagemaker_stack((), config=config), tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
+    with sagemaker_stack({}, config=config), tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
         work = Path(tmp)
         timed_deploy(["voice"], work, "warm-up")  # boto3 models loaded, engine warm
         walls: dict[str, list[float]] = {"all three": [], "alone": [], "one by one": []}

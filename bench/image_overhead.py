@@ -28,8 +28,14 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
+from protocol.images import IMAGES_PATH  # noqa: E402
 from services.history import History  # noqa: E402
-from services.images import IMAGES_PATH, ImageClient, ImageRequest, OmniImageTransport, record_image  # noqa: E402
+from services.images import (  # noqa: E402
+    ImageClient,
+    ImageRequest,
+    OmniImageTransport,
+    record_image,
+)
 
 TARGET_MS = 50.0
 PROMPT = "A lighthouse on a cliff at dawn, oil painting, dramatic clouds"
@@ -50,7 +56,7 @@ def main() -> int:
     if args.url:
         url = args.url.rstrip("/")
     else:
-        from services.engine import start_engine
+        from offline.launch import start_engine
 
         engine = start_engine()
         url = engine.url

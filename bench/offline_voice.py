@@ -29,8 +29,9 @@ sys.path.insert(0, str(ROOT))
 from websockets.asyncio.client import connect  # noqa: E402
 
 from offline import voice  # noqa: E402
-from services.engine import start_engine  # noqa: E402
-from services.protocol import PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH, SPEECH_STREAM_PATH  # noqa: E402
+from offline.launch import start_engine  # noqa: E402
+from protocol.limits import PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH
+from protocol.speech import SPEECH_STREAM_PATH  # noqa: E402
 
 PARAGRAPH = (
     "Hello, and welcome to Omni Studio. This voice runs entirely on your own computer, with no network "

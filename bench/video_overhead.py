@@ -32,13 +32,15 @@ import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from emulator.stack import sagemaker_stack  # noqa: E402
+from infra.model import ROLE_PROFILES  # noqa: E402
+from protocol.common import HEADER_INFERENCE_TIME
+from protocol.limits import ASYNC_INLINE_LIMIT  # noqa: E402
+from protocol.videos import VIDEO_SYNC_PATH  # noqa: E402
 from services.backend import create_backend  # noqa: E402
 from services.history import History  # noqa: E402
-from services.protocol import VIDEO_HEADER_INFERENCE_TIME, VIDEO_SYNC_PATH  # noqa: E402
 from services.settings import load_settings  # noqa: E402
 from services.videos import VideoJobs, VideoRequest, encode_request  # noqa: E402
-from services.sagemaker import ASYNC_INLINE_LIMIT  # noqa: E402
-from bench._stack import sagemaker_stack  # noqa: E402
 
 TARGET_S = 0.3
 PROMPT = "The camera slowly pushes in while the waves roll onto the beach"
@@ -74,7 +76,7 @@ def main() -> int:
         overrides: dict = {"backend": args.backend, "omni_url": args.url}
         url = None
         if args.backend == "sagemaker":  # through the local emulator, with the engine it forwards to
-            sm = stack.enter_context(sagemaker_stack(("video",)))
+            sm = stack.enter_context(sagemaker_stack({"video": ROLE_PROFILES["video"].model_id}))
             sm.emulator.configure(delays={"async_s": args.model_s})
             overrides |= sm.settings
             url = sm.engine_url  # the direct path: same body, same engine, for the model's own time
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace, settings, direct_url: str | None) -> int:
         resp = raw_http.post(url + VIDEO_SYNC_PATH, content=body.body, headers={"Content-Type": body.content_type})
         resp.raise_for_status()
         _ = resp.content
-        return time.perf_counter() - t0, float(resp.headers[VIDEO_HEADER_INFERENCE_TIME])
+        return time.perf_counter() - t0, float(resp.headers[HEADER_INFERENCE_TIME])
 
     def studio() -> tuple[float, float]:
         r = client.generate(request)

@@ -51,7 +51,7 @@ def main() -> None:
             sys.exit("--backend omni needs --url")
         url = args.url.rstrip("/")
     else:
-        from services.engine import start_engine
+        from offline.launch import start_engine
 
         engine = start_engine()
         url = engine.url
@@ -60,7 +60,7 @@ def main() -> None:
     config = speech_config(voice=client.voices()[0])
 
     from bench.voice_ttfa import raw_ttfa
-    from services.protocol import dumps
+    from protocol.common import dumps
 
     ws_url = "ws://" + url.removeprefix("http://") + "/v1/audio/speech/stream"
     wire = dumps(config)

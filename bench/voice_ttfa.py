@@ -75,7 +75,7 @@ def target_url(args: argparse.Namespace) -> tuple[str, object]:
         if not args.url:
             sys.exit("--backend omni needs --url, e.g. http://gpu-box:8091")
         return args.url.rstrip("/"), None
-    from services.engine import start_engine
+    from offline.launch import start_engine
 
     engine = start_engine()  # its own subprocess on a free loopback port
     return engine.url, engine
@@ -89,17 +89,18 @@ async def main_async(args: argparse.Namespace) -> dict:
         finally:
             if engine is not None:
                 engine.stop()
-    from bench._stack import sagemaker_stack
+    from emulator.stack import sagemaker_stack
+    from infra.model import ROLE_PROFILES
     from services.backend import create_backend
     from services.settings import load_settings
 
-    with sagemaker_stack(("voice",)) as stack:
+    with sagemaker_stack({"voice": ROLE_PROFILES["voice"].model_id}) as stack:
         bidi = create_backend(load_settings().with_overrides(**stack.settings)).speech
         return await measure(args, stack.engine_url, bidi)
 
 
 async def measure(args: argparse.Namespace, url: str, bidi) -> dict:
-    from services.protocol import dumps
+    from protocol.common import dumps
     from services.speech import omni_client, speech_config
 
     client = omni_client(url)

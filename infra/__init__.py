@@ -11,16 +11,42 @@ a message that names what to fix.
     gone = delete_deployment(path)                    # DeleteReport: each deletion, .remaining, .state_removed
 """
 
-from infra.delete import DeleteReport, Deletion, delete_by_name, delete_deployment, deletion_plan
-from infra.deploy import DeployResult, EndpointOutcome, Progress, WaitSettings, deploy, resume
+from infra.delete import (
+    DeleteReport,
+    Deletion,
+    delete_by_name,
+    delete_deployment,
+    deletion_plan,
+)
+from infra.deploy import (
+    DeployResult,
+    EndpointOutcome,
+    Progress,
+    WaitSettings,
+    deploy,
+    resume,
+)
 from infra.errors import InfraError
-from infra.model import DeployOptions, DeploymentSpec, EndpointSpec, InstancePool, deploy_command, shell_command
+from infra.model import (
+    DeploymentSpec,
+    DeployOptions,
+    EndpointSpec,
+    InstancePool,
+    deploy_command,
+    shell_command,
+)
 from infra.pricing import PriceTable, load_prices, refresh_prices
 from infra.quotas import QuotaReport, check_quotas
 from infra.smoke import SmokeReport, deployment_backend, record_smoke, run_smoke
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from infra.status import CostReport, StatusReport, cost_of_types, deployment_status
-from infra.sweep import StudioFleet, SweepReport, delete_orphans, find_orphans, studio_fleet
+from infra.sweep import (
+    StudioFleet,
+    SweepReport,
+    delete_orphans,
+    find_orphans,
+    studio_fleet,
+)
 
 __all__ = [
     "DEFAULT_STATE_FILE", "CostReport", "DeleteReport", "Deletion", "DeployOptions", "DeployResult",

@@ -24,7 +24,7 @@ from infra.errors import InfraError
 from infra.model import DeployOptions, deploy_command, shell_command
 from infra.smoke import SmokeCheck, smoke_deployment
 from infra.state import DeploymentState
-from services.errors import StudioError
+from protocol.errors import StudioError
 
 MAX_LINES = 400  # progress lines kept per action (a long wait repeats itself)
 

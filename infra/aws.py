@@ -22,7 +22,7 @@ from infra.errors import (
     InfraError,
     UsageError,
 )
-from services._aws import DENIED_CODES, EXPIRED_CODES, INVALID_CODES, boto3_session
+from services.aws import DENIED_CODES, EXPIRED_CODES, INVALID_CODES, boto3_session
 
 DEFAULT_REGION = "us-east-1"
 USER_AGENT = "omni-studio-infra"

@@ -16,11 +16,25 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from infra.deploy import DeployResult, Progress, WaitSettings, deploy, format_duration, resume
+from infra.deploy import (
+    DeployResult,
+    Progress,
+    WaitSettings,
+    deploy,
+    format_duration,
+    resume,
+)
 from infra.errors import InfraError, UsageError
-from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES, DeployOptions, InstancePool, Role
+from infra.model import (
+    DEFAULT_IMAGE_TAG,
+    PROJECT,
+    ROLES,
+    DeployOptions,
+    InstancePool,
+    Role,
+)
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
-from services.errors import StudioError
+from protocol.errors import StudioError
 
 STATE_ENV = "OMNI_STUDIO_STATE_FILE"
 HEARTBEAT_S = 30.0

@@ -22,7 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from infra.aws import AWS_ERRORS, AwsContext, error_code, error_message, is_not_found, translate
+from infra.aws import (
+    AWS_ERRORS,
+    AwsContext,
+    error_code,
+    error_message,
+    is_not_found,
+    translate,
+)
 from infra.errors import (
     RESUME_HINT,
     CredentialsError,
@@ -31,9 +38,22 @@ from infra.errors import (
     QuotaShortfall,
     StateError,
 )
-from infra.model import DeploymentSpec, DeployOptions, EndpointSpec, InstancePool, Role, plan
+from infra.model import (
+    DeploymentSpec,
+    DeployOptions,
+    EndpointSpec,
+    InstancePool,
+    Role,
+    plan,
+)
 from infra.quotas import QuotaReport, check_quotas
-from infra.state import DEFAULT_STATE_FILE, DeploymentState, EndpointRecord, ResourceRecord, utc_now
+from infra.state import (
+    DEFAULT_STATE_FILE,
+    DeploymentState,
+    EndpointRecord,
+    ResourceRecord,
+    utc_now,
+)
 
 # Statuses after which an endpoint is on its way (or there): reuse it, wait for it.
 PROGRESSING = ("Creating", "Updating", "SystemUpdating", "RollingBack", "InService", "OutOfService")

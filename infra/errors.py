@@ -5,7 +5,7 @@ They derive from the services layer's StudioError, so the endpoints page shows t
 
 from __future__ import annotations
 
-from services.errors import StudioError
+from protocol.errors import StudioError
 
 RESUME_HINT = "run `python -m infra resume`"
 

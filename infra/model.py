@@ -17,9 +17,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from infra.errors import UsageError
+from protocol.sagemaker import ROLES, Role
 
-Role = Literal["voice", "image", "video"]
-ROLES: tuple[Role, ...] = ("voice", "image", "video")
 EndpointKind = Literal["realtime", "async"]
 
 PROJECT = "omni-studio"
@@ -72,7 +71,7 @@ def image_uri(region: str, tag: str) -> str:
 @functools.cache
 def known_instance_types() -> frozenset[str]:
     """The ProductionVariant instance types botocore's SageMaker model knows (parsed once, shared loader)."""
-    from services._aws import botocore_session
+    from services.aws import botocore_session
 
     model = botocore_session().get_service_model("sagemaker")
     return frozenset(model.shape_for("ProductionVariantInstanceType").enum)

@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra.aws import AWS_ERRORS, AwsContext, error_code, is_credentials_problem, translate
+from infra.aws import (
+    AWS_ERRORS,
+    AwsContext,
+    error_code,
+    is_credentials_problem,
+    translate,
+)
 from infra.model import ROLES, InstancePool, Role
 
 SERVICE_CODE = "sagemaker"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.model import ROLES, Role
-from services.errors import StudioError
+from protocol.errors import StudioError
 
 if TYPE_CHECKING:
     from infra.state import DeploymentState
@@ -103,7 +103,7 @@ def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = ROLES, *,
 
 
 def smoke_voice(backend: Backend, out_dir: Path, *, timeout_s: float = VOICE_TIMEOUT_S) -> SmokeCheck:
-    from services.protocol import AudioDone, AudioStart, ErrorEvent
+    from protocol.speech import AudioDone, AudioStart, ErrorEvent
     from services.speech import PcmChunk, speech_config
 
     seen: dict[str, int] = {"audio.start": 0, "audio.done": 0, "chunks": 0}

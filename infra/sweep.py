@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from infra.aws import AWS_ERRORS, AwsContext, is_not_found, translate
-from infra.delete import DELETE_AGAIN, Deletion, DeleteReport, Kind, delete_endpoint_chain, delete_resource, verify_gone
+from infra.delete import (
+    DELETE_AGAIN,
+    DeleteReport,
+    Deletion,
+    Kind,
+    delete_endpoint_chain,
+    delete_resource,
+    verify_gone,
+)
 from infra.deploy import Progress, ProgressCallback, WaitSettings
 from infra.errors import InfraError
 from infra.model import TAG_DEPLOYMENT, TAG_ROLE

@@ -44,24 +44,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
 from offline import previews
-from services.protocol import (
-    IMAGE_SIZE_MAX,
-    IMAGE_SIZE_MIN,
-    VIDEO_HEADER_INFERENCE_TIME,
-    VIDEO_HEADER_REQUEST_ID,
-    VIDEO_HEADER_STAGE_DURATIONS,
-    VIDEO_SYNC_PATH,
-    ErrorInfo,
-    ErrorResponse,
+from protocol.common import ErrorInfo, ErrorResponse
+from protocol.images import (
+    IMAGES_PATH,
     ImageData,
     ImageGenerationRequest,
     ImageGenerationResponse,
-    VideoSyncForm,
 )
+from protocol.common import HEADER_INFERENCE_TIME, HEADER_REQUEST_ID, HEADER_STAGE_DURATIONS
+from protocol.limits import ENGINE_FILE_PART_BYTES, IMAGE_SIZE
+from protocol.videos import VIDEO_SYNC_PATH, VideoSyncForm
 
 IMAGE_MODEL = "black-forest-labs/FLUX.2-klein-4B"
 VIDEO_MODEL = "Wan-AI/Wan2.1-VACE-1.3B-diffusers"
-IMAGES_PATH = "/v1/images/generations"
 DEFAULT_IMAGE_SIZE = (1024, 1024)  # FLUX.2-klein's default
 VIDEO_DEFAULT_WIDTH, VIDEO_DEFAULT_HEIGHT = 832, 480  # Wan VACE pipeline defaults
 VIDEO_DEFAULT_FRAMES = 81
@@ -69,7 +64,6 @@ VIDEO_DEFAULT_FPS = 24  # vLLM-Omni's DEFAULT_FPS
 VACE_MAX_AREA = 480 * 832  # a reference without width/height: its aspect ratio at this many pixels
 MAX_SEED = 2**32 - 1  # vLLM-Omni draws random seeds in [0, 2³²−1]
 MAX_FORM_PART_BYTES = 1024 * 1024  # starlette's per-field cap, which vLLM-Omni keeps (FastAPI Form defaults)
-MAX_UPLOAD_BYTES = 16 * 1024 * 1024  # file parts: no cap in vLLM-Omni, a bound here
 MAX_REFERENCE_PIXELS = 4096 * 4096  # larger references are refused as decompression bombs
 MAX_VIDEO_PIXELS = 1280 * 1280
 MAX_VIDEO_FRAMES = 257
@@ -126,9 +120,9 @@ def _parse_size(size: str) -> tuple[int, int]:
         raise ValueError(f"Invalid size format: '{size}'. Width and height must be integers.") from None
     if width <= 0 or height <= 0:
         raise ValueError(f"Invalid size: {width}x{height}. Width and height must be positive integers.")
-    if not (IMAGE_SIZE_MIN <= width <= IMAGE_SIZE_MAX and IMAGE_SIZE_MIN <= height <= IMAGE_SIZE_MAX):
-        raise ValueError(f"Invalid size: {width}x{height}. Width and height must be between {IMAGE_SIZE_MIN} "
-                         f"and {IMAGE_SIZE_MAX} pixels on the offline engine, e.g. '1024x1024'.")
+    if width not in IMAGE_SIZE or height not in IMAGE_SIZE:
+        raise ValueError(f"Invalid size: {width}x{height}. Width and height must be between {IMAGE_SIZE.lo:g} "
+                         f"and {IMAGE_SIZE.hi:g} pixels on the offline engine, e.g. '1024x1024'.")
     return width, height
 
 
@@ -319,9 +313,9 @@ async def _video_from_form(form: Any) -> Response:
     try:
         if upload is not None:
             assert isinstance(upload, UploadFile)
-            if upload.size is not None and upload.size > MAX_UPLOAD_BYTES:
+            if upload.size is not None and upload.size > ENGINE_FILE_PART_BYTES:
                 return _error(f"input_reference {upload.filename!r} is {upload.size:,} bytes; the offline engine "
-                              f"accepts files up to {MAX_UPLOAD_BYTES // (1024 * 1024)} MB",
+                              f"accepts files up to {ENGINE_FILE_PART_BYTES // (1024 * 1024)} MB",
                               HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "input_reference")
             data = await upload.read()
             reference = await asyncio.to_thread(_decode_image, data, "input_reference")
@@ -370,10 +364,10 @@ async def _video_from_form(form: Any) -> Response:
         mp4,
         media_type="video/mp4",
         headers={
-            VIDEO_HEADER_REQUEST_ID: request_id,
+            HEADER_REQUEST_ID: request_id,
             "X-Model": VIDEO_MODEL,
-            VIDEO_HEADER_INFERENCE_TIME: f"{elapsed:.3f}",
-            VIDEO_HEADER_STAGE_DURATIONS: json.dumps(
+            HEADER_INFERENCE_TIME: f"{elapsed:.3f}",
+            HEADER_STAGE_DURATIONS: json.dumps(
                 {"preview_draw": round(stages.get("draw_s", 0.0), 4),
                  "h264_encode": round(stages.get("encode_s", 0.0), 4)},
                 separators=(",", ":"),

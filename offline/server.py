@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from services.protocol import HealthResponse, ModelCard, ModelList
+from protocol.common import HealthResponse, ModelCard, ModelList
 
 ENGINE_NAME = "omni-studio-offline"
 # The models the engine stands in for, named as the DLC endpoints name them, plus what really runs.

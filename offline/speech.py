@@ -28,19 +28,20 @@ from pydantic import BaseModel, ValidationError
 
 from offline import voice
 from offline.splitter import TextSplitter
-from services.protocol import (
+from protocol.common import ErrorInfo, ErrorResponse, dumps
+from protocol.limits import (
     CONFIG_TIMEOUT_S,
     IDLE_TIMEOUT_S,
     MAX_CONFIG_MESSAGE_BYTES,
     MAX_INPUT_TEXT_MESSAGE_BYTES,
     PCM_CHANNELS,
     PCM_SAMPLE_RATE,
+)
+from protocol.speech import (
     SPEECH_STREAM_PATH,
     AudioDone,
     AudioStart,
     ErrorEvent,
-    ErrorInfo,
-    ErrorResponse,
     SessionConfig,
     SessionDone,
     SpeechAudioDelta,
@@ -48,7 +49,6 @@ from services.protocol import (
     SpeechAudioError,
     SpeechRequest,
     VoicesResponse,
-    dumps,
 )
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from offline.splitter import first_clause_split
-from services.protocol import PCM_CHANNELS, PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH
+from protocol.limits import PCM_CHANNELS, PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH
 
 log = logging.getLogger(__name__)
 

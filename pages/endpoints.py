@@ -7,10 +7,17 @@ import os
 
 import streamlit as st
 
-from infra import DeployOptions, DeploymentState, WaitSettings, deletion_plan, deploy_command, deployment_status
+from infra import (
+    DeploymentState,
+    DeployOptions,
+    WaitSettings,
+    deletion_plan,
+    deploy_command,
+    deployment_status,
+)
 from infra.deploy import format_duration
 from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES
-from services.errors import StudioError
+from protocol.errors import StudioError
 from ui import resources
 
 state = st.session_state

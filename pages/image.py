@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from services.errors import InvalidInput, StudioError
+from protocol.errors import InvalidInput, StudioError
 from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest, record_image
 from ui import resources
 from ui.media_views import image_summary, when

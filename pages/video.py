@@ -7,7 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from services.errors import InvalidInput, StudioError
+from protocol.errors import InvalidInput, StudioError
 from services.history import UNFINISHED
 from services.imaging import ACCEPTED_SUFFIXES, check_image
 from services.videos import (

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from services.errors import StudioError
+from protocol.errors import StudioError
 from services.playback import Playback
 from services.speech import SpeechRun, Utterance, speech_config, waveform_png
 from ui import resources

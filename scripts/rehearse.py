@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from offline.sagemaker.launch import client_env, start_emulator  # noqa: E402
-from services.engine import wait_http_ok  # noqa: E402
+from emulator.launch import client_env, start_emulator  # noqa: E402
+from offline.launch import wait_http_ok  # noqa: E402
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-rehearsal"
 BUCKET = "omni-studio-rehearsal"

@@ -6,46 +6,16 @@ server by URL, or SageMaker AI. Pages ask the backend; they never branch on whic
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from services.errors import BackendUnreachable, ConfigError
+from protocol.errors import ConfigError
+from services.base import Backend, BackendHealth
 from services.settings import BackendName, Settings
 
 if TYPE_CHECKING:
-    from services.images import ImageClient
-    from services.speech import SpeechClient
-    from services.videos import VideoClient
-
-
-@dataclass(frozen=True)
-class BackendHealth:
-    ok: bool
-    detail: str  # what a person reads in the sidebar: "healthy", or what is wrong and what to do
-
-
-@dataclass
-class Backend:
-    name: BackendName
-    target: str  # where requests go, for display: a URL, or "SageMaker us-east-1: voice=…, image=…"
-    speech: SpeechClient
-    images: ImageClient
-    videos: VideoClient
-    _health: Any = field(repr=False, default=None)  # () -> BackendHealth
-    _close: Any = field(repr=False, default=None)  # () -> None
-
-    @property
-    def label(self) -> str:
-        return {"offline": "Offline engine", "omni": "vLLM-Omni server", "sagemaker": "SageMaker AI"}[self.name]
-
-    def health(self) -> BackendHealth:
-        return self._health()
-
-    def close(self) -> None:
-        if self._close is not None:
-            self._close()
+    pass
 
 
 def omni_health(url: str, timeout: float = 3.0) -> BackendHealth:
@@ -77,7 +47,7 @@ def omni_backend(url: str, settings: Settings, *, name: BackendName = "omni", cl
 def create_backend(settings: Settings) -> Backend:
     """Build the backend the settings name. The offline engine is started (once per process) if needed."""
     if settings.backend == "offline":
-        from services.engine import shared_engine
+        from offline.launch import shared_engine
 
         engine = shared_engine()
         return omni_backend(engine.url, settings, name="offline")
@@ -95,4 +65,4 @@ def create_backend(settings: Settings) -> Backend:
     raise ConfigError(f"unknown backend {settings.backend!r}")
 
 
-__all__ = ["Backend", "BackendHealth", "BackendUnreachable", "create_backend", "omni_backend", "omni_health"]
+

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from services.errors import InvalidInput, StudioError
+from protocol.errors import InvalidInput, StudioError
 
 JobKind = Literal["image", "video"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]

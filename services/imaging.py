@@ -19,14 +19,11 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageOps
 
-from services.errors import InvalidInput
+from protocol.errors import InvalidInput
+from protocol.limits import MAX_PIXELS, MAX_UPLOAD_BYTES, REFERENCE_PART_LIMIT
 
-MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # an image file larger than this is refused before decoding
-MAX_PIXELS = 40_000_000  # ~8K × 5K; more is refused from the header alone (decompression bombs)
 ACCEPTED_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "GIF")
 ACCEPTED_SUFFIXES = ("png", "jpg", "jpeg", "webp", "bmp", "gif")
-# vLLM-Omni (Starlette's form parser) caps each multipart part at 1 MiB; stay clearly under it.
-REFERENCE_PART_LIMIT = 1_000_000
 JPEG_QUALITIES = (90, 82, 74, 66, 58, 50)
 
 

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from services.protocol import PCM_CHANNELS, PCM_SAMPLE_RATE
+from protocol.limits import PCM_CHANNELS, PCM_SAMPLE_RATE
 
 
 class PcmSource(Protocol):

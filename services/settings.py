@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from services.errors import ConfigError
+from protocol.errors import ConfigError
 
 BackendName = Literal["offline", "omni", "sagemaker"]
 ENV_PREFIX = "OMNI_STUDIO_"

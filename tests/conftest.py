@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.engine import free_port, start_engine
+from offline.launch import free_port, start_engine
 
 __all__ = ["free_port"]  # the tests import it from here
 

@@ -107,8 +107,13 @@ def scenario(studio) -> dict:
 
 
 def test_rehearsal_walk_in_chromium(tmp_path) -> None:
-    from tests.browser_support import REHEARSAL_DIR_ENV, REHEARSAL_REPORT_ENV, SERVER_ENV, require_browser, \
-        run_browser_scenario
+    from tests.browser_support import (
+        REHEARSAL_DIR_ENV,
+        REHEARSAL_REPORT_ENV,
+        SERVER_ENV,
+        require_browser,
+        run_browser_scenario,
+    )
 
     require_browser()
     report = tmp_path / "rehearsal-report.json"

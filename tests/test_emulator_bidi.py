@@ -27,11 +27,12 @@ from aws_sdk_sagemaker_runtime_http2.models import (
 from botocore.eventstream import EventStreamBuffer
 from smithy_aws_event_stream.exceptions import InvalidEventBytes
 
-from offline.sagemaker.eventstream import encode_message
-from services.protocol import InputDone, InputText, SessionConfig, dumps
+from emulator.eventstream import encode_message
+from protocol.common import dumps
+from protocol.speech import InputDone, InputText, SessionConfig
 
 pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
-from tests.emulator_support import EmulatorHandle, deploy_endpoint
+from tests.emulator_support import EmulatorHandle, deploy_endpoint, http2_config
 
 pytest_plugins = ["tests.emulator_support"]  # the emulator fixtures, registered once per session
 
@@ -58,7 +59,7 @@ class Received:
 
 
 async def open_stream(handle: EmulatorHandle, endpoint: str, path: str = SPEECH_PATH, *, from_env: bool = False) -> tuple[Any, Any]:
-    client = AsyncSageMakerRuntimeHTTP2Client(config=await handle.http2_config(from_env=from_env))
+    client = AsyncSageMakerRuntimeHTTP2Client(config=await http2_config(handle, from_env=from_env))
     stream = await asyncio.wait_for(
         client.invoke_endpoint_with_bidirectional_stream(
             InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint, model_invocation_path=path)

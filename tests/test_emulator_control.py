@@ -14,10 +14,17 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError, WaiterError
 
-from offline.sagemaker.config import ConfigFileError, load_config
+from emulator.config import ConfigFileError, load_config
 
 pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
-from tests.emulator_support import BIDI_AMI, DEFAULT_POOL, IMAGE_URI, ROLE_ARN, EmulatorHandle, deploy_endpoint
+from tests.emulator_support import (
+    BIDI_AMI,
+    DEFAULT_POOL,
+    IMAGE_URI,
+    ROLE_ARN,
+    EmulatorHandle,
+    deploy_endpoint,
+)
 
 # One registration of the emulator fixtures for the whole session (one emulator, one moto for all files).
 pytest_plugins = ["tests.emulator_support"]

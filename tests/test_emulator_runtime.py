@@ -20,8 +20,9 @@ import urllib3
 from botocore.exceptions import ClientError
 from PIL import Image
 
-from offline.sagemaker.runtime import route_from_attributes
-from services.protocol import ImageGenerationRequest, VideoSyncForm
+from emulator.runtime import route_from_attributes
+from protocol.images import ImageGenerationRequest
+from protocol.videos import VideoSyncForm
 
 pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
 from tests.emulator_support import EmulatorHandle, deploy_endpoint

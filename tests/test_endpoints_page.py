@@ -117,8 +117,8 @@ def test_a_refused_deploy_says_why_and_creates_nothing(emulator_env: EmulatorHan
 def test_no_banner_and_no_aws_calls_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("OMNI_STUDIO_BACKEND", "offline")
     monkeypatch.setenv("OMNI_STUDIO_STATE_FILE", str(tmp_path / "none.json"))
-    from ui.resources import banner_wanted
     from services.settings import load_settings
+    from ui.resources import banner_wanted
 
     s = load_settings()
     assert not banner_wanted(s, "offline") and banner_wanted(s, "sagemaker")

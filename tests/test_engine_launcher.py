@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.engine import EngineStartError, start_engine
+from offline.launch import EngineStartError, start_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STUDIO = textwrap.dedent("""
     import json, os, sys, threading, time
     import httpx
-    from services.engine import shared_engine
+    from offline.launch import shared_engine
 
     box = {}
     t = threading.Thread(target=lambda: box.update(engine=shared_engine()))

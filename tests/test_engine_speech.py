@@ -26,7 +26,7 @@ from fastapi import FastAPI
 from websockets.asyncio.client import ClientConnection, connect
 
 from offline.speech import CONFIG_TIMEOUT_ENV, IDLE_TIMEOUT_ENV, SpeechStreamHandler
-from services.protocol import SPEECH_STREAM_PATH
+from protocol.speech import SPEECH_STREAM_PATH
 from tests.conftest import free_port
 
 RECV_TIMEOUT_S = 30.0  # generous bound on any single frame; the engine answers in well under a second

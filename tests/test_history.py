@@ -17,9 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from services.errors import InvalidInput
+from protocol.errors import InvalidInput
 from services.history import History, HistoryError, current_owner, owner_alive
-from services.videos import JobHandle, JobState, OmniVideoTransport, VideoClient, VideoJobs, VideoPayload
+from services.videos import (
+    JobHandle,
+    JobState,
+    OmniVideoTransport,
+    VideoClient,
+    VideoJobs,
+    VideoPayload,
+)
 from tests.test_videos import fault_server, make_mp4  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,8 @@ import httpx
 import pytest
 from PIL import Image
 
-from services.errors import BackendUnreachable, InvalidInput, ServerError
+from protocol.errors import BackendUnreachable, InvalidInput, ServerError
+from protocol.images import ImageData, ImageGenerationRequest, ImageGenerationResponse
 from services.history import History
 from services.images import (
     ImageClient,
@@ -25,7 +26,6 @@ from services.images import (
     OmniImageTransport,
     record_image,
 )
-from services.protocol import ImageData, ImageGenerationRequest, ImageGenerationResponse
 from services.settings import Settings
 from tests.conftest import free_port
 

@@ -23,6 +23,7 @@ from infra.pricing import load_prices
 from infra.state import DeploymentState
 from infra.status import deployment_status
 from infra.sweep import delete_orphans, find_orphans
+
 if TYPE_CHECKING:
     from tests.emulator_support import EmulatorHandle
 

@@ -137,7 +137,7 @@ def test_pushed_speech_arrives_through_webrtc_with_energy(engine_url: str, tmp_p
 
 
 if __name__ == "__main__":
-    from services._speech_audio import read_wav
+    from services.speech.audio import read_wav
 
     pcm, rate, channels = read_wav(Path(sys.argv[1]).read_bytes())
     assert (rate, channels) == (24_000, 1)

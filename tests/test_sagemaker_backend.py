@@ -24,11 +24,12 @@ import pytest
 from botocore.stub import Stubber
 from PIL import Image
 
+from protocol.errors import BackendUnreachable, ConfigError, ServerError, StreamError
 from services.backend import create_backend
-from services.errors import BackendUnreachable, ConfigError, JobFailed, ServerError, StreamError
 from services.history import History
 from services.images import ImageRequest
-from services.sagemaker import ASYNC_INLINE_LIMIT, resolve_targets
+from protocol.limits import ASYNC_INLINE_LIMIT
+from services.sagemaker import resolve_targets
 from services.settings import Settings
 from services.speech import speech_config
 from services.videos import VideoJobs, VideoRequest, check_mp4
@@ -103,8 +104,8 @@ def test_speech_streams_several_sentences_over_http2(emulator_env: EmulatorHandl
 
 
 def test_speech_invocation_path_is_normalised(emulator_env: EmulatorHandle, voice: str) -> None:
-    from services._aws import AwsSession
-    from services._sagemaker_speech import Http2SpeechTransport, invocation_path
+    from services.aws import AwsSession
+    from services.speech.sagemaker_http2 import Http2SpeechTransport, invocation_path
 
     assert invocation_path("/v1/audio/speech/stream") == invocation_path("v1/audio/speech/stream") == "v1/audio/speech/stream"
     with pytest.raises(ConfigError):

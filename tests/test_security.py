@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from services.engine import free_port, wait_http_ok
-from services.errors import InvalidInput
+from offline.launch import free_port, wait_http_ok
+from protocol.errors import InvalidInput
 from services.imaging import ACCEPTED_SUFFIXES, MAX_UPLOAD_BYTES, check_image
 
 pytest.register_assert_rewrite("tests.emulator_support")

@@ -8,9 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services._speech_audio import read_wav
+from services.speech.audio import read_wav
 from tests.conftest import free_port
-from tests.test_voice_page import fault_url  # noqa: F401  (the misbehaving loopback server fixture)
+from tests.test_voice_page import (
+    fault_url,  # noqa: F401  (the misbehaving loopback server fixture)
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

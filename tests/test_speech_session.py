@@ -8,13 +8,21 @@ import json
 import numpy as np
 import pytest
 
+from protocol.errors import BackendUnreachable, InvalidInput, ServerError, StreamError
+from protocol.limits import MAX_INPUT_TEXT_MESSAGE_BYTES
+from protocol.speech import AudioDone, AudioStart, ErrorEvent, SessionDone
 from services import speech
-from services._speech_audio import read_wav
-from services._speech_text import message_bytes, split_for_input
-from services.errors import BackendUnreachable, InvalidInput, ServerError, StreamError
 from services.playback import Playback
-from services.protocol import MAX_INPUT_TEXT_MESSAGE_BYTES, AudioDone, AudioStart, ErrorEvent, SessionDone
-from services.speech import MockPeer, MockTransport, PcmChunk, SpeechClient, omni_client, speech_config
+from services.speech import (
+    MockPeer,
+    MockTransport,
+    PcmChunk,
+    SpeechClient,
+    omni_client,
+    speech_config,
+)
+from services.speech.audio import read_wav
+from services.speech.text import message_bytes, split_for_input
 
 RATE = 24_000
 

@@ -18,11 +18,13 @@ from fractions import Fraction
 import av
 import numpy as np
 import pytest
-from fastapi import Request  # module level: the fault server's handler annotation must resolve
+from fastapi import (
+    Request,  # module level: the fault server's handler annotation must resolve
+)
 from PIL import Image
 
+from protocol.errors import BackendUnreachable, InvalidInput, JobFailed, ServerError
 from services import imaging
-from services.errors import BackendUnreachable, InvalidInput, JobFailed, ServerError
 from services.history import History
 from services.settings import Settings
 from services.videos import (
@@ -314,7 +316,8 @@ def client(engine_url: str) -> VideoClient:
 
 
 def test_real_engine_default_video_from_a_generated_image(client: VideoClient, engine_url: str) -> None:
-    from services.images import ImageRequest, omni_client as images
+    from services.images import ImageRequest
+    from services.images import omni_client as images
 
     picture = images(engine_url, Settings()).generate(ImageRequest("a harbour at night", size="1024x1024", seed=3))
     result = client.generate(VideoRequest("waves roll in slowly", reference=picture.image, seed=9))
@@ -338,7 +341,7 @@ def test_real_engine_rounds_like_wan_and_jobs_are_recorded(client: VideoClient, 
 def test_real_engine_rejects_a_bad_reference_and_the_job_says_so(client: VideoClient) -> None:
     from urllib3.filepost import encode_multipart_formdata
 
-    from services.protocol import VideoSyncForm
+    from protocol.videos import VideoSyncForm
 
     # a body the client would never build (its reference is checked first): the server's own 400
     form = VideoSyncForm(prompt="p", num_frames=5, image_reference='{"image_url": "data:image/jpeg;base64,AAAA"}')

@@ -21,8 +21,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from services._speech_audio import read_wav
-from services.errors import ServerError, StreamError
+from protocol.errors import ServerError, StreamError
+from services.speech.audio import read_wav
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from protocol.errors import StudioError
 from services.backend import Backend, BackendHealth, create_backend
-from services.errors import StudioError
 from services.runtime import BackgroundLoop, background_loop
 from services.settings import Settings, load_settings
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from protocol.limits import PCM_SAMPLE_RATE
 from services.playback import Playback
-from services.protocol import PCM_SAMPLE_RATE
 
 PLAYER_KEY = "voice-player"
 SOURCE_KEY = "voice-pcm"
@@ -18,7 +18,11 @@ def voice_player(playback: Playback, ice_servers: list[dict[str, Any]]) -> bool:
     The PCM source belongs to this browser session (streamlit-webrtc caches it by key and replaces it
     after a disconnect), so it is attached to `playback` on every run.
     """
-    from streamlit_webrtc import WebRtcMode, create_pcm_audio_source_track, webrtc_streamer
+    from streamlit_webrtc import (
+        WebRtcMode,
+        create_pcm_audio_source_track,
+        webrtc_streamer,
+    )
 
     source = create_pcm_audio_source_track(key=SOURCE_KEY, sample_rate=PCM_SAMPLE_RATE)
     playback.attach(source)

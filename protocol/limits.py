@@ -1,0 +1,70 @@
+"""Every limit of the wire and of the studio's inputs, each number defined once.
+
+The wire models (protocol.*), the clients' request checks (services), the offline engine, the emulator and
+the pages' widgets (min/max) all read these names, so a limit changes in one place. Sources are in
+docs/protocols.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from protocol.errors import InvalidInput
+
+
+class Range(NamedTuple):
+    """An inclusive range of allowed values."""
+
+    lo: float
+    hi: float
+
+    def __contains__(self, value: object) -> bool:  # type: ignore[override]
+        return isinstance(value, int | float) and self.lo <= value <= self.hi
+
+    def check(self, name: str, value: Any, *, integer: bool = True, hint: str = "") -> None:
+        """InvalidInput naming `name` unless `value` is a number (whole, unless `integer=False`) in the range."""
+        ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok_type or not (self.lo <= value <= self.hi):
+            kind = "a whole number" if integer else "a number"
+            extra = f" ({hint})" if hint else ""
+            raise InvalidInput(f"{name} must be {kind} from {self.lo:g} to {self.hi:g}{extra}; got {value!r}")
+
+
+# -- speech ---------------------------------------------------------------------------------------------
+PCM_SAMPLE_RATE = 24_000  # Hz; streamed PCM is s16le mono at this rate
+PCM_SAMPLE_WIDTH = 2  # bytes per sample
+PCM_CHANNELS = 1
+MAX_INPUT_TEXT_MESSAGE_BYTES = 128 * 1024  # per input.text message
+MAX_CONFIG_MESSAGE_BYTES = 4 * 1024 * 1024  # session.config may carry ref_audio
+CONFIG_TIMEOUT_S = 10.0  # session.config must arrive within this
+IDLE_TIMEOUT_S = 30.0  # between messages
+SPEED = Range(0.25, 4.0)
+
+# -- images (POST /v1/images/generations) ---------------------------------------------------------------
+IMAGE_SIZE = Range(64, 2048)  # width and height, pixels
+IMAGE_STEPS = Range(1, 200)
+IMAGE_GUIDANCE = Range(0.0, 20.0)
+IMAGE_N = Range(1, 10)  # images per request
+
+# -- videos (POST /v1/videos/sync, Wan2.1-VACE) ----------------------------------------------------------
+VIDEO_SIZE = Range(64, 1280)  # width and height the studio asks for: Wan2.1-VACE's range up to 720p
+# What a server's form accepts (vLLM-Omni states no bound; the offline engine keeps one); Wan rounds down to
+# multiples of 16, so anything below 16 has no frame at all.
+VIDEO_FORM_SIZE = Range(16, 2048)
+VIDEO_FRAMES = Range(1, 257)  # Wan rounds to 4k+1
+VIDEO_FPS = Range(1, 60)
+VIDEO_STEPS = Range(1, 200)
+VIDEO_GUIDANCE = Range(0.0, 20.0)
+
+SEED = Range(0, 2**32 - 1)  # image and video seeds
+
+# -- uploads and references ------------------------------------------------------------------------------
+MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # an image file larger than this is refused before decoding
+MAX_PIXELS = 40_000_000  # ~8K x 5K; more is refused from the header alone (decompression bombs)
+# vLLM-Omni (Starlette's form parser) caps each multipart part at 1 MiB; stay clearly under it.
+REFERENCE_PART_LIMIT = 1_000_000
+ENGINE_FILE_PART_BYTES = 16 * 1024 * 1024  # the offline engine's bound on a file part (vLLM-Omni sets none)
+
+# -- SageMaker ---------------------------------------------------------------------------------------------
+ASYNC_INLINE_LIMIT = 128_000  # bytes: larger async request payloads must go through S3
+ASYNC_INVOCATION_TIMEOUT_S = 3600  # SageMaker async allows up to an hour

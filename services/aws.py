@@ -1,0 +1,155 @@
+"""One boto3 session for the SageMaker backend, and AWS errors turned into messages a person can act on.
+
+Nothing here overrides endpoints or CA bundles: boto3 honours `AWS_ENDPOINT_URL_<SERVICE>` and
+`AWS_CA_BUNDLE` by itself (that is how the local emulator and corporate TLS proxies are reached).
+Credentials come from boto3's normal chain (environment, profiles, SSO, roles) and are handed to
+clients only: never written to the environment, a file or a log line.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import botocore.exceptions as bx
+import botocore.loaders
+import botocore.session
+from botocore.config import Config
+
+from protocol.common import error_text
+from protocol.errors import BackendUnreachable, ConfigError, ServerError, StudioError
+
+USER_AGENT_EXTRA = "omni-studio"
+# AWS error codes by what a person must do about them (infra/aws.py uses the same sets).
+EXPIRED_CODES = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
+INVALID_CODES = {
+    "InvalidClientTokenId", "UnrecognizedClientException", "InvalidSignatureException", "SignatureDoesNotMatch",
+    "IncompleteSignature", "IncompleteSignatureException", "MissingAuthenticationTokenException", "AuthFailure",
+}
+DENIED_CODES = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden", "403"}  # 403: S3 HEAD
+
+# One loader for the process: it caches the parsed service models (SageMaker's is several MB of JSON),
+# so a new session — every CLI command, every backend or endpoints-page context — does not parse them again.
+_LOADER = botocore.loaders.create_loader()
+
+
+def botocore_session() -> botocore.session.Session:
+    """A botocore session sharing the process's model loader."""
+    core = botocore.session.Session()
+    core.register_component("data_loader", _LOADER)
+    return core
+
+
+def boto3_session(region: str | None, profile: str | None) -> boto3.Session:
+    """A boto3 session sharing the process's model loader. Raises botocore's ProfileNotFound."""
+    return boto3.Session(botocore_session=botocore_session(), profile_name=profile or None, region_name=region or None)
+HTTP2_SERVICE_ENV = "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"
+
+
+@dataclass(frozen=True)
+class FrozenCredentials:
+    access_key_id: str
+    secret_access_key: str
+    session_token: str | None
+
+    def __repr__(self) -> str:  # never print a secret, not even in a traceback
+        return f"FrozenCredentials(access_key_id={self.access_key_id[:4]}…)"
+
+
+class AwsSession:
+    """boto3 clients for one region and profile, made once and shared across threads."""
+
+    def __init__(self, region: str, profile: str | None = None, *, connect_timeout: float = 10.0,
+                 read_timeout: float = 120.0) -> None:
+        self.region = region
+        self.profile = profile
+        try:
+            self.session = boto3_session(region, profile)
+        except bx.ProfileNotFound:
+            raise ConfigError(f"AWS profile {profile!r} is not configured: pick one from `aws configure "
+                              "list-profiles`, or leave the profile setting empty for the default credentials") from None
+        self._config = Config(
+            region_name=region, connect_timeout=connect_timeout, read_timeout=read_timeout,
+            retries={"max_attempts": 3, "mode": "standard"}, user_agent_extra=USER_AGENT_EXTRA,
+        )
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str) -> Any:
+        with self._lock:
+            if service not in self._clients:
+                self._clients[service] = self.session.client(service, config=self._config)
+            return self._clients[service]
+
+    def credentials(self) -> FrozenCredentials:
+        """The current credentials from boto3's chain (refreshed by boto3 when they are temporary)."""
+        try:
+            creds = self.session.get_credentials()
+            frozen = creds.get_frozen_credentials() if creds is not None else None
+        except (bx.BotoCoreError, bx.ClientError) as exc:
+            raise aws_error(exc, "resolving AWS credentials") from None
+        if frozen is None or not frozen.access_key:
+            raise ConfigError(no_credentials_text(self.profile))
+        return FrozenCredentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+
+def no_credentials_text(profile: str | None) -> str:
+    where = f"profile {profile!r}" if profile else "the default chain (environment, ~/.aws, SSO, instance role)"
+    return (f"no AWS credentials found in {where}: run `aws configure` or `aws sso login`, set AWS_PROFILE, "
+            "or pick the offline backend to work without AWS")
+
+
+def http2_endpoint(region: str) -> str:
+    """The HTTP/2 runtime endpoint: `AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2`, `AWS_ENDPOINT_URL`, or AWS's :8443."""
+    return (os.environ.get(HTTP2_SERVICE_ENV) or os.environ.get("AWS_ENDPOINT_URL")
+            or f"https://runtime.sagemaker.{region}.amazonaws.com:8443")
+
+
+def aws_error(exc: Exception, doing: str, *, profile: str | None = None) -> StudioError:
+    """A StudioError for a boto3/botocore failure while `doing` something ("invoking endpoint x")."""
+    if isinstance(exc, StudioError):
+        return exc
+    if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError):
+        return ConfigError(f"{doing}: {no_credentials_text(profile)}")
+    if isinstance(exc, bx.ProfileNotFound):
+        return ConfigError(f"{doing}: {exc}")
+    if isinstance(exc, bx.SSLError):
+        return BackendUnreachable(f"{doing}: TLS failed ({exc}); if a proxy re-signs traffic, point AWS_CA_BUNDLE "
+                                  "at its CA file")
+    if isinstance(exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError
+                  | bx.ConnectionClosedError):
+        return BackendUnreachable(f"{doing}: cannot reach AWS ({exc}); check the network, the region and any "
+                                  "AWS_ENDPOINT_URL_* settings")
+    if isinstance(exc, bx.ClientError):
+        err = exc.response.get("Error", {})
+        code, message = str(err.get("Code", "")), str(err.get("Message", "") or exc)
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in EXPIRED_CODES:
+            return ConfigError(f"{doing}: the AWS credentials have expired ({message}); refresh them "
+                               "(e.g. `aws sso login`) and try again")
+        if code in INVALID_CODES:
+            return ConfigError(f"{doing}: AWS did not accept the credentials ({code}: {message}); check the "
+                               "profile or keys in use")
+        if code in DENIED_CODES:
+            return ServerError(f"{doing}: access denied ({message}); the credentials in use need that permission",
+                               status=status)
+        if code == "ModelError":
+            original = exc.response.get("OriginalStatusCode", err.get("OriginalStatusCode"))
+            text = error_text(str(exc.response.get("OriginalMessage", err.get("OriginalMessage")) or message))
+            return ServerError(f"{doing}: the model answered HTTP {original}: {text}",
+                               status=int(original) if str(original).isdigit() else status)
+        return ServerError(f"{doing}: {message} ({code})" if code else f"{doing}: {message}", status=status)
+    if isinstance(exc, bx.BotoCoreError):
+        return BackendUnreachable(f"{doing}: {exc}")
+    return StudioError(f"{doing}: unexpected {type(exc).__name__}: {exc}")
+
+
+def missing_endpoint(role: str) -> ConfigError:
+    return ConfigError(
+        f"no {role} endpoint is configured for the SageMaker backend: set OMNI_STUDIO_{role.upper()}_ENDPOINT "
+        f"(or {role}_endpoint in studio.toml), or deploy it with `python -m infra deploy`, which writes the state "
+        "file the studio reads"
+    )

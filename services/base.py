@@ -1,0 +1,44 @@
+"""What a backend is: the three clients (`speech`, `images`, `videos`) of one target, its health and its label.
+
+The factory that builds one is services/backend.py; the SageMaker assembly is services/sagemaker.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from services.settings import BackendName
+
+if TYPE_CHECKING:
+    from services.images import ImageClient
+    from services.speech import SpeechClient
+    from services.videos import VideoClient
+
+
+@dataclass(frozen=True)
+class BackendHealth:
+    ok: bool
+    detail: str  # what a person reads in the sidebar: "healthy", or what is wrong and what to do
+
+
+@dataclass
+class Backend:
+    name: BackendName
+    target: str  # where requests go, for display: a URL, or "SageMaker us-east-1: voice=…, image=…"
+    speech: SpeechClient
+    images: ImageClient
+    videos: VideoClient
+    _health: Any = field(repr=False, default=None)  # () -> BackendHealth
+    _close: Any = field(repr=False, default=None)  # () -> None
+
+    @property
+    def label(self) -> str:
+        return {"offline": "Offline engine", "omni": "vLLM-Omni server", "sagemaker": "SageMaker AI"}[self.name]
+
+    def health(self) -> BackendHealth:
+        return self._health()
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()

@@ -1,0 +1,42 @@
+"""`python -m services <command>` — the services layer's command-line face.
+
+Commands: `speak` (services/cli/speech.py), `image` and `video` (services/cli/media.py). Each command
+module exposes `register(subparsers, common)`, where `common` is the parent parser holding the shared
+backend options, and sets `func(args) -> int` (the exit code) on its subparser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from protocol.errors import StudioError
+from services.cli import media, speech
+from services.cli.common import common_options
+
+COMMAND_MODULES = (speech, media)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m services", description="Omni Studio services from the shell")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = common_options()
+    for module in COMMAND_MODULES:
+        module.register(sub, common)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except StudioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

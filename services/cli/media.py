@@ -1,0 +1,187 @@
+"""`python -m services image|video` — generate from the shell; the result is written and kept in the history.
+
+    python -m services image --prompt "a lighthouse at dawn" [--size 1024x1024] [--steps 4] [--seed 42]
+                             [--out image.png] [--json]
+    python -m services video --prompt "the camera pans slowly" [--image a.png] [--frames 17] [--steps 30]
+                             [--out video.mp4] [--json]
+
+Both take the common backend options (--backend offline|omni|sagemaker, --url URL, --state-file F). Exit code 0 on
+success; 1 with a message naming what to fix otherwise. `--json` prints one JSON object with the exact
+parameters (the seed used included) and the timings. Each run is also recorded in the studio's history
+(the data_dir setting) unless --no-history is given, so the pages show it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import InvalidInput, JobFailed
+from services.images import DEFAULT_SIZE, ImageRequest
+from services.images import DEFAULT_STEPS as IMAGE_STEPS
+from services.videos import (
+    DEFAULT_FPS,
+    DEFAULT_FRAMES,
+    DEFAULT_GUIDANCE,
+    DEFAULT_HEIGHT,
+    DEFAULT_STEPS,
+    DEFAULT_WIDTH,
+    JOB_TIMEOUT_S,
+    SMOKE_TEST_STEPS,
+    VIDEO_FILE,
+    VideoRequest,
+)
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    p = sub.add_parser("image", parents=[common], help="generate an image and write it", formatter_class=fmt,
+                       description="Generate an image (FLUX.2-klein on the real endpoints; a labelled preview offline).")
+    p.add_argument("--prompt", required=True, help='what to draw ("-" reads it from stdin)')
+    p.add_argument("--negative-prompt", help="what to avoid")
+    p.add_argument("--size", default=DEFAULT_SIZE, help="WIDTHxHEIGHT, each 64–2048")
+    p.add_argument("--steps", type=int, default=IMAGE_STEPS, help="inference steps (FLUX.2-klein wants about 4)")
+    p.add_argument("--guidance", type=float, help="guidance scale 0–20 (default: the server's)")
+    p.add_argument("--seed", type=int, help="default: a random seed (printed with --json)")
+    p.add_argument("--n", type=int, default=1, help="images per request (1–10)")
+    p.add_argument("--format", choices=["png", "jpeg", "webp"], default="png", help="output format")
+    p.add_argument("--out", type=Path, default=Path("image.png"), help="file to write (with --n > 1: name-1.png, …)")
+    p.add_argument("--no-history", action="store_true", help="do not record the run in the studio's history")
+    p.set_defaults(func=run_image)
+
+    v = sub.add_parser("video", parents=[common], help="generate a video (a job) and write the MP4", formatter_class=fmt,
+                       description="Generate a short video (Wan2.1-VACE on the real endpoints; a preview offline), "
+                                   "optionally conditioned on an image.")
+    v.add_argument("--prompt", required=True, help='how the scene moves ("-" reads it from stdin)')
+    v.add_argument("--image", type=Path, help="reference image (PNG/JPEG/WebP); fitted to the video size")
+    v.add_argument("--width", type=int, default=DEFAULT_WIDTH)
+    v.add_argument("--height", type=int, default=DEFAULT_HEIGHT)
+    v.add_argument("--frames", type=int, default=DEFAULT_FRAMES, help="frames (Wan rounds to 4k+1)")
+    v.add_argument("--fps", type=int, default=DEFAULT_FPS)
+    v.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                   help=f"inference steps ({SMOKE_TEST_STEPS} is a smoke test only: it loses the composition)")
+    v.add_argument("--guidance", type=float, default=DEFAULT_GUIDANCE)
+    v.add_argument("--seed", type=int, help="default: a random seed (printed with --json)")
+    v.add_argument("--negative-prompt", help="what to avoid")
+    v.add_argument("--timeout", type=float, default=JOB_TIMEOUT_S, help="seconds to wait for the job")
+    v.add_argument("--out", type=Path, default=Path("video.mp4"), help="MP4 file to write")
+    v.add_argument("--no-history", action="store_true", help="do not record the run in the studio's history")
+    v.set_defaults(func=run_video)
+
+
+def _prompt(value: str) -> str:
+    return sys.stdin.read() if value == "-" else value
+
+
+def _write(path: Path, data: bytes) -> str:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path} ({exc.strerror or exc}); pick another --out") from None
+    return str(path)
+
+
+def _outputs(out: Path, count: int) -> list[Path]:
+    if count == 1:
+        return [out]
+    return [out.with_name(f"{out.stem}-{i + 1}{out.suffix}") for i in range(count)]
+
+
+def run_image(args: argparse.Namespace) -> int:
+    from services.backend import create_backend
+    from services.cli.common import settings_from_args
+
+    request = ImageRequest(prompt=_prompt(args.prompt), negative_prompt=args.negative_prompt, size=args.size,
+                           steps=args.steps, guidance=args.guidance, seed=args.seed, n=args.n,
+                           output_format=args.format).validated()  # bad input fails before any backend starts
+    settings = settings_from_args(args)
+    backend = create_backend(settings)
+    try:
+        if args.no_history:
+            result = backend.images.generate(request)
+            images, params, timings = result.images, result.request.params(), result.timings()
+            preview, job_id = result.preview, None
+        else:
+            from services.history import History
+            from services.images import record_image
+
+            job = record_image(backend.images, History(settings.data_dir), request)
+            images = [p.read_bytes() for p in job.output_paths()]
+            params, timings, preview, job_id = job.params, job.timings, bool(job.meta.get("preview")), job.id
+    finally:
+        backend.close()
+    written = [_write(path, data) for path, data in zip(_outputs(args.out, len(images)), images)]
+    if args.json:
+        print(json.dumps({"ok": True, "params": params, "timings": timings, "preview": preview, "out": written,
+                          "job_id": job_id, "backend": backend.name, "target": backend.images.target}))
+    else:
+        model = f", model {timings['model_s']:.2f} s" if "model_s" in timings else ""
+        label = " (offline preview)" if preview else ""
+        print(f"wrote {', '.join(written)}{label}: {params['size']}, {params['steps']} steps, seed {params['seed']}, "
+              f"total {timings['total_s']:.2f} s{model}")
+    return 0
+
+
+def _reference(path: Path | None) -> tuple[bytes | None, str | None]:
+    if path is None:
+        return None, None
+    try:
+        return path.read_bytes(), path.name
+    except OSError as exc:
+        raise InvalidInput(f"cannot read --image {path} ({exc.strerror or exc})") from None
+
+
+def run_video(args: argparse.Namespace) -> int:
+    from services.backend import create_backend
+    from services.cli.common import settings_from_args
+
+    reference, name = _reference(args.image)
+    request = VideoRequest(prompt=_prompt(args.prompt), width=args.width, height=args.height, frames=args.frames,
+                           fps=args.fps, steps=args.steps, guidance=args.guidance, seed=args.seed,
+                           negative_prompt=args.negative_prompt, reference=reference,
+                           reference_name=name).validated()  # before any backend starts
+    if request.smoke_test and not args.json:
+        print(f"note: {request.steps} steps is a smoke test only; the video will not keep the reference's "
+              f"composition (use {DEFAULT_STEPS})", file=sys.stderr)
+    settings = settings_from_args(args)
+    backend = create_backend(settings)
+    try:
+        figures = _video(backend, settings, request, args)
+    finally:
+        backend.close()
+    written = _write(args.out, figures.pop("mp4"))
+    if args.json:
+        print(json.dumps({"ok": True, **figures, "out": written, "backend": backend.name,
+                          "target": backend.videos.target}))
+    else:
+        t, v = figures["timings"], figures["video"]
+        model = f", model {t['model_s']:.2f} s, overhead {t['overhead_s']:.2f} s" if "model_s" in t else ""
+        print(f"wrote {written}: {v['frames']} frames {v['width']}x{v['height']} at {v['fps']:g} fps "
+              f"({v['duration_s']:.2f} s), seed {figures['params']['seed']}, wall {t['wall_s']:.2f} s{model}")
+    return 0
+
+
+def _video(backend, settings, request: VideoRequest, args: argparse.Namespace) -> dict[str, Any]:
+    if args.no_history:
+        r = backend.videos.generate(request, timeout_s=args.timeout)
+        info = {"frames": r.info.frames, "width": r.info.width, "height": r.info.height, "fps": r.info.fps,
+                "duration_s": round(r.info.duration_s, 4)}
+        return {"mp4": r.mp4, "params": r.request.params() | {"body_bytes": r.body_bytes}, "timings": r.timings(),
+                "video": info, "job_id": None}
+    from services.history import History
+    from services.videos import VideoJobs
+
+    jobs = VideoJobs(backend.videos, History(settings.data_dir), job_timeout_s=args.timeout, recover=False)
+    job = jobs.wait(jobs.start(request).id)
+    if job.status != "succeeded":
+        raise JobFailed(f"the video job {job.id} {job.status}: {job.error}")
+    m = job.meta
+    info = {k: m[k] for k in ("frames", "width", "height", "fps", "duration_s")}
+    return {"mp4": job.path(VIDEO_FILE).read_bytes(), "params": job.params, "timings": job.timings, "video": info,
+            "job_id": job.id}
+
+
+__all__ = ["register", "run_image", "run_video"]

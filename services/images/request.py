@@ -1,0 +1,83 @@
+"""What the user asks of the image model: `ImageRequest`, checked field by field with a message that names
+what to fix (limits from protocol.limits). FLUX.2-klein is distilled and wants about 4 steps while the server
+default is 50, so steps are always sent explicitly; the seed is always sent too, drawn here when the caller
+gives none, so the result records the seed that made it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from protocol.errors import InvalidInput
+from protocol.images import ImageGenerationRequest, ImageOutputFormat, parse_size
+from protocol.limits import IMAGE_GUIDANCE, IMAGE_N, IMAGE_SIZE, IMAGE_STEPS, SEED
+
+if TYPE_CHECKING:
+    pass
+
+
+DEFAULT_SIZE = "1024x1024"
+
+
+DEFAULT_STEPS = 4  # FLUX.2-klein is distilled: ~4 steps; the server's own default is 50
+
+
+FORMATS: tuple[ImageOutputFormat, ...] = ("png", "jpeg", "webp")
+
+
+@dataclass(frozen=True)
+class ImageRequest:
+    """What the user asks for. `validated()` checks every field and names what to fix."""
+
+    prompt: str
+    negative_prompt: str | None = None
+    size: str = DEFAULT_SIZE
+    steps: int = DEFAULT_STEPS
+    guidance: float | None = None
+    seed: int | None = None
+    n: int = 1
+    output_format: ImageOutputFormat = "png"
+    model: str | None = None
+
+    def validated(self) -> ImageRequest:
+        if not isinstance(self.prompt, str) or not self.prompt.strip():
+            raise InvalidInput("the prompt is empty: describe the image you want")
+        try:
+            w, h = parse_size(str(self.size).strip())
+        except ValueError as exc:
+            raise InvalidInput(f"{exc}; width and height between {IMAGE_SIZE.lo:g} and {IMAGE_SIZE.hi:g}") from None
+        IMAGE_STEPS.check("steps", self.steps, hint="FLUX.2-klein wants about 4")
+        IMAGE_N.check("n (images per request)", self.n)
+        if self.guidance is not None:
+            IMAGE_GUIDANCE.check("guidance", self.guidance, integer=False)
+        if self.seed is not None:
+            SEED.check("seed", self.seed)
+        if self.output_format not in FORMATS:
+            raise InvalidInput(f"output format {self.output_format!r} is not one of {', '.join(FORMATS)}")
+        neg = self.negative_prompt.strip() if isinstance(self.negative_prompt, str) else None
+        return replace(self, prompt=self.prompt.strip(), size=f"{w}x{h}", negative_prompt=neg or None)
+
+    @property
+    def width(self) -> int:
+        return parse_size(self.size)[0]
+
+    @property
+    def height(self) -> int:
+        return parse_size(self.size)[1]
+
+    def with_seed(self) -> ImageRequest:
+        """This request with a seed: the caller's, or a fresh random one (so the result can say which)."""
+        return self if self.seed is not None else replace(self, seed=random.randint(0, int(SEED.hi)))
+
+    def wire(self) -> ImageGenerationRequest:
+        return ImageGenerationRequest(
+            prompt=self.prompt, model=self.model, n=self.n, size=self.size, num_inference_steps=self.steps,
+            guidance_scale=self.guidance, negative_prompt=self.negative_prompt, seed=self.seed,
+            output_format=self.output_format,
+        )
+
+    def params(self) -> dict[str, Any]:
+        """The parameters as plain values (history, --json, "reuse these settings")."""
+        return asdict(self)

@@ -1,0 +1,37 @@
+"""Streaming speech: `SpeechClient` → `SpeechSession` over a `SpeechTransport`.
+
+- session.py         SpeechSession, SessionStats, PcmChunk, Utterance, speech_config
+- client.py          SpeechClient (open sessions, list voices/languages), SpeechRun (watched from a UI thread)
+- transport.py       the four-method transport interface
+- websocket.py       vLLM-Omni's `/v1/audio/speech/stream` (and the offline engine)
+- sagemaker_http2.py SageMaker's HTTP/2 bidirectional stream
+- mock.py            a scripted in-memory server for tests
+- text.py, audio.py  text pieces under the message limit; WAV, envelope and waveform pictures
+"""
+
+from services.speech.audio import pcm_seconds, read_wav, wav_bytes, waveform_png
+from services.speech.client import (
+    OmniCatalog,
+    SpeechCatalog,
+    SpeechClient,
+    SpeechRun,
+    omni_client,
+)
+from services.speech.mock import MockPeer, MockTransport
+from services.speech.session import (
+    PcmChunk,
+    SessionStats,
+    SpeechEvent,
+    SpeechSession,
+    Utterance,
+    require_text,
+    speech_config,
+)
+from services.speech.transport import SpeechTransport
+from services.speech.websocket import WebSocketTransport
+
+__all__ = [
+    "MockPeer", "MockTransport", "OmniCatalog", "PcmChunk", "SessionStats", "SpeechCatalog", "SpeechClient",
+    "SpeechEvent", "SpeechRun", "SpeechSession", "SpeechTransport", "Utterance", "WebSocketTransport",
+    "omni_client", "pcm_seconds", "read_wav", "require_text", "speech_config", "wav_bytes", "waveform_png",
+]

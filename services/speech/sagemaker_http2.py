@@ -1,0 +1,311 @@
+"""The SageMaker HTTP/2 bidirectional speech transport (`aws-sdk-sagemaker-runtime-http2`, CRT transport).
+
+It implements the four methods of `services._speech_transport.SpeechTransport`, so the speech session
+logic is the one the WebSocket path uses:
+
+- every JSON message goes out as one COMPLETE `UTF8` PayloadPart; the container sees one WebSocket text
+  message per part;
+- a `UTF8` PayloadPart coming back is a JSON text message (PARTIAL runs are joined), any other is PCM;
+- `ModelStreamError` / `InternalStreamFailure`, raised by the SDK's `receive()`, become the same session
+  errors as on the WebSocket path (ServerError / StreamError); audio received before is kept by the session;
+- credentials are resolved by boto3's chain for every request (so long-lived studios pick up refreshed
+  temporary credentials) and handed to the SDK in memory;
+- TLS trusts the system store, or the PEM file in `AWS_CA_BUNDLE` when it is set (corporate proxies,
+  the local emulator's test CA);
+- every await has a timeout: a rejected certificate fails in `connect_timeout`, not the CRT's ~20 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from pathlib import Path
+from typing import Any
+
+from protocol.common import error_text
+from protocol.errors import (
+    BackendUnreachable,
+    ConfigError,
+    ServerError,
+    StreamError,
+    StudioError,
+)
+from services.aws import AwsSession, aws_error, http2_endpoint
+
+SPEECH_INVOCATION_PATH = "v1/audio/speech/stream"
+CLOSE_TIMEOUT_S = 2.0
+
+
+def invocation_path(path: str) -> str:
+    """SageMaker wants the model invocation path without a leading slash: normalise a user-given one."""
+    clean = path.strip().lstrip("/")
+    if not clean:
+        raise ConfigError("the model invocation path is empty; the speech route is v1/audio/speech/stream")
+    return clean
+
+
+def crt_transport(ca_file: str | Path | None = None) -> Any:
+    """The SDK's CRT HTTP client, forced to HTTP/2; trusting `ca_file` (default: `AWS_CA_BUNDLE`) if set."""
+    from awscrt import io as crt_io
+    from smithy_http.aio.crt import AWSCRTHTTPClient, AWSCRTHTTPClientConfig
+
+    ca = ca_file if ca_file is not None else os.environ.get("AWS_CA_BUNDLE") or None
+    if ca is not None and not Path(ca).is_file():
+        raise ConfigError(f"AWS_CA_BUNDLE points at {ca}, which is not a file; give the path of a PEM CA bundle")
+
+    class _Http2Client(AWSCRTHTTPClient):
+        def __init__(self, eventloop: Any = None, client_config: Any = None) -> None:
+            super().__init__(eventloop=eventloop,
+                             client_config=client_config or AWSCRTHTTPClientConfig(force_http_2=True))
+            if ca is not None:
+                options = crt_io.TlsContextOptions()
+                options.override_default_trust_store_from_path(ca_filepath=str(ca))
+                self._tls_ctx = crt_io.ClientTlsContext(options)
+
+        def __deepcopy__(self, memo: Any) -> _Http2Client:
+            # The SDK deep-copies its config for every call; the transport is a connection pool, not a
+            # value: the copies share it, so the next stream reuses the open TLS + HTTP/2 connection.
+            return self
+
+    return _Http2Client()
+
+
+class Http2Clients:
+    """One SDK client (and so one CRT connection pool) per event loop, shared by a backend's speech sessions:
+    a session after the first skips the TLS handshake and HTTP/2 set-up."""
+
+    def __init__(self, aws: AwsSession, endpoint_uri: str) -> None:
+        self.aws = aws
+        self.endpoint_uri = endpoint_uri
+        self._clients: dict[int, tuple[weakref.ref, Any]] = {}
+
+    async def get(self) -> Any:
+        from aws_sdk_sagemaker_runtime_http2.client import (
+            AsyncSageMakerRuntimeHTTP2Client,
+        )
+        from aws_sdk_sagemaker_runtime_http2.config import (
+            AsyncSageMakerRuntimeHTTP2Config,
+        )
+
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(id(loop))
+        if entry is not None and entry[0]() is loop:
+            return entry[1]
+        config = await AsyncSageMakerRuntimeHTTP2Config.resolve(
+            endpoint_uri=self.endpoint_uri, region=self.aws.region,
+            aws_credentials_identity_resolver=BotoCredentialsResolver(self.aws),
+            transport=crt_transport(), max_attempts=1,
+        )
+        client = AsyncSageMakerRuntimeHTTP2Client(config=config)
+        self._clients = {k: v for k, v in self._clients.items() if v[0]() is not None}  # loops that are gone
+        self._clients[id(loop)] = (weakref.ref(loop), client)
+        return client
+
+    def discard(self) -> None:
+        """Forget this loop's client (after a failure: the next session builds a fresh connection)."""
+        try:
+            self._clients.pop(id(asyncio.get_running_loop()), None)
+        except RuntimeError:
+            pass
+
+
+def _discard(task: asyncio.Future) -> None:
+    """Collect the outcome of an attempt nobody waits for any more (no 'exception never retrieved')."""
+    if not task.cancelled():
+        task.exception()
+
+
+class BotoCredentialsResolver:
+    """The SDK's identity resolver, answering with boto3's current credentials (never cached here)."""
+
+    def __init__(self, aws: AwsSession) -> None:
+        self._aws = aws
+
+    async def get_identity(self, *, properties: Any) -> Any:
+        from smithy_aws_core.identity.components import AWSCredentialsIdentity
+
+        creds = await asyncio.to_thread(self._aws.credentials)
+        return AWSCredentialsIdentity(access_key_id=creds.access_key_id, secret_access_key=creds.secret_access_key,
+                                      session_token=creds.session_token)
+
+    async def invalidate(self) -> None:
+        return None
+
+
+class Http2SpeechTransport:
+    """One bidirectional stream to a realtime SageMaker endpoint's speech route."""
+
+    def __init__(self, aws: AwsSession, endpoint: str, *, path: str = SPEECH_INVOCATION_PATH,
+                 endpoint_uri: str | None = None, connect_timeout: float = 10.0, receive_timeout: float = 120.0,
+                 target_variant: str | None = None, clients: Http2Clients | None = None) -> None:
+        self.aws = aws
+        self.endpoint = endpoint
+        self.path = invocation_path(path)
+        self.endpoint_uri = endpoint_uri or http2_endpoint(aws.region)
+        self.clients = clients or Http2Clients(aws, self.endpoint_uri)
+        self.connect_timeout = connect_timeout
+        self.receive_timeout = receive_timeout
+        self.target_variant = target_variant
+        self.target = f"SageMaker endpoint {endpoint} ({aws.region}, HTTP/2 {self.path})"
+        self._stream: Any = None
+        self._output: Any = None
+        self._output_task: asyncio.Task | None = None
+        self._partial = bytearray()
+
+    # -- connect ------------------------------------------------------------------------------------
+    async def connect(self) -> None:
+        from aws_sdk_sagemaker_runtime_http2.models import (
+            InvokeEndpointWithBidirectionalStreamInput,
+        )
+
+        # Resolve the credentials first: a missing or broken chain is a message, not a signing error.
+        await self._timed(asyncio.to_thread(self.aws.credentials), "resolving AWS credentials")
+        client = await self._timed(self.clients.get(), "configuring the HTTP/2 client")
+        request = InvokeEndpointWithBidirectionalStreamInput(
+            endpoint_name=self.endpoint, model_invocation_path=self.path, target_variant=self.target_variant)
+        try:
+            self._stream = await self._timed(client.invoke_endpoint_with_bidirectional_stream(request),
+                                             "opening the HTTP/2 stream")
+        except StudioError:
+            self.clients.discard()
+            raise
+        except Exception as exc:
+            self.clients.discard()
+            raise self._error(exc, "opening the speech stream") from None
+        # The response headers may only come once the container took the stream: wait for them in receive().
+        self._output_task = asyncio.get_running_loop().create_task(self._stream.await_output())
+
+    async def _timed(self, aw: Any, doing: str) -> Any:
+        # Shielded: cancelling a CRT connection attempt makes awscrt raise later, unraisably, when the
+        # attempt ends; a timed-out attempt is left to finish (and be discarded) on its own.
+        task = asyncio.ensure_future(aw)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), self.connect_timeout)
+        except TimeoutError:
+            task.add_done_callback(_discard)
+            raise BackendUnreachable(
+                f"{doing} for {self.target} at {self.endpoint_uri} took longer than {self.connect_timeout:.0f} s; "
+                "check the network and the region, and if a proxy re-signs TLS, point AWS_CA_BUNDLE at its CA"
+            ) from None
+        except StudioError:
+            raise
+        except Exception as exc:
+            if type(exc).__module__.startswith("botocore"):
+                raise aws_error(exc, doing, profile=self.aws.profile) from None
+            raise self._error(exc, doing) from None
+
+    # -- send / receive -----------------------------------------------------------------------------
+    async def send_text(self, message: str) -> None:
+        from aws_sdk_sagemaker_runtime_http2.models import (
+            RequestPayloadPart,
+            RequestStreamEventPayloadPart,
+        )
+
+        if self._stream is None:
+            raise StreamError(f"the speech stream to {self.target} is not open")
+        part = RequestPayloadPart(bytes_=message.encode("utf-8"), data_type="UTF8", completion_state="COMPLETE")
+        try:
+            await asyncio.wait_for(self._stream.input_stream.send(RequestStreamEventPayloadPart(value=part)),
+                                   self.connect_timeout)
+        except TimeoutError:
+            raise StreamError(f"sending to {self.target} stalled for {self.connect_timeout:.0f} s") from None
+        except Exception as exc:
+            raise self._error(exc, "sending on the speech stream", stream=True) from None
+
+    async def receive(self) -> str | bytes | None:
+        from aws_sdk_sagemaker_runtime_http2.models import (
+            ResponseStreamEventPayloadPart,
+        )
+
+        if self._output is None:
+            if self._output_task is None:
+                return None
+            try:
+                _, self._output = await asyncio.wait_for(asyncio.shield(self._output_task), self.connect_timeout)
+            except TimeoutError:
+                self.clients.discard()  # the next session starts from a fresh connection
+                self._output_task.add_done_callback(_discard)
+                self._output_task = None
+                raise BackendUnreachable(
+                    f"{self.target} at {self.endpoint_uri} did not answer within {self.connect_timeout:.0f} s: a TLS "
+                    "certificate this machine does not trust (behind a proxy that re-signs TLS, point AWS_CA_BUNDLE at "
+                    "its CA file), a blocked network, or a wrong endpoint URL"
+                ) from None
+            except Exception as exc:
+                raise self._error(exc, "opening the speech stream") from None
+        for _ in range(1_000_000):  # unknown event kinds are skipped; bounded all the same
+            try:
+                event = await asyncio.wait_for(self._output.receive(), self.receive_timeout)
+            except TimeoutError:
+                raise StreamError(f"no data from {self.target} for {self.receive_timeout:.0f} s") from None
+            except Exception as exc:
+                raise self._error(exc, "reading the speech stream", stream=True) from None
+            if event is None:
+                return None
+            if not isinstance(event, ResponseStreamEventPayloadPart):
+                continue
+            part = event.value
+            data = part.bytes_ or b""
+            if part.data_type == "UTF8":
+                if part.completion_state == "PARTIAL":
+                    self._partial += data
+                    continue
+                text, self._partial = bytes(self._partial + data), bytearray()
+                return text.decode("utf-8", errors="replace")
+            if data:
+                return data
+        raise StreamError(f"{self.target} sent too many events that are not audio or messages")
+
+    async def close(self) -> None:
+        stream, self._stream = self._stream, None
+        task, self._output_task = self._output_task, None
+        if stream is not None:
+            try:
+                await asyncio.wait_for(stream.input_stream.close(), CLOSE_TIMEOUT_S)
+            except Exception:  # closing a broken stream must not hide the real error
+                pass
+        output, self._output = self._output, None
+        if output is not None:
+            try:
+                await asyncio.wait_for(output.close(), CLOSE_TIMEOUT_S)
+            except Exception:
+                pass
+        if task is not None:
+            task.add_done_callback(_discard)  # not cancelled: see _timed
+
+    # -- errors -------------------------------------------------------------------------------------
+    def _error(self, exc: BaseException, doing: str, *, stream: bool = False) -> StudioError:
+        """The SDK's exceptions as the studio's: what happened, where, and what to do."""
+        from aws_sdk_sagemaker_runtime_http2.models import (
+            InputValidationError,
+            InternalStreamFailure,
+            ModelError,
+            ModelStreamError,
+            ServiceError,
+        )
+
+        if isinstance(exc, StudioError):
+            return exc
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        if isinstance(exc, ModelStreamError):
+            code = exc.error_code or "ModelStreamError"
+            if code in ("ExpiredTokenException", "ExpiredToken"):
+                return ServerError(f"{self.target} ended the stream: the AWS credentials expired mid-stream "
+                                   f"({message}); refresh them (e.g. `aws sso login`) and speak again")
+            return ServerError(f"{self.target} ended the stream with a model error: {message} ({code})")
+        if isinstance(exc, InternalStreamFailure):
+            return StreamError(f"{self.target} failed mid-stream (InternalStreamFailure: {message})")
+        if isinstance(exc, ModelError):
+            original = error_text(exc.original_message or "") or message
+            return ServerError(f"{doing} on {self.target}: the model answered HTTP {exc.original_status_code}: "
+                               f"{original}", status=exc.original_status_code)
+        if isinstance(exc, InputValidationError):
+            return ServerError(f"{doing} on {self.target}: {message}", status=400)
+        if isinstance(exc, ServiceError):
+            return ServerError(f"{doing} on {self.target}: {type(exc).__name__}: {message}")
+        if stream:
+            return StreamError(f"the speech stream from {self.target} was cut ({type(exc).__name__}: {message})")
+        return BackendUnreachable(f"{doing}: cannot reach {self.target} at {self.endpoint_uri} "
+                                  f"({type(exc).__name__}: {message}); check the network, the region and TLS trust "
+                                  "(AWS_CA_BUNDLE)")

@@ -1,0 +1,452 @@
+"""Streaming speech: `SpeechClient` → `SpeechSession` over a `SpeechTransport`.
+
+    client = omni_client("http://127.0.0.1:8091", settings)
+    async with client.open(speech_config(voice="joe")) as session:
+        async for event in session.speak("Hello there. How are you?"):
+            ...                       # AudioStart, PcmChunk, AudioDone, ErrorEvent, SessionDone
+        session.stats.ttfa_ms, session.wav()
+
+    # or feed text as an LLM produces it:
+        await session.feed("Hello ")
+        await session.feed("there.")
+        async for event in session.finish(): ...   # = end_input(), then events()
+
+The session sends `session.config`, the text as one or more `input.text` (long text is cut under the
+128 KiB message limit), then `input.done`. A background reader takes every frame off the transport the
+moment it arrives, updates `SessionStats` and the recording, and hands each PCM chunk to `on_audio`
+(playback) before the caller even looks at it. The client and `SpeechRun` (one utterance watched from a UI
+thread) are in services/speech/client.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from protocol.common import dumps
+from protocol.errors import InvalidInput, ServerError, StreamError, StudioError
+from protocol.limits import MAX_INPUT_TEXT_MESSAGE_BYTES, PCM_CHANNELS, PCM_SAMPLE_RATE
+from protocol.speech import (
+    AudioDone,
+    AudioStart,
+    ErrorEvent,
+    InputDone,
+    InputText,
+    ProtocolError,
+    SessionClose,
+    SessionConfig,
+    SessionDone,
+    SplitGranularity,
+    parse_server_event,
+)
+from services.speech.audio import pcm_seconds, wav_bytes
+from services.speech.text import split_for_input
+from services.speech.transport import SpeechTransport
+
+if TYPE_CHECKING:
+    pass
+
+
+log = logging.getLogger(__name__)
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class PcmChunk:
+    """One binary frame of streamed audio: s16le PCM at `sample_rate` (from the unit's audio.start)."""
+
+    data: bytes
+    utterance_index: int
+    sentence_index: int
+    sample_rate: int = PCM_SAMPLE_RATE
+    channels: int = PCM_CHANNELS
+    type: Literal["pcm"] = "pcm"
+
+
+SpeechEvent = AudioStart | PcmChunk | AudioDone | SessionDone | ErrorEvent
+
+
+TtfaFrom = Literal["input.done", "first_text"]
+
+
+SessionState = Literal["idle", "streaming", "done", "failed", "cancelled"]
+
+
+@dataclass
+class SessionStats:
+    """Figures of the current (or last) utterance."""
+
+    # Time to first audio is measured from sending `input.done` when the whole text went out in one
+    # message right before it (speak), else from sending the first text (feed, or text cut in parts).
+    ttfa_from: TtfaFrom = "input.done"
+    ttfa_ms: float | None = None
+    chunks: int = 0
+    bytes: int = 0
+    sentences: int = 0  # units finished (audio.done)
+    sample_rate: int = PCM_SAMPLE_RATE
+    channels: int = PCM_CHANNELS
+    generation_s: float = 0.0  # from the ttfa reference to the last audio chunk
+    text_messages: int = 0  # input.text messages sent
+    state: SessionState = "idle"
+    error: str | None = None
+
+    @property
+    def audio_seconds(self) -> float:
+        return pcm_seconds(self.bytes, self.sample_rate, self.channels)
+
+    @property
+    def rtf(self) -> float | None:
+        """Real-time factor: generation time / audio duration (below 1 is faster than real time)."""
+        return self.generation_s / self.audio_seconds if self.audio_seconds > 0 else None
+
+    def figures(self) -> dict[str, Any]:
+        """The figures as plain JSON-able values (the CLI's --json, the page's history)."""
+        d = asdict(self)
+        d.update(audio_seconds=round(self.audio_seconds, 4), rtf=None if self.rtf is None else round(self.rtf, 4))
+        if d["ttfa_ms"] is not None:
+            d["ttfa_ms"] = round(d["ttfa_ms"], 2)
+        d["generation_s"] = round(d["generation_s"], 4)
+        return d
+
+
+@dataclass
+class Utterance:
+    """What one utterance produced: text, voice, figures, the audio (also when it ended badly), the error."""
+
+    text: str
+    voice: str | None
+    language: str | None
+    stats: SessionStats
+    pcm: bytes
+    error: StudioError | None = None
+    created_at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def wav(self) -> bytes:
+        return wav_bytes(self.pcm, self.stats.sample_rate, self.stats.channels)
+
+    def raise_for_error(self) -> Utterance:
+        if self.error is not None:
+            raise self.error
+        return self
+
+
+def speech_config(
+    voice: str | None = None,
+    language: str | None = None,
+    *,
+    split_granularity: SplitGranularity = "clause",
+    **extra: Any,
+) -> SessionConfig:
+    """A `session.config` for streamed PCM: response_format pcm, stream_audio true, clause splitting."""
+    return SessionConfig(
+        voice=voice or None,
+        language=language or None,
+        response_format="pcm",
+        stream_audio=True,
+        split_granularity=split_granularity,
+        **extra,
+    )
+
+
+def _streaming(config: SessionConfig | None) -> SessionConfig:
+    """The session needs streamed PCM; any other audio settings of the caller are kept."""
+    if config is None:
+        return speech_config()
+    if config.stream_audio and config.response_format == "pcm":
+        return config
+    if config.speed != 1.0:
+        raise InvalidInput(f"speed must be 1.0 for streamed speech (got {config.speed}); leave speed unset")
+    return config.model_copy(update={"response_format": "pcm", "stream_audio": True})
+
+
+def require_text(text: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("there is no text to speak: type a sentence first")
+    return text
+
+
+_END = object()
+
+
+OnAudio = Callable[[PcmChunk], None]
+
+
+class SpeechSession:
+    """One connection to a speech server; carries any number of utterances, one at a time.
+
+    Use as an async context manager. After a server error (e.g. an unknown voice) the session stays
+    usable: `await session.configure(new_config)` and speak again.
+    """
+
+    def __init__(self, transport: SpeechTransport, config: SessionConfig | None = None, *,
+                 on_audio: OnAudio | None = None) -> None:
+        self.transport = transport
+        self.config = _streaming(config)
+        self.on_audio = on_audio
+        self.max_message_bytes = MAX_INPUT_TEXT_MESSAGE_BYTES  # per input.text (lowered in tests)
+        self.stats = SessionStats()
+        self._lock = threading.Lock()  # stats and recording are read from other threads (the UI)
+        self._pcm = bytearray()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._reader: asyncio.Task | None = None
+        self._connected = False
+        self._cancelled = False
+        self._utterance_open = False  # text sent, input.done not yet answered by session.done
+        self._pending_space = ""  # whitespace fed before any real text (not sent until text follows)
+        self._t_first_text: float | None = None
+        self._t_done: float | None = None
+        self._fmt = (PCM_SAMPLE_RATE, PCM_CHANNELS)  # of the current unit, from audio.start
+        self._unit = (0, 0)  # (utterance_index, sentence_index) of the current unit
+        self._t_ref = 0.0  # the ttfa reference actually used
+        self._server_errors: list[str] = []
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+    async def __aenter__(self) -> SpeechSession:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def connect(self) -> None:
+        if self._cancelled:
+            return
+        await self.transport.connect()
+        self._connected = True
+        self._reader = asyncio.get_running_loop().create_task(self._read_frames(), name="speech-reader")
+        await self.transport.send_text(dumps(self.config))
+
+    async def configure(self, config: SessionConfig) -> None:
+        """Send a new `session.config` (voice, language, ...) for the next utterance."""
+        if self._utterance_open:
+            raise InvalidInput("finish the current utterance before changing the voice or language")
+        self.config = _streaming(config)
+        await self.transport.send_text(dumps(self.config))
+
+    async def cancel(self) -> None:
+        """Stop now: close the stream (the server aborts generation). Audio received so far is kept."""
+        self._cancelled = True
+        with self._lock:
+            if self.stats.state in ("idle", "streaming"):
+                self.stats.state = "cancelled"
+        await self.transport.close()
+
+    async def aclose(self) -> None:
+        if self._connected and not self._cancelled:
+            try:
+                await asyncio.wait_for(self.transport.send_text(dumps(SessionClose())), timeout=2.0)
+            except (StudioError, TimeoutError):
+                pass
+        self._connected = False
+        await self.transport.close()
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+            try:
+                await self._reader
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    # ---- thread-safe views -------------------------------------------------------------------------
+    def snapshot(self) -> SessionStats:
+        with self._lock:
+            return copy.copy(self.stats)
+
+    def recording(self) -> bytes:
+        """PCM of the current (or last) utterance so far."""
+        with self._lock:
+            return bytes(self._pcm)
+
+    def wav(self) -> bytes:
+        with self._lock:
+            return wav_bytes(bytes(self._pcm), self.stats.sample_rate, self.stats.channels)
+
+    # ---- sending -----------------------------------------------------------------------------------
+    def _begin(self, ttfa_from: TtfaFrom) -> None:
+        if self._utterance_open:
+            return
+        if not self._connected:
+            raise StreamError(f"the speech stream to {self.transport.target} is not open")
+        with self._lock:
+            self.stats = SessionStats(ttfa_from=ttfa_from, state="streaming")
+            self._pcm = bytearray()
+        self._server_errors = []
+        self._t_first_text = self._t_done = None
+        self._utterance_open = True
+
+    async def _send_pieces(self, pieces: list[str]) -> None:
+        for piece in pieces:
+            if self._t_first_text is None:
+                self._t_first_text = time.perf_counter()
+            await self.transport.send_text(dumps(InputText(text=piece)))
+            self.stats.text_messages += 1
+
+    async def feed(self, text: str) -> None:
+        """Send more text of the current utterance (starts one if needed), as an LLM would produce it."""
+        if not text:
+            return
+        if not self._utterance_open and not text.strip():
+            self._pending_space += text  # nothing to say yet: do not open a request for whitespace
+            return
+        self._begin("first_text")
+        text, self._pending_space = self._pending_space + text, ""
+        await self._send_pieces(split_for_input(text, self.max_message_bytes))
+
+    async def end_input(self) -> None:
+        """Send `input.done`: the server speaks the rest, then answers `session.done`."""
+        if self._cancelled:
+            return
+        if not self._utterance_open:
+            self._pending_space = ""
+            raise InvalidInput("there is no text to speak: type a sentence first")
+        self._t_done = time.perf_counter()
+        await self.transport.send_text(dumps(InputDone()))
+
+    async def finish(self) -> AsyncIterator[SpeechEvent]:
+        """`end_input()`, then yield the utterance's events up to and including `session.done`."""
+        await self.end_input()
+        if self._cancelled:
+            return
+        async for event in self.events():
+            yield event
+
+    async def speak(self, text: str) -> AsyncIterator[SpeechEvent]:
+        """One whole utterance: the text (cut into parts if long), `input.done`, then its events."""
+        require_text(text)
+        if self._cancelled:
+            return
+        if self._utterance_open:
+            raise InvalidInput("finish the current utterance first")
+        pieces = split_for_input(text, self.max_message_bytes)
+        self._begin("input.done" if len(pieces) == 1 else "first_text")
+        await self._send_pieces(pieces)
+        async for event in self.finish():
+            yield event
+
+    async def say(self, text: str) -> Utterance:
+        """Speak `text` to the end and return the Utterance; stream and server errors go in `.error`."""
+        error: StudioError | None = None
+        try:
+            async for _ in self.speak(text):
+                pass
+        except InvalidInput:
+            raise
+        except StudioError as exc:
+            error = exc
+        stats = self.snapshot()
+        if error is None and stats.error is not None and stats.state == "failed":
+            error = ServerError(stats.error)
+        return Utterance(text, self.config.voice, self.config.language, stats, self.recording(), error)
+
+    # ---- receiving ---------------------------------------------------------------------------------
+    async def events(self) -> AsyncIterator[SpeechEvent]:
+        """The current utterance's events as they arrive, up to and including `session.done`.
+
+        finish() and speak() iterate this for you; iterate it yourself from another task to consume
+        audio while you are still feeding text, then call end_input().
+        """
+        while True:
+            item = await self._queue.get()
+            if item is _END or isinstance(item, BaseException):
+                self._utterance_open = False
+                if self._cancelled:
+                    return
+                err = self._end_error(item)
+                with self._lock:
+                    self.stats.state = "failed"
+                    self.stats.error = str(err)
+                raise err
+            yield item
+            if isinstance(item, SessionDone):
+                self._utterance_open = False
+                return
+
+    def _end_error(self, item: Any) -> StudioError:
+        kept = f"{self.stats.bytes} bytes ({self.stats.audio_seconds:.2f} s) of audio kept"
+        server = f" — the server said: {self._server_errors[-1]}" if self._server_errors else ""
+        if isinstance(item, StudioError) and not isinstance(item, StreamError) and not self.stats.bytes:
+            return item  # nothing streamed yet (the stream never opened): the transport's own message and type
+        if isinstance(item, BaseException):
+            return StreamError(f"{item}{server}; {kept}")
+        if self._server_errors:
+            return ServerError(f"{self._server_errors[-1]} (the server then closed the stream; {kept})")
+        return StreamError(f"the server closed the speech stream before the utterance finished; {kept}")
+
+    async def _read_frames(self) -> None:
+        try:
+            while True:
+                frame = await self.transport.receive()
+                if frame is None:
+                    break
+                event = self._on_frame(frame)
+                if event is not None:
+                    self._queue.put_nowait(event)
+        except StudioError as exc:
+            self._queue.put_nowait(exc)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broken transport must still end the utterance with a message
+            self._queue.put_nowait(StreamError(f"reading the speech stream from {self.transport.target} failed: {exc!r}"))
+            return
+        self._queue.put_nowait(_END)
+
+    def _on_frame(self, frame: str | bytes) -> SpeechEvent | None:
+        now = time.perf_counter()
+        if isinstance(frame, bytes | bytearray | memoryview):
+            data = bytes(frame)
+            if not data:
+                return None
+            rate, channels = self._fmt
+            with self._lock:
+                st = self.stats
+                if st.ttfa_ms is None:
+                    ref = self._t_done if (st.ttfa_from == "input.done" and self._t_done is not None) else self._t_first_text
+                    if ref is None:
+                        ref = now
+                    if st.ttfa_from == "input.done" and self._t_done is None:
+                        st.ttfa_from = "first_text"  # audio before input.done went out: say so
+                    st.ttfa_ms = (now - ref) * 1000.0
+                    self._t_ref = ref
+                st.chunks += 1
+                st.bytes += len(data)
+                st.sample_rate, st.channels = rate, channels
+                st.generation_s = now - self._t_ref
+                self._pcm += data
+            chunk = PcmChunk(data, self._unit[0], self._unit[1], rate, channels)
+            if self.on_audio is not None:
+                try:
+                    self.on_audio(chunk)
+                except Exception:
+                    log.exception("on_audio callback failed; the session goes on")
+            return chunk
+        try:
+            event = parse_server_event(frame)
+        except ProtocolError as exc:
+            log.warning("%s", exc)
+            return None
+        if isinstance(event, AudioStart):
+            self._fmt = (event.sample_rate or PCM_SAMPLE_RATE, event.channels or PCM_CHANNELS)
+            self._unit = (event.utterance_index, event.sentence_index)
+        elif isinstance(event, AudioDone):
+            with self._lock:
+                self.stats.sentences += 1
+        elif isinstance(event, ErrorEvent):
+            self._server_errors.append(event.message)
+            with self._lock:
+                if self.stats.error is None:
+                    self.stats.error = event.message
+        elif isinstance(event, SessionDone):
+            with self._lock:
+                self.stats.state = "failed" if self._server_errors else "done"
+        return event

@@ -1,0 +1,167 @@
+"""Video jobs that survive restarts: `VideoJobs` runs each job on a worker thread and keeps it in the history.
+
+    jobs = VideoJobs(client, history)          # resumes or marks jobs a previous process left running
+    job = jobs.start(VideoRequest(...))        # recorded (queued → running → succeeded | failed) at once
+    history.get(job.id).status                 # a page polls the history; jobs.wait(job.id) blocks
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+from protocol.errors import StudioError
+from services.videos.client import JOB_TIMEOUT_S, VideoClient, check_mp4
+from services.videos.request import MultipartBody, VideoRequest
+from services.videos.transports import JobHandle
+
+if TYPE_CHECKING:
+    from services.history import History, Job
+
+
+REFERENCE_FILE = "reference.jpg"  # the fitted JPEG actually sent, kept with the job
+
+
+VIDEO_FILE = "video.mp4"
+
+
+class VideoJobs:
+    """Runs video jobs on worker threads, one record per job in the history, whatever happens.
+
+    On creation it looks for jobs a previous process left unfinished: those its transport can poll again
+    (same target, resumable handle) are claimed and resumed here; those nobody can pick up again are
+    marked `interrupted` with a message (by History.recover)."""
+
+    def __init__(self, client: VideoClient, history: History, *, job_timeout_s: float = JOB_TIMEOUT_S,
+                 recover: bool = True) -> None:
+        self.client = client
+        self.history = history
+        self.job_timeout_s = job_timeout_s
+        self._threads: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.resumed: list[str] = []
+        if recover:
+            self.resumed = self.recover()
+
+    # -- public -----------------------------------------------------------------------------------------
+    def start(self, request: VideoRequest) -> Job:
+        """Record the job and start it. Bad input raises InvalidInput and records nothing."""
+        t0 = time.perf_counter()
+        request, body = self.client.prepare(request)
+        params = request.params() | {"body_bytes": len(body)}
+        inputs = {REFERENCE_FILE: body.reference_jpeg} if body.reference_jpeg else None
+        job = self.history.create("video", request.prompt, params, target=self.client.target, inputs=inputs,
+                                  meta={"seed": request.seed, "smoke_test": request.smoke_test})
+        self._spawn(job.id, lambda: self._run(job.id, body, t0))
+        return job
+
+    def wait(self, job_id: str, timeout: float | None = None) -> Job:
+        """Block until the job's worker is done here; the job as recorded."""
+        with self._lock:
+            thread = self._threads.get(job_id)
+        if thread is not None:
+            thread.join(timeout)
+        return self.history.get(job_id)
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return [j for j, t in self._threads.items() if t.is_alive()]
+
+    def close(self) -> None:
+        """Stop polling (jobs left running stay `running` in the history, to be resumed or marked later)."""
+        self._stop.set()
+
+    def recover(self) -> list[str]:
+        resumed = []
+        for job in self.history.recover():
+            handle = JobHandle.from_dict(job.handle or {})
+            if job.kind != "video" or handle.target != self.client.target:
+                continue  # a runner for that target picks it up
+            if not self.client.transport.can_resume(handle):
+                self.history.fail(job.id, f"the studio stopped while this job ran on {handle.target}, and it "
+                                          "cannot be polled again; generate it again (its settings are kept)",
+                                  status="interrupted")
+                continue
+            if self.history.claim(job):
+                started = job.started_at or job.created_at
+                self._spawn(job.id, lambda j=job.id, h=handle, s=started: self._follow(j, h, wall_from=s))
+                resumed.append(job.id)
+        return resumed
+
+    # -- workers ----------------------------------------------------------------------------------------
+    def _spawn(self, job_id: str, work: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:  # nothing may leave a job unrecorded
+                self._record_failure(job_id, f"unexpected error: {type(exc).__name__}: {exc}")
+
+        thread = threading.Thread(target=run, name=f"video-job-{job_id}", daemon=True)
+        with self._lock:
+            self._threads = {j: t for j, t in self._threads.items() if t.is_alive()}
+            self._threads[job_id] = thread
+        thread.start()
+
+    def _run(self, job_id: str, body: MultipartBody, t0: float) -> None:
+        try:
+            handle = self.client.submit(body)
+        except StudioError as exc:
+            self._record_failure(job_id, str(exc))
+            return
+        self.history.mark_running(job_id, handle.to_dict())
+        self._follow(job_id, handle, perf_t0=t0)
+
+    def _follow(self, job_id: str, handle: JobHandle, *, perf_t0: float | None = None,
+                wall_from: float | None = None) -> None:
+        def wall() -> float:
+            return time.perf_counter() - perf_t0 if perf_t0 is not None else time.time() - (wall_from or time.time())
+
+        try:
+            state = self.client.wait(handle, timeout_s=self.job_timeout_s, stop=self._stop)
+            if state.state == "lost":
+                self._record_failure(job_id, state.error or "the server lost the job", status="interrupted")
+                return
+            if state.state == "failed":
+                self._record_failure(job_id, state.error or "the server reported a failure", wall_s=wall())
+                return
+            payload = self.client.result(handle)
+            info = check_mp4(payload.mp4, where=f"the video server at {handle.target}")
+        except StudioError as exc:
+            if self._stop.is_set():
+                return  # closing: leave it running in the record, for the next process
+            self._record_failure(job_id, str(exc), wall_s=wall())
+            return
+        wall_s = wall()
+        timings = {"wall_s": round(wall_s, 4)}
+        if payload.model_s is not None:
+            timings |= {"model_s": round(payload.model_s, 4), "overhead_s": round(wall_s - payload.model_s, 4)}
+        meta = {"frames": info.frames, "width": info.width, "height": info.height, "fps": info.fps,
+                "duration_s": round(info.duration_s, 4), "codec": info.codec, "mp4_bytes": len(payload.mp4)}
+        if payload.request_id:
+            meta["request_id"] = payload.request_id
+        if payload.stage_durations:
+            meta["stage_durations"] = payload.stage_durations
+        self.history.succeed(job_id, {VIDEO_FILE: payload.mp4}, timings=timings, meta=meta)
+
+    def _record_failure(self, job_id: str, message: str, *, status: Literal["failed", "interrupted"] = "failed",
+                        wall_s: float | None = None) -> None:
+        try:
+            self.history.fail(job_id, message, status=status,
+                              timings={"wall_s": round(wall_s, 4)} if wall_s is not None else None)
+        except Exception:  # the history itself is broken: nothing more can be recorded
+            pass
+
+
+def job_request(job: Job) -> VideoRequest:
+    """The VideoRequest a recorded job was made with (reference: the fitted JPEG that was sent)."""
+    p = job.params
+    ref = job.input_path(REFERENCE_FILE)
+    return VideoRequest(
+        prompt=job.prompt, width=p["width"], height=p["height"], frames=p["frames"], fps=p["fps"],
+        steps=p["steps"], guidance=p["guidance"], seed=p.get("seed"), negative_prompt=p.get("negative_prompt"),
+        reference=ref.read_bytes() if ref is not None and ref.exists() else None,
+        reference_name=p.get("reference_name"), model=p.get("model"),
+    )
