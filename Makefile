@@ -28,9 +28,9 @@ rehearse: setup-dev
 test: setup-dev
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-## Benchmarks (ratios side by side in one run).
+## Benchmarks (ratios side by side in one run). Files starting with _ are helpers, not benchmarks.
 bench: setup-dev
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf .venv .pytest_cache

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 DEFAULT_ACCOUNT_ID = "123456789012"  # moto's default account too, so S3/STS and SageMaker agree
-# The AMIs whose host sidecar terminates HTTP/2 bidirectional streams (BRIEF.md "Infra").
+# The AMIs whose host sidecar terminates HTTP/2 bidirectional streams (docs/protocols.md, "SageMaker").
 BIDI_AMI_VERSIONS = ["al2023-ami-sagemaker-inference-gpu-4-1"]
 
 

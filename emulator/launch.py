@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
 import subprocess
@@ -37,6 +38,8 @@ def start_moto() -> Iterator[str]:
             "or pass --s3-endpoint http://127.0.0.1:PORT of a running moto server"
         ) from exc
 
+    # werkzeug logs every request at INFO on stderr by itself; benchmarks print only their figures
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     host, port = server.get_host_and_port()

@@ -254,7 +254,7 @@ def _converge(ctx: AwsContext, state: DeploymentState, wait: WaitSettings, progr
     stop = stop or threading.Event()
     spec = state.spec
     result = DeployResult(state=state, outcomes={})
-    # One thread per endpoint: the three create and wait side by side (DESIGN.md: performance habits).
+    # One thread per endpoint: the three create and wait side by side.
     with ThreadPoolExecutor(max_workers=len(spec.endpoints), thread_name_prefix="infra-endpoint") as pool:
         futures = {ep.role: pool.submit(_converge_endpoint, ctx, state, ep, wait, progress, stop)
                    for ep in spec.endpoints}

@@ -46,7 +46,7 @@ RESERVED_TAGS = (TAG_DEPLOYMENT, TAG_ROLE, TAG_CREATOR, TAG_CREATED)
 
 @dataclass(frozen=True)
 class RoleProfile:
-    """What each studio's endpoint runs (BRIEF.md's table)."""
+    """What each studio's endpoint runs (the published sample's models and instance pools)."""
 
     role: Role
     model_id: str  # SM_VLLM_MODEL

@@ -1,10 +1,10 @@
-"""Run a module as a child that never outlives its parent (started by `offline.launch.spawn`).
+"""Run a module (or a script) as a child that never outlives its parent (started by `offline.launch.spawn`).
 
-    python -m offline._child --parent-pid PID MODULE [ARGS...]
+    python -m offline._child --parent-pid PID MODULE|SCRIPT.py [ARGS...]
 
 Before loading anything heavy it asks Linux to send it SIGTERM when its parent dies (prctl
 PR_SET_PDEATHSIG), and exits at once if the parent is already gone; then it runs `python -m MODULE ARGS`
-in this process. Doing this in the child avoids `preexec_fn`, which is unsafe in a multi-threaded parent
+(or `python SCRIPT.py ARGS`) in this process. Doing this in the child avoids `preexec_fn`, which is unsafe in a multi-threaded parent
 such as Streamlit. SIGTERM is turned into SystemExit so the module's own clean-up (`finally`, context
 managers, atexit) runs, and its own children are told in turn.
 """
@@ -40,9 +40,12 @@ def main(argv: list[str]) -> None:
     die_with_parent(int(argv[1]))
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    module, args = argv[2], argv[3:]
-    sys.argv = [module, *args]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    target, args = argv[2], argv[3:]
+    sys.argv = [target, *args]
+    if target.endswith(".py"):
+        runpy.run_path(target, run_name="__main__")
+    else:
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ class Engine:
 
 def spawn(module: str, args: list[str], *, name: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
           stdout: Any = subprocess.DEVNULL, stderr: Any = subprocess.STDOUT) -> subprocess.Popen:
-    """Start `python -m module args` as a child that never outlives this process, however it ends.
+    """Start `python -m module args` (or `python script.py args`) as a child that never outlives this process, however it ends.
 
     The child sets PR_SET_PDEATHSIG itself (offline/_child.py). That signal fires when the *thread* that
     forked the child exits, not the process, and Streamlit runs each script run on a short-lived thread:

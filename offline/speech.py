@@ -1,6 +1,6 @@
 """The offline engine's speech routes, behaving as vLLM-Omni 0.30 does wherever a client can observe it.
 
-- WebSocket `/v1/audio/speech/stream` (shared/docs/PROTOCOLS.md §1): `session.config` first (within the
+- WebSocket `/v1/audio/speech/stream` (docs/protocols.md, "Speech stream"): `session.config` first (within the
   config timeout), any number of `input.text`, `input.done` as a flush that answers `session.done` and
   keeps the socket for the next utterance, `session.close`; per unit `audio.start`, binary audio, and an
   `audio.done` that is always sent. Error texts and which errors end the connection follow vLLM-Omni's

@@ -4,7 +4,7 @@ A *unit* is what one `audio.start` … `audio.done` run speaks. With `split_gran
 buffer is one unit, released on flush (`input.done`); `"sentence"` and `"clause"` release units while text
 is still arriving.
 
-Rules (shared/docs/PROTOCOLS.md §1):
+Rules (docs/protocols.md, "Speech stream"):
 - sentence terminators: `.!?` followed by whitespace, and `。！？…` (plus the Devanagari danda and the
   Arabic question mark, which vLLM-Omni also treats as sentence ends);
 - clause granularity adds `, ;` (followed by whitespace) and `，；` (and the Arabic comma);

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from emulator.launch import client_env, start_emulator  # noqa: E402
-from offline.launch import wait_http_ok  # noqa: E402
+from offline.launch import spawn, wait_http_ok  # noqa: E402
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-rehearsal"
 BUCKET = "omni-studio-rehearsal"
@@ -106,10 +106,11 @@ def main() -> int:
                 if code != 0:
                     say(f"deploy ended with exit code {code}; the studio starts anyway, so you can look around")
             url = f"http://127.0.0.1:{args.port}"
-            studio = subprocess.Popen(
-                [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1", "--server.port",
-                 str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-                cwd=ROOT, env=env, stdout=open(work / "studio.log", "wb"), stderr=subprocess.STDOUT)
+            with open(work / "studio.log", "wb") as studio_log:  # a child that dies with the rehearsal
+                studio = spawn("streamlit", ["run", "app.py", "--server.address", "127.0.0.1", "--server.port",
+                                             str(args.port), "--server.headless", "true",
+                                             "--browser.gatherUsageStats", "false"],
+                               name="the studio", env=env, stdout=studio_log)
             wait_http_ok(f"{url}/_stcore/health", studio, timeout=90, what="the studio",
                          log_tail=lambda: (work / "studio.log").read_text(errors="replace")[-3000:])
             say(f"the studio runs on the emulated SageMaker deployment: {url}  (Ctrl-C ends the rehearsal)")

@@ -1,6 +1,6 @@
 """Helpers for tests that need a real browser or real WebRTC: a loopback-only network namespace.
 
-WebRTC on one machine needs a private network namespace (TESTING.md): aioice drops exactly 127.0.0.1 from
+WebRTC on one machine needs a private network namespace (docs/testing.md): aioice drops exactly 127.0.0.1 from
 its ICE candidates, so the namespace's loopback gets 127.0.0.2/8 as well, and nothing in it can reach
 any other network. pytest itself keeps its network: the test body runs in a subprocess inside the
 namespace.
@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from offline.launch import free_port, wait_http_ok
+from offline.launch import free_port, spawn, wait_http_ok
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -51,7 +51,7 @@ FAILURE_SCREENSHOT = "/tmp/omni-studio-browser-failure.png"
 SERVER_ENV = "OMNI_BROWSER_SERVER"  # "rehearsal": run scripts/rehearse.py instead of a bare studio
 REHEARSAL_REPORT_ENV = "OMNI_REHEARSAL_REPORT"  # where the rehearsal writes what was left
 REHEARSAL_DIR_ENV = "OMNI_REHEARSAL_DIR"
-# Flags that work here (TESTING.md); loopback ICE needs --allow-loopback-in-peer-connection.
+# Flags that work here (docs/testing.md); loopback ICE needs --allow-loopback-in-peer-connection.
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--use-fake-ui-for-media-stream",
@@ -151,9 +151,10 @@ async () => {
 @contextmanager
 def _serve_studio(argv: list[str], port: int, log: Path, *, what: str, timeout: float, stop: int,
                   stop_wait: float) -> Iterator[subprocess.Popen]:
-    """Run `argv` (something that serves the studio on `port`), wait until it answers; stop it with `stop`."""
+    """Run `argv` (a module or script and its arguments, serving the studio on `port`) as a child that dies with
+    this process, wait until it answers; stop it with `stop`."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = spawn(argv[0], argv[1:], name=what, stdout=out)
         try:
             wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=timeout, what=what,
                          log_tail=lambda: log.read_text(errors="replace")[-3000:])
@@ -167,7 +168,7 @@ def _serve_studio(argv: list[str], port: int, log: Path, *, what: str, timeout: 
 
 
 def _streamlit(port: int, log: Path) -> Any:
-    argv = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+    argv = ["streamlit", "run", "app.py", "--server.address", "127.0.0.1",
             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none", "--global.developmentMode", "false"]
     return _serve_studio(argv, port, log, what="streamlit", timeout=60, stop=signal.SIGTERM, stop_wait=10)
@@ -177,7 +178,7 @@ def _streamlit(port: int, log: Path) -> Any:
 def _rehearsal(port: int, log: Path) -> Iterator[subprocess.Popen]:
     """`scripts/rehearse.py --no-deploy` instead of a bare studio: the emulated SageMaker, the studio on it.
     Ended with SIGINT like a person's Ctrl-C, so its teardown (delete, listing, report) runs."""
-    argv = [sys.executable, "scripts/rehearse.py", "--no-deploy", "--port", str(port),
+    argv = ["scripts/rehearse.py", "--no-deploy", "--port", str(port),
             "--dir", os.environ.get(REHEARSAL_DIR_ENV, str(log.parent / "rehearsal")),
             "--report", os.environ[REHEARSAL_REPORT_ENV]]
     try:

@@ -1,4 +1,4 @@
-"""services.engine: the offline engine is started once per process, survives the thread that started it,
+"""offline.launch: the offline engine is started once per process, survives the thread that started it,
 and never outlives the studio (normal exit, or the studio killed with SIGKILL)."""
 
 from __future__ import annotations
@@ -95,3 +95,51 @@ def test_an_engine_that_cannot_start_says_why() -> None:
     assert "exited with code" in msg and f"127.0.0.1:{port}" in msg
     assert "address already in use" in msg.lower()  # the tail of the engine's own log
     assert ".log" in msg
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every server a test, a benchmark or the rehearsal starts dies with its parent, however the parent ends.
+EMULATOR_PARENT = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from emulator.launch import start_emulator
+
+    with start_emulator(Path(sys.argv[1])) as ready:   # its own engine and moto, like `make rehearse`
+        print(json.dumps({"ready": True}), flush=True)
+        time.sleep(120)  # to be killed
+""")
+
+
+def _descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        children = [p for p, pp in parents.items() if pp == parent]
+        found += children
+        todo += children
+    return found
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_the_emulator_and_its_engine_die_with_the_process_that_started_them(tmp_path, how):
+    parent = subprocess.Popen([sys.executable, "-c", EMULATOR_PARENT, str(tmp_path)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = parent.stdout.readline()  # type: ignore[union-attr]
+        assert json.loads(line) == {"ready": True}
+        servers = _descendants(parent.pid)
+        assert len(servers) >= 2, servers  # the emulator and the engine it started
+        parent.send_signal(how)  # SIGTERM: Python's default action, no clean-up code runs
+        parent.wait(10)
+        alive = [pid for pid in servers if not _gone(pid, timeout=20)]
+        assert not alive, f"still running after their parent died: {alive}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()

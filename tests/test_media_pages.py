@@ -1,7 +1,7 @@
 """The image and video pages' logic with Streamlit's AppTest (the real app.py navigation), against the
 real offline engine — and, for slow and failing jobs, the misbehaving loopback server of test_videos.
 
-AppTest cannot play media (TESTING.md); tests/test_browser_media.py plays the video in Chromium.
+AppTest cannot play media (docs/testing.md); tests/test_browser_media.py plays the video in Chromium.
 Note: after a script calls st.switch_page, AppTest keeps re-running the page it was told last, so the
 tests follow a switch with `at.switch_page(...)` themselves, as the browser would follow the new URL.
 """

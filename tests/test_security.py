@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from offline.launch import free_port, wait_http_ok
+from offline.launch import free_port, spawn, wait_http_ok
 from protocol.errors import InvalidInput
 from services.imaging import ACCEPTED_SUFFIXES, MAX_UPLOAD_BYTES, check_image
 
@@ -44,8 +44,8 @@ def _listeners(port: int) -> list[str]:
 def test_the_studio_listens_on_loopback_only(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "OMNI_STUDIO_CONFIG": str(tmp_path / "absent.toml"), "OMNI_STUDIO_DATA_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = spawn("streamlit", ["run", "app.py", "--server.port", str(port)], name="the studio", env=env,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=60, what="the studio")
         listeners = _listeners(port)

@@ -1,6 +1,6 @@
 """The voice page's logic with Streamlit's AppTest, against real local servers.
 
-AppTest cannot play WebRTC (TESTING.md): streamlit-webrtc's session lookups are patched to None so the
+AppTest cannot play WebRTC (docs/testing.md): streamlit-webrtc's session lookups are patched to None so the
 player renders inert; media is checked by tests/test_playback_aiortc.py and tests/test_browser_voice.py.
 Faults (unknown voice, a stream cut mid-way, a long stream to stop) come from a small real WebSocket
 server on loopback that speaks the vLLM-Omni protocol and misbehaves on cue.

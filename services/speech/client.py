@@ -45,7 +45,7 @@ class SpeechCatalog(Protocol):
     def languages(self) -> list[str]: ...
 
 
-# Languages by what serves the voice. vLLM-Omni has no languages route; PROTOCOLS.md lists Qwen3-TTS's.
+# Languages by what serves the voice. vLLM-Omni has no languages route; docs/protocols.md lists Qwen3-TTS's.
 OFFLINE_ENGINE_OWNER = "omni-studio-offline"
 
 
