@@ -22,7 +22,8 @@ from infra.errors import (
     InfraError,
     UsageError,
 )
-from services.aws import DENIED_CODES, EXPIRED_CODES, INVALID_CODES, boto3_session
+from protocol.errors import ConfigError
+from services.aws import DENIED_CODES, EXPIRED_CODES, INVALID_CODES, boto3_session, validate_region
 
 DEFAULT_REGION = "us-east-1"
 USER_AGENT = "omni-studio-infra"
@@ -34,16 +35,31 @@ class Identity:
     arn: str  # who creates the resources (the `creator` tag)
 
 
+def checked_region(name: str, what: str = "--region") -> str:
+    """`name` normalised (`US-EAST-1` -> `us-east-1`) if botocore knows it in any partition; else UsageError
+    (exit 2) with the closest match and every known region. No client is made, nothing reaches AWS."""
+    try:
+        return validate_region(name, what=what)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
 class AwsContext:
-    """One boto3 session for a region and profile; clients are made once and shared across threads."""
+    """One boto3 session for a region and profile; clients are made once and shared across threads.
+    The region (given, else the profile's, else us-east-1) is checked against botocore's regions first."""
 
     def __init__(self, region: str | None = None, profile: str | None = None) -> None:
+        if region:
+            region = checked_region(region, "region")
         try:
             self.session = boto3_session(region, profile)
         except bx.ProfileNotFound:
             raise UsageError(f"AWS profile {profile!r} is not configured: pick one from `aws configure list-profiles` "
                              "or leave --profile out to use the default credentials") from None
-        self.region = region or self.session.region_name or DEFAULT_REGION
+        if not region and self.session.region_name:
+            region = checked_region(self.session.region_name, "the profile's region (AWS_REGION, AWS_DEFAULT_REGION "
+                                                              "or region in ~/.aws/config)")
+        self.region = region or DEFAULT_REGION
         self.profile = profile
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()  # boto3 sessions are not thread-safe; clients are

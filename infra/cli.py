@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from infra.aws import checked_region
 from infra.deploy import (
     DeployResult,
     Progress,
@@ -448,9 +449,21 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------
+def _check_region(args: argparse.Namespace) -> None:
+    """--region against botocore's regions, before anything else runs (no client, no AWS call): a typo is
+    named with the closest region instead of failing later as a network error or a bad bucket name."""
+    given = getattr(args, "region", None)
+    if given is None:
+        return
+    args.region = checked_region(given)
+    if args.region != given:
+        print(f"note: --region {given!r} read as {args.region}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _check_region(args)
         return int(args.func(args) or 0)
     except InfraError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@ Readers outside infra (the services layer's SageMaker settings) find flat keys a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -19,16 +20,23 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from infra.errors import StateError
+from infra.errors import StateError, UsageError
 from infra.model import ROLES, DeploymentSpec, Role
+from protocol.errors import ConfigError
+from protocol.sagemaker import (
+    DEFAULT_STATE_FILE,
+    STATE_FORMAT,
+    Phase,
+    ResourceStatus,
+    StateFileInvalid,
+    parse_state_file,
+)
+from services.aws import validate_region
 
-STATE_FORMAT = "omni-studio-deployment/1"
-DEFAULT_STATE_FILE = Path(".vllm_omni_media_state.json")  # the published sample's name
-
-ResourceStatus = Literal["planned", "created", "reused", "deleted"]
-Phase = Literal["planned", "creating", "deployed", "failed", "incomplete", "deleting"]
+__all__ = ["DEFAULT_STATE_FILE", "STATE_FORMAT", "DeploymentState", "EndpointRecord", "Phase", "ResourceRecord",
+           "ResourceStatus", "utc_now"]
 
 
 def utc_now() -> str:
@@ -113,25 +121,44 @@ class DeploymentState:
     # -- reading -----------------------------------------------------------------------------------
     @classmethod
     def load(cls, path: Path) -> DeploymentState:
+        """Read and validate the file (protocol.sagemaker.DeploymentStateFile, the one shape every reader
+        checks). StateError names the file and the field when it is missing, unreadable or damaged."""
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             raise StateError(f"no state file at {path}: nothing was deployed from here (or pass --state-file "
                              "with the file `infra deploy` wrote)") from None
         except OSError as exc:
             raise StateError(f"cannot read the state file {path}: {exc.strerror}") from None
+
+        def damaged(problem: str) -> StateError:
+            return StateError(f"the state file {path} is damaged ({problem}); keep it for the names it holds and "
+                              "use `python -m infra sweep` to find what exists")
+
         try:
-            data = json.loads(text)
-            if data.get("format") != STATE_FORMAT:
-                raise ValueError(f"format is {data.get('format')!r}, expected {STATE_FORMAT!r}")
-            spec = DeploymentSpec.from_dict(data["spec"])
-            endpoints = {r: EndpointRecord.from_dict(data["endpoints"][r]) for r in ROLES if r in data["endpoints"]}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StateError(f"the state file {path} is damaged ({exc}); keep it for the names it holds and use "
-                             "`python -m infra sweep` to find what exists") from None
-        return cls(spec=spec, endpoints=endpoints, path=path, phase=data.get("phase", "planned"),
-                   bucket_created=bool(data.get("bucket_created")), updated_at=data.get("updated_at", ""))
+            data = parse_state_file(raw)
+        except StateFileInvalid as exc:
+            raise damaged(str(exc)) from None
+        if data.format is None and data.spec is None:
+            raise StateError(f"the state file {path} holds only the endpoint names the studio reads, not a deployment "
+                             "record: infra needs the file `python -m infra deploy` wrote (`python -m infra sweep` "
+                             "finds the studio's resources without one)")
+        if data.format != STATE_FORMAT:
+            raise damaged(f"format is {data.format!r}, expected {STATE_FORMAT!r}")
+        if data.spec is None or data.endpoints is None:
+            raise damaged(f"{'spec' if data.spec is None else 'endpoints'}: Field required")
+        try:
+            region = validate_region(data.spec.region, what="spec.region")
+        except ConfigError as exc:
+            raise damaged(str(exc)) from None
+        try:
+            spec = dataclasses.replace(DeploymentSpec.from_dict(data.spec.model_dump()), region=region)
+        except UsageError as exc:  # a value the model's own checks refuse (e.g. an instance pool of 7 types)
+            raise damaged(str(exc)) from None
+        endpoints = {r: EndpointRecord.from_dict(data.endpoints[r].model_dump()) for r in ROLES if r in data.endpoints}
+        return cls(spec=spec, endpoints=endpoints, path=path, phase=data.phase, bucket_created=data.bucket_created,
+                   updated_at=data.updated_at)
 
     @property
     def region(self) -> str:

@@ -1,5 +1,6 @@
 """What the studio, infra and the emulator agree on about SageMaker: the three roles, how a request names
-its container route, the speech stream's invocation path, and where a deployment's state file lives.
+its container route, the speech stream's invocation path, and where a deployment's state file lives and
+what it holds (`DeploymentStateFile`: one pydantic model that infra and the services layer both validate).
 
 docs/protocols.md, "SageMaker", has the contract (CustomAttributes routing, the HTTP/2 stream, async jobs).
 """
@@ -7,7 +8,9 @@ docs/protocols.md, "SageMaker", has the contract (CustomAttributes routing, the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 Role = Literal["voice", "image", "video"]
 ROLES: tuple[Role, ...] = ("voice", "image", "video")
@@ -19,6 +22,143 @@ SPEECH_INVOCATION_PATH = "v1/audio/speech/stream"  # the bidi stream's model inv
 # The deployment state file `python -m infra deploy` writes and the services layer reads.
 DEFAULT_STATE_FILE = Path(".vllm_omni_media_state.json")  # the published sample's name
 STATE_FILE_ENV = "OMNI_STUDIO_STATE_FILE"
+STATE_FORMAT = "omni-studio-deployment/1"
+
+ResourceStatus = Literal["planned", "created", "reused", "deleted"]
+Phase = Literal["planned", "creating", "deployed", "failed", "incomplete", "deleting"]
+EndpointKind = Literal["realtime", "async"]
+
+
+class _StateModel(BaseModel):
+    # Strict: the file is written by `python -m infra`, so `"smoke": "yes"` or `"region": 123` means damage,
+    # never something to coerce. Unknown keys are ignored (a newer writer may add some).
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class ResourceState(_StateModel):
+    """One SageMaker resource of an endpoint: its name (chosen before creating), ARN and status."""
+
+    name: str = Field(min_length=1)
+    arn: str | None = None
+    status: ResourceStatus = "planned"
+
+
+class EndpointState(_StateModel):
+    """What infra knows about one endpoint's model, endpoint config and endpoint."""
+
+    role: Role
+    model: ResourceState
+    endpoint_config: ResourceState
+    endpoint: ResourceState
+    endpoint_status: str | None = None
+    instance_type: str | None = None
+    failure_reason: str | None = None
+    creation_time: str | None = None
+    in_service_at: str | None = None
+    smoke: dict[str, Any] | None = None
+
+
+class EndpointPlan(_StateModel):
+    role: Role
+    endpoint_name: str = Field(min_length=1)
+    config_name: str = Field(min_length=1)
+    model_name: str = Field(min_length=1)
+    model_id: str
+    instance_types: list[str]
+    kind: EndpointKind
+    startup_timeout_s: int
+    environment: dict[str, str] = Field(default_factory=dict)
+    model_data_uri: str | None = None
+
+
+class DeploymentPlan(_StateModel):
+    """The deployment's spec as planned: enough to rebuild exactly the same create requests."""
+
+    deployment_id: str = Field(min_length=1)
+    region: str
+    account: str
+    creator: str
+    created_at: str
+    image_tag: str
+    role_arn: str
+    bucket: str | None = None
+    prefix: str
+    name_prefix: str
+    kms_key: str | None = None
+    subnets: list[str] = Field(default_factory=list)
+    security_groups: list[str] = Field(default_factory=list)
+    user_tags: dict[str, str] = Field(default_factory=dict)
+    endpoints: list[EndpointPlan]
+
+
+class DeploymentStateFile(_StateModel):
+    """The deployment state file, as one shape for every reader.
+
+    The flat keys at the top (`region`, `endpoint_names`, `bucket`, `prefix`, `kms_key`) are what the
+    services layer reads, and all a hand-written file needs. `python -m infra` writes the whole record as
+    well (`format`, `deployment_id`, `phase`, `endpoints`, `spec`, ...) and reads only files that have it
+    (`is_deployment_record`)."""
+
+    format: str | None = None
+    region: str | None = None
+    endpoint_names: dict[Role, str | None] = Field(default_factory=dict)
+    bucket: str | None = None
+    prefix: str | None = None
+    kms_key: str | None = None
+    deployment_id: str | None = None
+    phase: Phase = "planned"
+    updated_at: str = ""
+    bucket_created: bool = False
+    endpoints: dict[Role, EndpointState] | None = None
+    spec: DeploymentPlan | None = None
+
+    @model_validator(mode="after")
+    def _roles_agree(self) -> DeploymentStateFile:
+        for role, record in (self.endpoints or {}).items():
+            if record.role != role:
+                raise ValueError(f"endpoints.{role} is the record of the {record.role} endpoint")
+        if self.spec is not None:
+            roles = [e.role for e in self.spec.endpoints]
+            if len(set(roles)) != len(roles):
+                raise ValueError(f"spec.endpoints plans an endpoint twice ({', '.join(roles)})")
+        return self
+
+    @property
+    def is_deployment_record(self) -> bool:
+        """Written by `python -m infra` (this format, with the spec and the endpoint records)."""
+        return self.format == STATE_FORMAT and self.spec is not None and self.endpoints is not None
+
+
+class StateFileInvalid(ValueError):
+    """The state file's bytes are not the shape above; `str()` names the field, e.g.
+    "region: Input should be a valid string"."""
+
+
+def parse_state_file(raw: bytes | str) -> DeploymentStateFile:
+    """Validate a state file's bytes. Raises StateFileInvalid naming the first few problems by field."""
+    if isinstance(raw, bytes):
+        raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM some editors add when saving
+    try:
+        return DeploymentStateFile.model_validate_json(raw)
+    except ValidationError as exc:
+        raise StateFileInvalid(validation_text(exc)) from None
+
+
+def validation_text(exc: ValidationError, limit: int = 3) -> str:
+    """"field.path: message; ..." for the first `limit` errors (and how many more there are)."""
+    parts = []
+    for err in exc.errors(include_url=False)[:limit]:
+        loc = [str(p) for p in err["loc"]]
+        if err["type"] == "json_invalid":
+            parts.append(f"not JSON ({err['msg']})")
+        elif not loc and err["type"] == "model_type":
+            parts.append("not a JSON object: the file must hold {...} with the deployment's keys")
+        elif loc and loc[-1] == "[key]":
+            parts.append(f"{'.'.join(loc[:-2]) or 'key'}: key {loc[-2]!r}: {err['msg']}")
+        else:
+            parts.append(f"{'.'.join(loc)}: {err['msg']}" if loc else err["msg"].removeprefix("Value error, "))
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def route_attribute(path: str) -> str:

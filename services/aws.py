@@ -8,12 +8,15 @@ clients only: never written to the environment, a file or a log line.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import os
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import botocore
 import botocore.exceptions as bx
 import botocore.loaders
 import botocore.session
@@ -46,6 +49,34 @@ def botocore_session() -> botocore.session.Session:
 def boto3_session(region: str | None, profile: str | None) -> boto3.Session:
     """A boto3 session sharing the process's model loader. Raises botocore's ProfileNotFound."""
     return boto3.Session(botocore_session=botocore_session(), profile_name=profile or None, region_name=region or None)
+
+
+@functools.cache
+def known_regions() -> dict[str, tuple[str, ...]]:
+    """Partition -> the regions botocore knows in it: its endpoints.json and partitions.json together (read
+    through the shared loader, as botocore's own clients read them), without the `*-global` pseudo-regions."""
+    found: dict[str, set[str]] = {}
+    for p in _LOADER.load_data("endpoints").get("partitions", []):
+        found.setdefault(p["partition"], set()).update(p.get("regions", {}))
+    for p in _LOADER.load_data("partitions").get("partitions", []):
+        found.setdefault(p["id"], set()).update(p.get("regions", {}))
+    return {part: tuple(sorted(r for r in regions if not r.endswith("-global"))) for part, regions in found.items()}
+
+
+def validate_region(name: str, *, what: str = "region") -> str:
+    """`name` as a region botocore knows in any partition (aws, aws-cn, aws-us-gov, ...), with case and
+    surrounding spaces normalised (`" US-EAST-1 "` -> `us-east-1`). Raises ConfigError naming `what`, the
+    closest known region and every region there is. Makes no client and no network call."""
+    region = str(name).strip().lower()
+    partitions = known_regions()
+    every = [r for regions in partitions.values() for r in regions]
+    if region in every:
+        return region
+    close = difflib.get_close_matches(region, every, n=1, cutoff=0.6)
+    problem = "is empty" if not region else "is not an AWS region" + (f" (did you mean {close[0]}?)" if close else "")
+    listing = "; ".join(f"{part}: {', '.join(regions)}" for part, regions in partitions.items() if regions)
+    raise ConfigError(f"{what} {name!r} {problem}. Regions botocore {botocore.__version__} knows, by partition — "
+                      f"{listing} (a region opened since then needs a newer botocore)")
 HTTP2_SERVICE_ENV = "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"
 
 

@@ -16,7 +16,6 @@ and `AWS_CA_BUNDLE` are honoured by boto3 and by the HTTP/2 transport (the local
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,9 @@ from typing import Any
 import botocore.exceptions as bx
 
 from protocol.errors import ConfigError, ServerError
-from protocol.sagemaker import ROLES
+from protocol.sagemaker import ROLES, DeploymentStateFile, StateFileInvalid, parse_state_file
 from protocol.speech import QWEN3_TTS_LANGUAGES
-from services.aws import AwsSession, aws_error, http2_endpoint, missing_endpoint
+from services.aws import AwsSession, aws_error, http2_endpoint, missing_endpoint, validate_region
 from services.base import Backend, BackendHealth
 from services.images import ImageClient
 from services.images.sagemaker import SageMakerImageTransport
@@ -63,35 +62,38 @@ class SageMakerTargets:
         return f"SageMaker {self.region}: {names}"
 
 
-def read_state_file(path: Path) -> dict[str, Any] | None:
-    """The flat keys of an infra state file, or None when there is none. ConfigError when it is unreadable."""
+def read_state_file(path: Path) -> DeploymentStateFile | None:
+    """An infra state file validated as protocol.sagemaker.DeploymentStateFile (the shape infra reads too), or
+    None when there is none. ConfigError naming the file and the field when it is unreadable or damaged."""
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"the deployment state file {path} cannot be read ({exc}); fix or remove it, or set the "
+        return parse_state_file(path.read_bytes())
+    except (OSError, StateFileInvalid) as exc:
+        problem = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise ConfigError(f"the deployment state file {path} cannot be read: {problem}; fix or remove it, or set the "
                           "endpoint names in the settings") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"the deployment state file {path} is not a JSON object")
-    return data
 
 
 def resolve_targets(settings: Settings) -> SageMakerTargets:
-    """Settings first (what was set explicitly), then the infra state file, then defaults."""
+    """Settings first (what was set explicitly), then the infra state file, then defaults. The region is
+    checked against botocore's regions (ConfigError naming where it came from and the closest region)."""
     explicit = settings.model_fields_set
-    state = read_state_file(settings.state_file) or {}
-    names = state.get("endpoint_names") if isinstance(state.get("endpoint_names"), dict) else {}
+    state = read_state_file(settings.state_file)
+    names = state.endpoint_names if state is not None else {}
     endpoints = {role: getattr(settings, f"{role}_endpoint") or names.get(role) or None for role in ROLES}
 
-    def pick(field: str) -> Any:
-        if field in explicit or field not in state or state.get(field) in (None, ""):
-            return getattr(settings, field)
-        return state[field]
+    def from_file(field: str) -> bool:
+        return field not in explicit and getattr(state, field, None) not in (None, "")
 
+    def pick(field: str) -> Any:
+        return getattr(state, field) if from_file(field) else getattr(settings, field)
+
+    where = f"the region in the state file {settings.state_file}" if from_file("region") else "the region setting"
+    region = validate_region(pick("region"), what=where)
     from_state = any(not getattr(settings, f"{role}_endpoint") and names.get(role) for role in ROLES)
     return SageMakerTargets(
-        region=pick("region"), profile=settings.profile, endpoints=endpoints, bucket=pick("bucket"),
+        region=region, profile=settings.profile, endpoints=endpoints, bucket=pick("bucket"),
         prefix=str(pick("prefix")).strip("/"), kms_key=pick("kms_key"),
         source=str(settings.state_file) if from_state else "settings",
     )

@@ -170,6 +170,21 @@ def test_narrowed_pools(emulator_env: EmulatorHandle, state_file: Path, capsys: 
     assert listing(emulator_env)["Endpoints"] == []
 
 
+def test_upper_case_region_deploys_in_the_lower_case_region(emulator_env: EmulatorHandle, state_file: Path,
+                                                            capsys: pytest.CaptureFixture[str]):
+    """`--region US-EAST-1` used to fail on the default bucket's name (omni-studio-<account>-US-EAST-1)."""
+    code = infra_main(["deploy", "video", "--region", "US-EAST-1", "--no-smoke", "--state-file", str(state_file),
+                       "--role-arn", ROLE_ARN, *CLI_FAST])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "--region 'US-EAST-1' read as us-east-1" in err
+    state = DeploymentState.load(state_file)
+    assert state.region == "us-east-1" and state.spec.bucket == f"omni-studio-{state.spec.account}-us-east-1"
+    assert infra_main(["status", "--region", " Us-East-1 ", "--state-file", str(state_file)]) == 0
+    assert infra_main(["delete", "--region", "US-EAST-1", "--state-file", str(state_file), *CLI_FAST]) == 0
+    assert listing(emulator_env)["Endpoints"] == []
+
+
 def test_quota_shortfall_creates_nothing_and_names_pools_that_fit(emulator_env: EmulatorHandle, state_file: Path,
                                                                  capsys: pytest.CaptureFixture[str]):
     emulator_env.configure(quotas={"ml.g6e.xlarge": 0, "ml.g6.xlarge": 2})
