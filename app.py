@@ -6,6 +6,8 @@ import streamlit as st
 
 st.set_page_config(page_title="Omni Studio", page_icon="🎛️", layout="wide")
 
+from ui.resources import require_settings  # noqa: E402  (after set_page_config)
+
 
 def home() -> None:
     from ui.resources import sidebar
@@ -30,4 +32,6 @@ PAGES = {
     "endpoints": st.Page("pages/endpoints.py", title="Endpoints", icon="☁️", url_path="endpoints"),
 }
 nav = st.navigation([st.Page(home, title="Home", icon="🏠", default=True), *PAGES.values()])
+# A bad setting (a variable, studio.toml): one message naming it on whichever page opens, no traceback.
+require_settings()
 nav.run()

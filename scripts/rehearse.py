@@ -89,7 +89,7 @@ def main() -> int:
         env |= client_env(ready) | {
             "PYTHONUNBUFFERED": "1",
             "SAGEMAKER_EXECUTION_ROLE_ARN": ROLE_ARN,
-            "OMNI_STUDIO_CONFIG": str(work / "no-studio.toml"),
+            "OMNI_STUDIO_CONFIG": "",  # set empty: no studio.toml at all
             "OMNI_STUDIO_BACKEND": "sagemaker",
             "OMNI_STUDIO_STATE_FILE": str(state_file),
             "OMNI_STUDIO_DATA_DIR": str(work / "data"),

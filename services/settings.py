@@ -1,7 +1,9 @@
 """Studio settings: one validated object from environment variables and an optional `studio.toml`.
 
-Precedence: environment (`OMNI_STUDIO_<FIELD>`, upper case) > `studio.toml` (path from `OMNI_STUDIO_CONFIG`,
-else ./studio.toml) > defaults. The defaults run fully offline on the embedded engine.
+Precedence: environment (`OMNI_STUDIO_<FIELD>`) > `studio.toml` (the file `OMNI_STUDIO_CONFIG` names, else
+./studio.toml when there is one; `OMNI_STUDIO_CONFIG=` set empty reads no file) > defaults. The defaults
+run fully offline on the embedded engine. pydantic-settings reads both sources; `load_settings` turns
+whatever is wrong into one ConfigError naming the setting and where it was read from.
 """
 
 from __future__ import annotations
@@ -9,16 +11,29 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
+from pydantic_settings.sources.utils import parse_env_vars
 
 from protocol.errors import ConfigError
 
 BackendName = Literal["offline", "omni", "sagemaker"]
 ENV_PREFIX = "OMNI_STUDIO_"
+CONFIG_ENV = ENV_PREFIX + "CONFIG"
 DEFAULT_CONFIG_FILE = "studio.toml"
+ICE_EXAMPLE = '[{"urls": "stun:stun.example.org:3478"}]'
 
 
 class IceServer(BaseModel):
@@ -29,8 +44,8 @@ class IceServer(BaseModel):
     credential: str | None = None
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid")
 
     # Which backend the studio talks to. `offline` starts the embedded engine on 127.0.0.1.
     backend: BackendName = "offline"
@@ -68,52 +83,116 @@ class Settings(BaseModel):
             raise ValueError(f"omni_url must start with http:// or https:// (got {v!r}), e.g. http://gpu-box:8091")
         return v.rstrip("/")
 
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   *_: PydanticBaseSettingsSource, **__: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # `Settings(...)` is its arguments over the defaults; load_settings adds the environment and studio.toml.
+        return (init_settings,)
+
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with some fields changed, validated again (e.g. from CLI flags or a sidebar picker)."""
         data = self.model_dump(exclude_unset=True)  # what was never set stays a default (see model_fields_set)
         data.update({k: v for k, v in changes.items() if v is not None})
-        return _validate(data, "overrides")
-
-
-def _validate(data: dict[str, Any], origin: str) -> Settings:
-    try:
-        return Settings.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid studio settings ({origin}): {problems}") from None
-
-
-def _from_env(environ: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, field in Settings.model_fields.items():
-        raw = environ.get(ENV_PREFIX + name.upper())
-        if raw is None or raw == "":
-            continue
-        if name == "ice_servers":
-            try:
-                out[name] = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(
-                    f"{ENV_PREFIX}ICE_SERVERS must be JSON, e.g. '[{{\"urls\": \"stun:stun.example.org:3478\"}}]' ({exc})"
-                ) from None
-        else:
-            out[name] = raw
-    return out
-
-
-def load_settings(environ: dict[str, str] | None = None, config_file: Path | None = None) -> Settings:
-    """Read and validate the settings once. Raises ConfigError naming the bad setting."""
-    environ = dict(os.environ if environ is None else environ)
-    path = config_file or Path(environ.get(ENV_PREFIX + "CONFIG", DEFAULT_CONFIG_FILE))
-    data: dict[str, Any] = {}
-    if path.is_file():
         try:
-            data.update(tomllib.loads(path.read_text()))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    elif config_file is not None:
-        raise ConfigError(f"settings file {path} does not exist")
-    data.update(_from_env(environ))
-    return _validate(data, f"environment and {path}")
+            return Settings(**data)
+        except ValidationError as exc:
+            raise _config_error(exc, lambda field: (field, " (override)")) from None
+
+
+class _Environment(EnvSettingsSource):
+    """The OMNI_STUDIO_* variables of a given environment (os.environ unless a test passes its own)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        super().__init__(Settings)
+        self.env_vars = parse_env_vars(environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{ENV_PREFIX}{field_name.upper()} (environment variable) must be JSON, "
+                              f"e.g. '{ICE_EXAMPLE}' ({exc})") from None
+
+
+def _config_path(environ: Mapping[str, str], config_file: Path | None) -> Path | None:
+    """The settings file to read, or None. A file named on purpose must be there; ./studio.toml may be absent."""
+    if config_file is not None:
+        path = Path(config_file).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"settings file {path} {'is a folder' if path.is_dir() else 'does not exist'}")
+        return path
+    named = environ.get(CONFIG_ENV)
+    if named is None:
+        path = Path(DEFAULT_CONFIG_FILE)
+        return path if path.is_file() else None
+    if named == "":
+        return None  # set empty on purpose: no settings file at all
+    path = Path(named).expanduser()
+    if path.is_dir():
+        raise ConfigError(f"{CONFIG_ENV} names {path}, which is a folder: name a TOML settings file "
+                          f"(e.g. {path / DEFAULT_CONFIG_FILE}), or unset {CONFIG_ENV} to read ./{DEFAULT_CONFIG_FILE}")
+    if not path.is_file():
+        raise ConfigError(f"{CONFIG_ENV} names {path}, which does not exist: create it, point {CONFIG_ENV} at "
+                          f"your settings file, or unset it to read ./{DEFAULT_CONFIG_FILE}")
+    return path
+
+
+def _toml(path: Path) -> TomlConfigSettingsSource:
+    shown = path.absolute()
+    try:
+        return TomlConfigSettingsSource(Settings, toml_file=path)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"settings file {shown} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"settings file {shown} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                          "save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"settings file {shown} cannot be read ({exc.strerror or exc})") from None
+
+
+def _config_error(exc: ValidationError, where: Callable[[str], tuple[str, str]]) -> ConfigError:
+    """One message for every problem pydantic found, each naming the setting and where it came from:
+    `where(field)` gives the setting's name there (a variable, a key) and the place (" in /path/studio.toml")."""
+    problems = []
+    for e in exc.errors():
+        loc = [str(p) for p in e["loc"]] or ["settings"]
+        name, place = where(loc[0])
+        name += "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])  # e.g. ice_servers[0].urls
+        if e["type"] == "extra_forbidden":
+            known = ", ".join(Settings.model_fields)
+            problems.append(f"{name}{place}: not a studio setting (the settings are: {known})")
+            continue
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] != "value_error" and isinstance(e.get("input"), str | int | float):
+            msg += f" (got {e['input']!r})"
+        problems.append(f"{name}{place}: {msg}")
+    return ConfigError("invalid studio setting" + ("s: " if len(problems) > 1 else ": ") + "; ".join(problems))
+
+
+def _env_name(environ: Mapping[str, str], field: str) -> str | None:
+    """The variable that set `field` (matched case-insensitively, as pydantic-settings does), or None."""
+    wanted = (ENV_PREFIX + field).upper()
+    return next((k for k, v in environ.items() if k.upper() == wanted and v != ""), None)
+
+
+def load_settings(environ: Mapping[str, str] | None = None, config_file: Path | None = None) -> Settings:
+    """Read and validate the settings once. Raises ConfigError naming the bad setting and where it was read."""
+    environ = dict(os.environ if environ is None else environ)
+    path = _config_path(environ, config_file)
+    toml = _toml(path) if path is not None else None
+    sources = (_Environment(environ), *([toml] if toml is not None else []))
+    try:
+        return Settings(_build_sources=(sources, {}))
+    except SettingsError as exc:  # a source could not read a value (the ICE JSON case raises ConfigError itself)
+        raise ConfigError(f"studio settings from the environment: {exc}") from None
+    except ValidationError as exc:
+        def where(field: str) -> tuple[str, str]:
+            variable = _env_name(environ, field)
+            if variable is not None:
+                return variable, " (environment variable)"
+            if toml is not None and field in toml.toml_data:
+                return field, f" in {path.absolute()}"
+            return field, ""
+
+        raise _config_error(exc, where) from None

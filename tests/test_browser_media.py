@@ -98,7 +98,7 @@ def test_image_to_video_in_chromium(tmp_path) -> None:
     require_browser()
     r = run_browser_scenario("tests.test_browser_media:scenario", timeout=150,
                              env={"OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"),
-                                  "OMNI_STUDIO_CONFIG": str(tmp_path / "absent.toml")})
+                                  "OMNI_STUDIO_CONFIG": ""})
     print({k: r[k] for k in ("image_s", "video_s", "loaded", "play", "gallery_image")})
     assert r["gallery_image"] == {"w": 768, "h": 512, "ok": True}
     assert "768x512 · 4 steps · seed 42" in r["gallery_caption"]

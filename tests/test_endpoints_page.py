@@ -22,7 +22,7 @@ ENDPOINTS = "pages/endpoints.py"
 
 
 def _open(monkeypatch: pytest.MonkeyPatch, tmp: Path, page: str = ENDPOINTS) -> AppTest:
-    monkeypatch.setenv("OMNI_STUDIO_CONFIG", str(tmp / "absent.toml"))
+    monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")  # set empty: no studio.toml at all
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp / "data"))
     monkeypatch.setenv("OMNI_STUDIO_STATE_FILE", str(tmp / "state.json"))
     monkeypatch.setenv("OMNI_STUDIO_INFRA_POLL_S", "0.05")

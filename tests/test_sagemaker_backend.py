@@ -316,7 +316,7 @@ def test_endpoint_names_come_from_the_state_file(tmp_path: Path) -> None:
 
 # -- the command line -----------------------------------------------------------------------------
 def cli(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp / "data"), "OMNI_STUDIO_CONFIG": str(tmp / "absent.toml")}
+    env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp / "data"), "OMNI_STUDIO_CONFIG": ""}
     return subprocess.run([sys.executable, "-m", "services", *args, "--backend", "sagemaker", "--json"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=120)
 

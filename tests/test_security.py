@@ -43,7 +43,7 @@ def _listeners(port: int) -> list[str]:
 
 def test_the_studio_listens_on_loopback_only(tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "OMNI_STUDIO_CONFIG": str(tmp_path / "absent.toml"), "OMNI_STUDIO_DATA_DIR": str(tmp_path)}
+    env = {**os.environ, "OMNI_STUDIO_CONFIG": "", "OMNI_STUDIO_DATA_DIR": str(tmp_path)}
     proc = spawn("streamlit", ["run", "app.py", "--server.port", str(port)], name="the studio", env=env,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -96,7 +96,7 @@ def test_uploads_are_limited_in_size_and_type() -> None:
 def test_credentials_never_reach_logs_the_state_file_or_the_history(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
     secret, token = f"secret-{uuid.uuid4().hex}", f"token-{uuid.uuid4().hex}"
     env = {**os.environ, "AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": token,
-           "OMNI_STUDIO_CONFIG": str(tmp_path / "absent.toml"), "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"),
+           "OMNI_STUDIO_CONFIG": "", "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"),
            "OMNI_STUDIO_STATE_FILE": str(tmp_path / "state.json"), "OMNI_STUDIO_BACKEND": "sagemaker"}
 
     def run(*argv: str) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import streamlit as st
 
-from protocol.errors import StudioError
+from protocol.errors import ConfigError, StudioError
 from services.backend import Backend, BackendHealth, create_backend
 from services.runtime import BackgroundLoop, background_loop
 from services.settings import Settings, load_settings
@@ -15,6 +16,17 @@ from services.settings import Settings, load_settings
 @st.cache_resource(show_spinner=False)
 def settings() -> Settings:
     return load_settings()
+
+
+def require_settings() -> Settings:
+    """The settings, or — when one is bad — one message naming it and where it was read, and the page stops."""
+    try:
+        return settings()
+    except ConfigError as exc:  # not cached: the next run reads the settings again
+        st.error(f"**The studio settings need fixing.** {plain(exc)}  \n"
+                 "Fix it and reload this page (a changed environment variable needs a restart of the studio).",
+                 icon="⚙️")
+        st.stop()
 
 
 @st.cache_resource(show_spinner=False)
@@ -81,6 +93,7 @@ def backend_health() -> BackendHealth:
 
 def sidebar() -> None:
     """Backend picker and health, on every page (and the cost banner above the page, when endpoints run)."""
+    require_settings()
     cost_banner()
     name, url, _ = backend_choice()
     with st.sidebar:
@@ -97,10 +110,10 @@ def sidebar() -> None:
         try:
             b = backend()
         except StudioError as exc:
-            st.error(str(exc))
+            st.error(plain(exc))
             return
         h = backend_health()
-        (st.success if h.ok else st.error)(f"{b.label}: {plain(h.detail)}", icon="🟢" if h.ok else "🔴")
+        (st.success if h.ok else st.error)(plain(f"{b.label}: {h.detail}"), icon="🟢" if h.ok else "🔴")
         st.caption(f"Target: {code(b.target)}")
 
 
@@ -179,11 +192,24 @@ def ice_servers() -> list[dict]:
 
 
 _MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|<>~$"
+# What Markdown (GitHub's flavour, as Streamlit renders it) links by itself: URLs, www. names, e-mail addresses.
+# Escapes do not stop such a link, they show inside it (http://127\.0\.0\.1): these go in code spans.
+_LINKISH = re.compile(r"(?:\b[A-Za-z][A-Za-z0-9+.-]*://|\bwww\.)[^\s<>()\[\]{}'\"`]*[^\s<>()\[\]{}'\"`.,;:!?]"
+                      r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+
+
+def _escaped(text: str) -> str:
+    return "".join("\\" + c if c in _MARKDOWN_SPECIALS else c for c in text)
 
 
 def plain(text: str) -> str:
-    """`text` escaped for st.markdown/st.error/st.caption, so user or server text shows as typed."""
-    return "".join("\\" + c if c in _MARKDOWN_SPECIALS else c for c in str(text))
+    """`text` for st.markdown/st.error/st.caption, so user or server text shows as typed: Markdown's specials
+    escaped, and what Markdown would turn into a link (a URL, an e-mail address) as inline code."""
+    text, out, at = str(text), [], 0
+    for m in _LINKISH.finditer(text):
+        out += [_escaped(text[at:m.start()]), code(m.group())]
+        at = m.end()
+    return "".join(out) + _escaped(text[at:])
 
 
 # ---------------------------------------------------------------------------------------------------------
