@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import av
+import pytest
 from PIL import Image
 
 from services.history import History
@@ -21,10 +22,15 @@ from tests.test_videos import png
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cli(*args: str, data: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(data), "OMNI_STUDIO_CONFIG": str(data / "absent.toml")}
-    return subprocess.run([sys.executable, "-m", "services", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+def cli(*args: str | bytes, data: Path, timeout: float = 120, cwd: Path = ROOT,
+        stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """The command as a subprocess; bytes arguments and stdin go to it as they are (not necessarily UTF-8)."""
+    env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(data), "OMNI_STUDIO_CONFIG": "",
+           "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "services", *args], cwd=cwd, env=env, capture_output=True,
+                       input=stdin, timeout=timeout)
+    return subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(errors="replace"),
+                                       p.stderr.decode(errors="replace"))
 
 
 def test_image_json_writes_the_png_and_records_it(engine_url: str, tmp_path: Path) -> None:
@@ -94,6 +100,8 @@ def test_errors_name_what_to_fix_and_exit_non_zero(engine_url: str, tmp_path: Pa
         (("image", "--url", closed, "--prompt", "x", "--size", "64x64"), f"cannot reach the image server at {closed}"),
         (("image", "--url", engine_url, "--prompt", "x", "--size", "64x64", "--out", str(tmp_path / "no" / "a.png")),
          "cannot write"),
+        (("video", "--url", engine_url, "--prompt", "x", "--frames", "5", "--out", str(tmp_path)), "cannot write"),
+        (("video", "--url", engine_url, "--prompt", "x", "--frames", "5", "--timeout", "-1"), "--timeout must be"),
         (("video", "--url", engine_url, "--prompt", "x", "--frames", "0"), "frames must be"),
         (("video", "--url", engine_url, "--prompt", "x", "--image", str(tmp_path / "missing.png")), "cannot read --image"),
         (("video", "--url", engine_url, "--prompt", "x", "--image", str(not_image)), "not an image this studio reads"),
@@ -107,9 +115,10 @@ def test_errors_name_what_to_fix_and_exit_non_zero(engine_url: str, tmp_path: Pa
         assert r.returncode == 1, (args, r.stdout, r.stderr)
         assert r.stderr.startswith("error: ") and words in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
-    # the failed server calls are in the history with their text; bad input never got there
+    # the failed server calls are in the history with their text; bad input (an --out that cannot be
+    # written included) never got there: it is refused before any backend starts
     jobs = History(data).jobs()
-    assert sorted(j.kind for j in jobs) == ["image", "image", "video"]
+    assert sorted(j.kind for j in jobs) == ["image", "video"]
     assert all(j.status == "failed" and closed in j.error for j in jobs if j.prompt == "x" and closed in j.target)
 
 
@@ -120,3 +129,45 @@ def test_offline_backend_starts_its_own_engine(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["backend"] == "offline"
     assert Image.open(io.BytesIO(out.read_bytes())).size == (96, 64)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_write_that_fails_after_generation_keeps_the_result_in_a_fallback_file(engine_url: str,
+                                                                                tmp_path: Path) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    r = cli("image", "--url", engine_url, "--prompt", "kept", "--size", "64x64", "--out", "/dev/full", "--json",
+            "--no-history", data=tmp_path / "data", cwd=work)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("error: cannot write /dev/full (No space left on device)") and "Traceback" not in r.stderr
+    (saved,) = work.glob("*.png")
+    assert str(saved) in r.stderr and Image.open(saved).size == (64, 64)
+    figures = json.loads(r.stdout)
+    assert figures["ok"] is False and figures["out"] == [str(saved)] and "cannot write" in figures["error"]
+    r = cli("video", "--url", engine_url, "--prompt", "kept", "--frames", "5", "--steps", "4", "--out", "/dev/full",
+            data=tmp_path / "data", cwd=work)
+    assert r.returncode == 1 and "cannot write /dev/full" in r.stderr, r.stderr
+    (saved,) = work.glob("*.mp4")
+    assert str(saved) in r.stderr
+    with av.open(str(saved)) as c:
+        assert len(list(c.decode(video=0))) == 5
+
+
+def test_prompts_that_are_not_utf8_are_named_and_exit_2(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    data = tmp_path / "data"
+    cases = [
+        (("image", "--url", closed, "--prompt", b"cat \xff"), None, "--prompt is not valid UTF-8 (byte 0xff at position 4)"),
+        (("image", "--url", closed, "--prompt", "-"), "caf\u00e9".encode("latin-1"),
+         "--prompt - (stdin) is not valid UTF-8 (byte 0xe9 at position 3)"),
+        (("image", "--url", closed, "--prompt", "x", "--negative-prompt", b"\xe9t\xe9"), None,
+         "--negative-prompt is not valid UTF-8 (byte 0xe9 at position 0)"),
+        (("video", "--url", closed, "--prompt", b"pan \xc3("), None, "--prompt is not valid UTF-8 (byte 0xc3 at position 4)"),
+        (("video", "--url", closed, "--prompt", "-"), b"drift \xff\xfe", "--prompt - (stdin) is not valid UTF-8 (byte 0xff at position 6)"),
+    ]
+    for args, stdin, words in cases:
+        r = cli(*args, "--out", str(tmp_path / "x.out"), data=data, stdin=stdin, timeout=30)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.startswith(f"error: {words}"), (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    assert not (tmp_path / "x.out").exists() and History(data).jobs() == []

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
+import time
+import wave
 from pathlib import Path
+
+import pytest
 
 from services.speech.audio import read_wav
 from tests.conftest import free_port
@@ -17,10 +24,24 @@ from tests.test_voice_page import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def speak(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_STUDIO_")}
-    return subprocess.run([sys.executable, "-m", "services", "speak", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**env, "OMNI_STUDIO_CONFIG": "/nonexistent/studio.toml"})
+    return {**env, "OMNI_STUDIO_CONFIG": "", "PYTHONPATH": str(ROOT)}
+
+
+def speak(*args: str | bytes, timeout: float = 120, cwd: Path = ROOT,
+          stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """The command as a subprocess; bytes arguments and stdin go to it as they are (not necessarily UTF-8)."""
+    p = subprocess.run([sys.executable, "-m", "services", "speak", *args], cwd=cwd, capture_output=True,
+                       input=stdin, timeout=timeout, env=cli_env())
+    return subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(errors="replace"),
+                                       p.stderr.decode(errors="replace"))
+
+
+def wav_frames(path: Path) -> int:
+    with wave.open(str(path), "rb") as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (24_000, 1, 2)
+        return w.getnframes()
 
 
 def test_speak_writes_the_wav_and_prints_the_figures(engine_url: str, tmp_path: Path) -> None:
@@ -82,3 +103,91 @@ def test_offline_backend_starts_its_own_engine(tmp_path: Path) -> None:
     figures = json.loads(p.stdout)
     assert figures["backend"] == "offline" and figures["target"].startswith("http://127.0.0.1:")
     assert figures["bytes"] > 0 and out.stat().st_size == figures["bytes"] + 44
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_any_backend_starts(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"  # would fail with "cannot reach" if the backend were started
+    for out, why in ((tmp_path / "missing" / "a.wav", "no folder"), (tmp_path, "is a directory")):
+        p = speak("--text", "Hello.", "--url", closed, "--out", str(out), timeout=30)
+        assert p.returncode == 1, p.stderr
+        assert p.stderr.startswith(f"error: cannot write {out} (") and why in p.stderr, p.stderr
+        assert "pick another --out" in p.stderr and "Traceback" not in p.stderr and "reach" not in p.stderr
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_write_that_fails_after_synthesis_keeps_the_audio_in_a_fallback_file(engine_url: str,
+                                                                              tmp_path: Path) -> None:
+    p = speak("--text", "Nothing of this may be lost.", "--url", engine_url, "--out", "/dev/full", "--json",
+              cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    assert p.stderr.startswith("error: cannot write /dev/full (No space left on device)"), p.stderr
+    saved = list(tmp_path.glob("*.wav"))
+    assert len(saved) == 1 and str(saved[0]) in p.stderr  # says where the audio went
+    figures = json.loads(p.stdout)
+    assert figures["out"] == str(saved[0]) and figures["ok"] is False and "cannot write" in figures["error"]
+    assert wav_frames(saved[0]) * 2 == figures["bytes"] > 0
+
+
+def test_ctrl_c_writes_the_audio_received_so_far_and_exits_130(engine_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "long.wav"
+    text = " ".join(f"This is sentence number {i} of a long reading, and it keeps on going." for i in range(400))
+    # SIGINT's default handler (KeyboardInterrupt) even if this test runs where SIGINT is ignored
+    proc = subprocess.Popen([sys.executable, "-m", "services", "speak", "--backend", "omni", "--url", engine_url,
+                             "--text", text, "--out", str(out)], cwd=tmp_path, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True)
+    reader.start()
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    try:
+        while not any("receiving audio" in line for line in seen):  # the first audio has arrived
+            assert proc.poll() is None, ("the command ended before any audio arrived", seen)
+            assert time.monotonic() < deadline, ("no audio within 60 s", seen)
+            try:
+                seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                pass
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    stdout = proc.stdout.read()
+    stderr = "".join(seen) + "".join(lines.queue)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr
+    assert f"{out} holds the audio up to the interruption" in stderr, stderr
+    assert wav_frames(out) > 0
+
+
+def test_text_that_is_not_utf8_is_named_and_exits_2(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    out = tmp_path / "x.wav"
+    p = speak("--text", b"Hello \xff", "--url", closed, "--out", str(out), timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith("error: --text is not valid UTF-8 (byte 0xff at position 6)"), p.stderr
+    p = speak("--text", "-", "--url", closed, "--out", str(out), stdin="Caf\u00e9 au lait.".encode("latin-1"),
+              timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith("error: --text - (stdin) is not valid UTF-8 (byte 0xe9 at position 3)"), p.stderr
+    p = speak("--text", "Hi.", "--voice", b"j\xf6e", "--url", closed, "--out", str(out), timeout=30)
+    assert p.returncode == 2 and "--voice is not valid UTF-8 (byte 0xf6 at position 1)" in p.stderr, p.stderr
+    assert not out.exists()
+    # UTF-8 on stdin (with a byte-order mark, as some editors save it) is read as it is
+    p = speak("--text", "-", "--url", closed, "--out", str(out), stdin="\ufeffCaf\u00e9.".encode(), timeout=30)
+    assert p.returncode == 1 and "cannot reach" in p.stderr, p.stderr
+
+
+def test_invisible_text_is_nothing_to_speak(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"  # refused before any backend starts
+    for text in ("\u200b\u200b", "\u2060", "\ufeff", " \u200d\n"):
+        p = speak("--text", text, "--url", closed, "--out", str(tmp_path / "x.wav"), "--json", timeout=30)
+        assert p.returncode == 1, (text, p.stdout, p.stderr)
+        assert p.stdout == "" and "nothing to speak" in p.stderr and "no speakable characters" in p.stderr
+    assert not (tmp_path / "x.wav").exists()

@@ -12,7 +12,7 @@ import sys
 
 from protocol.errors import StudioError
 from services.cli import media, speech
-from services.cli.common import common_options
+from services.cli.common import check_utf8_args, common_options
 
 COMMAND_MODULES = (speech, media)
 
@@ -27,15 +27,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Every failure is one `error: ...` line on stderr and a non-zero exit code: 2 for an
+    argument that cannot be used (argparse's usage errors, text that is not UTF-8), 1 otherwise, 130 on Ctrl-C."""
     args = build_parser().parse_args(argv)
     try:
+        check_utf8_args(args)
         return int(args.func(args) or 0)
     except StudioError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return getattr(exc, "exit_code", 1)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug or an unforeseen failure: still a message, not a traceback
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
                              [--out video.mp4] [--json]
 
 Both take the common backend options (--backend offline|omni|sagemaker, --url URL, --state-file F). Exit code 0 on
-success; 1 with a message naming what to fix otherwise. `--json` prints one JSON object with the exact
+success; 1 with a message naming what to fix otherwise (2 for a prompt that is not UTF-8). An --out that cannot
+be written is refused before anything starts; if writing still fails afterwards (a full disk), the result goes
+to a fallback file whose name is printed. `--json` prints one JSON object with the exact
 parameters (the seed used included) and the timings. Each run is also recorded in the studio's history
 (the data_dir setting) unless --no-history is given, so the pages show it too.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import InvalidInput, JobFailed
+from services.cli.common import Saved, check_out, read_text, save_output
 from services.images import DEFAULT_SIZE, ImageRequest
 from services.images import DEFAULT_STEPS as IMAGE_STEPS
 from services.videos import (
@@ -73,15 +76,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def _prompt(value: str) -> str:
-    return sys.stdin.read() if value == "-" else value
+    return read_text(value, "--prompt")
 
 
-def _write(path: Path, data: bytes) -> str:
-    try:
-        path.write_bytes(data)
-    except OSError as exc:
-        raise InvalidInput(f"cannot write {path} ({exc.strerror or exc}); pick another --out") from None
-    return str(path)
+def _report(saved: list[Saved]) -> int:
+    """Say on stderr which results did not go where --out asked (and where they are instead); the exit code."""
+    problems = [s.problem for s in saved if s.problem]
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _json_outcome(saved: list[Saved]) -> dict[str, Any]:
+    problems = [s.problem for s in saved if s.problem]
+    return {"ok": not problems, "error": "; ".join(problems) or None}
 
 
 def _outputs(out: Path, count: int) -> list[Path]:
@@ -97,6 +105,7 @@ def run_image(args: argparse.Namespace) -> int:
     request = ImageRequest(prompt=_prompt(args.prompt), negative_prompt=args.negative_prompt, size=args.size,
                            steps=args.steps, guidance=args.guidance, seed=args.seed, n=args.n,
                            output_format=args.format).validated()  # bad input fails before any backend starts
+    check_out(*_outputs(args.out, request.n))
     settings = settings_from_args(args)
     backend = create_backend(settings)
     try:
@@ -113,16 +122,18 @@ def run_image(args: argparse.Namespace) -> int:
             params, timings, preview, job_id = job.params, job.timings, bool(job.meta.get("preview")), job.id
     finally:
         backend.close()
-    written = [_write(path, data) for path, data in zip(_outputs(args.out, len(images)), images)]
+    saved = [save_output(path, data, suffix=f".{args.format}")
+             for path, data in zip(_outputs(args.out, len(images)), images)]
+    written = [s.path for s in saved if s.path]
     if args.json:
-        print(json.dumps({"ok": True, "params": params, "timings": timings, "preview": preview, "out": written,
-                          "job_id": job_id, "backend": backend.name, "target": backend.images.target}))
-    else:
+        print(json.dumps({**_json_outcome(saved), "params": params, "timings": timings, "preview": preview,
+                          "out": written, "job_id": job_id, "backend": backend.name, "target": backend.images.target}))
+    elif written:
         model = f", model {timings['model_s']:.2f} s" if "model_s" in timings else ""
         label = " (offline preview)" if preview else ""
         print(f"wrote {', '.join(written)}{label}: {params['size']}, {params['steps']} steps, seed {params['seed']}, "
               f"total {timings['total_s']:.2f} s{model}")
-    return 0
+    return _report(saved)
 
 
 def _reference(path: Path | None) -> tuple[bytes | None, str | None]:
@@ -143,6 +154,9 @@ def run_video(args: argparse.Namespace) -> int:
                            fps=args.fps, steps=args.steps, guidance=args.guidance, seed=args.seed,
                            negative_prompt=args.negative_prompt, reference=reference,
                            reference_name=name).validated()  # before any backend starts
+    if not args.timeout > 0:
+        raise InvalidInput(f"--timeout must be a number of seconds above 0; got {args.timeout:g}")
+    check_out(args.out)
     if request.smoke_test and not args.json:
         print(f"note: {request.steps} steps is a smoke test only; the video will not keep the reference's "
               f"composition (use {DEFAULT_STEPS})", file=sys.stderr)
@@ -152,16 +166,17 @@ def run_video(args: argparse.Namespace) -> int:
         figures = _video(backend, settings, request, args)
     finally:
         backend.close()
-    written = _write(args.out, figures.pop("mp4"))
+    saved = save_output(args.out, figures.pop("mp4"), suffix=".mp4")
+    written = saved.path
     if args.json:
-        print(json.dumps({"ok": True, **figures, "out": written, "backend": backend.name,
+        print(json.dumps({**_json_outcome([saved]), **figures, "out": written, "backend": backend.name,
                           "target": backend.videos.target}))
-    else:
+    elif written:
         t, v = figures["timings"], figures["video"]
         model = f", model {t['model_s']:.2f} s, overhead {t['overhead_s']:.2f} s" if "model_s" in t else ""
         print(f"wrote {written}: {v['frames']} frames {v['width']}x{v['height']} at {v['fps']:g} fps "
               f"({v['duration_s']:.2f} s), seed {figures['params']['seed']}, wall {t['wall_s']:.2f} s{model}")
-    return 0
+    return _report([saved])
 
 
 def _video(backend, settings, request: VideoRequest, args: argparse.Namespace) -> dict[str, Any]:

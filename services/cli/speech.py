@@ -3,8 +3,11 @@
     python -m services speak --text "Hello there." [--voice V] [--language L]
                              [--backend offline|omni|sagemaker] [--url URL] [--state-file F] [--out speech.wav] [--json]
 
-Exit code 0 when the utterance finished; 1 with the server's message on stderr otherwise. Audio
-received before an error is still written. `--json` prints one JSON object with the figures.
+Exit code 0 when the utterance finished; 1 with the server's message on stderr otherwise; 2 for text that
+is not UTF-8; 130 on Ctrl-C. Audio received before an error or Ctrl-C is still written, and if --out
+cannot be written after all (a full disk), the audio goes to a fallback file whose name is printed.
+An --out that cannot be written at all (no such folder, a directory) is refused before anything starts.
+`--json` prints one JSON object with the figures.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ import argparse
 import asyncio
 import json
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from protocol.speech import SplitGranularity
-from services.speech import require_text, speech_config
+from services.cli.common import check_out, read_text, save_output
+from services.speech import PcmChunk, Utterance, require_text, speech_config
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -34,19 +40,28 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def run(args: argparse.Namespace) -> int:
     from services.cli.common import backend_from_args
 
-    text = require_text(sys.stdin.read() if args.text == "-" else args.text)  # before starting any backend
+    text = require_text(read_text(args.text, "--text"))  # bad input fails before any backend starts
+    check_out(args.out)
     split: SplitGranularity = args.split
     config = speech_config(voice=args.voice, language=args.language, split_granularity=split)
     backend = backend_from_args(args)
     try:
-        utterance = asyncio.run(backend.speech.say(config, text))
+        session = backend.speech.open(config, on_audio=None if args.json else _first_audio_notice(args.out))
+        interrupted = False
+        try:
+            utterance = asyncio.run(backend.speech.say(config, text, session=session))
+        except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C: keep what arrived (written below)
+            interrupted = True
+            stats = session.snapshot()
+            stats.state, stats.error = "cancelled", "interrupted (Ctrl-C)"
+            utterance = Utterance(text, config.voice, config.language, stats, session.recording())
+        # written before the backend closes (stopping an offline engine takes a moment; Ctrl-C may come again)
+        saved = save_output(args.out, utterance.wav(), suffix=".wav") if utterance.pcm else None
     finally:
         backend.close()
-    wrote = None
-    if utterance.pcm:
-        args.out.write_bytes(utterance.wav())
-        wrote = str(args.out)
+    wrote = saved.path if saved else None
     st = utterance.stats
+    errors = [str(e) for e in (utterance.error, st.error if interrupted else None, saved and saved.problem) if e]
     if args.json:
         figures = {
             "ttfa_ms": None if st.ttfa_ms is None else round(st.ttfa_ms, 2),
@@ -61,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
             "backend": backend.name,
             "target": backend.target,
             "out": wrote,
-            "ok": utterance.ok,
-            "error": None if utterance.ok else str(utterance.error),
+            "ok": not errors,
+            "interrupted": interrupted,
+            "error": "; ".join(errors) or None,
         }
         print(json.dumps(figures))
     elif wrote:
@@ -70,8 +86,29 @@ def run(args: argparse.Namespace) -> int:
         rtf = "—" if st.rtf is None else f"{st.rtf:.3f}"
         print(f"wrote {wrote}: {st.audio_seconds:.2f} s of audio, {st.chunks} chunks, {st.bytes} bytes, "
               f"first audio {ttfa} (from {st.ttfa_from}), RTF {rtf}")
+    if saved and saved.problem:
+        print(f"error: {saved.problem}", file=sys.stderr)
+    if interrupted:
+        if wrote:
+            print(f"interrupted: {wrote} holds the audio up to the interruption ({st.audio_seconds:.2f} s)",
+                  file=sys.stderr)
+        else:
+            print("interrupted before any audio arrived; nothing was written", file=sys.stderr)
+        return 130
     if not utterance.ok:
         kept = f" ({st.audio_seconds:.2f} s of audio received before it were written to {wrote})" if wrote else ""
         print(f"error: {utterance.error}{kept}", file=sys.stderr)
         return 1
-    return 0
+    return 1 if errors else 0
+
+
+def _first_audio_notice(out: Path) -> Callable[[PcmChunk], None]:
+    """Say on stderr when the first audio arrives (a long text takes a while; Ctrl-C keeps what came)."""
+    said = threading.Event()
+
+    def on_audio(chunk: PcmChunk) -> None:
+        if not said.is_set():
+            said.set()
+            print(f"receiving audio… (Ctrl-C stops and writes what arrived to {out})", file=sys.stderr, flush=True)
+
+    return on_audio

@@ -25,6 +25,7 @@ import copy
 import logging
 import threading
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -170,9 +171,26 @@ def _streaming(config: SessionConfig | None) -> SessionConfig:
     return config.model_copy(update={"response_format": "pcm", "stream_audio": True})
 
 
+# Characters that show nothing and say nothing: controls, format characters (zero-width space and joiners,
+# word joiner, BOM, soft hyphen, bidi marks, tags), separators, marks with no base, unassigned/private/surrogate
+# code points, and the few letters and symbols drawn blank (Hangul fillers, the blank braille pattern).
+_SILENT_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me", "Mc"})
+_BLANK_CHARACTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _speakable(ch: str) -> bool:
+    return ch not in _BLANK_CHARACTERS and unicodedata.category(ch) not in _SILENT_CATEGORIES
+
+
 def require_text(text: str) -> str:
+    """`text` as it is, if it has anything to speak; else InvalidInput before anything is sent (the CLI, the pages)."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("there is no text to speak: type a sentence first")
+    if not any(map(_speakable, text)):
+        seen = next(ch for ch in text if not ch.isspace())
+        name = unicodedata.name(seen, "an invisible character")
+        raise InvalidInput(f"nothing to speak: the text has no speakable characters, only invisible ones such as "
+                           f"U+{ord(seen):04X} ({name}); type a sentence")
     return text
 
 
