@@ -27,7 +27,12 @@ class Range(NamedTuple):
         if isinstance(value, bool) or not ok_type or not (self.lo <= value <= self.hi):
             kind = "a whole number" if integer else "a number"
             extra = f" ({hint})" if hint else ""
-            raise InvalidInput(f"{name} must be {kind} from {self.lo:g} to {self.hi:g}{extra}; got {value!r}")
+            raise InvalidInput(f"{name} must be {kind} from {_num(self.lo)} to {_num(self.hi)}{extra}; got {value!r}")
+
+
+def _num(x: float) -> str:
+    """A limit as a person reads it: 4294967295, not 4.29497e+09; 0.5 stays 0.5."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 # -- speech ---------------------------------------------------------------------------------------------
