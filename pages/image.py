@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from protocol.errors import InvalidInput, StudioError
+from protocol.errors import StudioError
+from protocol.limits import IMAGE_GUIDANCE, IMAGE_N, IMAGE_SIZE, IMAGE_STEPS
 from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest, record_image
 from ui import resources
+from ui.forms import as_text, bounded_number, optional_number, optional_seed
 from ui.media_views import image_summary, when
+from ui.text import shorten
 
 GALLERY_SIZE = 24
 COLUMNS = 3
+PROMPT_SHOWN = 200  # characters of a prompt shown under its image
 VIDEO_PAGE = "pages/video.py"
 state = st.session_state
 
@@ -36,31 +40,8 @@ def _reuse(job_id: str) -> None:
     job = history.get(job_id)
     p = job.params
     state.update(image_prompt=job.prompt, image_negative=p.get("negative_prompt") or "", image_size=p["size"],
-                 image_steps=p["steps"], image_guidance=_text(p.get("guidance")), image_seed=_text(p.get("seed")),
+                 image_steps=p["steps"], image_guidance=as_text(p.get("guidance")), image_seed=as_text(p.get("seed")),
                  image_n=p.get("n", 1), image_error=None)
-
-
-def _text(value: object) -> str:
-    return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _seed(text: str) -> int | None:
-    text = text.strip()
-    if not text:
-        return None
-    if not text.isdigit():
-        raise InvalidInput(f"seed must be a whole number (or blank for a random one); got {text!r}")
-    return int(text)
-
-
-def _guidance(text: str) -> float | None:
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise InvalidInput(f"guidance must be a number from 0 to 20 (or blank for the model's default); got {text!r}") from None
 
 
 def _generate() -> None:
@@ -68,7 +49,9 @@ def _generate() -> None:
     try:
         request = ImageRequest(prompt=state["image_prompt"], negative_prompt=state["image_negative"],
                                size=state["image_size"], steps=int(state["image_steps"]),
-                               guidance=_guidance(state["image_guidance"]), seed=_seed(state["image_seed"]),
+                               guidance=optional_number(state["image_guidance"], "guidance", IMAGE_GUIDANCE,
+                                                        blank="the model's default"),
+                               seed=optional_seed(state["image_seed"]),
                                n=int(state["image_n"]))
         with st.spinner("Generating…"):
             job = record_image(backend.images, history, request)
@@ -81,13 +64,14 @@ with st.form("image_form", border=False):
     st.text_area("Prompt", key="image_prompt", height=100, placeholder="A lighthouse on a cliff at dawn, oil painting")
     st.text_input("Negative prompt", key="image_negative", placeholder="what to avoid (optional)")
     c = st.columns(5)
-    c[0].text_input("Size (WxH)", key="image_size", help="width x height, each 64–2048, e.g. 1024x1024")
-    c[1].number_input("Steps", key="image_steps", value=state["image_steps"], min_value=1, max_value=200, step=1,
-                      help=f"FLUX.2-klein wants about {DEFAULT_STEPS}; more is slower, not better")
+    c[0].text_input("Size (WxH)", key="image_size",
+                    help=f"width x height, each {IMAGE_SIZE.lo:g}–{IMAGE_SIZE.hi:g}, e.g. 1024x1024")
+    bounded_number(c[1], "Steps", "image_steps", IMAGE_STEPS, step=1,
+                   help=f"FLUX.2-klein wants about {DEFAULT_STEPS}; more is slower, not better")
     c[2].text_input("Guidance", key="image_guidance", placeholder="server default",
-                    help="guidance scale 0–20; blank: the model's default")
+                    help=f"guidance scale {IMAGE_GUIDANCE.lo:g}–{IMAGE_GUIDANCE.hi:g}; blank: the model's default")
     c[3].text_input("Seed", key="image_seed", placeholder="random", help="blank: a random seed (recorded with the image)")
-    c[4].number_input("Images", key="image_n", value=state["image_n"], min_value=1, max_value=4, step=1)
+    bounded_number(c[4], "Images", "image_n", IMAGE_N, step=1)
     st.form_submit_button("Generate", type="primary", on_click=_generate)
 
 if state.get("image_error"):
@@ -113,7 +97,7 @@ for row in range(0, len(tiles), COLUMNS):
             else:
                 st.error(resources.plain(f"{job.status}: {job.error or 'no image'}"))
                 data = None
-            st.text(job.prompt if len(job.prompt) <= 200 else job.prompt[:200] + "…")
+            st.text(shorten(job.prompt, PROMPT_SHOWN))
             st.caption(resources.plain(f"{image_summary(job)} · {when(job.created_at)}"))
             if data is not None and st.button("Use for video", key=f"video-{key}", type="primary", width="stretch"):
                 state["video_use_reference"] = key  # "<job id>-<index>": the video page picks it up

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
 import streamlit as st
 
 from protocol.errors import StudioError
 from services.playback import Playback
-from services.speech import SpeechRun, Utterance, speech_config, waveform_png
+from services.speech import SpeechRun, speech_config
 from ui import resources
+from ui.speech_runs import session_id, speech_runs
 from ui.voice_player import CONNECT_LABEL, voice_player
+from ui.voice_views import Take, now_speaking, session_takes, take_view
 
 HISTORY_SIZE = 5
 REFRESH_S = 0.25
@@ -20,20 +19,6 @@ SAMPLE_TEXT = (
     "clause by clause, and streamed to your browser as it is made."
 )
 SPLITS = {"clause": "clauses (fastest first audio)", "sentence": "sentences", "none": "the whole text at once"}
-
-
-@dataclass
-class Take:
-    """One finished utterance of this browser session, ready to show again."""
-
-    utterance: Utterance
-    wav: bytes
-    picture: bytes | None
-
-    @classmethod
-    def of(cls, u: Utterance) -> Take:
-        return cls(u, u.wav(), waveform_png(u.pcm) if u.pcm else None)
-
 
 state = st.session_state
 playback: Playback = state.setdefault("voice_playback", Playback())
@@ -50,14 +35,16 @@ except StudioError as exc:
     st.error(f"The speech backend is not available: {resources.plain(exc)}")
     st.stop()
 
+
 def _start_speaking() -> None:
-    """Speak's callback: runs before the script, so the page below already shows the run as going."""
+    """Speak's callback: runs before the script, so the page below already shows the run as going. The run
+    belongs to this browser session: if the session goes (the tab closes or reloads), the run is cancelled."""
     state["voice_error"] = None
     playback = state["voice_playback"]
     try:
         playback.start_utterance()  # a new utterance: drop what the previous one still had queued
-        state["voice_run"] = SpeechRun(
-            resources.loop(),
+        state["voice_run"] = speech_runs().start(
+            session_id(),
             resources.backend().speech,
             speech_config(state["voice_voice"], state["voice_language"], split_granularity=state["voice_split"]),
             state["voice_text"],
@@ -109,33 +96,6 @@ with right:
                     "the start. The WAV is below either way.", icon="🔈")
 
 
-def _figures(stats) -> None:
-    c = st.columns(5)
-    c[0].metric("Chunks", f"{stats.chunks}")
-    c[1].metric("Audio bytes", f"{stats.bytes:,}")
-    c[2].metric("First audio", "—" if stats.ttfa_ms is None else f"{stats.ttfa_ms:.0f} ms",
-                help=f"time to first audio, measured from {stats.ttfa_from}")
-    c[3].metric("RTF", "—" if stats.rtf is None else f"{stats.rtf:.3f}",
-                help="real-time factor: generation time / audio duration (below 1 is faster than real time)")
-    c[4].metric("Audio", f"{stats.audio_seconds:.2f} s")
-
-
-def _take_view(take: Take) -> None:
-    u = take.utterance
-    st.markdown("**Last utterance**")
-    st.text(u.text if len(u.text) <= 400 else u.text[:400] + "…")
-    if u.error is not None:
-        kept = " The audio received before it is kept below." if u.pcm else ""
-        st.error(f"{resources.plain(u.error)}{kept}")
-    _figures(u.stats)
-    if take.picture:
-        st.image(take.picture, caption="Waveform of what was spoken", width="stretch")
-        st.audio(take.wav, format="audio/wav")
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(u.created_at))
-        st.download_button("Download WAV", take.wav, file_name=f"speech-{stamp}.wav", mime="audio/wav",
-                           key="voice_download_latest", on_click="ignore")
-
-
 @st.fragment(run_every=REFRESH_S if running else None)
 def utterance_panel() -> None:
     """The utterance being spoken (refreshed while it streams), else the last one. Everything here lives
@@ -144,31 +104,11 @@ def utterance_panel() -> None:
     if run is not None and run.done:
         st.rerun(scope="app")  # the full run files the take, re-enables Speak and stops the refresh
     if run is not None:
-        stats = run.stats()
-        st.markdown("**Now speaking** — " + {"idle": "connecting…", "streaming": "streaming…", "done": "done",
-                                              "failed": "stopped by an error", "cancelled": "stopped"}[stats.state])
-        _figures(stats)
-        pcm = run.pcm()
-        if pcm:
-            st.image(waveform_png(pcm), width="stretch")
+        now_speaking(run.stats(), run.pcm())
     elif history:
-        _take_view(history[0])
+        take_view(history[0])
 
 
 utterance_panel()
 
-if len(history) > (0 if run is not None else 1):
-    st.divider()
-    st.subheader("This session")
-    for i, take in enumerate(history if run is not None else history[1:]):
-        u = take.utterance
-        with st.container(border=True):
-            st.text(u.text if len(u.text) <= 400 else u.text[:400] + "…")
-            ttfa = "—" if u.stats.ttfa_ms is None else f"{u.stats.ttfa_ms:.0f} ms"
-            outcome = "ok" if u.ok else "error"
-            st.caption(resources.plain(f"{time.strftime('%H:%M:%S', time.localtime(u.created_at))} · voice {u.voice or 'default'} · "
-                                       f"{u.language or 'Auto'} · {u.stats.audio_seconds:.1f} s · first audio {ttfa} · "
-                                       f"{u.stats.chunks} chunks · {outcome}"))
-            if take.picture:
-                st.download_button("Download WAV", take.wav, file_name=f"speech-{i + 1}.wav", mime="audio/wav",
-                                   key=f"voice_download_{u.created_at}", on_click="ignore")
+session_takes(history if run is not None else history[1:])

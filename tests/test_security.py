@@ -90,7 +90,8 @@ def test_uploads_are_limited_in_size_and_type() -> None:
     with pytest.raises(InvalidInput, match="not an image"):
         check_image(b"#!/bin/sh\nrm -rf /\n", "script.png")
     assert set(ACCEPTED_SUFFIXES) <= {"png", "jpg", "jpeg", "webp", "bmp", "gif"}
-    assert "type=list(ACCEPTED_SUFFIXES)" in (ROOT / "pages" / "video.py").read_text()
+    uploader = (ROOT / "ui" / "video_views.py").read_text()  # the video page's reference picker
+    assert "type=list(ACCEPTED_SUFFIXES)" in uploader and "max_upload_size=MAX_UPLOAD_BYTES" in uploader
 
 
 def test_credentials_never_reach_logs_the_state_file_or_the_history(emulator_env: EmulatorHandle, tmp_path: Path) -> None:

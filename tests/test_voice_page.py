@@ -249,3 +249,23 @@ def test_stop_cancels_the_utterance_and_keeps_what_arrived(fault_page: AppTest) 
     take = _until_finished(fault_page)
     assert take.utterance.stats.state == "cancelled" and take.utterance.error is None
     assert 3 <= take.utterance.stats.chunks < 200 and take.utterance.pcm
+
+
+def test_a_run_whose_browser_session_is_gone_is_cancelled(fault_page: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reload or a closed tab ends the browser session, and its Stop button with it: the run is cancelled
+    (ui/speech_runs.py asks Streamlit whether the session is active; here the test answers for it)."""
+    import ui.speech_runs
+
+    connected = {"now": True}
+    monkeypatch.setattr(ui.speech_runs, "session_alive", lambda _session_id: connected["now"])
+    monkeypatch.setattr(ui.speech_runs, "GRACE_S", 0.0)
+    monkeypatch.setattr(ui.speech_runs, "SWEEP_S", 0.1)
+    _speak(fault_page, "A slow and very long reading.")
+    run = fault_page.session_state["voice_run"]
+    deadline = time.monotonic() + 10
+    while run.stats().chunks < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    connected["now"] = False  # the page is not run again: nobody is left to press Stop
+    u = run.result(timeout=10)  # the slow stream alone takes 10 s
+    assert u.stats.state == "cancelled" and u.error is None
+    assert 3 <= u.stats.chunks < 200 and u.pcm

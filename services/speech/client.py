@@ -5,10 +5,19 @@ without blocking.
     client = omni_client("http://127.0.0.1:8091", settings)
     run = SpeechRun(loop, client, speech_config(voice="joe"), "Hello there.", on_audio=playback.push)
     run.stats().ttfa_ms, run.pcm(), run.result()
+
+A UI gives each run to `SpeechRuns` under the id of the browser session that started it, so a run whose
+session is gone (the tab closed or reloaded: nobody can press Stop any more) is cancelled instead of
+streaming to nobody until its text ends.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -35,6 +44,8 @@ from services.speech.websocket import WebSocketTransport
 if TYPE_CHECKING:
     from services.runtime import BackgroundLoop
     from services.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -162,3 +173,100 @@ class SpeechRun:
 
     def cancel(self) -> None:
         self._loop.submit(self._session.cancel())
+
+
+class SpeechRuns:
+    """The running utterances of a process's UI sessions, one per session, each ending with its session.
+
+    `is_alive(session_id)` says whether a session can still watch and stop its run (the UI knows; this
+    layer does not). While runs are registered, a sweep on the background loop asks it every `sweep_s`;
+    a run whose session has not been alive for `grace_s` (a connection that drops and comes back within
+    it keeps its run) is cancelled: its stream closes, so the server stops generating, and the audio so
+    far stays in the run. Finished runs are forgotten. Thread-safe.
+    """
+
+    def __init__(self, loop: BackgroundLoop, is_alive: Callable[[str], bool], *, sweep_s: float = 1.0,
+                 grace_s: float = 5.0) -> None:
+        self._loop = loop
+        self._is_alive = is_alive
+        self.sweep_s = sweep_s
+        self.grace_s = grace_s
+        self._runs: dict[str, SpeechRun] = {}
+        self._gone_since: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._sweeper: concurrent.futures.Future[None] | None = None
+
+    def start(self, session_id: str, client: SpeechClient, config: SessionConfig | None, text: str, *,
+              on_audio: OnAudio | None = None) -> SpeechRun:
+        """A new run for `session_id` (a run the session still had is cancelled: one voice per session)."""
+        run = SpeechRun(self._loop, client, config, text, on_audio=on_audio)
+        with self._lock:
+            previous = self._runs.get(session_id)
+            self._runs[session_id] = run
+            self._gone_since.pop(session_id, None)
+            if self._sweeper is None or self._sweeper.done():
+                self._sweeper = self._loop.submit(self._sweep_while_running())
+        if previous is not None and not previous.done:
+            previous.cancel()
+        return run
+
+    def get(self, session_id: str) -> SpeechRun | None:
+        """The session's run while it is registered (until it finishes or is cancelled for a gone session)."""
+        with self._lock:
+            return self._runs.get(session_id)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+    def sweep(self) -> list[str]:
+        """Forget finished runs; cancel those whose session is gone for `grace_s`. The sessions cancelled."""
+        now = time.monotonic()
+        with self._lock:
+            runs = list(self._runs.items())
+        cancelled = []
+        for session_id, run in runs:
+            if not run.done:
+                try:
+                    alive = self._is_alive(session_id)
+                except Exception:  # cannot tell: keep the run (its text ends it in any case)
+                    log.exception("cannot tell whether session %s is alive", session_id)
+                    alive = True
+                if alive:
+                    with self._lock:
+                        self._gone_since.pop(session_id, None)
+                    continue
+                with self._lock:
+                    gone_for = now - self._gone_since.setdefault(session_id, now)
+                if gone_for < self.grace_s:
+                    continue
+                log.info("session %s is gone: cancelling its speech run", session_id)
+                run.cancel()
+                cancelled.append(session_id)
+            with self._lock:
+                if self._runs.get(session_id) is run:
+                    del self._runs[session_id]
+                    self._gone_since.pop(session_id, None)
+        return cancelled
+
+    def close(self) -> list[SpeechRun]:
+        """Stop sweeping and cancel every registered run; the runs (their `result()` says when each ended)."""
+        with self._lock:
+            runs, self._runs = list(self._runs.values()), {}
+            self._gone_since.clear()
+            sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+        for run in runs:
+            if not run.done:
+                run.cancel()
+        return runs
+
+    async def _sweep_while_running(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_s)
+            self.sweep()
+            with self._lock:
+                if not self._runs:  # start() makes a new sweeper for the next run
+                    self._sweeper = None
+                    return

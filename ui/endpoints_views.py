@@ -1,0 +1,88 @@
+"""The endpoints page's views: the deployment's status table with costs, the running (or last) infra action
+with its CLI line and output, and the delete confirmation that names what goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from infra import DeploymentState, deletion_plan, deployment_status
+from infra.deploy import format_duration
+from protocol.errors import StudioError
+from ui.resources import code, plain
+
+ACTION_LINES = 40  # lines of an action's output shown
+
+
+def money(value: float | None) -> str:
+    return "—" if value is None else f"${value:,.2f}"
+
+
+def smoke(result: dict | None) -> str:
+    if not result:
+        return "—"
+    return "ok" if result.get("ok") else "FAILED"
+
+
+def load_state(state_file: Path) -> DeploymentState | None:
+    """The state file's deployment, None without one; an unusable file stops the page saying why."""
+    if not state_file.is_file():
+        return None
+    try:
+        return DeploymentState.load(state_file)
+    except StudioError as exc:
+        st.error(f"The state file cannot be used: {plain(exc)}")
+        st.stop()
+
+
+def status_panel(state_file: Path, profile: str | None) -> bool:
+    """The table; True while something is still Creating (so the page keeps refreshing)."""
+    if not state_file.is_file():
+        st.info("No deployment yet. Deploy the endpoints below (or run `python -m infra deploy`).")
+        return False
+    try:
+        report = deployment_status(state_file, profile=profile)
+    except StudioError as exc:
+        st.error(f"Cannot read the endpoints' status: {plain(exc)}")
+        return False
+    rows = [{"endpoint": e.role or "—", "name": e.endpoint_name, "status": e.status,
+             "instance": e.instance_type or "—", "uptime": format_duration(e.uptime_s),
+             "$/hour": money(e.usd_per_hour), "cost so far": money(e.cost_so_far_usd), "smoke test": smoke(e.smoke)}
+            for e in report.endpoints]
+    st.dataframe(rows, hide_index=True, width="stretch")
+    a, b, c = st.columns(3)
+    a.metric("Per hour", money(report.usd_per_hour))
+    b.metric("Per day", money(report.usd_per_day))
+    c.metric("Cost so far", money(report.cost_so_far_usd))
+    st.caption(f"Deployment {plain(report.deployment_id or '—')} in {plain(report.region)}; "
+               "on-demand prices from the shipped table (`python -m infra cost` shows its date and source).")
+    for e in report.endpoints:
+        if e.failure_reason:
+            st.error(f"{plain(e.role or e.endpoint_name)} failed: {plain(e.failure_reason)}")
+    return report.creating
+
+
+def action_panel(action) -> None:
+    """The current (or last) action of the infra runner: its title, CLI line, output and outcome."""
+    if action is None:
+        return
+    title = f"{action.kind} — {'running' if not action.done else ('done' if action.ok else 'failed')} " \
+            f"({format_duration(action.elapsed_s)})"
+    with st.container(border=True):
+        st.markdown(f"**{plain(title)}**")
+        st.code(action.command, language="bash")
+        if action.lines:
+            st.code("\n".join(action.lines[-ACTION_LINES:]), language=None)
+        if action.done:
+            (st.success if action.ok else st.error)(plain(action.error or action.summary or action.kind))
+
+
+def delete_plan(deployment: DeploymentState, state_file: Path) -> int:
+    """What a delete removes, and the CLI line; the number of resources."""
+    plan = deletion_plan(deployment)
+    st.warning(f"This deletes {len(plan)} resources in {plain(deployment.region)} — the instances "
+               "stop billing once the endpoints are gone. S3 outputs are kept.")
+    st.markdown("\n".join(f"- {plain(role)}: {kind} {code(name)}" for role, kind, name in plan))
+    st.code(f"python -m infra delete --state-file {state_file}", language="bash")
+    return len(plan)
