@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from services.speech.client import SpeechRuns
+from services.speech import SpeechRuns
 from ui import resources
 
 SWEEP_S = 1.0

@@ -32,6 +32,6 @@ from services.speech.websocket import WebSocketTransport
 
 __all__ = [
     "MockPeer", "MockTransport", "OmniCatalog", "PcmChunk", "SessionStats", "SpeechCatalog", "SpeechClient",
-    "SpeechEvent", "SpeechRun", "SpeechSession", "SpeechTransport", "Utterance", "WebSocketTransport",
+    "SpeechEvent", "SpeechRun", "SpeechRuns", "SpeechSession", "SpeechTransport", "Utterance", "WebSocketTransport",
     "omni_client", "pcm_seconds", "read_wav", "require_text", "speech_config", "wav_bytes", "waveform_png",
 ]
