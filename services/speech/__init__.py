@@ -15,6 +15,7 @@ from services.speech.client import (
     SpeechCatalog,
     SpeechClient,
     SpeechRun,
+    SpeechRuns,
     omni_client,
 )
 from services.speech.mock import MockPeer, MockTransport
