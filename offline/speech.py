@@ -34,7 +34,6 @@ from protocol.limits import (
     IDLE_TIMEOUT_S,
     MAX_CONFIG_MESSAGE_BYTES,
     MAX_INPUT_TEXT_MESSAGE_BYTES,
-    PCM_CHANNELS,
     PCM_SAMPLE_RATE,
 )
 from protocol.speech import (
@@ -325,7 +324,6 @@ class _Session:
                 sentence_text=text,
                 format=config.response_format,
                 sample_rate=PCM_SAMPLE_RATE if streamed_pcm else None,
-                channels=PCM_CHANNELS if streamed_pcm else None,
             )
         )
         total_bytes = 0

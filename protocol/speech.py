@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from protocol.common import ErrorInfo
-from protocol.limits import SPEED
+from protocol.limits import PCM_CHANNELS, SPEED
 
 SPEECH_STREAM_PATH = "/v1/audio/speech/stream"
 
@@ -106,6 +106,11 @@ class SessionClose(BaseModel):
 # ---------------------------------------------------------------------------------------------------------
 # Speech stream: server -> client (text frames; audio goes in binary frames between start and done)
 class AudioStart(BaseModel):
+    """`audio.start`: exactly vLLM-Omni 0.30's keys, in its order (`sample_rate` only with stream_audio + pcm).
+
+    Keys vLLM-Omni does not send (a `channels` from other servers, say) are ignored when parsing.
+    """
+
     model_config = ConfigDict(extra="ignore")
 
     type: Literal["audio.start"] = "audio.start"
@@ -114,7 +119,11 @@ class AudioStart(BaseModel):
     sentence_text: str = ""
     format: str = "wav"
     sample_rate: int | None = None  # only with stream_audio + pcm
-    channels: int | None = None
+
+    @property
+    def channels(self) -> int:
+        """Not on the wire: the protocol's streamed PCM is always mono (kept for readers of the old field)."""
+        return PCM_CHANNELS
 
     def wire(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

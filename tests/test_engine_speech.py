@@ -150,7 +150,7 @@ def test_stream_audio_sentence_units(engine_url: str) -> None:
             for i, (start, pcm, done) in enumerate(units):
                 assert start == {"type": "audio.start", "utterance_index": 0, "sentence_index": i,
                                  "sentence_text": start["sentence_text"], "format": "pcm",
-                                 "sample_rate": 24_000, "channels": 1}
+                                 "sample_rate": 24_000}
                 assert done == {"type": "audio.done", "utterance_index": 0, "sentence_index": i,
                                 "total_bytes": len(pcm), "error": False}
                 assert_speech(pcm)
@@ -160,6 +160,62 @@ def test_stream_audio_sentence_units(engine_url: str) -> None:
             assert len(first_unit_chunks) >= 2
             # The second sentence is longer than the first, and so is its audio.
             assert len(units[1][1]) > len(units[0][1]) > len(units[2][1])
+
+    run(scenario())
+
+
+# The keys of each server event, in the order vLLM-Omni 0.30 writes them: its WebSocket handler
+# vllm_omni/entrypoints/openai/serving_speech_stream.py (OmniStreamingSpeechHandler): the module docstring's
+# examples, with audio.done as `_generate_and_send` sends it (the docstring abbreviates it) and `sample_rate`
+# added to audio.start only with stream_audio + pcm. No `channels` anywhere.
+VLLM_OMNI_EVENT_KEYS = {
+    "audio.start": ["type", "utterance_index", "sentence_index", "sentence_text", "format"],
+    "audio.start/stream_audio+pcm": ["type", "utterance_index", "sentence_index", "sentence_text", "format",
+                                     "sample_rate"],
+    "audio.done": ["type", "utterance_index", "sentence_index", "total_bytes", "error"],
+    "session.done": ["type", "utterance_index", "total_sentences"],
+    "error": ["type", "message"],
+}
+
+
+def shape(frames: list[dict[str, Any] | bytes]) -> list[str]:
+    """Each frame as its kind: the event type, or "audio" for a run of binary frames."""
+    kinds: list[str] = []
+    for frame in frames:
+        kind = "audio" if isinstance(frame, bytes) else frame["type"]
+        if not (kind == "audio" and kinds and kinds[-1] == "audio"):
+            kinds.append(kind)
+    return kinds
+
+
+def test_event_keys_and_order_are_vllm_omnis(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True, split_granularity="sentence")
+            await c.send(type="input.text", text="First one. Second one.")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            assert shape(frames) == ["audio.start", "audio", "audio.done", "audio.start", "audio", "audio.done",
+                                     "session.done"]
+            for frame in frames:
+                if isinstance(frame, dict):
+                    key = "audio.start/stream_audio+pcm" if frame["type"] == "audio.start" else frame["type"]
+                    assert list(frame) == VLLM_OMNI_EVENT_KEYS[key], frame
+
+            # A whole file per unit: one binary frame, and audio.start without sample_rate.
+            await c.send(type="session.config", response_format="wav")
+            await c.send(type="input.text", text="A file.")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            assert shape(frames) == ["audio.start", "audio", "audio.done", "session.done"]
+            assert sum(isinstance(f, bytes) for f in frames) == 1
+            assert [list(f) for f in frames if isinstance(f, dict)] == [
+                VLLM_OMNI_EVENT_KEYS["audio.start"], VLLM_OMNI_EVENT_KEYS["audio.done"],
+                VLLM_OMNI_EVENT_KEYS["session.done"],
+            ]
+
+            await c.send(type="no.such.type")
+            assert list(await c.recv_json()) == VLLM_OMNI_EVENT_KEYS["error"]
 
     run(scenario())
 
@@ -316,7 +372,7 @@ def test_unknown_voice_and_language_fail_the_unit_but_keep_the_connection(engine
             frames = await c.until("session.done")
             assert frames == [
                 {"type": "audio.start", "utterance_index": 0, "sentence_index": 0, "sentence_text": "Hello.",
-                 "format": "pcm", "sample_rate": 24_000, "channels": 1},
+                 "format": "pcm", "sample_rate": 24_000},
                 {"type": "error",
                  "message": "Generation failed for utterance 0, sentence 0: Invalid voice 'nobody'. Supported: default, joe"},
                 {"type": "audio.done", "utterance_index": 0, "sentence_index": 0, "total_bytes": 0, "error": True},
