@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from offline import voice
-from offline.splitter import TextSplitter
+from offline.splitter import TextSplitter, strip_blank
 from protocol.common import ErrorInfo, ErrorResponse, dumps
 from protocol.limits import (
     CONFIG_TIMEOUT_S,
@@ -94,8 +94,10 @@ def check_speech(
             f"Qwen3-TTS CustomVoice checkpoint does not support task_type='{task_type}'. "
             f"Use task_type='CustomVoice' or load the matching {task_type} checkpoint."
         )
-    if not text or not text.strip():
+    if not text or not strip_blank(text):  # vLLM-Omni strips whitespace; zero-width characters are as empty
         return "Input text cannot be empty"
+    if (nul := text.find("\x00")) >= 0:  # the voice (espeak) reads C strings: it would stop or fail there
+        return f"Input text contains a NUL character (U+0000) at index {nul}; remove it"
     if language is not None and language.title() not in voice.LANGUAGES:
         return f"Invalid language '{language.title()}'. Supported: {', '.join(sorted(voice.LANGUAGES))}"
     chosen = resolve_voice(voice_name)

@@ -9,7 +9,9 @@ Rules (docs/protocols.md, "Speech stream"):
   Arabic question mark, which vLLM-Omni also treats as sentence ends);
 - clause granularity adds `, ;` (followed by whitespace) and `，；` (and the Arabic comma);
 - no split inside numbers (`3.14`, `1,000`: the mark is not followed by whitespace) nor after common
-  abbreviations (`Dr.`, `Mr.`, `e.g.`, `U.S.`, `etc.`, ...) or a single capital initial (`J. Smith`).
+  abbreviations (`Dr.`, `Mr.`, `e.g.`, `U.S.`, `etc.`, ...) or a single capital initial (`J. Smith`);
+- units are stripped, and one with nothing left is never emitted (vLLM-Omni strips whitespace; here
+  invisible format characters such as zero-width spaces go too, so "\\u200b\\u200b" is no unit at all).
 
 The splitter only confirms a boundary once it has seen what follows the terminator run, so the units are
 the same however the text is cut into `input.text` messages.
@@ -17,6 +19,7 @@ the same however the text is cut into `input.text` messages.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Literal
 
 Granularity = Literal["none", "sentence", "clause"]
@@ -42,6 +45,25 @@ ABBREVIATIONS = frozenset(
 )
 # Abbreviations that are also ordinary words ("I said no."): only when a number follows ("No. 5").
 NUMBER_ABBREVIATIONS = frozenset({"no", "nos", "nr", "pp", "p", "ch", "art", "sec"})
+
+
+def _blank(ch: str) -> bool:
+    """Whitespace, or an invisible format character (zero-width space/joiners, word joiner, BOM, soft hyphen)."""
+    return ch.isspace() or unicodedata.category(ch) == "Cf"
+
+
+def strip_blank(text: str) -> str:
+    """`text` without leading and trailing whitespace or invisible format characters.
+
+    vLLM-Omni strips whitespace and skips a unit that is then empty; text of only zero-width characters has
+    nothing to speak either, so it is treated the same way ("" here).
+    """
+    start, end = 0, len(text)
+    while start < end and _blank(text[start]):
+        start += 1
+    while end > start and _blank(text[end - 1]):
+        end -= 1
+    return text[start:end]
 
 
 def _terminators(granularity: Granularity) -> tuple[frozenset[str], frozenset[str]]:
@@ -80,7 +102,7 @@ def extract_units(buffer: str, granularity: Granularity, *, flush: bool) -> tupl
     if granularity == "none":
         if not flush:
             return [], buffer
-        piece = buffer.strip()
+        piece = strip_blank(buffer)
         return ([piece] if piece else []), ""
 
     ascii_marks, script_marks = _terminators(granularity)
@@ -117,7 +139,7 @@ def extract_units(buffer: str, granularity: Granularity, *, flush: bool) -> tupl
         if not boundary:
             i = j
             continue
-        piece = buffer[last:j].strip()
+        piece = strip_blank(buffer[last:j])
         if piece:
             units.append(piece)
         last = k
@@ -125,7 +147,7 @@ def extract_units(buffer: str, granularity: Granularity, *, flush: bool) -> tupl
 
     rest = buffer[last:]
     if flush:
-        tail = rest.strip()
+        tail = strip_blank(rest)
         if tail:
             units.append(tail)
         rest = ""
@@ -171,9 +193,9 @@ def first_clause_split(text: str) -> list[str]:
         return []
     clauses = split_text(sentences[0], "clause")
     if len(clauses) < 2:
-        return [text.strip()]
+        return [strip_blank(text)]
     first = clauses[0]
     # Find where the first clause ends in the original text so the rest keeps its own spacing.
     end = text.find(first) + len(first)
-    rest = text[end:].strip()
+    rest = strip_blank(text[end:])
     return [first, rest] if rest else [first]

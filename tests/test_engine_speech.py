@@ -361,8 +361,47 @@ def test_empty_and_non_string_text(engine_url: str) -> None:
     run(scenario())
 
 
+def test_zero_width_text_is_nothing_to_speak(engine_url: str) -> None:
+    # As whitespace-only text in vLLM-Omni: no unit at all, session.done with 0 sentences (REST answers 400
+    # "Input text cannot be empty": test_rest_errors).
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True)
+            await c.send(type="input.text", text="\u200b\u200b")
+            await c.send(type="input.done")
+            assert await c.recv_json() == {"type": "session.done", "utterance_index": 0, "total_sentences": 0}
+            # Around real text the invisible characters are stripped from the unit.
+            await c.send(type="session.config", response_format="pcm", stream_audio=True, split_granularity="sentence")
+            await c.send(type="input.text", text="\ufeffHello there. \u200b\u2060")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            (start, pcm, done), = units_of(frames)
+            assert start["sentence_text"] == "Hello there." and done["error"] is False
+            assert_speech(pcm)
+            assert frames[-1] == {"type": "session.done", "utterance_index": 1, "total_sentences": 1}
+
+    run(scenario())
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Errors that keep the connection, errors that end it
+def test_nul_character_fails_the_unit_with_its_position(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True)
+            await c.send(type="input.text", text="a\x00b")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            assert [f for f in frames if f["type"] == "error"] == [{  # type: ignore[index]
+                "type": "error",
+                "message": "Generation failed for utterance 0, sentence 0: "
+                           "Input text contains a NUL character (U+0000) at index 1; remove it",
+            }]
+            assert frames[-2]["error"] is True  # type: ignore[index]
+
+    run(scenario())
+
+
 def test_unknown_voice_and_language_fail_the_unit_but_keep_the_connection(engine_url: str) -> None:
     async def scenario() -> None:
         async with session(engine_url) as c:
@@ -629,6 +668,10 @@ def test_rest_sse_streaming(engine_url: str) -> None:
     ("body", "status", "message"),
     [
         ({"input": "   "}, 400, "Input text cannot be empty"),
+        ({"input": "\u200b\u200b"}, 400, "Input text cannot be empty"),
+        ({"input": "\u200b", "stream": True, "response_format": "pcm"}, 400, "Input text cannot be empty"),
+        ({"input": "a\x00b"}, 400, "Input text contains a NUL character (U+0000) at index 1; remove it"),
+        ({"input": "a\x00b", "stream_format": "audio", "response_format": "pcm"}, 400, "NUL character"),
         ({"input": "Hi", "voice": "Nobody"}, 400, "Invalid voice 'nobody'. Supported: default, joe"),
         ({"input": "Hi", "language": "french"}, 400, "Invalid language 'French'. Supported: Auto, English"),
         ({"input": "Hi", "task_type": "Base"}, 400, "Qwen3-TTS CustomVoice checkpoint does not support task_type='Base'"),

@@ -149,3 +149,22 @@ def test_unknown_granularity_is_rejected() -> None:
 )
 def test_first_clause_split(text: str, pieces: list[str]) -> None:
     assert first_clause_split(text) == pieces
+
+
+@pytest.mark.parametrize("granularity", ["none", "sentence", "clause"])
+def test_nothing_visible_is_no_unit(granularity: str) -> None:
+    # Zero-width spaces/joiners, a word joiner, a BOM and a soft hyphen are as empty as whitespace: no unit
+    # (the WebSocket then answers session.done with total_sentences 0, as vLLM-Omni does for "   ").
+    for text in ("\u200b\u200b", " \u200c\u200d\t", "\u2060\ufeff\u00ad", "\u200b \u200b"):
+        assert split_text(text, granularity) == []  # type: ignore[arg-type]
+        splitter = TextSplitter(granularity)  # type: ignore[arg-type]
+        assert splitter.feed(text) == [] and splitter.flush() == []
+
+
+def test_invisible_characters_around_a_unit_are_stripped() -> None:
+    assert split_text("\ufeffHello there. \u200b", "sentence") == ["Hello there."]
+    assert split_text("\u200bOne, two.\u200b", "clause") == ["One,", "two."]
+    assert split_text("\ufeff Hi \u200b", "none") == ["Hi"]
+    assert first_clause_split("\u200b") == []
+    # Inside a unit they stay: a zero-width joiner belongs to its emoji.
+    assert split_text("Family: 👨\u200d👩\u200d👧.", "sentence") == ["Family: 👨\u200d👩\u200d👧."]
