@@ -115,6 +115,38 @@ class SpeechInputError(ValueError):
     """A request the voice cannot speak; the message says what to change."""
 
 
+def _invalid_unicode(msg: dict[str, Any]) -> str | None:
+    """Why a decoded message cannot be used (None when it can): a string holding a lone surrogate.
+
+    JSON lets a client write "\\ud800" without its pair; that is no character, cannot be encoded as UTF-8, and
+    would break the session the moment the text is echoed or spoken, so the message is refused instead.
+    """
+    def first_surrogate(value: Any, path: str) -> tuple[str, int, str] | None:
+        if isinstance(value, str):
+            for index, ch in enumerate(value):
+                if "\ud800" <= ch <= "\udfff":
+                    return path, index, ch
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if (found := first_surrogate(key, path) or first_surrogate(item, f"{path}.{key}" if path else str(key))):
+                    return found
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if (found := first_surrogate(item, f"{path}[{i}]")):
+                    return found
+        return None
+
+    found = first_surrogate(msg, "")
+    if found is None:
+        return None
+    path, index, ch = found
+    what = "The input text" if msg.get("type") == "input.text" and path == "text" else f"The field '{path}'"
+    return (
+        f"{what} is not valid Unicode: it holds a lone surrogate (U+{ord(ch):04X}) at index {index}, a JSON "
+        "\\u escape without its pair; send the text as valid UTF-8"
+    )
+
+
 # ---------------------------------------------------------------------------------------------------------
 # WebSocket /v1/audio/speech/stream
 class _ClientGone(Exception):
@@ -223,6 +255,9 @@ class _Session:
             return None
         if not isinstance(msg, dict):
             await self._send_error("WebSocket messages must be JSON objects")
+            return None
+        if (error := _invalid_unicode(msg)) is not None:
+            await self._send_error(error)
             return None
         if msg.get("type") == "session.config":
             if len(raw) > MAX_CONFIG_MESSAGE_BYTES:

@@ -402,6 +402,33 @@ def test_nul_character_fails_the_unit_with_its_position(engine_url: str) -> None
     run(scenario())
 
 
+def test_lone_surrogate_is_refused_and_the_session_goes_on(engine_url: str) -> None:
+    async def scenario() -> None:
+        async with session(engine_url) as c:
+            await c.send(type="session.config", response_format="pcm", stream_audio=True)
+            await c.send(type="input.text", text="Hello ")
+            await c.ws.send('{"type": "input.text", "text": "ab\\ud800"}')  # JSON allows the escape; UTF-8 does not
+            assert await c.recv_json() == {
+                "type": "error",
+                "message": "The input text is not valid Unicode: it holds a lone surrogate (U+D800) at index 2, "
+                           "a JSON \\u escape without its pair; send the text as valid UTF-8",
+            }
+            await c.send(type="input.text", text="world.")
+            await c.send(type="input.done")
+            frames = await c.until("session.done")
+            (start, pcm, done), = units_of(frames)
+            assert start["sentence_text"] == "Hello world." and done["error"] is False
+            assert_speech(pcm)
+            await c.ws.send('{"type": "session.config", "voice": "\\udfff"}')
+            error = await c.recv_json()
+            assert error["message"].startswith("The field 'voice' is not valid Unicode: it holds a lone surrogate (U+DFFF)")
+            await c.send(type="session.close")
+            assert await c.closed() == 1000
+
+    run(scenario())
+
+
+
 def test_unknown_voice_and_language_fail_the_unit_but_keep_the_connection(engine_url: str) -> None:
     async def scenario() -> None:
         async with session(engine_url) as c:
@@ -477,6 +504,7 @@ def test_bad_messages_after_config_keep_the_connection(engine_url: str) -> None:
         ('{"type": "session.config", "split_granularity": "paragraph"}', "Invalid session config: "),
         ('{"type": "session.config", "model": "no/such-model"}', "The model `no/such-model` does not exist."),
         (json.dumps({"type": "session.config", "ref_audio": "z" * (4 * 1024 * 1024)}), "WebSocket message too large"),
+        ('{"type": "session.config", "instructions": "\\ud83d"}', "The field 'instructions' is not valid Unicode"),
     ],
 )
 def test_bad_first_message_ends_the_connection(engine_url: str, first: str, message: str) -> None:
