@@ -8,6 +8,9 @@
 - `POST /v1/audio/speech` (wav, pcm, flac, mp3, opus; raw-audio and SSE streaming) and
   `GET /v1/audio/voices`.
 
+A client that goes away (socket closed, HTTP connection dropped, streamed or not) cancels its synthesis:
+what is queued for it on the voice's worker is dropped and the chunk being made is the last.
+
 The voice is Piper on CPU (offline.voice), standing in for the Qwen3-TTS CustomVoice model the DLC runs.
 """
 
@@ -19,7 +22,8 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
@@ -164,25 +168,35 @@ class _Session:
         self.ws = websocket
         self.config_timeout = config_timeout
         self.idle_timeout = idle_timeout
-        # A reader task drains the socket while units are generated, so a closed socket is noticed
-        # at once and generation stops (vLLM-Omni aborts the request when the client goes away).
+        # A reader task drains the socket while units are generated, so a closed socket is noticed at once
+        # (vLLM-Omni aborts the request when the client goes away): the serving task is cancelled, which
+        # drops its queued synthesis, and `stop` tells the voice's worker to make no further chunk for it.
         self.inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=64)
         self.gone = asyncio.Event()
+        self.stop = threading.Event()
+        self._serving: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         await self.ws.accept()
+        self._serving = asyncio.create_task(self._serve())
         reader = asyncio.create_task(self._read())
         try:
-            await self._serve()
+            await self._serving
         except _ClientGone:
             log.info("speech stream: client disconnected")
         except _EndSession:
             pass
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise  # the server itself is stopping this handler
+            log.info("speech stream: client disconnected; its synthesis is cancelled")
         except Exception as exc:  # as vLLM-Omni: report, then end the connection
             log.exception("speech stream session error")
             with contextlib.suppress(_ClientGone):
                 await self._send_error(f"Internal error: {exc}")
         finally:
+            self.stop.set()
+            self._serving.cancel()
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
@@ -198,8 +212,11 @@ class _Session:
             pass
         finally:
             self.gone.set()
+            self.stop.set()
             with contextlib.suppress(asyncio.QueueFull):
                 self.inbox.put_nowait(None)
+            if self._serving is not None and not self._serving.done():
+                self._serving.cancel()  # nobody is left to hear the rest
 
     # -- sending ------------------------------------------------------------------------------------------
     async def _send_text(self, message: BaseModel) -> None:
@@ -378,18 +395,21 @@ class _Session:
             if error is not None:
                 raise SpeechInputError(error)
             if config.stream_audio:
-                async for chunk in voice.stream_pcm(text, fast_start=True):
-                    await self._send_bytes(chunk)
-                    total_bytes += len(chunk)
+                async with contextlib.aclosing(voice.stream_pcm(text, fast_start=True, cancel=self.stop)) as stream:
+                    async for chunk in stream:
+                        await self._send_bytes(chunk)
+                        total_bytes += len(chunk)
             else:
                 pcm = bytearray()
-                async for chunk in voice.stream_pcm(text, speed=config.speed, fast_start=False):
-                    if self.gone.is_set():
-                        raise _ClientGone
-                    pcm += chunk
+                stream = voice.stream_pcm(text, speed=config.speed, fast_start=False, cancel=self.stop)
+                async with contextlib.aclosing(stream):
+                    async for chunk in stream:
+                        pcm += chunk
                 data = voice.encode_audio(bytes(pcm), config.response_format)
                 await self._send_bytes(data)
                 total_bytes = len(data)
+        except voice.SynthesisCancelled:
+            raise _ClientGone from None
         except _ClientGone:
             raise
         except Exception as exc:
@@ -453,11 +473,45 @@ def _error(message: str, status: int = 400, error_type: str = "BadRequestError")
     return JSONResponse(body.model_dump(), status_code=status)
 
 
+async def _until_disconnected(request: Request) -> None:
+    """Return once the HTTP client has gone (its body is read by then, so only a disconnect can come)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _unless_disconnected(request: Request, work: Awaitable[bytes]) -> bytes | None:
+    """`work`'s result, or None when the client disconnects first: then `work` is cancelled.
+
+    A plain (non-streaming) response is only sent at the end, and nothing else reads the connection while
+    it is made, so without this an abandoned long request would keep the voice busy to the last sentence.
+    """
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.create_task(_until_disconnected(request))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()  # closes the voice's stream, which drops its queued synthesis
+            await asyncio.wait((task,))  # let it unwind; never raises
+    return None if task.cancelled() else task.result()
+
+
+async def _speech_file(text: str, speed: float, response_format: str) -> bytes:
+    pcm = bytearray()
+    async with contextlib.aclosing(voice.stream_pcm(text, speed=speed, fast_start=False)) as stream:
+        async for chunk in stream:
+            pcm += chunk
+    return voice.encode_audio(bytes(pcm), response_format)
+
+
 async def _raw_audio(text: str, response_format: str) -> AsyncIterator[bytes]:
     if response_format == "wav":
         yield voice.wav_stream_header()
-    async for chunk in voice.stream_pcm(text, fast_start=True):
-        yield chunk
+    # Starlette cancels the response when the client disconnects; closing the stream drops its queued work.
+    async with contextlib.aclosing(voice.stream_pcm(text, fast_start=True)) as stream:
+        async for chunk in stream:
+            yield chunk
 
 
 async def _sse_events(text: str, response_format: str) -> AsyncIterator[str]:
@@ -466,9 +520,10 @@ async def _sse_events(text: str, response_format: str) -> AsyncIterator[str]:
 
     emitted = False
     try:
-        async for chunk in _raw_audio(text, response_format):
-            emitted = True
-            yield event(SpeechAudioDelta(audio=base64.b64encode(chunk).decode("ascii"), response_format=response_format))
+        async with contextlib.aclosing(_raw_audio(text, response_format)) as audio:
+            async for chunk in audio:
+                emitted = True
+                yield event(SpeechAudioDelta(audio=base64.b64encode(chunk).decode("ascii"), response_format=response_format))
         yield event(SpeechAudioDone())
     except Exception as exc:
         log.exception("SSE speech generation failed")
@@ -532,10 +587,14 @@ def _create_router() -> APIRouter:
             return StreamingResponse(_raw_audio(req.input, req.response_format), media_type=voice.MEDIA_TYPES[req.response_format])
         if sse:
             return StreamingResponse(_sse_events(req.input, req.response_format), media_type="text/event-stream")
-        pcm = bytearray()
-        async for chunk in voice.stream_pcm(req.input, speed=req.speed, fast_start=False):
-            pcm += chunk
-        data = voice.encode_audio(bytes(pcm), req.response_format)
+        try:
+            data = await _unless_disconnected(request, _speech_file(req.input, req.speed, req.response_format))
+        except Exception as exc:  # an error body, as vLLM-Omni answers, never a bare 500 with a traceback
+            log.exception("speech generation failed")
+            return _error(f"Speech generation failed: {exc}", 500, "InternalServerError")
+        if data is None:
+            log.info("speech request: client disconnected; its synthesis is cancelled")
+            return Response(status_code=499)  # nobody reads it
         return Response(content=data, media_type=voice.MEDIA_TYPES[req.response_format])
 
     return router

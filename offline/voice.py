@@ -5,6 +5,10 @@ Piper speaks 22 050 Hz; the vLLM-Omni wire format is 24 kHz s16le mono, so every
 nothing clips. The model is loaded once per process (thread-safe, lazily or via `preload()`), with
 onnxruntime's thread pools sized explicitly, and synthesis runs on one dedicated worker thread so the
 event loop stays responsive and two sessions never fight over the two cores inside onnxruntime.
+
+Work nobody waits for is not done: a stream that is closed, or whose `cancel` event is set (its client
+went away), drops its queued request from the worker and stops at the next chunk boundary. `stats()`
+counts what the voice really synthesized, so tests can see that.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 import wave
 from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -92,6 +97,7 @@ class PiperSpeaker:
             if not piece.strip():
                 continue
             for chunk in self._piper.synthesize(piece, syn_config=config):
+                _count(pieces=1)
                 yield from _frames(_to_pcm(resampler.resample_chunk(chunk.audio_float_array.astype(np.float32))))
         yield from _frames(_to_pcm(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)))
 
@@ -107,6 +113,30 @@ def _to_pcm(samples: np.ndarray) -> bytes:
 def _frames(pcm: bytes) -> Iterator[bytes]:
     for start in range(0, len(pcm), MAX_FRAME_BYTES):
         yield pcm[start : start + MAX_FRAME_BYTES]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What this process synthesized (tests and benchmarks read it; it costs one lock per sentence).
+@dataclass(frozen=True)
+class SynthesisStats:
+    pieces: int = 0  # Piper sentences synthesized (one model run each), warm-up included
+    open_streams: int = 0  # stream_pcm() generators started and not yet finished
+
+
+_stats = SynthesisStats()
+_stats_lock = threading.Lock()
+
+
+def _count(*, pieces: int = 0, open_streams: int = 0) -> None:
+    global _stats
+    with _stats_lock:
+        _stats = replace(_stats, pieces=_stats.pieces + pieces, open_streams=_stats.open_streams + open_streams)
+
+
+def stats() -> SynthesisStats:
+    """A snapshot of this process's synthesis counters."""
+    with _stats_lock:
+        return _stats
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -127,32 +157,59 @@ def get_speaker() -> PiperSpeaker:
     return _speaker
 
 
+class SynthesisCancelled(Exception):
+    """The stream's `cancel` event was set: its client is gone, so the rest is not synthesized."""
+
+
 def preload() -> None:
     """Start loading the voice on the synthesis thread so the first client does not wait for it."""
     _synthesis.submit(get_speaker)
 
 
-async def stream_pcm(text: str, *, speed: float = 1.0, fast_start: bool = True) -> AsyncIterator[bytes]:
+async def stream_pcm(
+    text: str, *, speed: float = 1.0, fast_start: bool = True, cancel: threading.Event | None = None
+) -> AsyncIterator[bytes]:
     """Speak `text` as 24 kHz s16le mono PCM chunks, synthesized on the worker thread one chunk at a time.
 
     With `fast_start`, the first sentence is split at its first clause so the first chunk is short. Each
     worker task makes one chunk, and the next is requested before the current one is handed over, so the
-    worker keeps synthesizing while the consumer sends; concurrent streams interleave chunk by chunk, and
-    a consumer that stops iterating (a closed socket) stops the synthesis after at most one more chunk.
+    worker keeps synthesizing while the consumer sends; concurrent streams interleave chunk by chunk.
+
+    Nothing is synthesized for a consumer that is gone: when the generator is closed (close it, e.g. with
+    `contextlib.aclosing`, or cancel the task iterating it) the request waiting in the worker's queue is
+    dropped, and once `cancel` is set a request that reaches the worker makes no chunk and the stream
+    raises SynthesisCancelled (never a silent early end). A chunk already being synthesized finishes,
+    unobserved: that is the most a cancelled stream costs.
     """
     loop = asyncio.get_running_loop()
-    speaker = _speaker or await loop.run_in_executor(_synthesis, get_speaker)  # no hop once loaded
-    pieces = first_clause_split(text) if fast_start else [text]
-    chunks = speaker.pcm_chunks(pieces, speed=speed)
-    pending = loop.run_in_executor(_synthesis, next, chunks, None)
+    closed = threading.Event()
+
+    def next_chunk(chunks: Iterator[bytes]) -> bytes | None:
+        if closed.is_set():
+            return None
+        if cancel is not None and cancel.is_set():
+            raise SynthesisCancelled("speech synthesis was cancelled: its client is gone")
+        return next(chunks, None)
+
+    _count(open_streams=1)
     try:
-        while (chunk := await pending) is not None:
-            pending = loop.run_in_executor(_synthesis, next, chunks, None)
-            if chunk:
-                yield chunk
+        speaker = _speaker or await loop.run_in_executor(_synthesis, get_speaker)  # no hop once loaded
+        pieces = first_clause_split(text) if fast_start else [text]
+        chunks = speaker.pcm_chunks(pieces, speed=speed)
+        pending = loop.run_in_executor(_synthesis, next_chunk, chunks)
+        try:
+            while (chunk := await pending) is not None:
+                pending = loop.run_in_executor(_synthesis, next_chunk, chunks)
+                if chunk:
+                    yield chunk
+        finally:
+            closed.set()
+            # Still queued: cancelling drops it from the worker's queue. Running: it finishes its chunk and
+            # the result is discarded with the cancelled future. Done: its outcome is marked as seen.
+            if not pending.cancel() and not pending.cancelled():
+                pending.exception()
     finally:
-        if not pending.done():  # abandoned mid-stream: let the last chunk finish unobserved
-            pending.add_done_callback(lambda f: f.cancelled() or f.exception())
+        _count(open_streams=-1)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -11,10 +11,11 @@ import asyncio
 import base64
 import io
 import json
+import socket
 import threading
 import wave
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
@@ -25,6 +26,7 @@ import websockets
 from fastapi import FastAPI
 from websockets.asyncio.client import ClientConnection, connect
 
+from offline import voice
 from offline.speech import CONFIG_TIMEOUT_ENV, IDLE_TIMEOUT_ENV, SpeechStreamHandler
 from protocol.speech import SPEECH_STREAM_PATH
 from tests.conftest import free_port
@@ -743,5 +745,141 @@ def test_concurrent_sessions_each_get_their_audio(engine_url: str) -> None:
         for _, pcm, done in first + second:
             assert done["error"] is False
             assert_speech(pcm)
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Work nobody waits for: an in-process engine, so the voice's own counters can be read
+@pytest.fixture(scope="module")
+def inproc_url() -> Iterator[str]:
+    from offline.server import create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        threading.Event().wait(0.05)
+    assert server.started, "the in-process engine did not start"
+    url = f"http://127.0.0.1:{port}"
+    httpx.post(f"{url}/v1/audio/speech", json={"input": "Warm up."}, timeout=120).raise_for_status()  # voice loaded
+    yield url
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@contextmanager
+def voice_held() -> Iterator[None]:
+    """Keep the voice's one synthesis thread busy for the block: whatever is asked meanwhile waits in its queue."""
+    release, holding = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        holding.set()
+        release.wait(120)
+
+    held = voice._synthesis.submit(hold)
+    assert holding.wait(60), "the synthesis thread did not pick up the hold"
+    try:
+        yield
+    finally:
+        release.set()
+        held.result(timeout=60)
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Wait (bounded) for something the engine does after a client goes; fail naming it if it never does."""
+    for _ in range(1500):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the engine never got there: {what} (voice stats: {voice.stats()})")
+
+
+def open_streams(n: int) -> Callable[[], bool]:
+    return lambda: voice.stats().open_streams == n
+
+
+LONG_TEXT = " ".join(f"Sentence number {i} keeps the voice busy for a while." for i in range(40))
+
+
+async def speak_once(url: str, text: str) -> bytes:
+    async with session(url) as c:
+        await c.send(type="session.config", response_format="pcm", stream_audio=True)
+        await c.send(type="input.text", text=text)
+        await c.send(type="input.done")
+        (_, pcm, done), = units_of(await c.until("session.done"))
+        assert done["error"] is False
+        return pcm
+
+
+def test_dropped_websocket_clients_leave_no_queued_synthesis(inproc_url: str) -> None:
+    async def scenario() -> None:
+        with voice_held():
+            clients = []
+            for stream_audio in (True, False, True, False, True):  # streamed PCM and whole files alike
+                ws = await connect(ws_url(inproc_url), max_size=None, open_timeout=10, close_timeout=2)
+                c = Client(ws)
+                fmt = "pcm" if stream_audio else "wav"
+                await c.send(type="session.config", response_format=fmt, stream_audio=stream_audio)
+                await c.send(type="input.text", text=LONG_TEXT)
+                await c.send(type="input.done")
+                assert (await c.recv_json())["type"] == "audio.start"
+                clients.append(ws)
+            await until(open_streams(len(clients)), "every session waiting for its first chunk")
+            pieces = voice.stats().pieces
+            for ws in clients:
+                await ws.close()
+            await until(open_streams(0), "the dropped sessions' streams closed")
+        # The next client is served, and nothing of the dropped sessions was synthesized in between.
+        assert_speech(await speak_once(inproc_url, "Next client."))
+        assert voice.stats().pieces - pieces == 1, "only the new client's one sentence"
+
+    run(scenario())
+
+
+def post_and_keep_open(url: str, body: dict[str, Any]) -> socket.socket:
+    """A raw HTTP request whose client can then vanish without reading the answer."""
+    port = int(url.rsplit(":", 1)[1])
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    return sock
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"response_format": "flac"}, {"stream_format": "audio", "response_format": "pcm"},
+     {"stream": True, "response_format": "wav"}],
+    ids=["file", "flac-file", "raw-stream", "sse"],
+)
+def test_abandoned_rest_request_leaves_no_queued_synthesis(inproc_url: str, extra: dict[str, Any]) -> None:
+    async def scenario() -> None:
+        with voice_held():
+            sock = post_and_keep_open(inproc_url, {"input": LONG_TEXT, **extra})
+            await until(open_streams(1), "the request waiting for its first chunk")
+            pieces = voice.stats().pieces
+            sock.close()
+            await until(open_streams(0), "the abandoned request's stream closed")
+        assert_speech(await speak_once(inproc_url, "Next client."))
+        assert voice.stats().pieces - pieces == 1, "only the new client's one sentence"
+
+    run(scenario())
+
+
+def test_abandoned_rest_request_stops_at_the_next_chunk(inproc_url: str) -> None:
+    async def scenario() -> None:
+        pieces = voice.stats().pieces
+        sock = post_and_keep_open(inproc_url, {"input": LONG_TEXT})
+        await until(lambda: voice.stats().pieces > pieces, "the long request synthesizing")
+        pieces = voice.stats().pieces
+        sock.close()
+        await until(open_streams(0), "the abandoned request's stream closed")
+        assert_speech(await speak_once(inproc_url, "Next client."))
+        # The sentence being synthesized when the client went, maybe the one just queued, and the new client's.
+        assert voice.stats().pieces - pieces <= 3, "the abandoned request went on synthesizing"
 
     run(scenario())
