@@ -120,11 +120,6 @@ class AudioStart(BaseModel):
     format: str = "wav"
     sample_rate: int | None = None  # only with stream_audio + pcm
 
-    @property
-    def channels(self) -> int:
-        """Not on the wire: the protocol's streamed PCM is always mono (kept for readers of the old field)."""
-        return PCM_CHANNELS
-
     def wire(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
 

@@ -454,7 +454,7 @@ class SpeechSession:
             log.warning("%s", exc)
             return None
         if isinstance(event, AudioStart):
-            self._fmt = (event.sample_rate or PCM_SAMPLE_RATE, event.channels or PCM_CHANNELS)
+            self._fmt = (event.sample_rate or PCM_SAMPLE_RATE, PCM_CHANNELS)  # streamed PCM is mono
             self._unit = (event.utterance_index, event.sentence_index)
         elif isinstance(event, AudioDone):
             with self._lock:
