@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from protocol.common import ErrorInfo
-from protocol.limits import PCM_CHANNELS, SPEED
+from protocol.limits import SPEED
 
 SPEECH_STREAM_PATH = "/v1/audio/speech/stream"
 
