@@ -44,12 +44,17 @@ MAX_CONFIG_MESSAGE_BYTES = 4 * 1024 * 1024  # session.config may carry ref_audio
 CONFIG_TIMEOUT_S = 10.0  # session.config must arrive within this
 IDLE_TIMEOUT_S = 30.0  # between messages
 SPEED = Range(0.25, 4.0)
+REFERENCE_AUDIO_SECONDS = Range(3.0, 30.0)  # a voice-clone reference: shorter is too little voice, longer is refused
+VOICE_SAMPLE_MAX_BYTES = 10 * 1024 * 1024  # POST /v1/audio/voices `audio_sample` (vLLM-Omni's cap)
+INSTRUCTIONS_MAX_CHARS = 500  # style instructions / a voice description (vLLM-Omni's cap)
+FIRST_CHUNK_FRAMES = Range(1, 64)  # initial_codec_chunk_frames the studio offers: smaller = earlier first audio
 
 # -- images (POST /v1/images/generations) ---------------------------------------------------------------
 IMAGE_SIZE = Range(64, 2048)  # width and height, pixels
 IMAGE_STEPS = Range(1, 200)
 IMAGE_GUIDANCE = Range(0.0, 20.0)
 IMAGE_N = Range(1, 10)  # images per request
+IMAGE_EDIT_REFERENCES = Range(1, 4)  # reference images of POST /v1/images/edits
 
 # -- videos (POST /v1/videos/sync, Wan2.1-VACE) ----------------------------------------------------------
 VIDEO_SIZE = Range(64, 1280)  # width and height the studio asks for: Wan2.1-VACE's range up to 720p
@@ -73,3 +78,4 @@ ENGINE_FILE_PART_BYTES = 16 * 1024 * 1024  # the offline engine's bound on a fil
 # -- SageMaker ---------------------------------------------------------------------------------------------
 ASYNC_INLINE_LIMIT = 128_000  # bytes: larger async request payloads must go through S3
 ASYNC_INVOCATION_TIMEOUT_S = 3600  # SageMaker async allows up to an hour
+REALTIME_PAYLOAD_MAX_BYTES = 6 * 1024 * 1024  # InvokeEndpoint body; larger fails with a 413 ModelError

@@ -28,6 +28,28 @@ ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus"]
 SplitGranularity = Literal["none", "sentence", "clause"]
 TaskType = Literal["CustomVoice", "VoiceDesign", "Base"]
 
+# The task types each voice model serves (Qwen3-TTS: one per checkpoint). The offline engine previews all
+# three; a model not listed here is asked for nothing beyond a preset voice.
+VOICE_MODELS: dict[str, tuple[TaskType, ...]] = {
+    "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice": ("CustomVoice",),
+    "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice": ("CustomVoice",),
+    "Qwen/Qwen3-TTS-12Hz-0.6B-Base": ("Base",),
+    "Qwen/Qwen3-TTS-12Hz-1.7B-Base": ("Base",),
+    "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign": ("VoiceDesign",),
+}
+OFFLINE_TASK_TYPES: tuple[TaskType, ...] = ("CustomVoice", "VoiceDesign", "Base")
+
+
+def task_types_for_model(model_id: str | None) -> tuple[TaskType, ...]:
+    """What a voice model can do; CustomVoice (a preset voice) when the model is unknown."""
+    return VOICE_MODELS.get(model_id or "", ("CustomVoice",))
+
+
+def models_for_task(task_type: TaskType) -> list[str]:
+    """The model ids that serve `task_type` (to say which one to deploy)."""
+    return [m for m, types in VOICE_MODELS.items() if task_type in types]
+
+
 # Qwen3-TTS CustomVoice facts (the voice endpoint's model); the offline engine has its own voice list.
 QWEN3_TTS_LANGUAGES = [
     "Auto", "Chinese", "English", "Japanese", "Korean", "German",
@@ -58,6 +80,8 @@ class SessionConfig(BaseModel):
     initial_codec_chunk_frames: int | None = Field(default=None, ge=1)
     max_new_tokens: int | None = Field(default=None, ge=1)
     seed: int | None = None
+    x_vector_only_mode: bool | None = None
+    speaker_embedding: list[float] | None = None
     word_timestamps: bool = False
     ref_audio: str | None = None
     ref_text: str | None = None
@@ -196,6 +220,12 @@ class SpeechRequest(BaseModel):
     stream: bool = False
     stream_format: Literal["sse", "audio"] | None = None
     seed: int | None = None
+    ref_audio: str | None = None  # Base: a data:audio/wav;base64,... URL
+    ref_text: str | None = None
+    x_vector_only_mode: bool | None = None
+    speaker_embedding: list[float] | None = None
+    max_new_tokens: int | None = Field(default=None, ge=1)
+    initial_codec_chunk_frames: int | None = Field(default=None, ge=0)
 
 
 class SpeechAudioDelta(BaseModel):
