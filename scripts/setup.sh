@@ -19,8 +19,10 @@ fi
 args=()
 for f in "${files[@]}"; do args+=(-r "$f"); done
 echo "setup: installing ${files[*]}"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check "${args[@]}"
+# pip warns about every find-links folder of this machine's pip configuration that does not exist: noise.
+quiet_pip() { .venv/bin/python -m pip "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+quiet_pip install --quiet --disable-pip-version-check --upgrade pip
+quiet_pip install --quiet --disable-pip-version-check "${args[@]}"
 # A dev install also satisfies a plain one: record both sums.
 { cat requirements.txt | sha256sum | cut -d' ' -f1; echo "$sum"; } > "$stamp"
 echo "setup: ready (.venv, $(.venv/bin/python --version))"
