@@ -7,6 +7,9 @@
 - sagemaker_http2.py SageMaker's HTTP/2 bidirectional stream
 - mock.py            a scripted in-memory server for tests
 - text.py, audio.py  text pieces under the message limit; WAV, envelope and waveform pictures
+- reference.py       load_reference(bytes) -> ReferenceAudio: a cloning reference checked (length 3–30 s, not
+                     silent, not clipped, ≤ 10 MB, audio at all) and made mono 24 kHz WAV; `.data_url()` is the
+                     `ref_audio` of a Base request, `.wav` the `audio_sample` of a saved voice
 """
 
 from services.speech.audio import pcm_seconds, read_wav, wav_bytes, waveform_png
@@ -19,6 +22,7 @@ from services.speech.client import (
     omni_client,
 )
 from services.speech.mock import MockPeer, MockTransport
+from services.speech.reference import ReferenceAudio, load_reference
 from services.speech.session import (
     PcmChunk,
     SessionStats,
@@ -32,7 +36,7 @@ from services.speech.transport import SpeechTransport
 from services.speech.websocket import WebSocketTransport
 
 __all__ = [
-    "MockPeer", "MockTransport", "OmniCatalog", "PcmChunk", "SessionStats", "SpeechCatalog", "SpeechClient",
+    "MockPeer", "MockTransport", "OmniCatalog", "PcmChunk", "ReferenceAudio", "SessionStats", "SpeechCatalog", "SpeechClient",
     "SpeechEvent", "SpeechRun", "SpeechRuns", "SpeechSession", "SpeechTransport", "Utterance", "WebSocketTransport",
-    "omni_client", "pcm_seconds", "read_wav", "require_text", "speech_config", "wav_bytes", "waveform_png",
+    "load_reference", "omni_client", "pcm_seconds", "read_wav", "require_text", "speech_config", "wav_bytes", "waveform_png",
 ]
