@@ -28,12 +28,15 @@ from infra.deploy import (
 )
 from infra.errors import InfraError
 from infra.model import (
+    DEFAULT_VOICE_MODEL,
     DeploymentSpec,
     DeployOptions,
     EndpointSpec,
     InstancePool,
+    check_voice_model,
     deploy_command,
     shell_command,
+    voice_model_label,
 )
 from infra.pricing import PriceTable, load_prices, refresh_prices
 from infra.quotas import QuotaReport, check_quotas
@@ -49,10 +52,11 @@ from infra.sweep import (
 )
 
 __all__ = [
-    "DEFAULT_STATE_FILE", "CostReport", "DeleteReport", "Deletion", "DeployOptions", "DeployResult",
+    "DEFAULT_STATE_FILE", "DEFAULT_VOICE_MODEL", "CostReport", "DeleteReport", "Deletion", "DeployOptions", "DeployResult",
     "DeploymentSpec", "DeploymentState", "EndpointOutcome", "EndpointSpec", "InfraError", "InstancePool",
     "PriceTable", "Progress", "QuotaReport", "SmokeReport", "StatusReport", "StudioFleet", "SweepReport",
     "WaitSettings", "check_quotas", "cost_of_types", "delete_by_name", "delete_deployment", "delete_orphans",
     "deploy", "deployment_backend", "deployment_status", "find_orphans", "load_prices", "record_smoke",
     "refresh_prices", "resume", "run_smoke", "studio_fleet", "deletion_plan", "deploy_command", "shell_command",
+    "check_voice_model", "voice_model_label",
 ]

@@ -28,11 +28,14 @@ from infra.deploy import (
 from infra.errors import InfraError, UsageError
 from infra.model import (
     DEFAULT_IMAGE_TAG,
+    DEFAULT_VOICE_MODEL,
     PROJECT,
     ROLES,
     DeployOptions,
     InstancePool,
     Role,
+    check_voice_model,
+    voice_model_label,
 )
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from protocol.errors import StudioError
@@ -152,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model files from S3 for networks without internet: s3://bucket/models/ (holding "
                         "<model id>/ per endpoint) or voice=s3://.../; repeatable")
     p.add_argument("--tags", action="append", default=[], help="extra tags KEY=VALUE[,KEY=VALUE]; repeatable")
+    p.add_argument("--voice-model", metavar="MODEL_ID",
+                   help=f"the voice endpoint's Qwen3-TTS model (default {DEFAULT_VOICE_MODEL}): a -CustomVoice model "
+                        "speaks with preset voices, -VoiceDesign designs a voice from a description, -Base clones a "
+                        "voice from a recording (0.6B or 1.7B; VoiceDesign 1.7B only)")
     p.set_defaults(func=cmd_deploy)
 
     p = sub.add_parser("resume", parents=[aws, state, out, waiting, smoke], help="finish a deployment",
@@ -247,11 +254,14 @@ def _print_smoke_check(check: Any) -> None:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    if args.voice_model is not None:
+        args.voice_model = check_voice_model(args.voice_model)  # named before any state file or AWS call
     options = DeployOptions(
         roles=tuple(args.roles) or ROLES, region=args.region, profile=args.profile, role_arn=args.role_arn,
         image_tag=args.image_tag, instance_types=args.instance_types, bucket=args.bucket, prefix=args.prefix,
         name_prefix=args.name_prefix, kms_key=args.kms_key, subnets=args.subnets,
-        security_groups=args.security_groups, model_s3_uri=args.model_s3_uri, tags=args.tags)
+        security_groups=args.security_groups, model_s3_uri=args.model_s3_uri, tags=args.tags,
+        voice_model=args.voice_model)
     result = deploy(options, state_file=args.state_file or default_state_file(), wait=_wait_settings(args),
                     progress=ProgressPrinter())
     return _report_deploy(args, result)
@@ -278,6 +288,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             for e in report.endpoints]
     print(f"deployment {report.deployment_id} in {report.region}")
     print(_table(rows, ["endpoint", "name", "status", "instance", "uptime", "$/hour", "cost so far", "smoke"]))
+    if report.voice_model:
+        print(f"voice model: {voice_model_label(report.voice_model)}")
     print(f"total: {_money(report.usd_per_hour)}/hour ({_money(report.usd_per_day)}/day), {_money(report.cost_so_far_usd)} "
           f"so far; {report.prices.describe()}")
     for e in report.endpoints:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from infra.errors import UsageError
 from protocol.sagemaker import ROLES, Role
+from protocol.speech import VOICE_MODELS, task_types_for_model
 
 EndpointKind = Literal["realtime", "async"]
 
@@ -62,6 +63,43 @@ ROLE_PROFILES: dict[Role, RoleProfile] = {
     "video": RoleProfile("video", "Wan-AI/Wan2.1-VACE-1.3B-diffusers", "async", 3600, LARGE_GPU_POOL,
                          (("SM_VLLM_VAE_USE_TILING", "true"),)),
 }
+
+
+DEFAULT_VOICE_MODEL = ROLE_PROFILES["voice"].model_id
+# What each task type lets a person do (said next to a model id, e.g. when --voice-model is unknown).
+TASK_TYPE_TEXT = {
+    "CustomVoice": "preset voices, with style instructions",
+    "VoiceDesign": "a voice designed from a description",
+    "Base": "cloning a voice from a short recording",
+}
+
+
+def voice_model_label(model_id: str) -> str:
+    """`Qwen/...-Base: Base (cloning a voice from a short recording)`."""
+    return f"{model_id}: " + ", ".join(f"{t} ({TASK_TYPE_TEXT[t]})" for t in task_types_for_model(model_id))
+
+
+def voice_models_text() -> str:
+    """The voice models --voice-model accepts, one a line, with what each can do."""
+    return "\n".join(f"  {voice_model_label(m)}" + ("  [default]" if m == DEFAULT_VOICE_MODEL else "")
+                     for m in VOICE_MODELS)
+
+
+def check_voice_model(value: str | None) -> str:
+    """The voice endpoint's model id: one of protocol.speech.VOICE_MODELS (spelled as typed, any case), the
+    published default when not given. UsageError listing the known ones and their task types otherwise."""
+    if value is None:
+        return DEFAULT_VOICE_MODEL
+    name = value.strip()
+    for known in VOICE_MODELS:
+        if name.lower() == known.lower():
+            return known
+    import difflib
+
+    close = difflib.get_close_matches(name, list(VOICE_MODELS), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise UsageError(f"--voice-model {value!r} is not a voice model the studio knows{hint}. Choose one of:\n"
+                     + voice_models_text())
 
 
 def image_uri(region: str, tag: str) -> str:
@@ -180,6 +218,11 @@ class DeploymentSpec:
     def roles(self) -> tuple[Role, ...]:
         return tuple(e.role for e in self.endpoints)
 
+    @property
+    def voice_model(self) -> str | None:
+        """The voice endpoint's model id (None when the deployment has no voice endpoint)."""
+        return next((e.model_id for e in self.endpoints if e.role == "voice"), None)
+
     def endpoint(self, role: Role) -> EndpointSpec:
         for e in self.endpoints:
             if e.role == role:
@@ -279,6 +322,7 @@ class DeployOptions:
     # Each entry "s3://bucket/models/" (a folder holding <model id>/ per endpoint) or "voice=s3://...".
     model_s3_uri: Sequence[str] = ()
     tags: Sequence[str] = ()  # "key=value"
+    voice_model: str | None = None  # a protocol.speech.VOICE_MODELS id; None: DEFAULT_VOICE_MODEL
 
 
 def shell_command(subcommand: str, args: Sequence[str] = ()) -> str:
@@ -297,6 +341,7 @@ def deploy_command(options: DeployOptions, state_file: str | None = None) -> str
         ("--bucket", options.bucket), ("--prefix", None if options.prefix == PROJECT else options.prefix),
         ("--name-prefix", None if options.name_prefix == PROJECT else options.name_prefix),
         ("--kms-key", options.kms_key), ("--state-file", state_file),
+        ("--voice-model", None if options.voice_model in (None, DEFAULT_VOICE_MODEL) else options.voice_model),
     ]
     flags += [("--instance-types", v) for v in options.instance_types]
     flags += [("--subnets", v) for v in options.subnets] + [("--security-groups", v) for v in options.security_groups]
@@ -373,6 +418,12 @@ def plan(options: DeployOptions, *, account: str, creator: str, region: str, now
     if unknown:
         raise UsageError(f"unknown endpoint {unknown[0]!r}: choose from voice, image, video")
     roles = tuple(r for r in ROLES if r in roles)  # stable order
+    if options.voice_model is not None and "voice" not in roles:
+        raise UsageError(f"--voice-model {options.voice_model!r} chooses the voice endpoint's model, but this "
+                         "deployment does not include voice: add voice to the endpoints or leave --voice-model out")
+    model_ids: dict[Role, str] = {r: ROLE_PROFILES[r].model_id for r in roles}
+    if "voice" in roles:
+        model_ids["voice"] = check_voice_model(options.voice_model)
 
     role_arn = (options.role_arn or role_arn_env or "").strip()
     if not role_arn:
@@ -426,19 +477,20 @@ def plan(options: DeployOptions, *, account: str, creator: str, region: str, now
         profile = ROLE_PROFILES[role]
         raw_types = role_types.get(role, shared_types)
         pool = InstancePool.parse(raw_types) if raw_types is not None else InstancePool(profile.default_pool)
-        env = {"SM_VLLM_MODEL": profile.model_id, **dict(profile.extra_env)}
+        model_id = model_ids[role]
+        env = {"SM_VLLM_MODEL": model_id, **dict(profile.extra_env)}
         model_uri = None
         if (raw_model := role_models.get(role)) is not None:
             model_uri = _s3_folder(raw_model, "--model-s3-uri")
         elif shared_models is not None:
-            model_uri = _s3_folder(shared_models, "--model-s3-uri") + profile.model_id + "/"
+            model_uri = _s3_folder(shared_models, "--model-s3-uri") + model_id + "/"
         if model_uri:
             # Files come from S3 into /opt/ml/model; keep the public model id as the served name and never
             # reach for the Hugging Face hub (the network may have no internet at all).
-            env.update(SM_VLLM_MODEL=S3_MODEL_DIR, SM_VLLM_SERVED_MODEL_NAME=profile.model_id, HF_HUB_OFFLINE="1")
+            env.update(SM_VLLM_MODEL=S3_MODEL_DIR, SM_VLLM_SERVED_MODEL_NAME=model_id, HF_HUB_OFFLINE="1")
         name = f"{name_prefix}-{role}-{deployment_id}"
         endpoints.append(EndpointSpec(
-            role=role, endpoint_name=name, config_name=name, model_name=name, model_id=profile.model_id,
+            role=role, endpoint_name=name, config_name=name, model_name=name, model_id=model_id,
             pool=pool, kind=profile.kind, startup_timeout_s=profile.startup_timeout_s, environment=env,
             model_data_uri=model_uri,
         ))

@@ -6,8 +6,9 @@ moment leave a file that `resume` and `delete` can trust: they describe each pla
 it exists. It holds names, ARNs, statuses and the spec; never credentials.
 
 Readers outside infra (the services layer's SageMaker settings) find flat keys at the top: `region`,
-`endpoint_names` ({"voice": ..., "image": ..., "video": ...}), `bucket`, `prefix`, `kms_key`;
-`studio_settings()` turns them into Settings overrides.
+`endpoint_names` ({"voice": ..., "image": ..., "video": ...}), `voice_model` (the voice endpoint's model id,
+null without a voice endpoint), `bucket`, `prefix`, `kms_key`; `studio_settings()` turns them into Settings
+overrides.
 """
 
 from __future__ import annotations
@@ -191,6 +192,7 @@ class DeploymentState:
                 "updated_at": self.updated_at,
                 # Flat copies for readers outside infra (the services layer's SageMaker settings):
                 "endpoint_names": {role: rec.endpoint.name for role, rec in self.endpoints.items()},
+                "voice_model": self.spec.voice_model,
                 "bucket": self.spec.bucket,
                 "prefix": self.spec.prefix,
                 "kms_key": self.spec.kms_key,

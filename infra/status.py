@@ -16,6 +16,7 @@ from infra.errors import StateError
 from infra.model import Role
 from infra.pricing import Price, PriceTable, cost_so_far, load_prices
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
+from protocol.speech import task_types_for_model
 
 HOURS_PER_DAY = 24
 
@@ -32,6 +33,12 @@ class EndpointStatus:
     failure_reason: str | None = None
     created: str | None = None
     smoke: dict[str, Any] | None = None
+    model_id: str | None = None  # what the deployment planned for it (the state file's spec)
+
+    @property
+    def task_types(self) -> tuple[str, ...]:
+        """What the voice endpoint's model can do (protocol.speech.task_types_for_model); () for the others."""
+        return task_types_for_model(self.model_id) if self.role == "voice" and self.model_id else ()
 
     @property
     def billing(self) -> bool:
@@ -50,6 +57,7 @@ class EndpointStatus:
             "usd_per_hour": self.usd_per_hour, "price_basis": None if self.price is None else self.price.basis,
             "cost_so_far_usd": None if self.cost_so_far_usd is None else round(self.cost_so_far_usd, 4),
             "failure_reason": self.failure_reason, "created": self.created, "smoke": self.smoke,
+            "model_id": self.model_id, "task_types": list(self.task_types),
         }
 
 
@@ -83,6 +91,10 @@ class StatusReport:
         return sorted({e.instance_type or "unknown" for e in self.running if e.usd_per_hour is None})
 
     @property
+    def voice_model(self) -> str | None:
+        return next((e.model_id for e in self.endpoints if e.role == "voice"), None)
+
+    @property
     def creating(self) -> bool:
         return any(e.status in ("Creating", "Updating", "SystemUpdating", "Deleting") for e in self.endpoints)
 
@@ -90,6 +102,8 @@ class StatusReport:
         return {
             "region": self.region, "deployment_id": self.deployment_id, "checked_at": self.checked_at,
             "state_file": None if self.state_file is None else str(self.state_file),
+            "voice_model": self.voice_model,
+            "voice_task_types": list(task_types_for_model(self.voice_model)) if self.voice_model else [],
             "endpoints": [e.to_dict() for e in self.endpoints],
             "usd_per_hour": round(self.usd_per_hour, 4), "usd_per_day": round(self.usd_per_day, 2),
             "cost_so_far_usd": round(self.cost_so_far_usd, 4), "unpriced_instance_types": self.unpriced,
@@ -99,12 +113,13 @@ class StatusReport:
 
 
 def describe_endpoint_status(ctx: AwsContext, name: str, prices: PriceTable, *, role: Role | None = None,
-                             fallback_type: str | None = None, smoke: dict[str, Any] | None = None) -> EndpointStatus:
+                             fallback_type: str | None = None, smoke: dict[str, Any] | None = None,
+                             model_id: str | None = None) -> EndpointStatus:
     try:
         desc = ctx.sagemaker.describe_endpoint(EndpointName=name)
     except AWS_ERRORS as exc:
         if is_not_found(exc):
-            return EndpointStatus(role, name, "gone", None, None, None, None, smoke=smoke)
+            return EndpointStatus(role, name, "gone", None, None, None, None, smoke=smoke, model_id=model_id)
         raise translate(exc, f"describe endpoint {name}") from None
     status = desc["EndpointStatus"]
     itype = instance_type_in_use(desc) or (fallback_type if status != "Failed" else None)
@@ -115,7 +130,7 @@ def describe_endpoint_status(ctx: AwsContext, name: str, prices: PriceTable, *, 
     cost = cost_so_far(price.usd_per_hour if price else None, uptime) if billing else None
     return EndpointStatus(role, name, status, itype, uptime, price, cost, desc.get("FailureReason"),
                           created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(created, datetime) else None,
-                          smoke)
+                          smoke, model_id)
 
 
 def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
@@ -132,7 +147,7 @@ def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
         # sighting stands in; with none, the first choice is the likely one.
         fallback = rec.instance_type or state.spec.endpoint(role).pool.first
         rows.append(describe_endpoint_status(ctx, rec.endpoint.name, prices, role=role, fallback_type=fallback,
-                                             smoke=rec.smoke))
+                                             smoke=rec.smoke, model_id=state.spec.endpoint(role).model_id))
     return StatusReport(state.region, state.deployment_id, rows, prices, state.path)
 
 

@@ -94,14 +94,16 @@ class DeploymentPlan(_StateModel):
 class DeploymentStateFile(_StateModel):
     """The deployment state file, as one shape for every reader.
 
-    The flat keys at the top (`region`, `endpoint_names`, `bucket`, `prefix`, `kms_key`) are what the
-    services layer reads, and all a hand-written file needs. `python -m infra` writes the whole record as
-    well (`format`, `deployment_id`, `phase`, `endpoints`, `spec`, ...) and reads only files that have it
-    (`is_deployment_record`)."""
+    The flat keys at the top (`region`, `endpoint_names`, `voice_model`, `bucket`, `prefix`, `kms_key`) are
+    what the services layer reads, and all a hand-written file needs. `python -m infra` writes the whole
+    record as well (`format`, `deployment_id`, `phase`, `endpoints`, `spec`, ...) and reads only files that
+    have it (`is_deployment_record`). `voice_model` is the voice endpoint's model id (what it can do:
+    protocol.speech.task_types_for_model); files written before it existed have none (`voice_model_of`)."""
 
     format: str | None = None
     region: str | None = None
     endpoint_names: dict[Role, str | None] = Field(default_factory=dict)
+    voice_model: str | None = Field(default=None, min_length=1)
     bucket: str | None = None
     prefix: str | None = None
     kms_key: str | None = None
@@ -121,12 +123,39 @@ class DeploymentStateFile(_StateModel):
             roles = [e.role for e in self.spec.endpoints]
             if len(set(roles)) != len(roles):
                 raise ValueError(f"spec.endpoints plans an endpoint twice ({', '.join(roles)})")
+            planned = next((e.model_id for e in self.spec.endpoints if e.role == "voice"), None)
+            if self.voice_model is not None and self.voice_model != planned:
+                plans = f"the voice endpoint with {planned!r}" if planned else "no voice endpoint"
+                raise ValueError(f"voice_model is {self.voice_model!r} but spec.endpoints plans {plans}")
         return self
 
     @property
     def is_deployment_record(self) -> bool:
         """Written by `python -m infra` (this format, with the spec and the endpoint records)."""
         return self.format == STATE_FORMAT and self.spec is not None and self.endpoints is not None
+
+
+def voice_model_of(state: DeploymentStateFile) -> str | None:
+    """The voice endpoint's model id a validated state file records: its flat `voice_model`, else (a file
+    infra wrote before that key existed) the voice endpoint's planned model, else None (a hand-written file
+    that does not say: ask SageMaker, `model_id_of_container`)."""
+    if state.voice_model:
+        return state.voice_model
+    if state.spec is not None:
+        return next((e.model_id for e in state.spec.endpoints if e.role == "voice"), None)
+    return None
+
+
+# The DLC reads the model from the container's environment. With model files from S3, SM_VLLM_MODEL is the
+# folder they land in and SM_VLLM_SERVED_MODEL_NAME keeps the public id (what the model can do is known by it).
+MODEL_ENV = "SM_VLLM_MODEL"
+SERVED_MODEL_NAME_ENV = "SM_VLLM_SERVED_MODEL_NAME"
+
+
+def model_id_of_container(environment: dict[str, str] | None) -> str | None:
+    """The model id a container serves, from DescribeModel's `PrimaryContainer.Environment`."""
+    env = environment or {}
+    return env.get(SERVED_MODEL_NAME_ENV) or env.get(MODEL_ENV) or None
 
 
 class StateFileInvalid(ValueError):

@@ -358,3 +358,84 @@ def test_deletion_plan_names_every_resource(tmp_path: Path):
     assert [(r, k) for r, k, _ in plan_] == [("voice", "endpoint"), ("voice", "endpoint config"), ("voice", "model"),
                                              ("video", "endpoint"), ("video", "endpoint config"), ("video", "model")]
     assert len(deletion_plan(state, ["video"])) == 3
+
+
+# -- the voice endpoint's model ---------------------------------------------------------------------------
+VOICE_BASE = "Qwen/Qwen3-TTS-12Hz-0.6B-Base"
+
+
+def test_voice_model_is_the_published_one_unless_chosen():
+    from infra.model import DEFAULT_VOICE_MODEL, ROLE_PROFILES
+    from protocol.speech import VOICE_MODELS
+
+    assert make_spec().voice_model == DEFAULT_VOICE_MODEL == ROLE_PROFILES["voice"].model_id
+    assert DEFAULT_VOICE_MODEL in VOICE_MODELS
+    for model_id in VOICE_MODELS:
+        spec = make_spec(voice_model=model_id)
+        voice = spec.endpoint("voice")
+        assert spec.voice_model == voice.model_id == voice.environment["SM_VLLM_MODEL"] == model_id
+        validate("CreateModel", spec.create_model_request(voice))
+        assert spec.create_model_request(voice)["PrimaryContainer"]["Environment"]["SM_VLLM_MODEL"] == model_id
+        # the other endpoints keep their models
+        assert spec.endpoint("image").model_id == "black-forest-labs/FLUX.2-klein-4B"
+    # typed in another case: the model's own spelling goes to SageMaker
+    assert make_spec(voice_model=" qwen/qwen3-tts-12hz-1.7b-voicedesign ").voice_model == \
+        "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"
+    assert make_spec(roles=["image"]).voice_model is None
+
+
+def test_voice_model_files_from_s3_are_the_chosen_models():
+    voice = make_spec(voice_model=VOICE_BASE, model_s3_uri=["s3://models-bucket/hf"]).endpoint("voice")
+    assert voice.model_data_uri == f"s3://models-bucket/hf/{VOICE_BASE}/"
+    assert voice.environment["SM_VLLM_MODEL"] == "/opt/ml/model"
+    assert voice.environment["SM_VLLM_SERVED_MODEL_NAME"] == VOICE_BASE
+    from protocol.sagemaker import model_id_of_container
+
+    assert model_id_of_container(voice.environment) == VOICE_BASE  # what a reader of DescribeModel gets
+    assert model_id_of_container({"SM_VLLM_MODEL": VOICE_BASE}) == VOICE_BASE
+    assert model_id_of_container(None) is None
+
+
+def test_unknown_voice_model_lists_the_known_ones_with_their_task_types():
+    from protocol.speech import VOICE_MODELS
+
+    with pytest.raises(UsageError) as info:
+        make_spec(voice_model="Qwen/Qwen3-TTS-12Hz-1.7B-Bse")
+    text = str(info.value)
+    assert "--voice-model 'Qwen/Qwen3-TTS-12Hz-1.7B-Bse' is not a voice model" in text
+    assert "did you mean Qwen/Qwen3-TTS-12Hz-1.7B-Base?" in text
+    for model_id, task_types in VOICE_MODELS.items():
+        line = next(x for x in text.splitlines() if x.strip().startswith(model_id + ":"))
+        assert all(t in line for t in task_types), line
+    assert "Base (cloning a voice" in text and "VoiceDesign (a voice designed from a description)" in text
+    assert "[default]" in next(x for x in text.splitlines() if "1.7B-CustomVoice" in x)
+    with pytest.raises(UsageError, match="does not include voice"):
+        make_spec(roles=["image"], voice_model=VOICE_BASE)
+    with pytest.raises(UsageError, match="not a voice model"):
+        make_spec(voice_model="")
+
+
+def test_unknown_voice_model_on_the_command_line_is_exit_2_before_anything(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]):
+    from infra.cli import main
+
+    state = tmp_path / "state.json"
+    code = main(["deploy", "--voice-model", "Qwen/Qwen3-TTS-12Hz-0.6B-VoiceDesign", "--role-arn", ROLE,
+                 "--state-file", str(state), "--no-smoke"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "'Qwen/Qwen3-TTS-12Hz-0.6B-VoiceDesign' is not a voice model" in err
+    assert "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign: VoiceDesign" in err  # the one that exists is offered
+    assert not state.exists()
+
+
+def test_deploy_command_names_a_voice_model_that_is_not_the_default():
+    import shlex
+
+    from infra.cli import build_parser
+    from infra.model import DEFAULT_VOICE_MODEL, deploy_command
+
+    line = deploy_command(DeployOptions(voice_model=VOICE_BASE))
+    assert line == f"python -m infra deploy --voice-model {VOICE_BASE}"
+    assert build_parser().parse_args(shlex.split(line)[3:]).voice_model == VOICE_BASE
+    assert deploy_command(DeployOptions(voice_model=DEFAULT_VOICE_MODEL)) == "python -m infra deploy"

@@ -244,3 +244,68 @@ def test_services_check_the_region_of_the_settings_and_the_state_file(tmp_path: 
                          text=True, timeout=120)
     assert run.returncode == 1 and "did you mean us-east-1" in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "i.png").exists()
+
+
+# -- the voice model -----------------------------------------------------------------------------------------
+VOICE_DESIGN = "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"
+
+
+def test_the_voice_model_round_trips_as_a_flat_key_next_to_the_endpoint_names(tmp_path: Path) -> None:
+    from protocol.sagemaker import voice_model_of
+
+    path = tmp_path / "state.json"
+    state = saved_state(path, voice_model=VOICE_DESIGN)
+    data = json.loads(path.read_text())
+    assert data["voice_model"] == VOICE_DESIGN
+    assert list(data).index("voice_model") == list(data).index("endpoint_names") + 1
+    parsed = parse_state_file(path.read_bytes())
+    assert parsed.voice_model == voice_model_of(parsed) == VOICE_DESIGN
+    loaded = DeploymentState.load(path)  # resume rebuilds the same CreateModel request from it
+    assert loaded.spec == state.spec and loaded.spec.voice_model == VOICE_DESIGN
+    voice = loaded.spec.endpoint("voice")
+    assert loaded.spec.create_model_request(voice)["PrimaryContainer"]["Environment"]["SM_VLLM_MODEL"] == VOICE_DESIGN
+    loaded.save()
+    assert json.loads(path.read_text())["voice_model"] == VOICE_DESIGN
+
+    # without a voice endpoint the key says so
+    saved_state(path, roles=["image"])
+    parsed = parse_state_file(path.read_bytes())
+    assert parsed.voice_model is None and voice_model_of(parsed) is None
+
+
+def test_state_files_without_the_voice_model_stay_valid(tmp_path: Path) -> None:
+    from protocol.sagemaker import voice_model_of
+
+    path = tmp_path / "state.json"
+    saved_state(path)
+    rewrite(path, lambda d: d.pop("voice_model"))  # written before the key existed
+    loaded = DeploymentState.load(path)
+    assert loaded.spec.voice_model == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+    assert voice_model_of(parse_state_file(path.read_bytes())) == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+    assert resolve_targets(studio_settings(path)).endpoints["voice"] == loaded.record("voice").endpoint.name
+
+    flat = tmp_path / "flat.json"  # hand-written: the names only, or the names and the model
+    flat.write_text(json.dumps({"region": "eu-west-1", "endpoint_names": {"voice": "v1"}}))
+    assert voice_model_of(read_state_file(flat)) is None
+    flat.write_text(json.dumps({"region": "eu-west-1", "endpoint_names": {"voice": "v1"}, "voice_model": VOICE_DESIGN}))
+    assert voice_model_of(read_state_file(flat)) == VOICE_DESIGN
+    assert resolve_targets(studio_settings(flat)).endpoints["voice"] == "v1"
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d.update(voice_model=123), "voice_model: Input should be a valid string"),
+    (lambda d: d.update(voice_model=""), "voice_model: String should have at least 1 character"),
+    (lambda d: d.update(voice_model=VOICE_DESIGN),
+     "voice_model is 'Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign' but spec.endpoints plans the voice endpoint with "
+     "'Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice'"),
+])
+def test_a_damaged_voice_model_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], change, field) -> None:
+    state = tmp_path / "state.json"
+    saved_state(state)
+    rewrite(state, change)
+    assert infra_main(["status", "--state-file", str(state)]) == 6
+    err = capsys.readouterr().err
+    assert field in err and str(state) in err
+    with pytest.raises(ConfigError) as info:
+        resolve_targets(studio_settings(state))
+    assert field in str(info.value)
