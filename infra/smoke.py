@@ -3,7 +3,9 @@
     report = run_smoke(backend, out_dir)      # backend: services.backend.Backend (speech/images/videos)
 
 - voice: one streamed utterance; passes with `audio.start`, `audio.done` and more than 2 000 bytes of
-  PCM; saves `validation-output.wav`.
+  PCM; saves `validation-output.wav`. It asks for the task type the voice model serves (`voice_task`): a
+  preset voice (CustomVoice), a voice from a description (VoiceDesign), or a clone (Base) of a synthetic
+  voiced reference — the smoke test has no recording of a person, and needs none to show the model speaks.
 - image: a 4-step image; passes with a decodable PNG; saves `smoke-image.png`.
 - video: a 4-step job — a smoke test only (too few steps to keep a composition) — conditioned on the
   smoke image when there is one; passes with a decodable MP4; saves `smoke-only-video.mp4`.
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.model import ROLES, Role
 from protocol.errors import StudioError
+from protocol.speech import TaskType, task_types_for_model
 
 if TYPE_CHECKING:
     from infra.state import DeploymentState
@@ -37,6 +40,8 @@ SMOKE_TEXT = "Hello from Omni Studio. This is the smoke test of the voice endpoi
 IMAGE_PROMPT = "a red lighthouse on a rocky coast at dawn, smoke test"
 VIDEO_PROMPT = "waves roll against the lighthouse, smoke test"
 SMOKE_STEPS = 4  # image: FLUX.2-klein's own count; video: smoke-only (the default is 30)
+SMOKE_VOICE_DESCRIPTION = "A calm adult voice, clear and even, speaking at a moderate pace."
+SMOKE_REFERENCE_SECONDS = 4.0
 VOICE_TIMEOUT_S = 180.0
 VIDEO_TIMEOUT_S = 900.0
 
@@ -78,8 +83,9 @@ SmokeProgress = Callable[[SmokeCheck], None]
 
 def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = ROLES, *,
               progress: SmokeProgress | None = None, voice_timeout_s: float = VOICE_TIMEOUT_S,
-              video_timeout_s: float = VIDEO_TIMEOUT_S) -> SmokeReport:
-    """Run the smoke test of each role in `roles` (voice, image, video order) and save what they produce."""
+              video_timeout_s: float = VIDEO_TIMEOUT_S, voice_task: TaskType | None = None) -> SmokeReport:
+    """Run the smoke test of each role in `roles` (voice, image, video order) and save what they produce.
+    `voice_task`: the task type the voice model serves (None: the server's default, a preset voice)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     checks: list[SmokeCheck] = []
@@ -88,7 +94,7 @@ def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = ROLES, *,
         t0 = time.perf_counter()
         try:
             if role == "voice":
-                check = smoke_voice(backend, out_dir, timeout_s=voice_timeout_s)
+                check = smoke_voice(backend, out_dir, timeout_s=voice_timeout_s, task_type=voice_task)
             elif role == "image":
                 check, image_png = smoke_image(backend, out_dir)
             else:
@@ -102,15 +108,57 @@ def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = ROLES, *,
     return SmokeReport(backend.target, checks)
 
 
-def smoke_voice(backend: Backend, out_dir: Path, *, timeout_s: float = VOICE_TIMEOUT_S) -> SmokeCheck:
+def smoke_reference_wav(seconds: float = SMOKE_REFERENCE_SECONDS) -> bytes:
+    """A voiced, speech-like reference for the Base (clone) smoke test: a gliding 110–150 Hz pitch, harmonics
+    shaped by the formants of an open vowel, four syllables a second, peaks at -6 dBFS; mono 24 kHz WAV.
+    Not a person's voice: no recording ships with the studio, and the speaker encoder takes any voiced sound."""
+    import numpy as np
+
+    from protocol.limits import PCM_SAMPLE_RATE
+    from services.speech import wav_bytes
+
+    t = np.arange(int(seconds * PCM_SAMPLE_RATE)) / PCM_SAMPLE_RATE
+    f0 = 130 + 20 * np.sin(2 * np.pi * 0.4 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / PCM_SAMPLE_RATE
+    signal = np.zeros_like(t)
+    for k in range(1, 30):
+        freq = k * 130.0
+        weight = sum(a * np.exp(-(((freq - f) / bw) ** 2)) for f, bw, a in ((700, 130, 1.0), (1220, 160, 0.6),
+                                                                            (2600, 250, 0.25)))
+        signal += (weight + 0.02) / k * np.sin(k * phase)
+    syllables = np.clip(np.sin(2 * np.pi * 2.0 * t), 0, None) ** 0.6  # four a second, with short gaps
+    signal *= syllables
+    signal *= 0.5 / np.max(np.abs(signal))
+    return wav_bytes((signal * 32767).astype("<i2").tobytes())
+
+
+def _voice_config(task_type: TaskType | None) -> tuple[dict[str, Any], str]:
+    """The session.config fields for the model's task type, and how the detail line names it."""
+    if task_type == "VoiceDesign":
+        return {"task_type": "VoiceDesign", "instructions": SMOKE_VOICE_DESCRIPTION}, "VoiceDesign (a described voice)"
+    if task_type == "Base":
+        import base64
+
+        data_url = "data:audio/wav;base64," + base64.b64encode(smoke_reference_wav()).decode("ascii")
+        return ({"task_type": "Base", "ref_audio": data_url, "x_vector_only_mode": True},
+                f"Base (cloned from a synthetic {SMOKE_REFERENCE_SECONDS:.0f} s reference)")
+    if task_type == "CustomVoice":
+        return {"task_type": "CustomVoice"}, "CustomVoice (a preset voice)"
+    return {}, ""
+
+
+def smoke_voice(backend: Backend, out_dir: Path, *, timeout_s: float = VOICE_TIMEOUT_S,
+                task_type: TaskType | None = None) -> SmokeCheck:
     from protocol.speech import AudioDone, AudioStart, ErrorEvent
     from services.speech import PcmChunk, speech_config
+
+    extra, task_label = _voice_config(task_type)
 
     seen: dict[str, int] = {"audio.start": 0, "audio.done": 0, "chunks": 0}
     errors: list[str] = []
 
     async def speak() -> tuple[bytes, dict[str, Any]]:
-        session = backend.speech.open(speech_config())
+        session = backend.speech.open(speech_config(**extra))
         async with session:
             async for event in session.speak(SMOKE_TEXT):
                 if isinstance(event, AudioStart):
@@ -140,9 +188,13 @@ def smoke_voice(backend: Backend, out_dir: Path, *, timeout_s: float = VOICE_TIM
     if errors:
         problems.append("server error: " + "; ".join(errors))
     figures = {**figures, **{k.replace(".", "_"): v for k, v in seen.items()}}
+    if task_type:
+        figures["task_type"] = task_type
+        problems = [f"{task_label}: {problems[0]}", *problems[1:]] if problems else problems
     if problems:
         return SmokeCheck("voice", False, ", ".join(problems), path if pcm_bytes else None, pcm_bytes, figures=figures)
-    return SmokeCheck("voice", True, f"{seen['chunks']} chunks, {pcm_bytes} bytes of PCM, first audio "
+    return SmokeCheck("voice", True, (f"{task_label}: " if task_label else "") +
+                      f"{seen['chunks']} chunks, {pcm_bytes} bytes of PCM, first audio "
                       f"{figures.get('ttfa_ms')} ms; saved {path.name}", path, pcm_bytes, figures=figures)
 
 
@@ -219,8 +271,11 @@ def smoke_deployment(state: DeploymentState, out_dir: Path, roles: Sequence[Role
     """The smoke test of a deployment through the studio's SageMaker backend, its result kept in the state
     file. Raises StudioError only when the backend cannot be built (the test did not run)."""
     backend = deployment_backend(state)
+    voice_model = state.spec.voice_model
+    voice_task = task_types_for_model(voice_model)[0] if voice_model else None
     try:
-        report = run_smoke(backend, out_dir, tuple(roles) if roles else state.spec.roles, progress=progress)
+        report = run_smoke(backend, out_dir, tuple(roles) if roles else state.spec.roles, progress=progress,
+                           voice_task=voice_task)
     finally:
         backend.close()
     record_smoke(state, report)

@@ -519,3 +519,92 @@ def test_an_endpoint_slower_than_the_wait_is_left_creating_and_resume_waits_for_
     assert again.ok and again.outcomes["video"].created == []
     assert [len(v) for v in listing(emulator_env).values()] == [2, 2, 2]
     assert delete_deployment(state_file, wait=FAST).ok
+
+
+# ---------------------------------------------------------------------------------------------------------
+VOICE_DESIGN = "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"
+
+
+def _engine_serves(engine_url: str, task_type: str) -> bool:
+    """Whether the offline engine behind the emulator synthesizes `task_type` (it learns more of them over time)."""
+    import httpx
+
+    body = {"input": "Hello.", "task_type": task_type, "response_format": "wav"}
+    if task_type == "VoiceDesign":
+        body["instructions"] = "A calm adult voice."
+    r = httpx.post(f"{engine_url}/v1/audio/speech", json=body, timeout=120, trust_env=False)
+    assert r.status_code == 200 or "does not support task_type" in r.text, r.text
+    return r.status_code == 200
+
+
+def test_deploy_with_a_voice_model_records_it_shows_it_and_resume_keeps_it(emulator_env: EmulatorHandle,
+                                                                             state_file: Path, tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]):
+    from protocol.sagemaker import model_id_of_container, parse_state_file, voice_model_of
+    from services.aws import AwsSession
+    from services.sagemaker import endpoint_model
+
+    code = infra_main(["deploy", "voice", "image", "--voice-model", VOICE_DESIGN, "--smoke-dir", str(tmp_path),
+                       "--state-file", str(state_file), "--role-arn", ROLE_ARN, *CLI_FAST])
+    err = capsys.readouterr().err
+    state = DeploymentState.load(state_file)
+    assert all(state.record(r).endpoint_status == "InService" for r in ("voice", "image")), err
+    # the smoke test asked the voice endpoint for what its model does: a voice from a description
+    smoke = state.record("voice").smoke
+    assert smoke["detail"].startswith("VoiceDesign (a described voice): "), smoke
+    if _engine_serves(emulator_env.engine_url, "VoiceDesign"):
+        assert code == 0 and smoke["ok"], err
+    else:  # the engine refuses the task by name: the smoke test sent it
+        assert code == 5 and not smoke["ok"] and "task_type='VoiceDesign'" in smoke["detail"]
+
+    # SageMaker runs that model: DescribeModel's container environment, read as the studio reads it
+    sm = emulator_env.client("sagemaker")
+    voice_name = state.record("voice").endpoint.name
+    model = sm.describe_model(ModelName=state.record("voice").model.name)
+    assert model["PrimaryContainer"]["Environment"] == {"SM_VLLM_MODEL": VOICE_DESIGN}
+    assert model_id_of_container(model["PrimaryContainer"]["Environment"]) == VOICE_DESIGN
+    assert endpoint_model(AwsSession(emulator_env.region), voice_name) == VOICE_DESIGN
+    image_model = sm.describe_model(ModelName=state.record("image").model.name)
+    assert image_model["PrimaryContainer"]["Environment"]["SM_VLLM_MODEL"] == "black-forest-labs/FLUX.2-klein-4B"
+
+    # the state file has it for readers outside infra; status shows it with its task types
+    parsed = parse_state_file(state_file.read_bytes())
+    assert parsed.voice_model == voice_model_of(parsed) == VOICE_DESIGN
+    assert infra_main(["status", "--state-file", str(state_file), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["voice_model"] == VOICE_DESIGN and data["voice_task_types"] == ["VoiceDesign"]
+    voice_row = next(e for e in data["endpoints"] if e["role"] == "voice")
+    assert voice_row["model_id"] == VOICE_DESIGN and voice_row["task_types"] == ["VoiceDesign"]
+    assert next(e for e in data["endpoints"] if e["role"] == "image")["task_types"] == []
+    assert infra_main(["status", "--state-file", str(state_file)]) == 0
+    assert f"voice model: {VOICE_DESIGN}: VoiceDesign (a voice designed from a description)" in capsys.readouterr().out
+
+    # lost behind infra's back: resume recreates the voice endpoint with the same model, never the default
+    sm.delete_endpoint(EndpointName=voice_name)
+    sm.get_waiter("endpoint_deleted").wait(EndpointName=voice_name, WaiterConfig={"Delay": 0.1, "MaxAttempts": 100})
+    sm.delete_endpoint_config(EndpointConfigName=state.record("voice").config.name)
+    sm.delete_model(ModelName=state.record("voice").model.name)
+    assert infra_main(["resume", "--state-file", str(state_file), "--no-smoke", *CLI_FAST]) == 0, capsys.readouterr().err
+    again = DeploymentState.load(state_file)
+    assert again.record("voice").endpoint.name == voice_name and again.spec.voice_model == VOICE_DESIGN
+    assert sm.describe_model(ModelName=again.record("voice").model.name)["PrimaryContainer"]["Environment"] == {
+        "SM_VLLM_MODEL": VOICE_DESIGN}
+    assert json.loads(state_file.read_text())["voice_model"] == VOICE_DESIGN
+    assert [len(v) for v in listing(emulator_env).values()] == [2, 2, 2]
+    assert delete_deployment(state_file, wait=FAST).ok
+
+
+def test_deploy_refuses_an_unknown_voice_model_before_creating_anything(emulator_env: EmulatorHandle,
+                                                                         state_file: Path,
+                                                                         capsys: pytest.CaptureFixture[str]):
+    code = infra_main(["deploy", "--voice-model", "Qwen/Qwen3-TTS-12Hz-1.7B-Clone", "--state-file", str(state_file),
+                       "--role-arn", ROLE_ARN, "--no-smoke", *CLI_FAST])
+    err = capsys.readouterr().err
+    assert code == 2 and "is not a voice model the studio knows" in err
+    assert "Qwen/Qwen3-TTS-12Hz-0.6B-Base: Base (cloning a voice from a short recording)" in err
+    assert emulator_env.state()["calls"] == {}  # not even STS
+    assert not state_file.exists() and listing(emulator_env) == {"Models": [], "EndpointConfigs": [], "Endpoints": []}
+    code = infra_main(["deploy", "image", "--voice-model", VOICE_DESIGN, "--state-file", str(state_file),
+                       "--role-arn", ROLE_ARN, "--no-smoke", *CLI_FAST])
+    assert code == 2 and "does not include voice" in capsys.readouterr().err
+    assert not state_file.exists()

@@ -439,3 +439,28 @@ def test_deploy_command_names_a_voice_model_that_is_not_the_default():
     assert line == f"python -m infra deploy --voice-model {VOICE_BASE}"
     assert build_parser().parse_args(shlex.split(line)[3:]).voice_model == VOICE_BASE
     assert deploy_command(DeployOptions(voice_model=DEFAULT_VOICE_MODEL)) == "python -m infra deploy"
+
+
+def test_the_smoke_test_asks_for_the_task_type_the_voice_model_serves():
+    import base64
+    import io
+    import wave
+
+    import numpy as np
+
+    from infra.smoke import SMOKE_VOICE_DESCRIPTION, _voice_config, smoke_reference_wav
+
+    assert _voice_config(None) == ({}, "")
+    assert _voice_config("CustomVoice")[0] == {"task_type": "CustomVoice"}
+    assert _voice_config("VoiceDesign")[0] == {"task_type": "VoiceDesign", "instructions": SMOKE_VOICE_DESCRIPTION}
+    base, label = _voice_config("Base")
+    assert base["task_type"] == "Base" and base["x_vector_only_mode"] is True and "synthetic" in label
+    assert base["ref_audio"].startswith("data:audio/wav;base64,")
+    wav = base64.b64decode(base["ref_audio"].split(",", 1)[1])
+    assert wav == smoke_reference_wav()
+    with wave.open(io.BytesIO(wav)) as w:
+        assert (w.getnchannels(), w.getframerate(), w.getsampwidth()) == (1, 24000, 2)
+        samples = np.frombuffer(w.readframes(w.getnframes()), "<i2") / 32768
+        assert w.getnframes() / w.getframerate() == 4.0  # inside the 3–30 s a reference may last
+    rms_db = 20 * np.log10(np.sqrt(np.mean(samples ** 2)))
+    assert -7 < 20 * np.log10(np.abs(samples).max()) < -5 and rms_db > -30  # voiced, not silent, not clipped
