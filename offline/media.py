@@ -2,6 +2,9 @@
 
 - `POST /v1/images/generations` (JSON) → `{"created", "data": [{"b64_json", "url", "revised_prompt"}],
   "output_format", "size", ...}` plus `"preview": true`, `"seed"` and `"inference_time_s"`.
+- `POST /v1/images/edits` (multipart/form-data: 1–4 `image` (or `image[]`) files or data URLs in `url`/`url[]`,
+  `prompt`, `size` (default "auto": the first image's size), `n`, `seed`, ...) → the same answer; the
+  references are composed into a collage under the prompt's preview (offline/previews.py `render_edit`).
 - `POST /v1/videos/sync` (multipart/form-data only) → raw `video/mp4` with `X-Request-Id`, `X-Model`,
   `X-Inference-Time-S`, `X-Stage-Durations` and `X-Peak-Memory-MB`.
 
@@ -17,7 +20,9 @@ defaults (480×320, 17 frames, 8 fps) live in the clients, which always send eve
 
 Deliberate differences (an offline engine must stay bounded and cannot use the network): image sizes are
 limited to 64–2048 per side, videos to 1280² pixels and 257 frames, uploaded reference files to 16 MB and
-16 M pixels; `image_reference.image_url` must be a data URL (http(s) URLs are refused, not downloaded).
+16 M pixels; `image_reference.image_url` and an edit's `url` must be data URLs (http(s) URLs are refused, not
+downloaded); an edit takes at most 4 images (FLUX.2-klein's limit, worded as vLLM-Omni words it) and its
+`n` and steps keep the generation route's bounds.
 """
 
 from __future__ import annotations
@@ -46,13 +51,20 @@ from starlette.formparsers import MultiPartException
 from offline import previews
 from protocol.common import ErrorInfo, ErrorResponse
 from protocol.images import (
+    EDIT_AUTO_SIZE,
+    EDIT_IMAGE_ARRAY_FIELD,
+    EDIT_IMAGE_FIELD,
+    EDIT_URL_ARRAY_FIELD,
+    EDIT_URL_FIELD,
+    IMAGE_EDITS_PATH,
     IMAGES_PATH,
     ImageData,
+    ImageEditForm,
     ImageGenerationRequest,
     ImageGenerationResponse,
 )
 from protocol.common import HEADER_INFERENCE_TIME, HEADER_REQUEST_ID, HEADER_STAGE_DURATIONS
-from protocol.limits import ENGINE_FILE_PART_BYTES, IMAGE_SIZE
+from protocol.limits import ENGINE_FILE_PART_BYTES, IMAGE_EDIT_REFERENCES, IMAGE_SIZE
 from protocol.videos import VIDEO_SYNC_PATH, VideoSyncForm
 
 IMAGE_MODEL = "black-forest-labs/FLUX.2-klein-4B"
@@ -199,6 +211,127 @@ async def images_generations(request: Request) -> Response:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# POST /v1/images/edits
+MAX_EDIT_IMAGES = int(IMAGE_EDIT_REFERENCES.hi)  # FLUX.2-klein takes up to 4 reference images
+
+
+def _edit_output_format(value: str | None, background: str | None) -> str:
+    """vLLM-Omni's edit-route choice: jpg/jpeg/png/webp as given; png when the background is transparent;
+    jpeg otherwise (the form's own default is png)."""
+    fmt = (value or "").lower()
+    if fmt in {"jpg", "png", "webp", "jpeg"}:
+        return fmt
+    return "png" if (background or "auto").lower() == "transparent" else "jpeg"
+
+
+def _too_many_images(count: int, limit: int) -> str:
+    """vLLM-Omni's wording (entrypoints/openai/utils.py too_many_input_images_message)."""
+    if limit == 1:
+        return "Received multiple input images. Only a single image is supported by this model."
+    return f"Received {count} input images. At most {limit} images are supported by this model."
+
+
+@router.post(IMAGE_EDITS_PATH)
+async def images_edits(request: Request) -> Response:
+    ctype = request.headers.get("content-type", "")
+    # A form, as FastAPI reads one (url-encoded carries no files, only `url` fields); anything else is refused.
+    if not ctype.lower().startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
+        return _error(f"{IMAGE_EDITS_PATH} accepts multipart/form-data only (got {ctype or 'no Content-Type'}): "
+                      "send prompt, size, n, ... as form fields and 1 to 4 reference images as 'image' file parts")
+    try:
+        form = await request.form(max_part_size=MAX_FORM_PART_BYTES)
+    except (StarletteHTTPException, MultiPartException) as exc:
+        detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
+        return _error(str(detail))
+    try:
+        return await _edit_from_form(form)
+    finally:
+        await form.close()
+
+
+async def _edit_from_form(form: Any) -> Response:
+    fields: dict[str, str] = {}
+    for key, value in form.multi_items():
+        if isinstance(value, str) and value != "" and key not in (EDIT_URL_FIELD, EDIT_URL_ARRAY_FIELD):
+            fields[key] = value  # FastAPI treats an empty form field as absent
+    # vLLM-Omni: `image` files, else `image[]`; then `url`, else `url[]` — in that order.
+    files = form.getlist(EDIT_IMAGE_FIELD) or form.getlist(EDIT_IMAGE_ARRAY_FIELD)
+    for name in (EDIT_IMAGE_FIELD, EDIT_IMAGE_ARRAY_FIELD):
+        fields.pop(name, None)
+    for i, item in enumerate(files):
+        if isinstance(item, str):  # a text part where FastAPI expects an UploadFile
+            return _validation_error([{"type": "value_error", "loc": ("body", EDIT_IMAGE_FIELD, i),
+                                       "msg": "Value error, Expected UploadFile, received: <class 'str'>",
+                                       "input": item[:80]}])
+    urls = [u for u in (form.getlist(EDIT_URL_FIELD) or form.getlist(EDIT_URL_ARRAY_FIELD)) if isinstance(u, str) and u]
+    try:
+        req = ImageEditForm.model_validate(fields)
+    except ValidationError as exc:
+        return _validation_error(_body_errors(exc))
+    if req.model is not None and req.model != IMAGE_MODEL:
+        return _error(f"Model mismatch: request specifies '{req.model}' but server is running '{IMAGE_MODEL}'.")
+    fmt = _edit_output_format(req.output_format, req.background)
+    if req.response_format != "b64_json":
+        return _error("Only response_format 'b64_json' is supported now.")
+    count = len(files) + len(urls)
+    if count == 0:
+        return _error("Field 'image' or 'url' is required", HTTPStatus.UNPROCESSABLE_ENTITY)
+    if count > MAX_EDIT_IMAGES:
+        return _error(_too_many_images(count, MAX_EDIT_IMAGES))
+
+    references: list[Image.Image] = []
+    try:
+        for i, upload in enumerate(files, 1):
+            assert isinstance(upload, UploadFile)
+            label = f"image {i} ({upload.filename!r})"
+            if upload.size is not None and upload.size > ENGINE_FILE_PART_BYTES:
+                return _error(f"{label} is {upload.size:,} bytes; the offline engine accepts files up to "
+                              f"{ENGINE_FILE_PART_BYTES // (1024 * 1024)} MB", HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                              EDIT_IMAGE_FIELD)
+            data = await upload.read()
+            references.append(await asyncio.to_thread(_decode_image, data, label))
+        for i, url in enumerate(urls, len(files) + 1):
+            references.append(await asyncio.to_thread(_image_from_url, url, f"image {i} (url)"))
+    except BadReference as exc:
+        return _error(str(exc))
+
+    try:
+        if req.size.lower() == EDIT_AUTO_SIZE:
+            width, height = references[0].size  # vLLM-Omni: the first image's size
+            if width not in IMAGE_SIZE or height not in IMAGE_SIZE:
+                raise ValueError(f"Invalid size: {width}x{height} (size='auto' takes the first image's size). "
+                                 f"Width and height must be between {IMAGE_SIZE.lo:g} and {IMAGE_SIZE.hi:g} pixels "
+                                 "on the offline engine: send a size, e.g. '1024x1024'.")
+        else:
+            width, height = _parse_size(req.size)
+    except ValueError as exc:
+        return _error(str(exc), param="size")
+    seed = _random_seed(req.seed)
+    quality = max(1, req.output_compression)
+    started = time.perf_counter()
+    try:
+        images = await asyncio.to_thread(
+            lambda: [previews.render_edit(req.prompt, seed + i, width, height, references, fmt, quality)
+                     for i in range(req.n)]
+        )
+    except Exception as exc:  # noqa: BLE001 - vLLM-Omni turns any failure into a 500 with its text
+        return _error(f"Image edit failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
+    elapsed = time.perf_counter() - started
+    body = ImageGenerationResponse(
+        created=int(time.time()),
+        data=[ImageData(b64_json=base64.b64encode(b).decode("ascii")) for b in images],
+        output_format=fmt,
+        size=f"{width}x{height}",  # an edit always reports its size
+        cot_output=None,
+        metrics={"stage_durations": {"preview_compose": round(elapsed, 4)}, "peak_memory_mb": None},
+        preview=True,
+        seed=seed,
+        inference_time_s=round(elapsed, 4),
+    )
+    return JSONResponse(body.model_dump())
+
+
+# ---------------------------------------------------------------------------------------------------------
 # POST /v1/videos/sync
 class BadReference(ValueError):
     """A reference image that cannot be used; the message says what to send instead."""
@@ -216,7 +349,7 @@ def _decode_image(data: bytes, source: str) -> Image.Image:
                 raise BadReference(
                     f"Invalid {source}: the image is {probe.width}x{probe.height} ({pixels:,} pixels); the offline "
                     f"engine accepts at most {MAX_REFERENCE_PIXELS:,} pixels (decompression-bomb guard). "
-                    "Send a smaller image, e.g. fitted to the video size."
+                    "Send a smaller image, e.g. fitted to the size you ask for."
                 )
             return probe.convert("RGB")
     except BadReference:
@@ -235,18 +368,21 @@ def _reference_from_field(value: Any) -> Image.Image:
     if not isinstance(value, dict) or set(value) != {"image_url"} or not isinstance(value["image_url"], str):
         raise BadReference(f'Invalid image_reference: expected a JSON object {{"image_url": ...}} holding '
                            f"{DATA_URL_HINT}; got {json.dumps(value)[:80]}")
-    url = value["image_url"]
+    return _image_from_url(value["image_url"], "image_reference.image_url")
+
+
+def _image_from_url(url: str, source: str) -> Image.Image:
+    """A data URL's image (http(s) URLs are refused: the offline engine does not download)."""
     if url.startswith(("http://", "https://")):
-        raise BadReference("Invalid image_reference.image_url: the offline engine does not download URLs; "
-                           f"send {DATA_URL_HINT}.")
+        raise BadReference(f"Invalid {source}: the offline engine does not download URLs; send {DATA_URL_HINT}.")
     if not url.startswith("data:image"):
-        raise BadReference(f"Invalid image_reference.image_url: must be an http(s) URL or data URL ({DATA_URL_HINT}).")
+        raise BadReference(f"Invalid {source}: must be an http(s) URL or data URL ({DATA_URL_HINT}).")
     b64 = url.split(",", 1)[1] if "," in url else ""
     try:
         data = base64.b64decode("".join(b64.split()), validate=True)
     except (binascii.Error, ValueError):
-        raise BadReference("Invalid image_reference.image_url: image data is not valid base64.") from None
-    return _decode_image(data, "image_reference.image_url")
+        raise BadReference(f"Invalid {source}: image data is not valid base64.") from None
+    return _decode_image(data, source)
 
 
 def _round_frames(n: int) -> int:

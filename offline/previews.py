@@ -2,11 +2,14 @@
 
 No diffusion model runs on this machine, so the offline engine draws a picture from the prompt and seed
 (same inputs → same bytes; different prompts → visibly different pictures, with the prompt written on
-them) and animates a reference image, or that picture, into a real H.264 MP4 with PyAV. Every output
-carries an "OFFLINE PREVIEW" label so nobody mistakes it for model output.
+them), composes an edit's reference images into a collage under that picture, and animates a reference
+image, or that picture, into a real H.264 MP4 with PyAV. Every output carries an "OFFLINE PREVIEW" label so
+nobody mistakes it for model output.
 
 Plain functions, reusable outside the engine:
 - `render_image(prompt, seed, width, height, fmt)` → encoded PNG/JPEG/WebP bytes
+- `render_edit(prompt, seed, width, height, references, fmt)` → the references (1–4 PIL images) fitted into
+  a collage, the prompt's picture blended over them, captioned and labelled; encoded bytes
 - `render_video(prompt, seed, width, height, num_frames, fps, reference=None)` → MP4 bytes
 """
 
@@ -30,6 +33,7 @@ IMAGE_FORMATS = {"png": "PNG", "jpeg": "JPEG", "jpg": "JPEG", "webp": "WEBP"}
 # H.264 encoders in order of preference; PyAV's wheels ship libx264 ("h264" resolves to the default one).
 H264_ENCODERS = ("libx264", "libopenh264", "h264")
 ZOOM = 1.15  # the video ends 15 % closer than it starts
+EDIT_BLEND = 0.2  # how much of the prompt's preview shows through an edit's references
 _FONTS = ("DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf",
           "LiberationSans-Bold.ttf", "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf")
 
@@ -114,8 +118,15 @@ def preview_picture(prompt: str, seed: int, width: int, height: int, *, captione
         else:
             draw.regular_polygon((cx, cy, r), n_sides=3 + s[2] % 4, rotation=s[1] % 120, fill=fill)
     img.paste(shapes, (0, 0), shapes)
-    if not captioned:
-        return img
+    if captioned:
+        _caption(img, prompt, f"{PREVIEW_LABEL} · seed {seed}")
+    return img
+
+
+def _caption(img: Image.Image, prompt: str, label: str) -> None:
+    """The prompt in a translucent band at the top (so a person can tell which prompt made which picture)
+    and `label` in a black box at the bottom right."""
+    width, unit = img.width, min(img.size)
     size = max(10, unit // 16)
     font = _font(size)
     lines = _wrap(prompt, width, size, 4)
@@ -125,24 +136,82 @@ def preview_picture(prompt: str, seed: int, width: int, height: int, *, captione
     text = ImageDraw.Draw(img)
     for n, line in enumerate(lines):
         text.text((size // 2, size // 2 + n * line_h), line, font=font, fill=(255, 255, 255))
-    _paste_corner(img, _label_tile(f"{PREVIEW_LABEL} · seed {seed}", max(9, unit // 28)), "bottom-right")
-    return img
+    _paste_corner(img, _label_tile(label, max(9, unit // 28)), "bottom-right")
 
 
 def render_image(prompt: str, seed: int, width: int, height: int, fmt: str = "png") -> bytes:
     """Encoded preview image bytes (png, jpeg/jpg or webp); the same inputs give the same bytes."""
+    return encode(preview_picture(prompt, seed, width, height), fmt)
+
+
+def encode(img: Image.Image, fmt: str, quality: int = 90) -> bytes:
+    """`img` as png, jpeg/jpg or webp bytes (`quality` for the lossy two)."""
     pil_format = IMAGE_FORMATS.get(fmt.lower())
     if pil_format is None:
         raise ValueError(f"unsupported image format {fmt!r}; use png, jpeg or webp")
-    img = preview_picture(prompt, seed, width, height)
     buf = io.BytesIO()
     if pil_format == "PNG":
         img.save(buf, "PNG", compress_level=6)
     elif pil_format == "JPEG":
-        img.save(buf, "JPEG", quality=90)
+        img.save(buf, "JPEG", quality=quality)
     else:
-        img.save(buf, "WEBP", quality=90, method=0)
+        img.save(buf, "WEBP", quality=quality, method=0)
     return buf.getvalue()
+
+
+def edit_layout(count: int, width: int, height: int) -> list[tuple[int, int, int, int]]:
+    """The cells (left, top, right, bottom) of a collage of 1–4 references on width×height: one fills it; two
+    split it along its longer side; three give the first half of that side and stack the others in the
+    other half; four make a 2×2 grid."""
+    if not 1 <= count <= 4:
+        raise ValueError(f"an edit composes 1 to 4 references, got {count}")
+    wide = width >= height
+
+    def halves(box: tuple[int, int, int, int], along_x: bool) -> list[tuple[int, int, int, int]]:
+        left, top, right, bottom = box
+        if along_x:
+            mid = (left + right) // 2
+            return [(left, top, mid, bottom), (mid, top, right, bottom)]
+        mid = (top + bottom) // 2
+        return [(left, top, right, mid), (left, mid, right, bottom)]
+
+    whole = (0, 0, width, height)
+    if count == 1:
+        return [whole]
+    first, second = halves(whole, wide)
+    if count == 2:
+        return [first, second]
+    if count == 3:
+        return [first, *halves(second, not wide)]
+    return [*halves(first, not wide), *halves(second, not wide)]
+
+
+def edit_picture(prompt: str, seed: int, width: int, height: int, references: list[Image.Image]) -> Image.Image:
+    """The RGB preview of an edit: the references cover-fitted into a collage (edit_layout), the prompt's
+    seeded preview blended over it at EDIT_BLEND (so prompt and seed change the result while the references
+    stay plainly visible), thin gutters between the cells, the prompt as a caption and the label
+    "OFFLINE PREVIEW · edit of N references · seed S"."""
+    cells = edit_layout(len(references), width, height)
+    collage = Image.new("RGB", (width, height))
+    for ref, (left, top, right, bottom) in zip(references, cells):
+        collage.paste(cover(ref, max(1, right - left), max(1, bottom - top)), (left, top))
+    img = Image.blend(collage, preview_picture(prompt, seed, width, height, captioned=False), EDIT_BLEND)
+    gutter = max(1, min(width, height) // 200)
+    draw = ImageDraw.Draw(img)
+    for left, top, right, bottom in cells:
+        if right < width:
+            draw.rectangle((right - gutter, top, right + gutter - 1, bottom), fill=(16, 16, 16))
+        if bottom < height:
+            draw.rectangle((left, bottom - gutter, right, bottom + gutter - 1), fill=(16, 16, 16))
+    many = "reference" if len(references) == 1 else "references"
+    _caption(img, prompt, f"{PREVIEW_LABEL} · edit of {len(references)} {many} · seed {seed}")
+    return img
+
+
+def render_edit(prompt: str, seed: int, width: int, height: int, references: list[Image.Image], fmt: str = "png",
+                quality: int = 90) -> bytes:
+    """Encoded edit preview bytes (edit_picture); the same inputs give the same bytes."""
+    return encode(edit_picture(prompt, seed, width, height, references), fmt, quality)
 
 
 def cover(img: Image.Image, width: int, height: int) -> Image.Image:

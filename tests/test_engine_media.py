@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+from http import HTTPStatus
 
 import av
 import httpx
@@ -17,6 +18,7 @@ from PIL import Image
 from urllib3 import encode_multipart_formdata
 
 IMAGES = "/v1/images/generations"
+EDITS = "/v1/images/edits"
 VIDEOS = "/v1/videos/sync"
 
 
@@ -59,7 +61,7 @@ def error_of(resp: httpx.Response, status: int = 400) -> dict:
     """The vLLM error object of a refused request (status, type phrase and code checked)."""
     assert resp.status_code == status, resp.text
     err = resp.json()["error"]
-    assert err["code"] == status and err["type"] == {400: "Bad Request", 413: "Request Entity Too Large"}[status]
+    assert err["code"] == status and err["type"] == HTTPStatus(status).phrase  # "Bad Request", …
     return err
 
 
@@ -325,3 +327,113 @@ def test_video_other_model_and_oversized_requests_are_refused(engine_url):
     assert "too large" in error_of(post_video(engine_url, {"prompt": "x", "size": "2048x2048"}))["message"]
     assert "too small" in error_of(post_video(engine_url, {"prompt": "x", "size": "8x8"}))["message"]
     assert "too many" in error_of(post_video(engine_url, {"prompt": "x", "seconds": 20, "fps": 30}))["message"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Image edits
+RED, BLUE, GREEN, YELLOW = (230, 20, 20), (20, 30, 230), (20, 200, 40), (240, 220, 20)
+
+
+def image_file(color, size=(300, 200), fmt: str = "PNG", name: str | None = None) -> tuple[str, bytes, str]:
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, fmt)
+    return (name or f"ref.{fmt.lower()}", buf.getvalue(), f"image/{fmt.lower()}")
+
+
+def edit(url: str, fields: dict, images: list, field: str = "image") -> httpx.Response:
+    """A multipart edit built with urllib3's encoder: text fields, then one `field` file part per image."""
+    parts = [(k, str(v)) for k, v in fields.items()] + [(field, img) for img in images]
+    body, ctype = encode_multipart_formdata(parts)
+    return httpx.post(f"{url}{EDITS}", content=body, headers={"Content-Type": ctype}, timeout=60)
+
+
+def share(img: np.ndarray, color) -> float:
+    """The share of pixels within 60 of `color` on every channel."""
+    return float((np.abs(img - np.array(color, dtype=float)).max(axis=2) < 60).mean())
+
+
+def test_edit_composes_the_references_visibly(engine_url):
+    resp = edit(engine_url, {"prompt": "make them friends", "size": "512x256", "seed": 5, "num_inference_steps": 4},
+                [image_file(RED, name="red.png"), image_file(BLUE, fmt="JPEG", name="blue.jpg")])
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["size"] == "512x256" and body["output_format"] == "png" and len(body["data"]) == 1
+    assert body["preview"] is True and body["seed"] == 5 and body["inference_time_s"] > 0
+    img = decode(resp)
+    assert img.format == "PNG" and img.size == (512, 256)
+    px = pixels(img)
+    # side by side along the longer side: the red reference on the left, the blue one on the right
+    assert share(px[:, :256], RED) > 0.5 and share(px[:, 256:], BLUE) > 0.5
+    assert share(px[:, :256], BLUE) < 0.05 and share(px[:, 256:], RED) < 0.05
+    corner = px[-18:, -220:]  # the label: black box, white text
+    assert (corner.max(axis=2) < 10).mean() > 0.3 and (corner.min(axis=2) > 245).mean() > 0.03
+
+
+def test_edit_is_deterministic_and_prompt_dependent(engine_url):
+    refs = [image_file(RED), image_file(BLUE)]
+
+    def b64(prompt: str, seed: int) -> str:
+        return edit(engine_url, {"prompt": prompt, "size": "256x256", "seed": seed}, refs).json()["data"][0]["b64_json"]
+
+    a = b64("a picnic", 1)
+    assert a == b64("a picnic", 1) and a != b64("a picnic", 2) and a != b64("a storm at sea", 1)
+
+
+def test_edit_four_references_make_a_grid_and_five_are_refused(engine_url):
+    colors = [RED, BLUE, GREEN, YELLOW]
+    resp = edit(engine_url, {"prompt": "four seasons", "size": "400x400", "seed": 1}, [image_file(c) for c in colors])
+    px = pixels(decode(resp))
+    quads = [px[:200, :200], px[200:, :200], px[:200, 200:], px[200:, 200:]]
+    assert all(share(q, c) > 0.4 for q, c in zip(quads, colors))
+    err = error_of(edit(engine_url, {"prompt": "x"}, [image_file(c) for c in colors + [RED]]))
+    assert err["message"] == "Received 5 input images. At most 4 images are supported by this model."
+
+
+def test_edit_default_size_is_the_first_images_and_image_array_works(engine_url):
+    resp = edit(engine_url, {"prompt": "x", "output_format": "jpeg", "seed": 2},
+                [image_file(GREEN, (320, 240)), image_file(RED, (100, 100))], field="image[]")
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["size"] == "320x240" and resp.json()["output_format"] == "jpeg"
+    img = decode(resp)
+    assert img.format == "JPEG" and img.size == (320, 240)
+    assert share(pixels(img)[:, :160], GREEN) > 0.5 and share(pixels(img)[:, 160:], RED) > 0.5
+
+
+def test_edit_n_gives_distinct_images_and_a_data_url_is_an_image(engine_url):
+    resp = edit(engine_url, {"prompt": "x", "size": "128x128", "n": 2, "seed": 3,
+                             "url": data_url(Image.new("RGB", (64, 64), BLUE))}, [])
+    data = resp.json()["data"]
+    assert len(data) == 2 and data[0]["b64_json"] != data[1]["b64_json"]
+    assert share(pixels(decode(resp, 1)), BLUE) > 0.5
+    err = error_of(edit(engine_url, {"prompt": "x", "url": "https://example.com/a.png"}, []))
+    assert "does not download URLs" in err["message"]
+
+
+def test_edit_without_an_image_is_422_like_vllm_omni(engine_url):
+    err = error_of(edit(engine_url, {"prompt": "x"}, []), 422)
+    assert err["message"] == "Field 'image' or 'url' is required"
+
+
+@pytest.mark.parametrize("fields, images, needle", [
+    ({"prompt": "x"}, [("notes.txt", b"not an image", "text/plain")],
+     "Invalid image 1 ('notes.txt'): provided content is not a valid image."),
+    ({"prompt": "x", "size": "12"}, None, "Invalid size format: '12'. Expected format: 'WIDTHxHEIGHT'"),
+    ({"prompt": "x", "size": "10x10"}, None, "Invalid size: 10x10. Width and height must be between 64 and 2048"),
+    ({"size": "64x64"}, None, "Field required"),
+    ({"prompt": "x", "n": 0}, None, "greater than or equal to 1"),
+    ({"prompt": "x", "response_format": "url"}, None, "Only response_format 'b64_json' is supported now."),
+    ({"prompt": "x", "model": "stabilityai/sdxl"}, None, "Model mismatch: request specifies 'stabilityai/sdxl'"),
+])
+def test_edit_bad_requests_are_400_with_vllm_omnis_words(engine_url, fields, images, needle):
+    err = error_of(edit(engine_url, fields, images or [image_file(RED)]))
+    assert needle in err["message"]
+
+
+def test_edit_decompression_bomb_and_json_bodies_are_refused(engine_url):
+    buf = io.BytesIO()
+    Image.new("1", (10000, 10000)).save(buf, "PNG")  # a few kB of file, 100 M pixels
+    err = error_of(edit(engine_url, {"prompt": "x"}, [image_file(RED), ("bomb.png", buf.getvalue(), "image/png")]))
+    assert "image 2 ('bomb.png')" in err["message"] and "10000x10000" in err["message"]
+    as_json = httpx.post(f"{engine_url}{EDITS}", json={"prompt": "x"}, timeout=30)
+    assert "multipart/form-data only" in error_of(as_json)["message"]
+
