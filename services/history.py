@@ -1,4 +1,5 @@
-"""The studio's history: every image and video job, in one SQLite file with the media files beside it.
+"""The studio's history: every image and video job, in one SQLite file with the media files beside it, and the
+record of every voice the studio saved for cloning (`record_voice`, `voice_records`: who, when, which consent).
 
     history = History(settings.data_dir)               # <data_dir>/history.sqlite3 and <data_dir>/media/<job id>/
     job = history.create("video", prompt, params, target="http://127.0.0.1:8091", inputs={"reference.jpg": b"…"})
@@ -59,6 +60,19 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_kind_created ON jobs (kind, created_at DESC);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
+CREATE TABLE IF NOT EXISTS voices (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    target      TEXT NOT NULL,             -- the server URL, or the SageMaker endpoint it was uploaded to
+    name        TEXT NOT NULL,
+    consent_id  TEXT NOT NULL CHECK (length(trim(consent_id)) > 0),  -- the speaker's consent recording
+    who         TEXT NOT NULL,             -- who saved it
+    ref_text    TEXT,
+    speaker_description TEXT,
+    created_at  REAL NOT NULL,
+    removed_at  REAL,                      -- set when deleted from the server, or forgotten (SageMaker)
+    removal     TEXT                       -- 'deleted' or 'forgotten'
+);
+CREATE INDEX IF NOT EXISTS voices_target_name ON voices (target, name);
 """
 
 
@@ -135,6 +149,32 @@ class Job:
 
     def input_path(self, name: str) -> Path | None:
         return self.folder / name if name in self.inputs else None
+
+
+@dataclass(frozen=True)
+class VoiceRecord:
+    """The studio's record of one voice it saved on a target: who saved it, when, under which consent.
+
+    Kept after the voice is removed (`removed_at`, `removal`): the consent trail stays."""
+
+    id: int
+    target: str
+    name: str
+    consent_id: str
+    who: str
+    ref_text: str | None
+    speaker_description: str | None
+    created_at: float
+    removed_at: float | None = None
+    removal: Literal["deleted", "forgotten"] | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.removed_at is None
+
+
+def _voice(row: sqlite3.Row) -> VoiceRecord:
+    return VoiceRecord(**{k: row[k] for k in row.keys()})
 
 
 def _job(row: sqlite3.Row, media: Path) -> Job:
@@ -318,6 +358,61 @@ class History:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [_job(r, self.media_dir) for r in self._connect().execute(sql, args).fetchall()]
+
+    # -- saved voices ---------------------------------------------------------------------------------
+    def record_voice(self, target: str, name: str, consent_id: str, *, who: str, ref_text: str | None = None,
+                     speaker_description: str | None = None) -> VoiceRecord:
+        """Record a voice saved on `target` under the speaker's consent (before it is uploaded: no voice without
+        its record). InvalidInput when the consent id is empty or `target` already has a voice of that name."""
+        if not (consent_id or "").strip():
+            raise InvalidInput("a saved voice needs the speaker's consent: give the id of their consent recording")
+        try:
+            with self._tx() as db:
+                if db.execute("SELECT 1 FROM voices WHERE target = ? AND lower(name) = lower(?) AND removed_at IS NULL",
+                              (target, name)).fetchone():
+                    raise InvalidInput(f"a voice named {name!r} is already saved on {target}: pick another name, or "
+                                       "delete that voice first")
+                cur = db.execute(
+                    "INSERT INTO voices (target, name, consent_id, who, ref_text, speaker_description, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (target, name, consent_id.strip(), who, ref_text, speaker_description, time.time()))
+                row_id = cur.lastrowid
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot record the voice in {self.data_dir} ({exc})") from None
+        return self.voice_record(int(row_id or 0))
+
+    def voice_record(self, record_id: int) -> VoiceRecord:
+        row = self._connect().execute("SELECT * FROM voices WHERE id = ?", (record_id,)).fetchone()
+        if row is None:
+            raise InvalidInput(f"there is no voice record {record_id} in the history at {self.data_dir}")
+        return _voice(row)
+
+    def voice_records(self, target: str | None = None, *, name: str | None = None,
+                      include_removed: bool = False) -> list[VoiceRecord]:
+        """The voices the studio saved (on `target`; named `name`, any case), newest first."""
+        where, args = [], []
+        if target is not None:
+            where.append("target = ?")
+            args.append(target)
+        if name is not None:
+            where.append("lower(name) = lower(?)")
+            args.append(name)
+        if not include_removed:
+            where.append("removed_at IS NULL")
+        sql = "SELECT * FROM voices" + (f" WHERE {' AND '.join(where)}" if where else "") + \
+              " ORDER BY created_at DESC, id DESC"
+        return [_voice(r) for r in self._connect().execute(sql, args).fetchall()]
+
+    def remove_voice_record(self, target: str, name: str, removal: Literal["deleted", "forgotten"]) -> int:
+        """Mark the active record(s) of `name` on `target` removed (kept, with when and how); how many were."""
+        with self._tx() as db:
+            return db.execute("UPDATE voices SET removed_at = ?, removal = ? WHERE target = ? AND lower(name) = lower(?)"
+                              " AND removed_at IS NULL", (time.time(), removal, target, name)).rowcount
+
+    def drop_voice_record(self, record_id: int) -> None:
+        """Drop the record of an upload that did not happen (the server refused it, or could not be reached)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM voices WHERE id = ?", (record_id,))
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)

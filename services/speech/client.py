@@ -26,10 +26,15 @@ import httpx
 from protocol.common import ModelList
 from protocol.errors import BackendUnreachable, InvalidInput, ServerError, StudioError
 from protocol.speech import (
+    OFFLINE_TASK_TYPES,
     QWEN3_TTS_LANGUAGES,
     SPEECH_STREAM_PATH,
+    VOICES_PATH,
     SessionConfig,
+    TaskType,
     VoicesResponse,
+    models_for_task,
+    task_types_for_model,
 )
 from services.speech.session import (
     OnAudio,
@@ -50,10 +55,22 @@ log = logging.getLogger(__name__)
 
 @runtime_checkable
 class SpeechCatalog(Protocol):
-    """Voices and languages a server offers."""
+    """Voices and languages a server offers.
+
+    A catalog may also say what its model can do — `task_types()`, `model_id()`, `deploy_hint(models)` (how to
+    get a model that can) — and set `lists_saved_voices` when its `voices()` include the saved (uploaded) ones.
+    """
 
     def voices(self) -> list[str]: ...
     def languages(self) -> list[str]: ...
+
+
+# What each task type does, in the words the messages use.
+TASK_WORDS: dict[str, str] = {
+    "CustomVoice": "preset voices with style instructions",
+    "VoiceDesign": "a voice designed from a description",
+    "Base": "cloning a voice from a reference recording",
+}
 
 
 # Languages by what serves the voice. vLLM-Omni has no languages route; docs/protocols.md lists Qwen3-TTS's.
@@ -72,8 +89,21 @@ def languages_for_models(models: ModelList) -> list[str]:
     return ["Auto"]
 
 
+def task_types_for_models(models: ModelList) -> tuple[TaskType, ...]:
+    """What a server's voice can do, from its `/v1/models`: the offline engine previews every task type; a
+    vLLM-Omni server what its models serve (protocol.speech.VOICE_MODELS; an unknown model: preset voices)."""
+    if any(m.owned_by == OFFLINE_ENGINE_OWNER for m in models.data):
+        return OFFLINE_TASK_TYPES
+    found: dict[TaskType, None] = {}
+    for m in models.data:
+        found.update(dict.fromkeys(task_types_for_model(m.id)))
+    return tuple(found) or ("CustomVoice",)
+
+
 class OmniCatalog:
     """`GET /v1/audio/voices` and `GET /v1/models` on a vLLM-Omni server."""
+
+    lists_saved_voices = True
 
     def __init__(self, url: str, timeout: float = 10.0) -> None:
         self.url = url.rstrip("/")
@@ -89,12 +119,22 @@ class OmniCatalog:
         return resp.json()
 
     def voices(self) -> list[str]:
-        body = VoicesResponse.model_validate(self._get("/v1/audio/voices"))
-        uploaded = [v.get("name") if isinstance(v, dict) else str(v) for v in body.uploaded_voices]
-        return list(dict.fromkeys([*body.voices, *(u for u in uploaded if u)]))
+        body = VoicesResponse.model_validate(self._get(VOICES_PATH))
+        return list(dict.fromkeys([*body.voices, *(v.name for v in body.uploaded_voices if v.name)]))
 
     def languages(self) -> list[str]:
         return languages_for_models(ModelList.model_validate(self._get("/v1/models")))
+
+    def task_types(self) -> tuple[TaskType, ...]:
+        return task_types_for_models(ModelList.model_validate(self._get("/v1/models")))
+
+    def model_id(self) -> str:
+        ids = [m.id for m in ModelList.model_validate(self._get("/v1/models")).data]
+        return next((i for i in ids if "tts" in i.lower()), ids[0] if ids else "no model")
+
+    def deploy_hint(self, models: list[str]) -> str:
+        return (f"serve one of them at {self.url} (e.g. `vllm serve {models[-1]} --omni`), or use the offline engine, "
+                "which previews every task type")
 
 
 class SpeechClient:
@@ -110,6 +150,37 @@ class SpeechClient:
 
     def languages(self) -> list[str]:
         return self._catalog.languages()
+
+    def task_types(self) -> tuple[TaskType, ...]:
+        """What the target's voice model can do (CustomVoice, VoiceDesign, Base); a page offers only these."""
+        task_types = getattr(self._catalog, "task_types", None)
+        return tuple(task_types()) if callable(task_types) else ("CustomVoice",)
+
+    def require_task_type(self, task_type: TaskType) -> None:
+        """InvalidInput naming the model to deploy (and how) unless the target's model can do `task_type`."""
+        have = self.task_types()
+        if task_type in have:
+            return
+        model_id = getattr(self._catalog, "model_id", None)
+        serves = f"{self.target} serves {model_id()}" if callable(model_id) else f"{self.target} serves a model"
+        needed = models_for_task(task_type)
+        hint = getattr(self._catalog, "deploy_hint", None)
+        how = hint(needed) if callable(hint) else f"serve one of them at {self.target}"
+        raise InvalidInput(f"{serves}, which can do {', '.join(have)} only, not {task_type} "
+                           f"({TASK_WORDS.get(task_type, task_type)}): that needs {' or '.join(needed)}; {how}")
+
+    def check(self, config: SessionConfig) -> SessionConfig:
+        """`config` if the target can speak it: its task type is one the model has, and a saved voice named for
+        cloning exists (where the server lists them). Else InvalidInput saying what to deploy or save."""
+        task_type: TaskType = config.task_type or ("Base" if config.ref_audio else "CustomVoice")
+        self.require_task_type(task_type)
+        if (task_type == "Base" and config.voice and not config.ref_audio
+                and getattr(self._catalog, "lists_saved_voices", False)):
+            names = {v.lower() for v in self._catalog.voices()}
+            if config.voice.lower() not in names:
+                raise InvalidInput(f"there is no saved voice {config.voice!r} on {self.target}: save it first "
+                                   "(`python -m services voices add`), or give a reference recording")
+        return config
 
     def open(self, config: SessionConfig | None = None, *, on_audio: OnAudio | None = None) -> SpeechSession:
         """A session (not yet connected): use `async with client.open(cfg) as session:`."""

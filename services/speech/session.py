@@ -30,9 +30,17 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import ValidationError
+
 from protocol.common import dumps
 from protocol.errors import InvalidInput, ServerError, StreamError, StudioError
-from protocol.limits import MAX_INPUT_TEXT_MESSAGE_BYTES, PCM_CHANNELS, PCM_SAMPLE_RATE
+from protocol.limits import (
+    FIRST_CHUNK_FRAMES,
+    INSTRUCTIONS_MAX_CHARS,
+    MAX_INPUT_TEXT_MESSAGE_BYTES,
+    PCM_CHANNELS,
+    PCM_SAMPLE_RATE,
+)
 from protocol.speech import (
     AudioDone,
     AudioStart,
@@ -44,9 +52,11 @@ from protocol.speech import (
     SessionConfig,
     SessionDone,
     SplitGranularity,
+    TaskType,
     parse_server_event,
 )
 from services.speech.audio import pcm_seconds, wav_bytes
+from services.speech.reference import ReferenceAudio
 from services.speech.text import split_for_input
 from services.speech.transport import SpeechTransport
 
@@ -147,17 +157,74 @@ def speech_config(
     language: str | None = None,
     *,
     split_granularity: SplitGranularity = "clause",
+    task_type: TaskType | None = None,
+    instructions: str | None = None,
+    ref_audio: ReferenceAudio | str | None = None,
+    ref_text: str | None = None,
+    initial_codec_chunk_frames: int | None = None,
     **extra: Any,
 ) -> SessionConfig:
-    """A `session.config` for streamed PCM: response_format pcm, stream_audio true, clause splitting."""
-    return SessionConfig(
-        voice=voice or None,
-        language=language or None,
-        response_format="pcm",
-        stream_audio=True,
-        split_granularity=split_granularity,
-        **extra,
-    )
+    """A `session.config` for streamed PCM: response_format pcm, stream_audio true, clause splitting.
+
+    What the voice does (docs/protocols.md, "Speech stream"; the model decides which task types exist):
+    - CustomVoice (the default): a preset `voice`; `instructions` set its style ("slow and warm").
+    - VoiceDesign: a voice made from `instructions`, the description ("a calm, low female voice"); required.
+    - Base (cloning): `ref_audio` — a ReferenceAudio (services.speech.load_reference) or its data: URL — with
+      `ref_text`, its transcript (without one only the timbre is taken: x_vector_only_mode); or `voice`, the
+      name of a saved voice (services.speech.voices). A reference without a task type means Base.
+    `initial_codec_chunk_frames` trades first audio for smoothness: smaller is earlier, larger is smoother.
+    Every rule is checked here, before anything is sent: InvalidInput naming what to fix.
+    """
+    instructions = (instructions or "").strip() or None
+    ref_text = (ref_text or "").strip() or None
+    voice = (voice or "").strip() or None
+    if isinstance(ref_audio, ReferenceAudio):
+        ref_audio = ref_audio.data_url()
+    elif ref_audio is not None and not (isinstance(ref_audio, str) and ref_audio.startswith("data:audio/")):
+        raise InvalidInput("the reference must be a recording (services.speech.load_reference) or its "
+                           "data:audio/wav;base64,… URL")
+    if task_type is None and (ref_audio or ref_text):
+        task_type = "Base"
+    if instructions is not None and len(instructions) > INSTRUCTIONS_MAX_CHARS:
+        what = "voice description is" if task_type == "VoiceDesign" else "instructions are"
+        raise InvalidInput(f"the {what} {len(instructions)} characters; the limit is {INSTRUCTIONS_MAX_CHARS}: "
+                           "shorten them")
+    if task_type == "VoiceDesign":
+        if instructions is None:
+            raise InvalidInput("VoiceDesign makes a voice from a description: describe the voice in the instructions, "
+                               "e.g. \"a calm, low female voice with a slight British accent\"")
+        voice = None  # the description is the voice
+    if task_type == "Base":
+        if voice == "default":
+            voice = None
+        if ref_audio is None and voice is None:
+            raise InvalidInput("cloning (Base) needs a reference: a recording of 3–30 s of the speaker (with its "
+                               "transcript for the best clone), or the name of a saved voice")
+        if ref_audio is not None and ref_text is None:
+            extra.setdefault("x_vector_only_mode", True)  # no transcript: the speaker's timbre only
+    elif ref_audio is not None or ref_text is not None:
+        raise InvalidInput(f"a reference recording and its transcript are for cloning (Base), not {task_type}: "
+                           "choose Base, or leave the reference out")
+    if initial_codec_chunk_frames is not None:
+        FIRST_CHUNK_FRAMES.check("first-chunk frames", initial_codec_chunk_frames,
+                                 hint="smaller gives earlier first audio, larger smoother audio")
+    try:
+        return SessionConfig(
+            voice=voice,
+            language=language or None,
+            response_format="pcm",
+            stream_audio=True,
+            split_granularity=split_granularity,
+            task_type=task_type,
+            instructions=instructions,
+            ref_audio=ref_audio,
+            ref_text=ref_text,
+            initial_codec_chunk_frames=initial_codec_chunk_frames,
+            **extra,
+        )
+    except ValidationError as exc:
+        raise InvalidInput("; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
+                                     for e in exc.errors(include_url=False))) from None
 
 
 def _streaming(config: SessionConfig | None) -> SessionConfig:
