@@ -1,8 +1,12 @@
 """SageMaker Runtime: `POST /endpoints/{name}/invocations` and `/async-invocations`.
 
 Like the vLLM-Omni DLC, the container routes on the custom attributes: `route=/v1/images/generations`
-sends the body to that path of the engine; without a route it goes to `/invocations`. Engine failures
-come back as SageMaker does it: HTTP 424 `ModelError` carrying `OriginalStatusCode` and `OriginalMessage`.
+sends the body to that path of the engine; without a route it goes to `/invocations`. The body and its
+Content-Type go through untouched, whatever the route (JSON, a multipart upload to `/v1/audio/voices` or
+`/v1/images/edits`). Engine failures come back as SageMaker does it: HTTP 424 `ModelError` carrying
+`OriginalStatusCode` and `OriginalMessage` (an unknown route: the engine's own 404). A realtime body over
+6 MiB is refused before the container sees it, as SageMaker does: HTTP 413 "HTTP content length exceeded
+6291456 bytes." with no error type (boto3 reports the code "413").
 
 Async requests are accepted with 202 (OutputLocation, FailureLocation, InferenceId), queued per endpoint
 (`MaxConcurrentInvocationsPerInstance` x instances) and run in the background; the engine's response
@@ -27,14 +31,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from emulator.core import Emulator, parse_s3_uri
-from emulator.errors import AwsError, rest_json_response, runtime_validation
+from emulator.errors import AwsError, request_id, rest_json_response, runtime_validation
 from emulator.registry import SERVING, Deployment, EndpointRecord
-from protocol.limits import ASYNC_INLINE_LIMIT
+from protocol.limits import ASYNC_INLINE_LIMIT, REALTIME_PAYLOAD_MAX_BYTES
 from protocol.sagemaker import route_from_attributes
 
 log = logging.getLogger("emulator")
 
-MAX_REALTIME_BODY = 6 * 1024 * 1024  # 6 MiB
+MAX_REALTIME_BODY = REALTIME_PAYLOAD_MAX_BYTES  # 6 MiB
 DEFAULT_ASYNC_TIMEOUT_S = 900
 DEFAULT_REQUEST_TTL_S = 21_600
 _ROUTE = re.compile(r"^/[A-Za-z0-9._~/-]*$")
@@ -124,15 +128,18 @@ def _text(body: bytes, limit: int = 4096) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+def payload_too_large() -> Response:
+    """SageMaker's answer to a realtime body over the limit: a bare 413 (no error type: boto3's code is "413")."""
+    return Response(json.dumps({"message": f"HTTP content length exceeded {MAX_REALTIME_BODY} bytes."}),
+                    status_code=413, media_type="application/json", headers={"x-amzn-RequestId": request_id()})
+
+
 async def invoke(emu: Emulator, request: Request, name: str) -> Response:
     try:
         emu.authorize(request.headers)
         body = await request.body()
         if len(body) > MAX_REALTIME_BODY:
-            raise runtime_validation(
-                f"1 validation error detected: Value at 'body' failed to satisfy constraint: "
-                f"Member must have length less than or equal to {MAX_REALTIME_BODY}"
-            )
+            return payload_too_large()
         record = serving_endpoint(emu, name)
         if record.async_config:
             raise runtime_validation(

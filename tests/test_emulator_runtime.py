@@ -8,9 +8,12 @@ and SageMaker's error shapes (unknown endpoint, not InService, ModelError 424, s
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import time
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import av
@@ -198,3 +201,226 @@ def test_realtime_and_async_endpoints_only_take_their_own_call(emulator: Emulato
     with pytest.raises(ClientError) as async_on_sync:
         rt.invoke_endpoint_async(EndpointName="image-only", Body=image_body(), ContentType="application/json", CustomAttributes=IMAGE_ROUTE)
     assert "not an asynchronous endpoint" in error_of(async_on_sync)[1]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Multipart uploads on any route: /v1/audio/voices (a voice sample) and /v1/images/edits (reference images)
+VOICES_ROUTE = "route=/v1/audio/voices"
+EDITS_ROUTE = "route=/v1/images/edits"
+
+
+def voiced_wav(seconds: float = 4.0, rate: int = 24_000) -> bytes:
+    """A voiced, speech-like mono 16-bit WAV (a gliding pitch with harmonics, four syllables a second)."""
+    import wave
+
+    import numpy as np
+
+    t = np.arange(int(seconds * rate)) / rate
+    phase = 2 * np.pi * np.cumsum(130 + 20 * np.sin(2 * np.pi * 0.4 * t)) / rate
+    signal = sum(np.sin(k * phase) / k for k in range(1, 12)) * np.clip(np.sin(2 * np.pi * 2 * t), 0, None)
+    signal = 0.5 * signal / np.max(np.abs(signal))
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((signal * 32767).astype("<i2").tobytes())
+    return buf.getvalue()
+
+
+def png(width: int, height: int, color: str) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def voice_upload(name: str) -> tuple[bytes, str]:
+    from protocol.speech import VoiceUploadForm
+
+    form = VoiceUploadForm(name=name, consent=f"consent-{name}", ref_text="Hello, this is my voice.")
+    return urllib3.encode_multipart_formdata({**form.form_fields(), "audio_sample": ("sample.wav", voiced_wav(), "audio/wav")})
+
+
+def image_edit(prompt: str = "make it a watercolour") -> tuple[bytes, str]:
+    fields: list[tuple[str, Any]] = [("prompt", prompt), ("size", "128x96"), ("num_inference_steps", "4"), ("seed", "7"),
+                                     ("image", ("red.png", png(64, 48, "red"), "image/png")),
+                                     ("image", ("blue.png", png(64, 48, "blue"), "image/png"))]
+    return urllib3.encode_multipart_formdata(fields)
+
+
+def padded_multipart(total: int) -> tuple[bytes, str]:
+    """A multipart body of exactly `total` bytes (one file part padded with binary filler)."""
+    boundary = "omni-studio-boundary"
+
+    def build(n: int) -> bytes:
+        return urllib3.encode_multipart_formdata(
+            [("prompt", "p"), ("image", ("big.png", bytes(range(256)) * (n // 256) + b"\x00" * (n % 256), "image/png"))],
+            boundary=boundary)[0]
+
+    overhead = len(build(0))
+    body = build(total - overhead)
+    assert len(body) == total
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def through_sagemaker(rt: Any, endpoint: str, attributes: str, body: bytes, content_type: str) -> tuple[int, str]:
+    """(status, text) of an InvokeEndpoint: 200 and the body, or the container's status and message out of the
+    ModelError SageMaker wraps them in."""
+    try:
+        response = rt.invoke_endpoint(EndpointName=endpoint, Body=body, ContentType=content_type,
+                                      Accept="application/json", CustomAttributes=attributes)
+    except ClientError as exc:
+        assert exc.response["Error"]["Code"] == "ModelError", exc.response
+        assert exc.response["ResponseMetadata"]["HTTPStatusCode"] == 424
+        return exc.response["OriginalStatusCode"], exc.response["OriginalMessage"]
+    return 200, response["Body"].read().decode()
+
+
+def direct(emulator: EmulatorHandle, attributes: str, body: bytes, content_type: str) -> httpx.Response:
+    """The same request straight to the container (the offline engine)."""
+    return httpx.post(f"{emulator.engine_url}{route_from_attributes(attributes)}", content=body,
+                      headers={"Content-Type": content_type}, trust_env=False, timeout=120)
+
+
+@contextlib.contextmanager
+def echo_container() -> Iterator[str]:
+    """A container that answers every POST with what it received (path, content type, length, SHA-256,
+    custom attributes) and counts the requests; GET /health for the endpoint's health check."""
+    import hashlib
+    import threading
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, PlainTextResponse
+    from starlette.routing import Route
+
+    from offline.launch import free_port, wait_http_ok
+
+    seen: list[str] = []
+
+    async def health(_: Request) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    async def echo(request: Request) -> JSONResponse:
+        body = await request.body()
+        seen.append(request.url.path)
+        return JSONResponse({
+            "path": request.url.path, "content_type": request.headers.get("content-type"), "bytes": len(body),
+            "sha256": hashlib.sha256(body).hexdigest(), "accept": request.headers.get("accept"),
+            "custom_attributes": request.headers.get("x-amzn-sagemaker-custom-attributes"), "requests": len(seen),
+        }, headers={"X-Amzn-SageMaker-Custom-Attributes": f"echoed={len(seen)}"})
+
+    app = Starlette(routes=[Route("/health", health), Route("/{path:path}", echo, methods=["POST"])])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_http_ok(f"http://127.0.0.1:{port}/health", what="the echo container")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def echo_emulator(moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorHandle]:
+    """A second emulator whose endpoints forward to the echo container instead of the offline engine."""
+    from emulator.handle import running_emulator
+
+    with echo_container() as url, running_emulator(url, moto_server, tmp_path_factory.mktemp("echo-emulator")) as handle:
+        yield handle
+
+
+def test_any_route_gets_the_body_and_its_content_type_byte_for_byte(echo_emulator: EmulatorHandle) -> None:
+    import hashlib
+
+    from protocol.limits import REALTIME_PAYLOAD_MAX_BYTES
+
+    deploy_endpoint(echo_emulator, "echo")
+    rt = echo_emulator.client("sagemaker-runtime")
+    cases = [(VOICES_ROUTE, *voice_upload("anna")), (EDITS_ROUTE, *image_edit()),
+             ("trace=1,route=/v1/a/route/nobody/has/yet", bytes(range(256)) * 4, "application/octet-stream"),
+             (EDITS_ROUTE, *padded_multipart(REALTIME_PAYLOAD_MAX_BYTES))]  # the largest body SageMaker takes
+    for attributes, body, content_type in cases:
+        assert content_type.startswith("multipart/form-data; boundary=") or "a/route" in attributes
+        response = rt.invoke_endpoint(EndpointName="echo", Body=body, ContentType=content_type, Accept="application/json",
+                                      CustomAttributes=attributes)
+        seen = json.loads(response["Body"].read())
+        assert seen == {"path": route_from_attributes(attributes), "content_type": content_type, "bytes": len(body),
+                        "sha256": hashlib.sha256(body).hexdigest(), "accept": "application/json",
+                        "custom_attributes": attributes, "requests": seen["requests"]}
+        assert response["ContentType"] == "application/json"  # the container's answer, as it answered
+        assert response["CustomAttributes"] == f"echoed={seen['requests']}"
+    count = seen["requests"]
+
+    # One byte more and SageMaker refuses it before the container sees it: a bare 413 (boto3's code "413")
+    body, content_type = padded_multipart(REALTIME_PAYLOAD_MAX_BYTES + 1)
+    with pytest.raises(ClientError) as info:
+        rt.invoke_endpoint(EndpointName="echo", Body=body, ContentType=content_type, CustomAttributes=EDITS_ROUTE)
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 413
+    assert error_of(info) == ("413", f"HTTP content length exceeded {REALTIME_PAYLOAD_MAX_BYTES} bytes.")
+    after = rt.invoke_endpoint(EndpointName="echo", Body=b"{}", ContentType="application/json")
+    assert json.loads(after["Body"].read())["requests"] == count + 1  # the refused one never arrived
+
+
+def test_a_route_the_container_lacks_is_its_own_404_as_a_model_error(emulator: EmulatorHandle) -> None:
+    deploy_endpoint(emulator, "voice-rt")
+    rt = emulator.client("sagemaker-runtime")
+    body, content_type = voice_upload("nobody")
+    attributes = "route=/v1/audio/no-such-route"
+    container = direct(emulator, attributes, body, content_type)
+    assert container.status_code == 404
+    with pytest.raises(ClientError) as info:
+        rt.invoke_endpoint(EndpointName="voice-rt", Body=body, ContentType=content_type, CustomAttributes=attributes)
+    code, message = error_of(info)
+    assert code == "ModelError" and info.value.response["OriginalStatusCode"] == 404
+    assert info.value.response["OriginalMessage"] == container.text
+    assert message.startswith(f'Received client error (404) from primary with message "{container.text}"')
+
+
+def test_a_voice_sample_uploaded_through_invoke_endpoint_lands_in_the_container(emulator: EmulatorHandle) -> None:
+    """SageMaker forwards only POSTs: the upload goes through InvokeEndpoint with route=/v1/audio/voices. Whatever
+    the container answers comes back as it would straight; once the engine stores voices, the voice is there."""
+    from protocol.speech import VoiceUploadResponse, voice_path
+
+    deploy_endpoint(emulator, "voice-clone", environment={"SM_VLLM_MODEL": "Qwen/Qwen3-TTS-12Hz-0.6B-Base"})
+    rt = emulator.client("sagemaker-runtime")
+    tag = uuid.uuid4().hex[:8]
+    straight = direct(emulator, VOICES_ROUTE, *voice_upload(f"direct-{tag}"))
+    status, text = through_sagemaker(rt, "voice-clone", VOICES_ROUTE, *voice_upload(f"sm-{tag}"))
+    assert status == straight.status_code, text
+    if straight.status_code == 404:  # an engine without voice uploads: SageMaker carries its own answer
+        assert text == straight.text
+        return
+    try:
+        answer = VoiceUploadResponse.model_validate_json(text)
+        assert answer.success and answer.voice is not None and answer.voice.name == f"sm-{tag}", text
+        assert answer.voice.consent == f"consent-sm-{tag}"
+        listed = httpx.get(f"{emulator.engine_url}/v1/audio/voices", trust_env=False, timeout=30).json()
+        assert f"sm-{tag}" in [v["name"] for v in listed["uploaded_voices"]]
+        # the same name again: the container's refusal comes back, nothing is replaced
+        status, again = through_sagemaker(rt, "voice-clone", VOICES_ROUTE, *voice_upload(f"sm-{tag}"))
+        refused = VoiceUploadResponse.model_validate_json(again) if status == 200 else None
+        assert status != 200 or (refused is not None and not refused.success), again
+    finally:
+        for name in (f"direct-{tag}", f"sm-{tag}"):
+            httpx.delete(f"{emulator.engine_url}{voice_path(name)}", trust_env=False, timeout=30)
+
+
+def test_an_image_edit_through_invoke_endpoint_answers_like_the_container(emulator: EmulatorHandle) -> None:
+    deploy_endpoint(emulator, "image-edit")
+    rt = emulator.client("sagemaker-runtime")
+    body, content_type = image_edit()
+    straight = direct(emulator, EDITS_ROUTE, body, content_type)
+    status, text = through_sagemaker(rt, "image-edit", EDITS_ROUTE, body, content_type)
+    assert status == straight.status_code, text
+    if status != 200:  # an engine without edits (404), or one refusing the request: its own words come back
+        assert text == straight.text
+        return
+    payload = json.loads(text)
+    edited = base64.b64decode(payload["data"][0]["b64_json"])
+    with Image.open(io.BytesIO(edited)) as image:
+        assert image.size == (128, 96)
+    assert payload["data"][0]["b64_json"] == straight.json()["data"][0]["b64_json"]  # same seed, same image
