@@ -6,9 +6,13 @@
 
     job = record_image(client, history, request)      # the same, recorded in the history (failures too)
 
-The client validates the request (services/images/request.py), hands it to a transport
-(services/images/transports.py: vLLM-Omni over httpx, a mock; services/images/sagemaker.py) and checks
-what comes back: base64 that decodes to an image of the requested size and format.
+    edited = client.edit(ImageEditRequest("make them friends", (EditReference(png, "cat.png"), ...)))
+    edited.fitting                                    # what was done to fit the references, or None
+    job = record_edit(client, history, edit_request)  # recorded with its references as the job's inputs
+
+The client validates the request (services/images/request.py, services/images/edits.py), hands it to a
+transport (services/images/transports.py: vLLM-Omni over httpx, a mock; services/images/sagemaker.py) and
+checks what comes back: base64 that decodes to an image of the requested size and format.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from PIL import Image
 
 from protocol.errors import ServerError, StudioError
 from protocol.images import ImageGenerationResponse
+from services.images.edits import EditBody, ImageEditRequest, prepare_edit
 from services.images.request import ImageRequest
-from services.images.transports import ImageTransport, OmniImageTransport, _number
+from services.images.transports import ImageTransport, OmniImageTransport, TransportTimings, _number
 
 if TYPE_CHECKING:
     from services.history import History, Job
@@ -42,7 +47,7 @@ class ImageResult:
     """The images (encoded bytes, checked), the exact request that made them, and the timings."""
 
     images: list[bytes]
-    request: ImageRequest  # exactly what was sent, seed included
+    request: ImageRequest | ImageEditRequest  # exactly what was sent, seed (and an edit's size) included
     width: int
     height: int
     format: str  # png | jpeg | webp
@@ -53,6 +58,8 @@ class ImageResult:
     preview_note: str | None = None
     revised_prompt: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    fitting: str | None = None  # an edit: what was done to its references to send them, in words; None: as given
+    references: list[dict[str, Any]] = field(default_factory=list)  # an edit: each reference, as sent
 
     @property
     def image(self) -> bytes:
@@ -84,6 +91,28 @@ class ImageClient:
         t0 = time.perf_counter()
         request = request.validated().with_seed()
         payload, timings = self.transport.generate(request.wire())
+        return self._result(request, payload, timings, t0)
+
+    def prepare_edit(self, request: ImageEditRequest) -> tuple[ImageEditRequest, EditBody]:
+        """The edit as it will be sent (checked, size and seed set) and its body, fitted under the transport's
+        request size limit when it has one. Bad input raises InvalidInput here, before anything is sent."""
+        return prepare_edit(request, limit=getattr(self.transport, "payload_limit", None),
+                            limit_name=getattr(self.transport, "payload_limit_name", "the request limit"))
+
+    def edit(self, request: ImageEditRequest) -> ImageResult:
+        """Edit: the prompt applied to 1–4 reference images (`POST /v1/images/edits`)."""
+        t0 = time.perf_counter()
+        request, body = self.prepare_edit(request)
+        return self.send_edit(request, body, started=t0)
+
+    def send_edit(self, request: ImageEditRequest, body: EditBody, *, started: float | None = None) -> ImageResult:
+        """Send a prepared edit and check what comes back."""
+        t0 = time.perf_counter() if started is None else started
+        payload, timings = self.transport.edit(body.body, body.content_type)
+        return self._result(request, payload, timings, t0, fitting=body.fitting, references=body.describe())
+
+    def _result(self, request: ImageRequest | ImageEditRequest, payload: ImageGenerationResponse,
+                timings: TransportTimings, t0: float, **more: Any) -> ImageResult:
         images, fmt = self._check(request, payload)
         extra = payload.model_extra or {}
         preview = extra.get("preview")
@@ -92,10 +121,11 @@ class ImageClient:
             images=images, request=request, width=request.width, height=request.height, format=fmt,
             model_s=model_s, request_s=timings.request_s, total_s=time.perf_counter() - t0,
             preview=bool(preview), preview_note=preview if isinstance(preview, str) else None,
-            revised_prompt=payload.data[0].revised_prompt if payload.data else None, extra=dict(extra),
+            revised_prompt=payload.data[0].revised_prompt if payload.data else None, extra=dict(extra), **more,
         )
 
-    def _check(self, request: ImageRequest, payload: ImageGenerationResponse) -> tuple[list[bytes], str]:
+    def _check(self, request: ImageRequest | ImageEditRequest,
+               payload: ImageGenerationResponse) -> tuple[list[bytes], str]:
         where = f"the image server at {self.target}"
         if len(payload.data) != request.n:
             raise ServerError(f"{where} returned {len(payload.data)} images for n={request.n}")
@@ -141,8 +171,28 @@ def record_image(client: ImageClient, history: History, request: ImageRequest) -
     recording it; bad input raises before anything is recorded."""
     request = request.validated().with_seed()
     job = history.create("image", request.prompt, request.params(), target=client.target, status="running")
+    return _record(history, job, lambda: client.generate(request))
+
+
+def record_edit(client: ImageClient, history: History, request: ImageEditRequest) -> Job:
+    """Edit and record, like record_image: an image job (so the gallery and "Use for video" take it) whose
+    params carry the references (name, gallery job id, format and size, what was sent) and whose inputs are
+    the reference files (`reference-1.png`, …, as prepared, before any fitting); meta says `edit: true` and
+    `fitting`. Bad input raises before anything is recorded."""
+    t0 = time.perf_counter()
+    request, body = client.prepare_edit(request)
+    described = [{**kept.describe(), "sent": sent.describe()["sent"]} for kept, sent in zip(body.prepared, body.references)]
+    params = request.params() | {"references": described, "body_bytes": len(body)}
+    inputs = {r.filename: r.data for r in body.prepared}
+    job = history.create("image", request.prompt, params, target=client.target, status="running", inputs=inputs,
+                         meta={"edit": True, "seed": request.seed, "fitting": body.fitting})
+    return _record(history, job, lambda: client.send_edit(request, body, started=t0),
+                   {"edit": True, "references": len(body.references), "fitting": body.fitting})
+
+
+def _record(history: History, job: Job, run: Any, extra_meta: dict[str, Any] | None = None) -> Job:
     try:
-        result = client.generate(request)
+        result = run()
     except StudioError as exc:
         history.fail(job.id, str(exc))
         raise
@@ -152,7 +202,7 @@ def record_image(client: ImageClient, history: History, request: ImageRequest) -
     ext = "jpg" if result.format == "jpeg" else result.format
     files = {f"image-{i}.{ext}": data for i, data in enumerate(result.images)}
     meta = {"seed": result.seed, "width": result.width, "height": result.height, "format": result.format,
-            "preview": result.preview}
+            "preview": result.preview, **(extra_meta or {})}
     if result.preview_note:
         meta["preview_note"] = result.preview_note
     if result.revised_prompt:
