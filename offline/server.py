@@ -1,12 +1,14 @@
 """The embedded offline engine: a FastAPI app speaking vLLM-Omni 0.30's routes on loopback.
 
-Speech routes live in `offline.speech` (a real Piper voice on CPU), image and video routes in
-`offline.media` (labelled, deterministic previews). This module only assembles them.
+Speech routes live in `offline.speech` (a real Piper voice on CPU, with labelled style and cloning previews),
+the voices routes in `offline.voices`, image and video routes in `offline.media` (labelled, deterministic
+previews). This module only assembles them.
 """
 
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from protocol.common import HealthResponse, ModelCard, ModelList
 
@@ -19,19 +21,34 @@ MODELS = [
 ]
 
 
+# What each stand-in really is, on its card in /v1/models (a client can show it next to the output).
+PREVIEW_NOTES = {
+    "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice": (
+        "Offline preview: a Piper voice. All three Qwen3-TTS task types are accepted; style instructions, voice "
+        "descriptions and voice references change its rate, pitch, pauses and level (see X-Offline-Preview)."
+    ),
+}
+
+
 def create_app() -> FastAPI:
-    from offline import media, speech
+    from offline import media, speech, voices
 
     app = FastAPI(title="Omni Studio offline engine", version="0.30-compatible")
+    app.state.voices = voices.VoiceStore.from_env()  # uploaded voices (in memory; OMNI_ENGINE_VOICES_DIR keeps them)
 
     @app.get("/health")
     async def health() -> HealthResponse:
         return HealthResponse()
 
     @app.get("/v1/models")
-    async def models() -> ModelList:
-        return ModelList(data=[ModelCard(id=m, owned_by=ENGINE_NAME) for m in MODELS])
+    async def models() -> JSONResponse:
+        body = ModelList(data=[ModelCard(id=m, owned_by=ENGINE_NAME) for m in MODELS]).model_dump()
+        for card in body["data"]:
+            if (note := PREVIEW_NOTES.get(card["id"])) is not None:
+                card["preview"] = note
+        return JSONResponse(body)
 
     app.include_router(speech.router)
+    app.include_router(voices.router)
     app.include_router(media.router)
     return app

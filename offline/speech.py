@@ -5,13 +5,20 @@
   keeps the socket for the next utterance, `session.close`; per unit `audio.start`, binary audio, and an
   `audio.done` that is always sent. Error texts and which errors end the connection follow vLLM-Omni's
   handler; like it, a connection that ends on an error is dropped without a close frame.
-- `POST /v1/audio/speech` (wav, pcm, flac, mp3, opus; raw-audio and SSE streaming) and
-  `GET /v1/audio/voices`.
+- `POST /v1/audio/speech` (wav, pcm, flac, mp3, opus; raw-audio and SSE streaming). The voices routes are
+  in offline.voices.
+
+All three Qwen3-TTS task types are served (protocol.speech.OFFLINE_TASK_TYPES), checked with vLLM-Omni's texts
+in its order: CustomVoice (a preset voice, optional style `instructions`), VoiceDesign (`instructions`
+describe the voice) and Base (cloning from `ref_audio` + `ref_text`, a `speaker_embedding`, or an uploaded
+voice's name). A request naming a model is held to that checkpoint's one task type, as a vLLM-Omni server
+serving it would be. What the task asks for is previewed on the Piper voice (offline.styles): REST answers say
+what was done in the `X-Offline-Preview` header.
 
 A client that goes away (socket closed, HTTP connection dropped, streamed or not) cancels its synthesis:
 what is queued for it on the voice's worker is dropped and the chunk being made is the last.
 
-The voice is Piper on CPU (offline.voice), standing in for the Qwen3-TTS CustomVoice model the DLC runs.
+The voice is Piper on CPU (offline.voice), standing in for the Qwen3-TTS models the DLC runs.
 """
 
 from __future__ import annotations
@@ -24,21 +31,25 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from offline import voice
+from offline import voice, voices
 from offline.splitter import TextSplitter, strip_blank
+from offline.styles import Style, style_for_embedding, style_for_instructions, style_for_pitch
 from protocol.common import ErrorInfo, ErrorResponse, dumps
 from protocol.limits import (
     CONFIG_TIMEOUT_S,
     IDLE_TIMEOUT_S,
+    INSTRUCTIONS_MAX_CHARS,
     MAX_CONFIG_MESSAGE_BYTES,
     MAX_INPUT_TEXT_MESSAGE_BYTES,
     PCM_SAMPLE_RATE,
+    Range,
 )
 from protocol.speech import (
     SPEECH_STREAM_PATH,
@@ -50,8 +61,8 @@ from protocol.speech import (
     SpeechAudioDelta,
     SpeechAudioDone,
     SpeechAudioError,
+    VOICE_MODELS,
     SpeechRequest,
-    VoicesResponse,
 )
 
 log = logging.getLogger(__name__)
@@ -60,14 +71,21 @@ CONFIG_TIMEOUT_ENV = "OMNI_ENGINE_CONFIG_TIMEOUT_S"
 IDLE_TIMEOUT_ENV = "OMNI_ENGINE_IDLE_TIMEOUT_S"
 # The model the voice endpoint serves on the DLC; the offline engine answers to its name.
 SPEECH_MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
-MAX_INSTRUCTIONS_CHARS = 500
+MAX_INSTRUCTIONS_CHARS = INSTRUCTIONS_MAX_CHARS
+MAX_NEW_TOKENS = Range(1, 4096)  # vLLM-Omni's bounds on max_new_tokens
+EMBEDDING_WITH_REF_AUDIO = (
+    "1 validation error for OpenAICreateSpeechRequest\n"
+    "  Value error, 'speaker_embedding' and 'ref_audio' are mutually exclusive"
+)
+PREVIEW_HEADER = "X-Offline-Preview"  # what a REST answer's style preview did (offline.styles)
 STREAMING_FORMATS = ("pcm", "wav")
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Request checks shared by the WebSocket and REST paths (vLLM-Omni's Qwen3-TTS CustomVoice wording)
+# Request checks shared by the WebSocket and REST paths (vLLM-Omni's Qwen3-TTS wording)
 def check_model(model: str | None) -> str | None:
-    if model is not None and model != SPEECH_MODEL:
+    """The engine answers to every Qwen3-TTS model id; naming one makes it that checkpoint (its task type)."""
+    if model is not None and model != SPEECH_MODEL and model not in VOICE_MODELS:
         return f"The model `{model}` does not exist."
     return None
 
@@ -79,39 +97,142 @@ def resolve_voice(name: str | None) -> str | None:
     return name.lower()
 
 
-def check_speech(
-    *,
-    text: str,
-    voice_name: str | None,
-    language: str | None,
-    task_type: str | None,
-    instructions: str | None,
-    ref_audio: str | None,
-    ref_text: str | None,
-) -> str | None:
-    """Why this request cannot be spoken (None when it can), in vLLM-Omni's words."""
-    if task_type is None and (ref_audio is not None or ref_text is not None):
-        task_type = "Base"  # vLLM-Omni infers voice cloning from a reference
-    task_type = task_type or "CustomVoice"
-    if task_type != "CustomVoice":
+@dataclass(frozen=True)
+class SpeechAsk:
+    """What a request asks of the voice besides its text: the fields SessionConfig and SpeechRequest share."""
+
+    voice: str | None = None
+    language: str | None = None
+    task_type: str | None = None
+    instructions: str | None = None
+    ref_audio: str | None = None
+    ref_text: str | None = None
+    x_vector_only_mode: bool | None = None
+    speaker_embedding: list[float] | None = None
+    max_new_tokens: int | None = None
+    model: str | None = None
+
+    @classmethod
+    def of(cls, request: SessionConfig | SpeechRequest) -> SpeechAsk:
+        return cls(**{f: getattr(request, f) for f in cls.__dataclass_fields__})
+
+    def task(self, store: voices.VoiceStore) -> str:
+        """The task vLLM-Omni runs: a reference implies Base, and so does an uploaded voice's name."""
+        task_type = self.task_type
+        if task_type is None and (self.ref_audio is not None or self.ref_text is not None):
+            task_type = "Base"
+        if store.get(self.voice) is not None:
+            task_type = "Base"
+        return task_type or "CustomVoice"
+
+
+def _model_variant(model: str | None) -> str | None:
+    types = VOICE_MODELS.get(model or "")
+    return types[0] if types and len(types) == 1 else None
+
+
+def _needs_ref_text(ask: SpeechAsk, x_vector_only: bool) -> str | None:
+    if not x_vector_only and not (ask.ref_text and ask.ref_text.strip()):
         return (
-            f"Qwen3-TTS CustomVoice checkpoint does not support task_type='{task_type}'. "
-            f"Use task_type='CustomVoice' or load the matching {task_type} checkpoint."
+            "Base task requires non-empty 'ref_text' (transcript of the reference audio) unless "
+            "'x_vector_only_mode' is enabled"
+        )
+    return None
+
+
+def check_speech(ask: SpeechAsk, text: str, store: voices.VoiceStore) -> str | None:
+    """Why this request cannot be spoken (None when it can), in vLLM-Omni's words and order.
+
+    The offline engine serves all three task types; a request that names a model is held to that model's one.
+    """
+    task = ask.task(store)
+    variant = _model_variant(ask.model)
+    if variant is not None and task != variant:
+        return (
+            f"Qwen3-TTS {variant} checkpoint does not support task_type='{task}'. "
+            f"Use task_type='{variant}' or load the matching {task} checkpoint."
         )
     if not text or not strip_blank(text):  # vLLM-Omni strips whitespace; zero-width characters are as empty
         return "Input text cannot be empty"
     if (nul := text.find("\x00")) >= 0:  # the voice (espeak) reads C strings: it would stop or fail there
         return f"Input text contains a NUL character (U+0000) at index {nul}; remove it"
-    if language is not None and language.title() not in voice.LANGUAGES:
-        return f"Invalid language '{language.title()}'. Supported: {', '.join(sorted(voice.LANGUAGES))}"
-    chosen = resolve_voice(voice_name)
-    if chosen is not None and chosen not in voice.VOICE_NAMES:
-        supported = sorted({*voice.VOICE_NAMES, voice.DEFAULT_VOICE})
+    if ask.language is not None and ask.language.title() not in voice.LANGUAGES:
+        return f"Invalid language '{ask.language.title()}'. Supported: {', '.join(sorted(voice.LANGUAGES))}"
+    chosen = resolve_voice(ask.voice)
+    if task == "CustomVoice" and chosen is not None and chosen not in voice.VOICE_NAMES:
+        supported = sorted({*voice.VOICE_NAMES, voice.DEFAULT_VOICE, *store.names()})
         return f"Invalid voice '{chosen}'. Supported: {', '.join(supported)}"
-    if ref_text is not None:
-        return "'ref_text' is only valid for Base task"
-    if instructions and len(instructions) > MAX_INSTRUCTIONS_CHARS:
+    x_vector_only = bool(ask.x_vector_only_mode)
+    if ask.speaker_embedding is not None:
+        if task != "Base":
+            return "'speaker_embedding' is only valid for Base task"
+        if not ask.speaker_embedding:
+            return "'speaker_embedding' must be a non-empty list of floats"
+        x_vector_only = True  # an embedding implies x-vector-only cloning
+        if (error := voices.embedding_dim_error(len(ask.speaker_embedding), ask.model)) is not None:
+            return error
+    if task == "Base":
+        if ask.voice is None:
+            if ask.ref_audio is None and ask.speaker_embedding is None:
+                return "Base task requires 'ref_audio' or 'speaker_embedding' for voice cloning"
+            if ask.ref_audio is not None and (error := voices.ref_audio_format_error(ask.ref_audio)):
+                return error
+            if (error := _needs_ref_text(ask, x_vector_only)) is not None:
+                return error
+        elif store.get(ask.voice) is None:  # a built-in speaker: the reference must come with the request
+            if ask.ref_audio is None:
+                return f"Base task with built-in speaker '{ask.voice.lower()}' requires 'ref_audio' for voice cloning"
+            if (error := voices.ref_audio_format_error(ask.ref_audio)) is not None:
+                return error
+            if (error := _needs_ref_text(ask, x_vector_only)) is not None:
+                return error
+    else:
+        if ask.ref_text is not None:
+            return "'ref_text' is only valid for Base task"
+        if ask.x_vector_only_mode is not None:
+            return "'x_vector_only_mode' is only valid for Base task"
+    if task == "VoiceDesign" and not ask.instructions:
+        return "VoiceDesign task requires 'instructions' to describe the voice"
+    if ask.instructions and len(ask.instructions) > MAX_INSTRUCTIONS_CHARS:
         return f"Instructions too long (max {MAX_INSTRUCTIONS_CHARS} characters)"
+    if ask.max_new_tokens is not None:
+        if ask.max_new_tokens < MAX_NEW_TOKENS.lo:
+            return f"max_new_tokens must be at least {MAX_NEW_TOKENS.lo}"
+        if ask.max_new_tokens > MAX_NEW_TOKENS.hi:
+            return f"max_new_tokens cannot exceed {MAX_NEW_TOKENS.hi}"
+    return None
+
+
+async def resolve_style(ask: SpeechAsk, store: voices.VoiceStore) -> Style | None:
+    """How the Piper voice previews this (checked) request; None: the plain voice. SpeechInputError if it cannot.
+
+    CustomVoice: the style `instructions` ask for. VoiceDesign: the description's words. Base: the reference's
+    median pitch — `ref_audio` when given, else the uploaded voice — or an embedding's fixed pitch.
+    """
+    task = ask.task(store)
+    if task in ("CustomVoice", "VoiceDesign"):
+        if not ask.instructions:
+            return None
+        source = "the voice description" if task == "VoiceDesign" else "the style instructions"
+        return style_for_instructions(ask.instructions, source=source)
+    if ask.ref_audio is not None:
+        try:
+            reference = await voices.reference_from_data_url(ask.ref_audio)
+        except voices.VoiceError as exc:
+            raise SpeechInputError(str(exc)) from None
+        if reference.median_f0 is None:
+            raise SpeechInputError(voices.no_pitch_message("ref_audio"))
+        return style_for_pitch(reference.median_f0, await voice.voice_median_f0(), source="the ref_audio recording")
+    stored = store.get(ask.voice)
+    if stored is not None:
+        if stored.embedding_style is not None:
+            return replace(stored.embedding_style, source=f"uploaded voice '{stored.info.name}' (embedding)")
+        if stored.median_f0 is None:
+            raise SpeechInputError(voices.no_pitch_message(f"The recording of uploaded voice '{stored.info.name}'"))
+        return style_for_pitch(stored.median_f0, await voice.voice_median_f0(),
+                               source=f"uploaded voice '{stored.info.name}'")
+    if ask.speaker_embedding:
+        return style_for_embedding(ask.speaker_embedding)
     return None
 
 
@@ -370,6 +491,12 @@ class _Session:
                 "the server with that flag or set word_timestamps=false in session.config."
             )
             return
+        ask = SpeechAsk.of(config)
+        if ask.speaker_embedding is not None and ask.ref_audio is not None:
+            # vLLM-Omni builds its speech request from the config here, and that request refuses the pair: the
+            # error ends the connection as an internal error (its handler's catch-all).
+            raise RuntimeError(EMBEDDING_WITH_REF_AUDIO)
+        store = voices.store_of(self.ws.app)
         streamed_pcm = config.stream_audio and config.response_format == "pcm"
         await self._send_text(
             AudioStart(
@@ -383,25 +510,19 @@ class _Session:
         total_bytes = 0
         failed = False
         try:
-            error = check_speech(
-                text=text,
-                voice_name=config.voice,
-                language=config.language,
-                task_type=config.task_type,
-                instructions=config.instructions,
-                ref_audio=config.ref_audio,
-                ref_text=config.ref_text,
-            )
+            error = check_speech(ask, text, store)
             if error is not None:
                 raise SpeechInputError(error)
+            style = await resolve_style(ask, store)
             if config.stream_audio:
-                async with contextlib.aclosing(voice.stream_pcm(text, fast_start=True, cancel=self.stop)) as stream:
+                stream = voice.stream_pcm(text, fast_start=True, cancel=self.stop, style=style)
+                async with contextlib.aclosing(stream) as stream:
                     async for chunk in stream:
                         await self._send_bytes(chunk)
                         total_bytes += len(chunk)
             else:
                 pcm = bytearray()
-                stream = voice.stream_pcm(text, speed=config.speed, fast_start=False, cancel=self.stop)
+                stream = voice.stream_pcm(text, speed=config.speed, fast_start=False, cancel=self.stop, style=style)
                 async with contextlib.aclosing(stream):
                     async for chunk in stream:
                         pcm += chunk
@@ -497,30 +618,30 @@ async def _unless_disconnected(request: Request, work: Awaitable[bytes]) -> byte
     return None if task.cancelled() else task.result()
 
 
-async def _speech_file(text: str, speed: float, response_format: str) -> bytes:
+async def _speech_file(text: str, speed: float, response_format: str, style: Style | None) -> bytes:
     pcm = bytearray()
-    async with contextlib.aclosing(voice.stream_pcm(text, speed=speed, fast_start=False)) as stream:
+    async with contextlib.aclosing(voice.stream_pcm(text, speed=speed, fast_start=False, style=style)) as stream:
         async for chunk in stream:
             pcm += chunk
     return voice.encode_audio(bytes(pcm), response_format)
 
 
-async def _raw_audio(text: str, response_format: str) -> AsyncIterator[bytes]:
+async def _raw_audio(text: str, response_format: str, style: Style | None) -> AsyncIterator[bytes]:
     if response_format == "wav":
         yield voice.wav_stream_header()
     # Starlette cancels the response when the client disconnects; closing the stream drops its queued work.
-    async with contextlib.aclosing(voice.stream_pcm(text, fast_start=True)) as stream:
+    async with contextlib.aclosing(voice.stream_pcm(text, fast_start=True, style=style)) as stream:
         async for chunk in stream:
             yield chunk
 
 
-async def _sse_events(text: str, response_format: str) -> AsyncIterator[str]:
+async def _sse_events(text: str, response_format: str, style: Style | None) -> AsyncIterator[str]:
     def event(message: BaseModel) -> str:
         return f"event: {message.type}\ndata: {dumps(message)}\n\n"  # type: ignore[attr-defined]
 
     emitted = False
     try:
-        async with contextlib.aclosing(_raw_audio(text, response_format)) as audio:
+        async with contextlib.aclosing(_raw_audio(text, response_format, style)) as audio:
             async for chunk in audio:
                 emitted = True
                 yield event(SpeechAudioDelta(audio=base64.b64encode(chunk).decode("ascii"), response_format=response_format))
@@ -543,10 +664,6 @@ def _create_router() -> APIRouter:
     @router.websocket(SPEECH_STREAM_PATH)
     async def speech_stream(websocket: WebSocket) -> None:
         await handler.handle(websocket)
-
-    @router.get("/v1/audio/voices")
-    async def list_voices() -> VoicesResponse:
-        return VoicesResponse(voices=[*voice.VOICE_NAMES, voice.DEFAULT_VOICE], uploaded_voices=[])
 
     @router.post("/v1/audio/speech")
     async def create_speech(request: Request) -> Response:
@@ -571,31 +688,32 @@ def _create_router() -> APIRouter:
                     f"{label} is not supported with speed adjustment. "
                     "Use a non-streaming request or remove the speed parameter."
                 )
-        error = check_speech(
-            text=req.input,
-            voice_name=req.voice,
-            language=req.language,
-            task_type=req.task_type,
-            instructions=req.instructions,
-            ref_audio=None,
-            ref_text=None,
-        )
+        ask = SpeechAsk.of(req)
+        store = voices.store_of(request.app)
+        error = check_speech(ask, req.input, store)
         if error is not None:
             return _error(error)
+        try:
+            style = await resolve_style(ask, store)
+        except SpeechInputError as exc:
+            return _error(str(exc))
+        headers = {PREVIEW_HEADER: style.label()} if style is not None else None
 
         if raw_stream:
-            return StreamingResponse(_raw_audio(req.input, req.response_format), media_type=voice.MEDIA_TYPES[req.response_format])
+            return StreamingResponse(_raw_audio(req.input, req.response_format, style),
+                                     media_type=voice.MEDIA_TYPES[req.response_format], headers=headers)
         if sse:
-            return StreamingResponse(_sse_events(req.input, req.response_format), media_type="text/event-stream")
+            return StreamingResponse(_sse_events(req.input, req.response_format, style), media_type="text/event-stream",
+                                     headers=headers)
         try:
-            data = await _unless_disconnected(request, _speech_file(req.input, req.speed, req.response_format))
+            data = await _unless_disconnected(request, _speech_file(req.input, req.speed, req.response_format, style))
         except Exception as exc:  # an error body, as vLLM-Omni answers, never a bare 500 with a traceback
             log.exception("speech generation failed")
             return _error(f"Speech generation failed: {exc}", 500, "InternalServerError")
         if data is None:
             log.info("speech request: client disconnected; its synthesis is cancelled")
             return Response(status_code=499)  # nobody reads it
-        return Response(content=data, media_type=voice.MEDIA_TYPES[req.response_format])
+        return Response(content=data, media_type=voice.MEDIA_TYPES[req.response_format], headers=headers)
 
     return router
 

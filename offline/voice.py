@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from offline.splitter import first_clause_split
+from offline.styles import Style, median_f0
 from protocol.limits import PCM_CHANNELS, PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,9 @@ GAIN = 1.5  # Piper's raw output peaks around 0.4-0.6 of full scale
 PEAK_LIMIT = 0.97  # a chunk whose gained peak would pass this is scaled down instead of clipped
 MAX_FRAME_BYTES = PCM_SAMPLE_RATE * PCM_SAMPLE_WIDTH  # yield at most 1 s of audio per piece
 _WARMUP_TEXT = "Hello."  # onnxruntime's first run allocates; do it before the first client waits
+# The text the voice's own median pitch is measured on (once per process, when a clone first needs it).
+_CALIBRATION_TEXT = "The quick brown fox jumps over the lazy dog. How are you doing today? I am well, thank you."
+_FALLBACK_F0 = 110.0  # Hz, should the calibration ever measure nothing
 
 
 class PiperSpeaker:
@@ -53,6 +57,7 @@ class PiperSpeaker:
         self._synthesis_config = SynthesisConfig
         self.source_rate: int = piper_voice.config.sample_rate
         self._length_scale: float = piper_voice.config.length_scale or 1.0
+        self._median_f0: float | None = None
 
     @property
     def piper_voice(self):
@@ -83,30 +88,56 @@ class PiperSpeaker:
             pass
         return speaker
 
-    def pcm_chunks(self, pieces: Iterable[str], *, speed: float = 1.0) -> Iterator[bytes]:
+    def pcm_chunks(self, pieces: Iterable[str], *, speed: float = 1.0, style: Style | None = None) -> Iterator[bytes]:
         """24 kHz s16le mono PCM for `pieces` spoken in order, chunk by chunk as Piper produces them.
 
         Piper yields one chunk per sentence it finds; each is resampled and yielded at once (split into
         pieces of at most MAX_FRAME_BYTES), so a consumer can forward audio while the rest is synthesized.
+
+        A `style` (offline.styles) changes the voice: phoneme durations (`rate`), pitch (the samples are
+        resampled as if Piper had spoken at `pitch_factor` × its rate, and phonemes are made that much longer
+        first, so the tempo stays), silence between sentences, and level. A deterministic style turns Piper's
+        noise off, so the same text gives the same bytes.
         """
         import soxr
 
-        config = self._synthesis_config(length_scale=self._length_scale / speed, normalize_audio=False)
-        resampler = soxr.ResampleStream(self.source_rate, PCM_SAMPLE_RATE, PCM_CHANNELS, dtype="float32", quality="HQ")
+        style = style or Style()
+        factor = style.pitch_factor
+        noise = {"noise_scale": 0.0, "noise_w_scale": 0.0} if style.deterministic else {}
+        config = self._synthesis_config(
+            length_scale=self._length_scale / speed * style.rate * factor, normalize_audio=False, **noise
+        )
+        resampler = soxr.ResampleStream(
+            self.source_rate * factor, PCM_SAMPLE_RATE, PCM_CHANNELS, dtype="float32", quality="HQ"
+        )
+        pause = np.zeros(round(style.pause_s * self.source_rate * factor), dtype=np.float32)
+        first = True
         for piece in pieces:
             if not piece.strip():
                 continue
             for chunk in self._piper.synthesize(piece, syn_config=config):
                 _count(pieces=1)
-                yield from _frames(_to_pcm(resampler.resample_chunk(chunk.audio_float_array.astype(np.float32))))
-        yield from _frames(_to_pcm(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)))
+                if not first and pause.size:  # through the resampler, so the silence joins without a seam
+                    yield from _frames(_to_pcm(resampler.resample_chunk(pause), style.level))
+                first = False
+                samples = chunk.audio_float_array.astype(np.float32)
+                yield from _frames(_to_pcm(resampler.resample_chunk(samples), style.level))
+        yield from _frames(_to_pcm(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True), style.level))
+
+    def median_f0(self) -> float:
+        """The voice's own median pitch (Hz), measured once on a calibration text (deterministic synthesis)."""
+        if self._median_f0 is None:
+            pcm = b"".join(self.pcm_chunks([_CALIBRATION_TEXT], style=Style(deterministic=True)))
+            measured = median_f0(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0, PCM_SAMPLE_RATE)
+            self._median_f0 = measured or _FALLBACK_F0
+        return self._median_f0
 
 
-def _to_pcm(samples: np.ndarray) -> bytes:
+def _to_pcm(samples: np.ndarray, level: float = 1.0) -> bytes:
     if samples.size == 0:
         return b""
     peak = float(np.max(np.abs(samples)))
-    gain = GAIN if peak * GAIN <= PEAK_LIMIT else PEAK_LIMIT / peak
+    gain = GAIN * level if peak * GAIN * level <= PEAK_LIMIT else PEAK_LIMIT / peak
     return np.round(samples * (gain * 32767.0)).astype("<i2").tobytes()
 
 
@@ -166,8 +197,22 @@ def preload() -> None:
     _synthesis.submit(get_speaker)
 
 
+async def voice_median_f0() -> float:
+    """The Piper voice's own median pitch in Hz (measured on the synthesis thread the first time)."""
+    loop = asyncio.get_running_loop()
+    speaker = _speaker or await loop.run_in_executor(_synthesis, get_speaker)
+    if speaker._median_f0 is not None:
+        return speaker._median_f0
+    return await loop.run_in_executor(_synthesis, speaker.median_f0)
+
+
 async def stream_pcm(
-    text: str, *, speed: float = 1.0, fast_start: bool = True, cancel: threading.Event | None = None
+    text: str,
+    *,
+    speed: float = 1.0,
+    fast_start: bool = True,
+    cancel: threading.Event | None = None,
+    style: Style | None = None,
 ) -> AsyncIterator[bytes]:
     """Speak `text` as 24 kHz s16le mono PCM chunks, synthesized on the worker thread one chunk at a time.
 
@@ -195,7 +240,7 @@ async def stream_pcm(
     try:
         speaker = _speaker or await loop.run_in_executor(_synthesis, get_speaker)  # no hop once loaded
         pieces = first_clause_split(text) if fast_start else [text]
-        chunks = speaker.pcm_chunks(pieces, speed=speed)
+        chunks = speaker.pcm_chunks(pieces, speed=speed, style=style)
         pending = loop.run_in_executor(_synthesis, next_chunk, chunks)
         try:
             while (chunk := await pending) is not None:

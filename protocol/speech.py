@@ -407,6 +407,12 @@ class SpeechRequest(BaseModel):
     max_new_tokens: int | None = Field(default=None, ge=1)
     initial_codec_chunk_frames: int | None = Field(default=None, ge=0)
 
+    @model_validator(mode="after")
+    def _one_voice_source(self) -> SpeechRequest:
+        if self.speaker_embedding is not None and self.ref_audio is not None:
+            raise ValueError("'speaker_embedding' and 'ref_audio' are mutually exclusive")  # vLLM-Omni's words
+        return self
+
 
 class SpeechAudioDelta(BaseModel):
     """SSE `speech.audio.delta` of `POST /v1/audio/speech` with `stream=true`: base64 audio bytes."""

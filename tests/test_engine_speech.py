@@ -704,7 +704,10 @@ def test_rest_sse_streaming(engine_url: str) -> None:
         ({"input": "a\x00b", "stream_format": "audio", "response_format": "pcm"}, 400, "NUL character"),
         ({"input": "Hi", "voice": "Nobody"}, 400, "Invalid voice 'nobody'. Supported: default, joe"),
         ({"input": "Hi", "language": "french"}, 400, "Invalid language 'French'. Supported: Auto, English"),
-        ({"input": "Hi", "task_type": "Base"}, 400, "Qwen3-TTS CustomVoice checkpoint does not support task_type='Base'"),
+        ({"input": "Hi", "task_type": "Base"}, 400, "Base task requires 'ref_audio' or 'speaker_embedding' for voice cloning"),
+        ({"input": "Hi", "task_type": "Base", "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"}, 400,
+         "Qwen3-TTS CustomVoice checkpoint does not support task_type='Base'. Use task_type='CustomVoice' or load "
+         "the matching Base checkpoint."),
         ({"input": "Hi", "model": "other/model"}, 404, "The model `other/model` does not exist."),
         ({"input": "Hi", "stream": True, "response_format": "mp3"}, 400,
          "Streaming (stream=true, stream_format='audio', or stream_format='sse') requires response_format='pcm' or 'wav'"),

@@ -1,0 +1,513 @@
+"""The offline engine's named voices and voice references (`/v1/audio/voices`, `ref_audio`), as vLLM-Omni has them.
+
+- `POST /v1/audio/voices` (multipart): `name`, `consent` (both required), `ref_text`, `speaker_description`, and
+  one voice source — an `audio_sample` file or `speaker_embedding` (a JSON list of numbers). The answer is
+  `{"success": true, "voice": {...}}`. A refused upload is answered as vLLM-Omni's route answers it: HTTP 200
+  with an error body `{"error": {"message", "type": "BadRequestError", "param": null, "code": 400}}`; a missing
+  `name`/`consent` is a 400 "N validation error(s)" body.
+- `GET /v1/audio/voices`: `voices` (built-in names, then uploaded names lower-cased) and `uploaded_voices`.
+- `DELETE /v1/audio/voices/{name}`: 200 `{"success": true, "message": "Voice 'x' deleted successfully"}`, or
+  404 `{"success": false, "error": "Voice 'x' not found"}`.
+
+Texts and checks follow vllm_omni/entrypoints/openai (api_server.py's voice routes, serving_speech.py's
+upload_voice / upload_voice_embedding / delete_voice): names are trimmed and must not be empty, `.`/`..`, or
+hold `/`, `\\` or NUL; samples are at most 10 MB, of an audio MIME type (a generic
+`application/octet-stream` is resolved from the file name), 1–30 s long once decoded; embeddings are a
+non-empty JSON list of at most 4096 finite numbers; names match case-insensitively; uploading a name again
+replaces that voice.
+
+Deliberate differences: the engine keeps voices in memory (and, when `OMNI_ENGINE_VOICES_DIR` names a folder,
+also there, so they survive a restart); a re-upload that fails keeps the voice it would have replaced
+(vLLM-Omni drops it before decoding the new sample); embeddings of 1024 (0.6B) and 2048 (1.7B) numbers are
+both accepted, since the engine stands in for every Qwen3-TTS size; decoding uses PyAV (wav, mp3, flac,
+ogg/opus, aac/mp4, webm). A voice is heard as a preview (offline.styles): a recording's median pitch is
+measured at upload and the Piper voice is shifted to it.
+
+`ref_audio` in a speech request must be a data URL (`data:audio/wav;base64,...`): the engine fetches nothing,
+so http(s) and file URLs are refused with a message saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException
+
+from offline import styles
+from protocol.common import ErrorInfo, ErrorResponse
+from protocol.limits import VOICE_SAMPLE_MAX_BYTES
+from protocol.speech import (
+    VOICE_SAMPLE_FIELD,
+    VOICE_SAMPLE_MIME_TYPES,
+    VOICES_PATH,
+    UploadedVoice,
+    VoiceDeleteResponse,
+    VoiceUploadResponse,
+    voice_name_error,
+)
+
+log = logging.getLogger(__name__)
+
+VOICES_DIR_ENV = "OMNI_ENGINE_VOICES_DIR"
+MAX_UPLOADED_ENV = "SPEAKER_MAX_UPLOADED"  # vLLM-Omni's variable for the cap
+DEFAULT_MAX_UPLOADED = 1000
+REF_AUDIO_MIN_S = 1.0  # vLLM-Omni's bounds on a reference / voice sample
+REF_AUDIO_MAX_S = 30.0
+MAX_EMBEDDING_LENGTH = 4096
+EMBEDDING_DIMS = {"0.6B": 1024, "1.7B": 2048}
+_ANALYSIS_RATE = 16_000  # references are decoded to mono float at this rate (enough for pitch)
+_EXTENSION_MIME = (
+    (".wav", "audio/wav"), (".mp3", "audio/mpeg"), (".mpeg", "audio/mpeg"), (".flac", "audio/flac"),
+    (".ogg", "audio/ogg"), (".aac", "audio/aac"), (".webm", "audio/webm"), (".mp4", "audio/mp4"),
+)
+_ALLOWED_TEXT = "{" + ", ".join(repr(m) for m in sorted(VOICE_SAMPLE_MIME_TYPES)) + "}"
+
+
+class VoiceError(ValueError):
+    """An upload or reference vLLM-Omni would refuse; the message is its text."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Decoding and measuring a recording
+@dataclass(frozen=True)
+class Reference:
+    """A decoded voice reference: how long it is and its median pitch (None: nothing voiced was found)."""
+
+    duration_s: float
+    median_f0: float | None
+
+
+def decode_audio(content: bytes) -> tuple[np.ndarray, int, float]:
+    """Mono float32 samples at 16 kHz (at most REF_AUDIO_MAX_S + 1 s of them), the rate, and the full duration.
+
+    Any container and codec PyAV reads; a ValueError says why the bytes are not audio.
+    """
+    import av
+
+    keep = int((REF_AUDIO_MAX_S + 1.0) * _ANALYSIS_RATE)
+    try:
+        with av.open(io.BytesIO(content), mode="r") as container:
+            stream = next((s for s in container.streams if s.type == "audio"), None)
+            if stream is None:
+                raise ValueError("no audio stream in the file")
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=_ANALYSIS_RATE)
+            parts: list[np.ndarray] = []
+            kept = total = 0
+            for frame in container.decode(stream):
+                for out in resampler.resample(frame):
+                    data = out.to_ndarray().reshape(-1)
+                    total += data.size
+                    if kept < keep:
+                        parts.append(data[: keep - kept])
+                        kept += parts[-1].size
+            for out in resampler.resample(None):
+                data = out.to_ndarray().reshape(-1)
+                total += data.size
+                if kept < keep:
+                    parts.append(data[: keep - kept])
+                    kept += parts[-1].size
+    except ValueError:
+        raise
+    except Exception as exc:  # PyAV raises its own error types for anything that is not audio
+        raise ValueError(str(exc) or type(exc).__name__) from None
+    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    if total == 0:
+        raise ValueError("the file holds no audio samples")
+    return samples.astype(np.float32), _ANALYSIS_RATE, total / _ANALYSIS_RATE
+
+
+def check_duration(duration: float) -> None:
+    """vLLM-Omni's bounds on a reference's length, in its words."""
+    if duration < REF_AUDIO_MIN_S:
+        raise VoiceError(
+            f"Reference audio too short ({duration:.1f}s). At least {REF_AUDIO_MIN_S:.0f}s of clear speech is required."
+        )
+    if duration > REF_AUDIO_MAX_S:
+        raise VoiceError(
+            f"Reference audio too long ({duration:.1f}s). Maximum {REF_AUDIO_MAX_S:.0f}s supported — use a shorter clip."
+        )
+
+
+def measure(content: bytes, *, what: str) -> Reference:
+    """Decode and measure a recording (blocking: call it in a worker thread)."""
+    try:
+        samples, rate, duration = decode_audio(content)
+    except ValueError as exc:
+        raise VoiceError(f"Could not decode {what}: {exc}") from None
+    check_duration(duration)
+    return Reference(duration_s=duration, median_f0=styles.median_f0(samples, rate))
+
+
+# ref_audio data URLs: decoded and measured once each (a session sends the same one with every unit)
+_REFERENCE_CACHE_SIZE = 32
+_reference_cache: OrderedDict[str, Reference] = OrderedDict()
+
+
+def ref_audio_format_error(ref_audio: str) -> str | None:
+    """Why `ref_audio` is not a reference this engine can use, or None."""
+    if ref_audio.startswith("data:"):
+        return None
+    if ref_audio.startswith(("http://", "https://", "file://")):
+        return (
+            "The offline engine does not fetch ref_audio from URLs or files; send the recording itself as a "
+            "base64 data URL (data:audio/wav;base64,...)"
+        )
+    # vLLM-Omni's wording for anything else
+    return "ref_audio must be a URL (http/https), base64 data URL (data:...), or file URI (file://...)"
+
+
+def _data_url_bytes(url: str) -> bytes:
+    header, sep, payload = url.partition(",")
+    if not sep:
+        raise VoiceError("ref_audio is not a valid data URL: it has no ',' before the data")
+    if not header.endswith(";base64"):
+        raise VoiceError("ref_audio data URL must be base64-encoded (data:audio/wav;base64,...)")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise VoiceError(f"ref_audio data URL does not hold valid base64: {exc}") from None
+
+
+async def reference_from_data_url(ref_audio: str) -> Reference:
+    """The measured reference of a `ref_audio` data URL (cached by content)."""
+    if (error := ref_audio_format_error(ref_audio)) is not None:
+        raise VoiceError(error)
+    key = hashlib.sha256(ref_audio.encode("utf-8", "surrogatepass")).hexdigest()
+    if (cached := _reference_cache.get(key)) is not None:
+        _reference_cache.move_to_end(key)
+        return cached
+    content = _data_url_bytes(ref_audio)
+    reference = await asyncio.to_thread(measure, content, what="ref_audio")
+    _reference_cache[key] = reference
+    while len(_reference_cache) > _REFERENCE_CACHE_SIZE:
+        _reference_cache.popitem(last=False)
+    return reference
+
+
+def no_pitch_message(what: str) -> str:
+    return (
+        f"{what} has no voiced speech the offline engine can measure (no pitch found in it); "
+        "use a recording of clear speech without long silences or loud noise"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The store
+@dataclass
+class StoredVoice:
+    info: UploadedVoice
+    median_f0: float | None = None  # a recording's measured pitch
+    embedding_style: styles.Style | None = None  # an embedding's fixed preview pitch
+
+
+def embedding_error(embedding: Any) -> str | None:
+    """vLLM-Omni's checks of a decoded `speaker_embedding` upload (its words), or None."""
+    if not isinstance(embedding, list) or not embedding:
+        return "'speaker_embedding' must be a non-empty list of numbers"
+    if len(embedding) > MAX_EMBEDDING_LENGTH:
+        return f"'speaker_embedding' exceeds maximum length ({MAX_EMBEDDING_LENGTH} elements)"
+    if not all(isinstance(x, int | float) for x in embedding):
+        return "'speaker_embedding' must contain only numeric values"
+    if not all(math.isfinite(x) for x in embedding):
+        return "'speaker_embedding' values must be finite (no NaN or Inf)"
+    return embedding_dim_error(len(embedding))
+
+
+def embedding_dim_error(dim: int, model: str | None = None) -> str | None:
+    """The embedding size the loaded model takes (the named model's, or any Qwen3-TTS size)."""
+    sizes = [d for size, d in EMBEDDING_DIMS.items() if model is None or f"-{size}-" in model]
+    if dim in sizes or not sizes:
+        return None
+    expected = " or ".join(str(d) for d in sizes)
+    return f"speaker_embedding has {dim} dimensions; expected {expected} for the loaded Qwen3-TTS model"
+
+
+class VoiceStore:
+    """Uploaded voices by lower-cased name; optionally mirrored in a folder so they survive a restart."""
+
+    def __init__(self, folder: Path | None = None, *, max_voices: int = DEFAULT_MAX_UPLOADED) -> None:
+        self.folder = folder
+        self.max_voices = max_voices
+        self._voices: dict[str, StoredVoice] = {}
+        self._last_ts = 0
+        self.lock = asyncio.Lock()
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._restore()
+
+    @classmethod
+    def from_env(cls) -> VoiceStore:
+        folder = os.environ.get(VOICES_DIR_ENV, "").strip()
+        raw_cap = os.environ.get(MAX_UPLOADED_ENV, "").strip()
+        try:
+            cap = int(raw_cap) if raw_cap else DEFAULT_MAX_UPLOADED
+        except ValueError:
+            log.warning("Invalid %s=%r; using default %d", MAX_UPLOADED_ENV, raw_cap, DEFAULT_MAX_UPLOADED)
+            cap = DEFAULT_MAX_UPLOADED
+        return cls(Path(folder).expanduser() if folder else None, max_voices=cap)
+
+    # -- reading -------------------------------------------------------------------------------------------
+    def get(self, name: str | None) -> StoredVoice | None:
+        return self._voices.get(name.lower()) if name else None
+
+    def names(self) -> list[str]:
+        return sorted(self._voices)
+
+    def listed(self) -> list[UploadedVoice]:
+        return [v.info for v in self._voices.values()]
+
+    # -- changing --------------------------------------------------------------------------------------------
+    def _timestamp(self) -> int:
+        self._last_ts = max(int(time.time()), self._last_ts + 1)
+        return self._last_ts
+
+    def _check_cap(self, key: str) -> None:
+        if key not in self._voices and len(self._voices) >= self.max_voices:
+            raise VoiceError(
+                f"Uploaded voice limit reached ({self.max_voices}). Delete an existing voice before registering a "
+                f"new one, or raise the cap via {MAX_UPLOADED_ENV}."
+            )
+
+    def put(self, voice: StoredVoice, *, sample: bytes | None = None, embedding: list[float] | None = None) -> None:
+        key = voice.info.name.lower()
+        self._check_cap(key)
+        self._voices[key] = voice
+        if self.folder is not None:
+            self._save(key, voice, sample, embedding)
+
+    def delete(self, name: str) -> bool:
+        key = name.lower()
+        if self._voices.pop(key, None) is None:
+            return False
+        if self.folder is not None:
+            for path in self._files(key):
+                path.unlink(missing_ok=True)
+        return True
+
+    # -- the folder --------------------------------------------------------------------------------------------
+    def _stem(self, key: str) -> Path:
+        assert self.folder is not None
+        return self.folder / hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+    def _files(self, key: str) -> list[Path]:
+        stem = self._stem(key)
+        return [stem.with_suffix(".json"), stem.with_suffix(".sample")]
+
+    def _save(self, key: str, voice: StoredVoice, sample: bytes | None, embedding: list[float] | None) -> None:
+        meta, sample_path = self._files(key)
+        record = {"info": voice.info.model_dump(), "median_f0": voice.median_f0, "embedding": embedding}
+        try:
+            if sample is not None:
+                sample_path.write_bytes(sample)
+            else:
+                sample_path.unlink(missing_ok=True)
+            tmp = meta.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(record), encoding="utf-8")
+            tmp.replace(meta)
+        except OSError as exc:  # the voice is still usable from memory
+            log.warning("could not save voice %r in %s: %s", voice.info.name, self.folder, exc)
+
+    def _restore(self) -> None:
+        assert self.folder is not None
+        for path in sorted(self.folder.glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+                info = UploadedVoice.model_validate(record["info"])
+                embedding = record.get("embedding")
+                voice = StoredVoice(
+                    info=info,
+                    median_f0=record.get("median_f0"),
+                    embedding_style=styles.style_for_embedding(embedding) if embedding else None,
+                )
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("skipping voice file %s: %s", path, exc)
+                continue
+            self._voices[info.name.lower()] = voice
+            self._last_ts = max(self._last_ts, info.created_at)
+        if self._voices:
+            log.info("restored %d uploaded voice(s) from %s", len(self._voices), self.folder)
+
+
+def store_of(app: Any) -> VoiceStore:
+    """The app's voice store (created on first use when the app was built without one)."""
+    store = getattr(app.state, "voices", None)
+    if store is None:
+        store = app.state.voices = VoiceStore.from_env()
+    return store
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Routes
+def _error_body(message: str) -> JSONResponse:
+    """How vLLM-Omni's voice routes refuse: the error object returned as the route's value, so HTTP 200."""
+    return JSONResponse(ErrorResponse(error=ErrorInfo(message=message)).model_dump(), status_code=HTTPStatus.OK)
+
+
+def _validation_error(errors: list[dict[str, Any]]) -> JSONResponse:
+    """vLLM's RequestValidationError answer: 400, "N validation error(s):" then each error."""
+    label = "error" if len(errors) == 1 else "errors"
+    message = (f"{len(errors)} validation {label}:\n" + "".join(f"  {e}\n" for e in errors)).rstrip()
+    param = ".".join(str(p) for p in errors[0]["loc"]) if errors else None
+    info = ErrorInfo(message=message, type=HTTPStatus.BAD_REQUEST.phrase, param=param, code=HTTPStatus.BAD_REQUEST)
+    return JSONResponse(ErrorResponse(error=info).model_dump(), status_code=HTTPStatus.BAD_REQUEST)
+
+
+def _missing(field: str) -> dict[str, Any]:
+    return {"type": "missing", "loc": ("body", field), "msg": "Field required", "input": None}
+
+
+def _mime_type(upload: UploadFile) -> str | None:
+    mime = upload.content_type
+    if mime == "application/octet-stream":
+        filename = (upload.filename or "").lower()
+        mime = next((m for ext, m in _EXTENSION_MIME if filename.endswith(ext)), "audio/wav")
+    return mime
+
+
+def _text_field(form: Any, name: str) -> str | None:
+    """A text form field as FastAPI reads one: absent or empty is None."""
+    value = form.get(name)
+    if isinstance(value, UploadFile):
+        return None
+    return value if value else None
+
+
+async def _upload_sample(store: VoiceStore, upload: UploadFile, consent: str, name: str,
+                         ref_text: str | None, speaker_description: str | None) -> UploadedVoice:
+    name = name.strip()
+    ref_text = (ref_text or "").strip() or None
+    speaker_description = (speaker_description or "").strip() or None
+    upload.file.seek(0, 2)
+    file_size = upload.file.tell()
+    upload.file.seek(0)
+    if file_size > VOICE_SAMPLE_MAX_BYTES:
+        raise VoiceError(f"File size exceeds maximum limit of 10MB. Got {file_size} bytes.")
+    mime = _mime_type(upload)
+    if mime not in VOICE_SAMPLE_MIME_TYPES:
+        raise VoiceError(f"Unsupported MIME type: {mime}. Allowed: {_ALLOWED_TEXT}")
+    content = await upload.read()
+    # Decoded before anything is replaced: a failed re-upload keeps the voice it would have replaced.
+    reference = await asyncio.to_thread(measure, content, what="audio file")
+    async with store.lock:
+        info = UploadedVoice(
+            name=name, consent=consent, created_at=store._timestamp(), file_size=file_size, mime_type=mime,
+            embedding_source="audio", embedding_dim=None, ref_text=ref_text, speaker_description=speaker_description,
+        )
+        store.put(StoredVoice(info=info, median_f0=reference.median_f0), sample=content)
+    log.info("uploaded voice %r with consent id %r", name, consent)
+    return info
+
+
+async def _upload_embedding(store: VoiceStore, raw: str, consent: str, name: str) -> UploadedVoice:
+    name = name.strip()
+    try:
+        embedding = json.loads(raw)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise VoiceError(f"'speaker_embedding' must be valid JSON: {exc}") from None
+    if (error := embedding_error(embedding)) is not None:
+        raise VoiceError(error)
+    values = [float(x) for x in embedding]
+    async with store.lock:
+        info = UploadedVoice(
+            name=name, consent=consent, created_at=store._timestamp(), file_size=4 * len(values),
+            mime_type="application/x-safetensors", embedding_source="direct", embedding_dim=len(values),
+        )
+        store.put(StoredVoice(info=info, embedding_style=styles.style_for_embedding(values)), embedding=values)
+    log.info("uploaded voice %r from a %d-number speaker embedding", name, len(values))
+    return info
+
+
+def _create_router() -> APIRouter:
+    router = APIRouter()
+
+    @router.get(VOICES_PATH)
+    async def list_voices(request: Request) -> JSONResponse:
+        from offline import voice
+
+        store = store_of(request.app)
+        body = {
+            "voices": [*voice.VOICE_NAMES, voice.DEFAULT_VOICE, *store.names()],
+            "uploaded_voices": [v.listed() for v in store.listed()],
+        }
+        return JSONResponse(body)
+
+    @router.post(VOICES_PATH)
+    async def upload_voice(request: Request) -> JSONResponse:
+        store = store_of(request.app)
+        try:
+            form = await request.form()
+        except (StarletteHTTPException, MultiPartException) as exc:
+            detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
+            return _validation_error([{"type": "value_error", "loc": ("body",), "msg": str(detail), "input": None}])
+        try:
+            sample = form.get(VOICE_SAMPLE_FIELD)
+            if sample is not None and not isinstance(sample, UploadFile):
+                if sample == "":
+                    sample = None  # an empty text part is FastAPI's "absent"
+                else:
+                    return _validation_error([{
+                        "type": "value_error", "loc": ("body", VOICE_SAMPLE_FIELD),
+                        "msg": f"Value error, Expected UploadFile, received: {type(sample)}", "input": sample,
+                    }])
+            embedding = _text_field(form, "speaker_embedding")
+            consent, name = _text_field(form, "consent"), _text_field(form, "name")
+            missing = [_missing(f) for f, v in (("consent", consent), ("name", name)) if v is None]
+            if missing:
+                return _validation_error(missing)
+            assert consent is not None and name is not None
+            # vLLM-Omni's order: the route checks the sources, then the handler checks the name.
+            if embedding is not None and sample is not None:
+                return _error_body("'audio_sample' and 'speaker_embedding' are mutually exclusive")
+            if embedding is None and sample is None:
+                return _error_body("Either 'audio_sample' or 'speaker_embedding' must be provided")
+            if (error := voice_name_error(name)) is not None:
+                return _error_body(error)
+            if embedding is not None:
+                info = await _upload_embedding(store, embedding, consent, name)
+            else:
+                assert isinstance(sample, UploadFile)
+                info = await _upload_sample(store, sample, consent, name, _text_field(form, "ref_text"),
+                                            _text_field(form, "speaker_description"))
+        except VoiceError as exc:
+            return _error_body(str(exc))
+        except Exception as exc:  # vLLM-Omni's catch-all wording
+            log.exception("failed to upload voice")
+            return _error_body(f"Failed to upload voice: {exc}")
+        finally:
+            await form.close()
+        return JSONResponse(VoiceUploadResponse(success=True, voice=info).wire())
+
+    @router.delete(VOICES_PATH + "/{name}")
+    async def delete_voice(name: str, request: Request) -> JSONResponse:
+        store = store_of(request.app)
+        async with store.lock:
+            deleted = store.delete(name)
+        if not deleted:
+            body = VoiceDeleteResponse(success=False, error=f"Voice '{name}' not found")
+            return JSONResponse(body.wire(), status_code=HTTPStatus.NOT_FOUND)
+        log.info("deleted voice %r", name)
+        return JSONResponse(VoiceDeleteResponse(success=True, message=f"Voice '{name}' deleted successfully").wire())
+
+    return router
+
+
+router = _create_router()
