@@ -171,3 +171,101 @@ def test_prompts_that_are_not_utf8_are_named_and_exit_2(tmp_path: Path) -> None:
         assert r.stderr.startswith(f"error: {words}"), (args, r.stderr)
         assert "Traceback" not in r.stderr
     assert not (tmp_path / "x.out").exists() and History(data).jobs() == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# image --edit
+def test_image_edit_json_writes_the_edit_and_records_its_references(engine_url: str, tmp_path: Path) -> None:
+    red, blue = tmp_path / "red.png", tmp_path / "blue.jpg"
+    red.write_bytes(png(300, 200, color=(230, 20, 20)))
+    buf = io.BytesIO()
+    Image.new("RGB", (200, 300), (20, 30, 230)).save(buf, "JPEG")
+    blue.write_bytes(buf.getvalue())
+    out = tmp_path / "edited.png"
+    r = cli("image", "--url", engine_url, "--edit", str(red), "--edit", str(blue), "--prompt", "make them friends",
+            "--seed", "6", "--out", str(out), "--json", data=tmp_path / "data")
+    assert r.returncode == 0, r.stderr
+    figures = json.loads(r.stdout)
+    assert figures["ok"] and figures["edit"] is True and figures["fitting"] is None and figures["preview"] is True
+    p = figures["params"]
+    assert (p["size"], p["seed"], p["steps"]) == ("1248x832", 6, 4)  # the first reference's proportions
+    assert [(ref["name"], ref["format"], ref["sent"]["type"]) for ref in p["references"]] == [
+        ("red.png", "PNG", "image/png"), ("blue.jpg", "JPEG", "image/jpeg")]
+    image = Image.open(out).convert("RGB")
+    assert image.size == (1248, 832)
+    left, right = image.getpixel((300, 500)), image.getpixel((950, 500))
+    assert left[0] > 150 > left[2] and right[2] > 150 > right[0]  # red on the left, blue on the right
+    job = History(tmp_path / "data").get(figures["job_id"])
+    assert job.kind == "image" and job.meta["edit"] is True and job.output_paths()[0].read_bytes() == out.read_bytes()
+    assert job.input_path("reference-1.png").read_bytes() == red.read_bytes()
+    assert job.input_path("reference-2.jpg").read_bytes() == blue.read_bytes()
+    plain = cli("image", "--url", engine_url, "--edit", str(red), "--prompt", "alone", "--size", "128x96",
+                "--out", str(tmp_path / "p.png"), "--no-history", data=tmp_path / "data")
+    assert plain.returncode == 0, plain.stderr
+    assert "edit of 1 reference(s), 128x96" in plain.stdout and "(offline preview)" in plain.stdout
+    assert Image.open(tmp_path / "p.png").size == (128, 96)
+
+
+def test_image_edit_bad_references_exit_1_naming_them(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    ok = tmp_path / "ok.png"
+    ok.write_bytes(png(64, 64))
+    text = tmp_path / "notes.png"
+    text.write_text("just text")
+    bomb = tmp_path / "bomb.png"
+    buf = io.BytesIO()
+    Image.new("1", (10000, 10000)).save(buf, "PNG")
+    bomb.write_bytes(buf.getvalue())
+    base = ("image", "--url", engine_url, "--prompt", "x", "--out", str(tmp_path / "e.png"))
+    cases = [
+        ((*base, *(["--edit", str(ok)] * 5)), "an edit takes 1 to 4 reference images; got 5"),
+        ((*base, "--edit", str(ok), "--edit", str(text)), "reference 2 (notes.png) is not an image this studio reads"),
+        ((*base, "--edit", str(bomb)), "reference 1 (bomb.png) declares too many pixels"),
+        ((*base, "--edit", str(tmp_path / "missing.png")), "cannot read --edit"),
+        ((*base, "--edit", str(ok), "--size", "10x10"), "between 64 and 2048"),
+    ]
+    for args, words in cases:
+        r = cli(*args, data=data, timeout=60)
+        assert r.returncode == 1, (args, r.stderr)
+        assert r.stderr.startswith("error: ") and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+    assert History(data).jobs() == [] and not (tmp_path / "e.png").exists()
+
+
+def test_image_edit_server_refusal_exits_1_with_the_servers_words(tmp_path: Path) -> None:
+    """A vLLM-Omni serving a single-image edit model refuses two references with its own message."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[tuple[str, str]] = []
+
+    class SingleImageModel(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, self.headers["Content-Type"]))
+            body = json.dumps({"error": {"message": "Received multiple input images. Only a single image is "
+                                                   "supported by this model.", "type": "Bad Request", "param": None,
+                                         "code": 400}}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SingleImageModel)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ref = tmp_path / "a.png"
+        ref.write_bytes(png(64, 64))
+        r = cli("image", "--url", f"http://127.0.0.1:{server.server_port}", "--edit", str(ref), "--edit", str(ref),
+                "--prompt", "x", "--out", str(tmp_path / "e.png"), data=tmp_path / "data", timeout=60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "HTTP 400" in r.stderr and "Only a single image is supported by this model." in r.stderr
+    assert seen and seen[0][0] == "/v1/images/edits" and seen[0][1].startswith("multipart/form-data; boundary=")
+    (job,) = History(tmp_path / "data").jobs()
+    assert job.status == "failed" and "single image" in (job.error or "") and len(job.inputs) == 2

@@ -2,8 +2,13 @@
 
     python -m services image --prompt "a lighthouse at dawn" [--size 1024x1024] [--steps 4] [--seed 42]
                              [--out image.png] [--json]
+    python -m services image --edit a.png [--edit b.jpg …] --prompt "make them friends" [--size WxH] [--json]
     python -m services video --prompt "the camera pans slowly" [--image a.png] [--frames 17] [--steps 30]
                              [--out video.mp4] [--json]
+
+`image --edit FILE` (1 to 4 times) edits those reference images with the prompt (FLUX.2-klein's
+/v1/images/edits); without --size the result has the first reference's proportions at about 1 MP. On SageMaker
+the references are fitted under the 6 MB request limit and the output says how.
 
 Both take the common backend options (--backend offline|omni|sagemaker, --url URL, --state-file F). Exit code 0 on
 success; 1 with a message naming what to fix otherwise (2 for a prompt that is not UTF-8). An --out that cannot
@@ -23,7 +28,7 @@ from typing import Any
 
 from protocol.errors import InvalidInput, JobFailed
 from services.cli.common import Saved, check_out, read_text, save_output
-from services.images import DEFAULT_SIZE, ImageRequest
+from services.images import DEFAULT_SIZE, EditReference, ImageEditRequest, ImageRequest
 from services.images import DEFAULT_STEPS as IMAGE_STEPS
 from services.videos import (
     DEFAULT_FPS,
@@ -41,11 +46,15 @@ from services.videos import (
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     fmt = argparse.ArgumentDefaultsHelpFormatter
-    p = sub.add_parser("image", parents=[common], help="generate an image and write it", formatter_class=fmt,
-                       description="Generate an image (FLUX.2-klein on the real endpoints; a labelled preview offline).")
-    p.add_argument("--prompt", required=True, help='what to draw ("-" reads it from stdin)')
+    p = sub.add_parser("image", parents=[common], help="generate or edit an image and write it", formatter_class=fmt,
+                       description="Generate an image, or edit 1–4 reference images with --edit (FLUX.2-klein on "
+                                   "the real endpoints; a labelled preview offline).")
+    p.add_argument("--prompt", required=True, help='what to draw, or the edit to make ("-" reads it from stdin)')
+    p.add_argument("--edit", type=Path, action="append", metavar="FILE",
+                   help="a reference image to edit (PNG/JPEG/WebP/BMP/GIF); give it 1 to 4 times")
     p.add_argument("--negative-prompt", help="what to avoid")
-    p.add_argument("--size", default=DEFAULT_SIZE, help="WIDTHxHEIGHT, each 64–2048")
+    p.add_argument("--size", help=f"WIDTHxHEIGHT, each 64–2048 (default: {DEFAULT_SIZE}; with --edit: the first "
+                                  "reference's proportions at about 1 MP)")
     p.add_argument("--steps", type=int, default=IMAGE_STEPS, help="inference steps (FLUX.2-klein wants about 4)")
     p.add_argument("--guidance", type=float, help="guidance scale 0–20 (default: the server's)")
     p.add_argument("--seed", type=int, help="default: a random seed (printed with --json)")
@@ -102,38 +111,62 @@ def run_image(args: argparse.Namespace) -> int:
     from services.backend import create_backend
     from services.cli.common import settings_from_args
 
-    request = ImageRequest(prompt=_prompt(args.prompt), negative_prompt=args.negative_prompt, size=args.size,
-                           steps=args.steps, guidance=args.guidance, seed=args.seed, n=args.n,
-                           output_format=args.format).validated()  # bad input fails before any backend starts
+    fields = dict(prompt=_prompt(args.prompt), negative_prompt=args.negative_prompt, steps=args.steps,
+                  guidance=args.guidance, seed=args.seed, n=args.n, output_format=args.format)
+    request: ImageRequest | ImageEditRequest
+    if args.edit:  # bad input fails before any backend starts: unreadable files, 0 or > 4, not images, bombs
+        refs = tuple(_edit_reference(path) for path in args.edit)
+        request = ImageEditRequest(references=refs, size=args.size, **fields).validated()
+    else:
+        request = ImageRequest(size=args.size or DEFAULT_SIZE, **fields).validated()
     check_out(*_outputs(args.out, request.n))
     settings = settings_from_args(args)
     backend = create_backend(settings)
+    fitting = None
     try:
         if args.no_history:
-            result = backend.images.generate(request)
+            result = (backend.images.edit(request) if isinstance(request, ImageEditRequest)
+                      else backend.images.generate(request))
             images, params, timings = result.images, result.request.params(), result.timings()
-            preview, job_id = result.preview, None
+            preview, job_id, fitting = result.preview, None, result.fitting
+            if result.references:
+                params["references"] = result.references
         else:
             from services.history import History
-            from services.images import record_image
+            from services.images import record_edit, record_image
 
-            job = record_image(backend.images, History(settings.data_dir), request)
+            history = History(settings.data_dir)
+            job = (record_edit(backend.images, history, request) if isinstance(request, ImageEditRequest)
+                   else record_image(backend.images, history, request))
             images = [p.read_bytes() for p in job.output_paths()]
             params, timings, preview, job_id = job.params, job.timings, bool(job.meta.get("preview")), job.id
+            fitting = job.meta.get("fitting")
     finally:
         backend.close()
     saved = [save_output(path, data, suffix=f".{args.format}")
              for path, data in zip(_outputs(args.out, len(images)), images)]
     written = [s.path for s in saved if s.path]
     if args.json:
+        extra = {"edit": True, "fitting": fitting} if isinstance(request, ImageEditRequest) else {}
         print(json.dumps({**_json_outcome(saved), "params": params, "timings": timings, "preview": preview,
-                          "out": written, "job_id": job_id, "backend": backend.name, "target": backend.images.target}))
+                          "out": written, "job_id": job_id, "backend": backend.name, "target": backend.images.target,
+                          **extra}))
     elif written:
         model = f", model {timings['model_s']:.2f} s" if "model_s" in timings else ""
         label = " (offline preview)" if preview else ""
-        print(f"wrote {', '.join(written)}{label}: {params['size']}, {params['steps']} steps, seed {params['seed']}, "
+        what = f"edit of {len(params['references'])} reference(s), " if isinstance(request, ImageEditRequest) else ""
+        print(f"wrote {', '.join(written)}{label}: {what}{params['size']}, {params['steps']} steps, seed {params['seed']}, "
               f"total {timings['total_s']:.2f} s{model}")
+        if fitting:
+            print(f"note: {fitting}", file=sys.stderr)
     return _report(saved)
+
+
+def _edit_reference(path: Path) -> EditReference:
+    try:
+        return EditReference(path.read_bytes(), name=path.name)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read --edit {path} ({exc.strerror or exc})") from None
 
 
 def _reference(path: Path | None) -> tuple[bytes | None, str | None]:
