@@ -27,8 +27,8 @@ from PIL import Image
 from protocol.errors import BackendUnreachable, ConfigError, ServerError, StreamError
 from services.backend import create_backend
 from services.history import History
-from services.images import ImageRequest
-from protocol.limits import ASYNC_INLINE_LIMIT
+from services.images import EditReference, ImageEditRequest, ImageRequest, record_edit
+from protocol.limits import ASYNC_INLINE_LIMIT, REALTIME_PAYLOAD_MAX_BYTES
 from services.sagemaker import resolve_targets
 from services.settings import Settings
 from services.speech import speech_config
@@ -190,6 +190,59 @@ def test_image_through_invoke_endpoint(emulator_env: EmulatorHandle) -> None:
         create_backend(settings(image_endpoint=None)).images.generate(ImageRequest("x", size="128x96"))
 
 
+def solid(color: tuple[int, int, int], size: tuple[int, int] = (300, 200)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, color).save(out, "PNG")
+    return out.getvalue()
+
+
+def noisy_png(w: int, h: int, seed: int) -> bytes:
+    """An incompressible PNG of about w×h×3 bytes."""
+    out = io.BytesIO()
+    Image.fromarray(np.random.default_rng(seed).integers(0, 255, (h, w, 3), dtype=np.uint8)).save(out, "PNG")
+    return out.getvalue()
+
+
+def test_image_edit_through_invoke_endpoint(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
+    deploy_endpoint(emulator_env, "sm-image", environment={"SM_VLLM_MODEL": "black-forest-labs/FLUX.2-klein-4B"})
+    backend = create_backend(settings())
+    refs = (EditReference(solid((230, 20, 20)), "red.png"), EditReference(solid((20, 30, 230)), "blue.png"))
+    result = backend.images.edit(ImageEditRequest("make them friends", refs, size="256x128", seed=5))
+    assert result.fitting is None and result.preview and result.seed == 5
+    with Image.open(io.BytesIO(result.image)) as im:  # the multipart body crossed the emulator as it was
+        assert im.size == (256, 128)
+        px = np.asarray(im.convert("RGB"), dtype=int)
+    assert px[:, :128, 0].mean() > 150 > px[:, :128, 2].mean() and px[:, 128:, 2].mean() > 150 > px[:, 128:, 0].mean()
+    with pytest.raises(ServerError) as refused:  # the engine's own words, carried by ModelError
+        backend.images.edit(ImageEditRequest("x", refs[:1], size="64x64", model="not-the-model"))
+    assert "Model mismatch" in str(refused.value) and refused.value.status == 400
+    with pytest.raises(ConfigError, match="OMNI_STUDIO_IMAGE_ENDPOINT"):
+        create_backend(settings(image_endpoint=None)).images.edit(ImageEditRequest("x", refs[:1]))
+
+
+def test_image_edit_over_6_mb_is_fitted_and_says_so(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
+    deploy_endpoint(emulator_env, "sm-image", environment={"SM_VLLM_MODEL": "black-forest-labs/FLUX.2-klein-4B"})
+    backend = create_backend(settings())
+    refs = tuple(EditReference(noisy_png(2000, 1500, seed), f"photo-{seed}.png") for seed in range(3))
+    unfitted = ImageEditRequest("one photo from three", refs, size="320x240", seed=2)
+    from services.images import prepare_edit
+
+    _, raw = prepare_edit(unfitted)  # what a vLLM-Omni URL gets: the files as they are
+    assert len(raw) > REALTIME_PAYLOAD_MAX_BYTES
+    with pytest.raises(ServerError) as too_large:  # SageMaker refuses it as it is
+        backend.images.transport.edit(raw.body, raw.content_type)
+    assert too_large.value.status == 413 and str(REALTIME_PAYLOAD_MAX_BYTES) in str(too_large.value)
+    job = record_edit(backend.images, History(tmp_path), unfitted)
+    assert job.status == "succeeded", job.error
+    fitting = job.meta["fitting"]
+    assert fitting.startswith("3 references") and "sent as JPEG q" in fitting and "SageMaker's 6 MB limit" in fitting
+    assert all(r["sent"]["type"] == "image/jpeg" for r in job.params["references"])
+    assert job.params["body_bytes"] <= REALTIME_PAYLOAD_MAX_BYTES
+    assert [job.input_path(f"reference-{i}.png").read_bytes() for i in (1, 2, 3)] == [r.data for r in refs]
+    with Image.open(job.output_paths()[0]) as im:
+        assert im.size == (320, 240)
+
+
 # -- video ----------------------------------------------------------------------------------------
 def test_small_video_request_goes_inline(emulator_env: EmulatorHandle, bucket: str, video: str) -> None:
     backend = create_backend(settings(bucket=bucket))
@@ -345,6 +398,21 @@ def test_cli_speak_image_video_on_sagemaker(emulator_env: EmulatorHandle, voice:
     assert made.returncode == 0, made.stderr
     assert check_mp4((tmp_path / "v.mp4").read_bytes()).frames == 5
     assert keys(emulator_env, bucket, "omni-studio/requests/") == []  # uploaded through S3, then removed
+
+
+def test_cli_image_edit_on_sagemaker_reports_the_fitting(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
+    deploy_endpoint(emulator_env, "sm-image", environment={"SM_VLLM_MODEL": "black-forest-labs/FLUX.2-klein-4B"})
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"region": emulator_env.region, "endpoint_names": {"image": "sm-image"}}))
+    ref = tmp_path / "photo.png"
+    ref.write_bytes(noisy_png(2048, 1536, 7))
+    assert ref.stat().st_size > REALTIME_PAYLOAD_MAX_BYTES
+    r = cli("image", "--edit", str(ref), "--prompt", "warmer light", "--out", str(tmp_path / "e.png"),
+            "--state-file", str(state), tmp=tmp_path)
+    assert r.returncode == 0, r.stderr
+    figures = json.loads(r.stdout)
+    assert figures["edit"] is True and "to fit SageMaker's 6 MB limit" in figures["fitting"]
+    assert Image.open(tmp_path / "e.png").size == (1184, 880)  # 4:3 at about 1 MP
 
 
 def test_cli_names_the_missing_endpoint(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
