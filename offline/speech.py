@@ -111,6 +111,7 @@ class SpeechAsk:
     speaker_embedding: list[float] | None = None
     max_new_tokens: int | None = None
     model: str | None = None
+    seed: int | None = None
 
     @classmethod
     def of(cls, request: SessionConfig | SpeechRequest) -> SpeechAsk:
@@ -207,8 +208,16 @@ async def resolve_style(ask: SpeechAsk, store: voices.VoiceStore) -> Style | Non
     """How the Piper voice previews this (checked) request; None: the plain voice. SpeechInputError if it cannot.
 
     CustomVoice: the style `instructions` ask for. VoiceDesign: the description's words. Base: the reference's
-    median pitch — `ref_audio` when given, else the uploaded voice — or an embedding's fixed pitch.
+    median pitch — `ref_audio` when given, else the uploaded voice — or an embedding's fixed pitch. A `seed`
+    alone makes the plain voice deterministic (the engine has no randomness to seed: any seed, same audio).
     """
+    style = await _style(ask, store)
+    if style is None and ask.seed is not None:
+        return Style(deterministic=True)
+    return style
+
+
+async def _style(ask: SpeechAsk, store: voices.VoiceStore) -> Style | None:
     task = ask.task(store)
     if task in ("CustomVoice", "VoiceDesign"):
         if not ask.instructions:
@@ -697,7 +706,7 @@ def _create_router() -> APIRouter:
             style = await resolve_style(ask, store)
         except SpeechInputError as exc:
             return _error(str(exc))
-        headers = {PREVIEW_HEADER: style.label()} if style is not None else None
+        headers = {PREVIEW_HEADER: style.label()} if style is not None and style.source else None
 
         if raw_stream:
             return StreamingResponse(_raw_audio(req.input, req.response_format, style),
