@@ -12,6 +12,7 @@ import httpx
 
 from protocol.errors import ConfigError
 from services.base import Backend, BackendHealth
+from services.history import History
 from services.settings import BackendName, Settings
 
 if TYPE_CHECKING:
@@ -30,8 +31,9 @@ def omni_health(url: str, timeout: float = 3.0) -> BackendHealth:
 
 
 def omni_backend(url: str, settings: Settings, *, name: BackendName = "omni", close: Any = None) -> Backend:
-    """The three native vLLM-Omni clients against one server URL."""
+    """The three native vLLM-Omni clients against one server URL, and its voice library."""
     from services import images, speech, videos
+    from services.speech.voices import OmniVoices
 
     return Backend(
         name=name,
@@ -39,6 +41,9 @@ def omni_backend(url: str, settings: Settings, *, name: BackendName = "omni", cl
         speech=speech.omni_client(url, settings),
         images=images.omni_client(url, settings),
         videos=videos.omni_client(url, settings),
+        # the offline engine's port changes with every start: its voices are recorded under one name
+        voices=OmniVoices(url, lambda: History(settings.data_dir), record_target="offline engine" if name == "offline" else None,
+                          timeout=settings.request_timeout_s, connect_timeout=settings.connect_timeout_s),
         _health=lambda: omni_health(url),
         _close=close,
     )

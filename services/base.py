@@ -1,4 +1,7 @@
-"""What a backend is: the three clients (`speech`, `images`, `videos`) of one target, its health and its label.
+"""What a backend is: the three clients (`speech`, `images`, `videos`) of one target, its voice library
+(`voices`: saved voices for cloning, services/speech/voices.py), its health and its label.
+
+What the target's voice model can do is `backend.speech.task_types()` (CustomVoice, VoiceDesign, Base).
 
 The factory that builds one is services/backend.py; the SageMaker assembly is services/sagemaker.py.
 """
@@ -13,6 +16,7 @@ from services.settings import BackendName
 if TYPE_CHECKING:
     from services.images import ImageClient
     from services.speech import SpeechClient
+    from services.speech.voices import VoiceLibrary
     from services.videos import VideoClient
 
 
@@ -29,6 +33,7 @@ class Backend:
     speech: SpeechClient
     images: ImageClient
     videos: VideoClient
+    voices: VoiceLibrary
     _health: Any = field(repr=False, default=None)  # () -> BackendHealth
     _close: Any = field(repr=False, default=None)  # () -> None
 

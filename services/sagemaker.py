@@ -2,6 +2,8 @@
 
 - speech: the HTTP/2 bidirectional stream (`services._sagemaker_speech.Http2SpeechTransport`) to the
   realtime voice endpoint's `v1/audio/speech/stream`;
+- voices: uploads through `invoke_endpoint` with `CustomAttributes="route=/v1/audio/voices"` and the multipart
+  body (services/speech/voices.py); listed from the studio's own records, as SageMaker forwards only POSTs;
 - images: `invoke_endpoint` with the JSON body and `CustomAttributes="route=/v1/images/generations"`;
 - videos: `invoke_endpoint_async` with the video studio's multipart body — inline when it is at most
   128 000 bytes, else uploaded to `s3://<bucket>/<prefix>/requests/<id>.multipart` (server-side
@@ -24,10 +26,18 @@ from typing import Any
 import botocore.exceptions as bx
 
 from protocol.errors import ConfigError, ServerError
-from protocol.sagemaker import ROLES, DeploymentStateFile, StateFileInvalid, parse_state_file
-from protocol.speech import QWEN3_TTS_LANGUAGES
+from protocol.sagemaker import (
+    ROLES,
+    DeploymentStateFile,
+    StateFileInvalid,
+    model_id_of_container,
+    parse_state_file,
+    voice_model_of,
+)
+from protocol.speech import QWEN3_TTS_LANGUAGES, TaskType, task_types_for_model
 from services.aws import AwsSession, aws_error, http2_endpoint, missing_endpoint, validate_region
 from services.base import Backend, BackendHealth
+from services.history import History
 from services.images import ImageClient
 from services.images.sagemaker import SageMakerImageTransport
 from services.settings import Settings
@@ -37,6 +47,7 @@ from services.speech.sagemaker_http2 import (
     Http2Clients,
     Http2SpeechTransport,
 )
+from services.speech.voices import SageMakerVoices
 from services.videos import VideoClient
 from services.videos.sagemaker import SageMakerVideoTransport
 
@@ -56,6 +67,7 @@ class SageMakerTargets:
     prefix: str
     kms_key: str | None
     source: str  # "settings", or the state file path
+    voice_model: str | None = None  # the voice endpoint's model id, when the state file says (else: ask SageMaker)
 
     def label(self) -> str:
         names = ", ".join(f"{role}={name}" for role, name in self.endpoints.items() if name) or "no endpoints"
@@ -92,23 +104,27 @@ def resolve_targets(settings: Settings) -> SageMakerTargets:
     where = f"the region in the state file {settings.state_file}" if from_file("region") else "the region setting"
     region = validate_region(pick("region"), what=where)
     from_state = any(not getattr(settings, f"{role}_endpoint") and names.get(role) for role in ROLES)
+    # The state file's voice model is that of its own voice endpoint: not of one the settings name instead.
+    same_voice = state is not None and endpoints["voice"] is not None and endpoints["voice"] == names.get("voice")
     return SageMakerTargets(
         region=region, profile=settings.profile, endpoints=endpoints, bucket=pick("bucket"),
         prefix=str(pick("prefix")).strip("/"), kms_key=pick("kms_key"),
         source=str(settings.state_file) if from_state else "settings",
+        voice_model=voice_model_of(state) if same_voice and state is not None else None,
     )
 
 
 class SageMakerCatalog:
-    """Voices and languages of the voice endpoint's model, from its SM_VLLM_MODEL (control plane describes).
+    """Voices, languages and task types of the voice endpoint's model: the state file's `voice_model` when it
+    names this endpoint's model, else its container's model id (control plane describes, read once).
 
     SageMaker only forwards POSTs to a container, so vLLM-Omni's `GET /v1/audio/voices` is out of reach;
     the model id names the speakers. "default" (the model's own default speaker) always comes first."""
 
-    def __init__(self, aws: AwsSession, endpoint: str | None) -> None:
+    def __init__(self, aws: AwsSession, endpoint: str | None, model: str | None = None) -> None:
         self.aws = aws
         self.endpoint = endpoint
-        self._model: str | None = None
+        self._model: str | None = model
         self._lock = threading.Lock()
 
     def model_id(self) -> str:
@@ -128,9 +144,16 @@ class SageMakerCatalog:
     def languages(self) -> list[str]:
         return list(QWEN3_TTS_LANGUAGES) if "qwen3-tts" in self.model_id().lower() else ["Auto"]
 
+    def task_types(self) -> tuple[TaskType, ...]:
+        return task_types_for_model(self.model_id())
+
+    def deploy_hint(self, models: list[str]) -> str:
+        return f"deploy one as the voice endpoint: `python -m infra deploy --voice-model {models[-1]}`"
+
 
 def endpoint_model(aws: AwsSession, endpoint: str) -> str:
-    """SM_VLLM_MODEL of the model behind `endpoint` (describe endpoint → config → model)."""
+    """The model id behind `endpoint` (describe endpoint → config → model): the container's served model name
+    or SM_VLLM_MODEL (protocol.sagemaker.model_id_of_container)."""
     sm = aws.client("sagemaker")
     doing = f"looking up the model behind endpoint {endpoint}"
     try:
@@ -140,7 +163,7 @@ def endpoint_model(aws: AwsSession, endpoint: str) -> str:
     except (bx.BotoCoreError, bx.ClientError) as exc:
         raise aws_error(exc, doing, profile=aws.profile) from None
     container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
-    return str((container.get("Environment") or {}).get("SM_VLLM_MODEL") or "unknown")
+    return model_id_of_container(container.get("Environment")) or "unknown"
 
 
 def sagemaker_health(aws: AwsSession, targets: SageMakerTargets) -> BackendHealth:
@@ -187,11 +210,12 @@ def sagemaker_backend(settings: Settings) -> Backend:
     return Backend(
         name="sagemaker",
         target=targets.label(),
-        speech=SpeechClient(speech_transport, SageMakerCatalog(aws, voice),
+        speech=SpeechClient(speech_transport, SageMakerCatalog(aws, voice, targets.voice_model),
                             target=f"SageMaker endpoint {voice} ({targets.region})" if voice else "SageMaker (no voice endpoint)"),
         images=ImageClient(SageMakerImageTransport(aws, targets.endpoints["image"])),
         videos=VideoClient(SageMakerVideoTransport(aws, targets.endpoints["video"], bucket=targets.bucket,
                                                    prefix=targets.prefix, kms_key=targets.kms_key)),
+        voices=SageMakerVoices(aws, voice, lambda: History(settings.data_dir)),  # opened on first use
         _health=lambda: sagemaker_health(aws, targets),
     )
 

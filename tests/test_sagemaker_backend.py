@@ -419,3 +419,119 @@ def test_cli_names_the_missing_endpoint(emulator_env: EmulatorHandle, tmp_path: 
     r = cli("image", "--prompt", "x", "--size", "128x96", "--out", str(tmp_path / "i.png"),
             "--state-file", str(tmp_path / "none.json"), tmp=tmp_path)
     assert r.returncode == 1 and "OMNI_STUDIO_IMAGE_ENDPOINT" in r.stderr and "python -m infra deploy" in r.stderr
+
+
+# -- voices: what the voice endpoint can do, and saved voices through invoke_endpoint -----------------------------
+BASE_MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-Base"
+
+
+def voice_reference(seconds: float = 5.0) -> bytes:
+    from tests.test_reference_audio import encode, speech_like
+
+    return encode(speech_like(seconds, 24_000), 24_000)
+
+
+def test_a_cloning_endpoint_takes_a_voice_upload_and_speaks_with_it(emulator_env: EmulatorHandle, engine_url: str,
+                                                                      tmp_path: Path) -> None:
+    import uuid
+
+    from protocol.errors import InvalidInput
+    from services.speech import OmniVoices
+
+    deploy_endpoint(emulator_env, "sm-clone", environment={"SM_VLLM_MODEL": BASE_MODEL})
+    backend = create_backend(settings(voice_endpoint="sm-clone", data_dir=str(tmp_path)))
+    assert backend.speech.task_types() == ("Base",)
+    name = f"sm-{uuid.uuid4().hex[:6]}"
+    saved = backend.voices.add(name, voice_reference(), "consent-sm-1", ref_text="What it says.", who="tester")
+    assert (saved.name, saved.consent_id, saved.source) == (name, "consent-sm-1", "record")
+    # it reached the container (the engine behind the emulator) through InvokeEndpoint
+    assert name in {v.name for v in OmniVoices(engine_url, History(tmp_path / "other")).list()}
+    (listed,) = backend.voices.list()  # the studio's own record: SageMaker cannot list
+    assert (listed.name, listed.consent_id, listed.who) == (name, "consent-sm-1", "tester")
+    assert backend.voices.notice and "cannot be deleted" in backend.voices.notice
+
+    config = backend.speech.check(speech_config(name, task_type="Base", split_granularity="sentence"))
+    u = asyncio.run(asyncio.wait_for(backend.speech.say(config, "A cloned voice over HTTP/2."), 90))
+    assert u.ok, u.error
+    assert loud(u.pcm)
+
+    with pytest.raises(InvalidInput, match="already saved"):
+        backend.voices.add(name.upper(), voice_reference(), "consent-sm-2")
+    said = backend.voices.delete(name)
+    assert "cannot delete" in said and "stays on SageMaker endpoint sm-clone" in said
+    assert backend.voices.list() == []
+    (kept,) = History(tmp_path).voice_records(include_removed=True)
+    assert (kept.removal, kept.consent_id, kept.target) == ("forgotten", "consent-sm-1", f"sagemaker:{emulator_env.region}/sm-clone")
+    assert name in {v.name for v in OmniVoices(engine_url, History(tmp_path / "other")).list()}  # still there
+    with pytest.raises(InvalidInput, match="no record"):
+        backend.voices.delete(name)
+
+
+def test_a_refused_upload_is_the_containers_message_and_leaves_no_record(emulator_env: EmulatorHandle,
+                                                                         tmp_path: Path) -> None:
+    from urllib3 import encode_multipart_formdata
+
+    from services.speech import SageMakerVoices
+
+    deploy_endpoint(emulator_env, "sm-clone", environment={"SM_VLLM_MODEL": BASE_MODEL})
+    voices = create_backend(settings(voice_endpoint="sm-clone", data_dir=str(tmp_path))).voices
+    assert isinstance(voices, SageMakerVoices)
+    # a sample the container refuses (its MIME type), sent past the client's own checks
+    body, content_type = encode_multipart_formdata(
+        {"name": "x", "consent": "c", "audio_sample": ("x.txt", b"not audio", "text/plain")})
+    with pytest.raises(ServerError, match="Unsupported MIME type: text/plain"):
+        voices._upload(body, content_type)
+    missing = create_backend(settings(voice_endpoint="never-created", data_dir=str(tmp_path))).voices
+    with pytest.raises(ServerError, match="never-created"):
+        missing.add("someone", voice_reference(), "consent-x")
+    assert History(tmp_path).voice_records(include_removed=True) == []  # nothing saved, nothing recorded
+
+
+def test_a_task_type_the_voice_endpoint_lacks_names_the_deploy_command(emulator_env: EmulatorHandle, voice: str) -> None:
+    from protocol.errors import InvalidInput
+
+    backend = create_backend(settings())
+    assert backend.speech.task_types() == ("CustomVoice",)
+    with pytest.raises(InvalidInput) as err:
+        backend.speech.check(speech_config(task_type="VoiceDesign", instructions="a calm voice"))
+    message = str(err.value)
+    assert f"serves {VOICE_MODEL}" in message and "not VoiceDesign" in message
+    assert "python -m infra deploy --voice-model Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign" in message
+
+
+def test_the_state_files_voice_model_says_what_the_endpoint_can_do(emulator_env: EmulatorHandle, voice: str,
+                                                                   tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"region": emulator_env.region, "endpoint_names": {"voice": "sm-design"},
+                                 "voice_model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"}))
+    from_state = create_backend(settings(voice_endpoint=None, state_file=str(state)))
+    assert from_state.speech.task_types() == ("VoiceDesign",)  # no such endpoint: read from the file, not SageMaker
+    # an endpoint named in the settings is not the state file's: its own model counts
+    assert create_backend(settings(state_file=str(state))).speech.task_types() == ("CustomVoice",)
+
+
+def test_cli_voices_on_sagemaker(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
+    import uuid
+
+    deploy_endpoint(emulator_env, "sm-clone", environment={"SM_VLLM_MODEL": BASE_MODEL})
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"region": emulator_env.region, "endpoint_names": {"voice": "sm-clone"},
+                                 "voice_model": BASE_MODEL}))
+    ref = tmp_path / "me.wav"
+    ref.write_bytes(voice_reference())
+    name = f"cli-{uuid.uuid4().hex[:6]}"
+    added = cli("voices", "add", "--name", name, "--audio", str(ref), "--consent", "consent-cli",
+                "--state-file", str(state), tmp=tmp_path)
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["voice"]["consent_id"] == "consent-cli"
+    listed = cli("voices", "list", "--state-file", str(state), tmp=tmp_path)
+    body = json.loads(listed.stdout)
+    assert [v["name"] for v in body["voices"]] == [name] and "cannot be deleted" in body["notice"]
+    spoken = cli("speak", "--text", "Hello.", "--saved-voice", name, "--out", str(tmp_path / "s.wav"),
+                 "--state-file", str(state), tmp=tmp_path)
+    assert spoken.returncode == 0, spoken.stderr
+    design = cli("speak", "--text", "Hello.", "--task-type", "VoiceDesign", "--instructions", "a calm voice",
+                 "--out", str(tmp_path / "d.wav"), "--state-file", str(state), tmp=tmp_path)
+    assert design.returncode == 1 and "--voice-model Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign" in design.stderr
+    gone = cli("voices", "delete", "--name", name, "--state-file", str(state), tmp=tmp_path)
+    assert gone.returncode == 0 and "stays on SageMaker endpoint sm-clone" in json.loads(gone.stdout)["result"]

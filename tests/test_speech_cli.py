@@ -17,8 +17,13 @@ import pytest
 
 from services.speech.audio import read_wav
 from tests.conftest import free_port
+from tests.test_reference_audio import encode, speech_like
 from tests.test_voice_page import (
     fault_url,  # noqa: F401  (the misbehaving loopback server fixture)
+)
+from tests.test_voices import (
+    unique,
+    vllm_omni_models,  # noqa: F401  (a loopback server answering /v1/models with the test's model ids)
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,11 +34,11 @@ def cli_env() -> dict[str, str]:
     return {**env, "OMNI_STUDIO_CONFIG": "", "PYTHONPATH": str(ROOT)}
 
 
-def speak(*args: str | bytes, timeout: float = 120, cwd: Path = ROOT,
-          stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+def speak(*args: str | bytes, timeout: float = 120, cwd: Path = ROOT, stdin: bytes | None = None,
+          command: str = "speak", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The command as a subprocess; bytes arguments and stdin go to it as they are (not necessarily UTF-8)."""
-    p = subprocess.run([sys.executable, "-m", "services", "speak", *args], cwd=cwd, capture_output=True,
-                       input=stdin, timeout=timeout, env=cli_env())
+    p = subprocess.run([sys.executable, "-m", "services", *command.split(), *args], cwd=cwd, capture_output=True,
+                       input=stdin, timeout=timeout, env={**cli_env(), **(env or {})})
     return subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(errors="replace"),
                                        p.stderr.decode(errors="replace"))
 
@@ -191,3 +196,120 @@ def test_invisible_text_is_nothing_to_speak(tmp_path: Path) -> None:
         assert p.returncode == 1, (text, p.stdout, p.stderr)
         assert p.stdout == "" and "nothing to speak" in p.stderr and "no speakable characters" in p.stderr
     assert not (tmp_path / "x.wav").exists()
+
+
+# -- voice style, design and cloning ---------------------------------------------------------------------------
+def recording(path: Path, seconds: float = 5.0, kind: str = "wav") -> Path:
+    path.write_bytes(encode(speech_like(seconds, 48_000, channels=2), 48_000, kind))
+    return path
+
+
+def test_speak_with_style_a_designed_voice_and_a_clone(engine_url: str, tmp_path: Path) -> None:
+    ref = recording(tmp_path / "me.ogg", kind="ogg")
+    runs = {
+        "CustomVoice": ("--voice", "joe", "--instructions", "slow and warm", "--first-chunk-frames", "2"),
+        "VoiceDesign": ("--task-type", "VoiceDesign", "--instructions", "a calm, low voice"),
+        "Base": ("--ref-audio", str(ref), "--ref-text", "What the recording says."),
+    }
+    for task_type, extra in runs.items():
+        out = tmp_path / f"{task_type}.wav"
+        p = speak("--text", "One voice, three ways.", "--url", engine_url, "--out", str(out), "--json", *extra)
+        assert p.returncode == 0, (task_type, p.stderr)
+        figures = json.loads(p.stdout)
+        assert figures["task_type"] == task_type and figures["ok"] and figures["bytes"] > 4000
+        assert wav_frames(out) * 2 == figures["bytes"]
+
+
+def test_bad_style_design_and_clone_input_is_refused_before_any_backend(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"  # would say "cannot reach" if a backend were started
+    short = recording(tmp_path / "short.flac", 2.0, "flac")
+    cases = [
+        (("--task-type", "VoiceDesign"), "describe the voice"),
+        (("--task-type", "Base"), "needs a reference"),
+        (("--instructions", "x" * 501), "501 characters; the limit is 500"),
+        (("--first-chunk-frames", "0"), "first-chunk frames must be a whole number from 1 to 64"),
+        (("--ref-audio", str(short)), f"--ref-audio {short}: the reference is 2.0 s"),
+        (("--ref-audio", str(tmp_path / "missing.wav")), "cannot read --ref-audio"),
+        (("--ref-audio", str(recording(tmp_path / "ok.wav")), "--task-type", "CustomVoice"), "not CustomVoice"),
+    ]
+    for args, message in cases:
+        p = speak("--text", "Hello.", "--url", closed, "--out", str(tmp_path / "x.wav"), *args, timeout=30)
+        assert p.returncode == 1, (args, p.stderr)
+        assert message in p.stderr and "reach" not in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+    p = speak("--text", "Hello.", "--voice", "joe", "--saved-voice", "anna", "--url", closed, timeout=30)
+    assert p.returncode == 2 and "not allowed with argument" in p.stderr
+    assert not (tmp_path / "x.wav").exists()
+
+
+def test_a_task_type_the_model_lacks_names_the_model_to_deploy(vllm_omni_models: tuple[str, object],  # noqa: F811
+                                                               tmp_path: Path) -> None:
+    url, handler = vllm_omni_models
+    handler.models = ["Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"]  # type: ignore[attr-defined]
+    p = speak("--text", "Hello.", "--url", url, "--task-type", "VoiceDesign", "--instructions", "a calm voice",
+              "--out", str(tmp_path / "x.wav"), timeout=30)
+    assert p.returncode == 1, p.stderr
+    assert "serves Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice" in p.stderr and "not VoiceDesign" in p.stderr
+    assert "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign" in p.stderr
+    p = speak("--text", "Hello.", "--url", url, "--ref-audio", str(recording(tmp_path / "me.wav")),
+              "--out", str(tmp_path / "x.wav"), timeout=30)
+    assert p.returncode == 1 and "Qwen/Qwen3-TTS-12Hz-0.6B-Base or Qwen/Qwen3-TTS-12Hz-1.7B-Base" in p.stderr
+    assert not (tmp_path / "x.wav").exists()
+
+
+def voices_cli(*args: str, data_dir: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return speak(*args, command="voices", env={"OMNI_STUDIO_DATA_DIR": str(data_dir)}, timeout=timeout)
+
+
+def test_voices_add_list_speak_delete(engine_url: str, tmp_path: Path) -> None:
+    name = unique("cli")
+    ref = recording(tmp_path / "her.mp3", 6.0, "mp3")
+    data = tmp_path / "data"
+    p = voices_cli("add", "--url", engine_url, "--name", name, "--audio", str(ref), "--consent", "consent-77",
+                   "--ref-text", "What she says.", "--description", "warm narrator", "--who", "tester", "--json",
+                   data_dir=data)
+    assert p.returncode == 0, p.stderr
+    added = json.loads(p.stdout)
+    assert added["voice"]["name"] == name and added["voice"]["consent_id"] == "consent-77"
+    assert 5.9 < added["reference_seconds"] < 6.1
+    p = voices_cli("list", "--url", engine_url, "--json", data_dir=data)
+    assert p.returncode == 0, p.stderr
+    (listed,) = [v for v in json.loads(p.stdout)["voices"] if v["name"] == name]
+    assert listed["who"] == "tester" and listed["consent_id"] == "consent-77"
+    p = voices_cli("list", "--url", engine_url, data_dir=data)
+    assert p.returncode == 0 and f"{name}\tconsent consent-77" in p.stdout and "by tester" in p.stdout
+
+    out = tmp_path / "clone.wav"
+    p = speak("--text", "Speaking with a saved voice.", "--url", engine_url, "--saved-voice", name,
+              "--out", str(out), "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["task_type"] == "Base" and wav_frames(out) > 0
+
+    p = voices_cli("add", "--url", engine_url, "--name", name, "--audio", str(ref), "--consent", "consent-78",
+                   data_dir=data)
+    assert p.returncode == 1 and f"a voice named '{name}' already exists" in p.stderr, p.stderr
+    p = voices_cli("delete", "--url", engine_url, "--name", name, data_dir=data)
+    assert p.returncode == 0 and "deleted" in p.stdout, p.stderr
+    p = voices_cli("delete", "--url", engine_url, "--name", name, data_dir=data)
+    assert p.returncode == 1 and f"there is no saved voice '{name}'" in p.stderr, p.stderr
+    p = speak("--text", "Gone.", "--url", engine_url, "--saved-voice", name, "--out", str(tmp_path / "gone.wav"))
+    assert p.returncode == 1 and "no saved voice" in p.stderr and "voices add" in p.stderr
+
+
+def test_voices_add_refuses_bad_input_before_any_backend(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    data = tmp_path / "data"
+    ok = recording(tmp_path / "ok.wav")
+    cases = [
+        (("--name", "anna", "--audio", str(ok), "--consent", "  "), "needs the speaker's consent"),
+        (("--name", "a/b", "--audio", str(ok), "--consent", "c-1"), "--name: Invalid voice name"),
+        (("--name", "anna", "--audio", str(recording(tmp_path / "short.wav", 1.0)), "--consent", "c-1"),
+         "the reference is 1.0 s"),
+        (("--name", "anna", "--audio", str(tmp_path), "--consent", "c-1"), "cannot read --audio"),
+    ]
+    for args, message in cases:
+        p = voices_cli("add", "--url", closed, *args, data_dir=data)
+        assert p.returncode == 1 and message in p.stderr and "reach" not in p.stderr, (args, p.stderr)
+    p = voices_cli("add", "--url", closed, "--name", "anna", "--audio", str(ok), data_dir=data)
+    assert p.returncode == 2 and "--consent" in p.stderr  # consent is a required argument
+    p = voices_cli("list", "--url", closed, data_dir=data)
+    assert p.returncode == 1 and "cannot reach" in p.stderr

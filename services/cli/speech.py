@@ -2,6 +2,13 @@
 
     python -m services speak --text "Hello there." [--voice V] [--language L]
                              [--backend offline|omni|sagemaker] [--url URL] [--state-file F] [--out speech.wav] [--json]
+        style:     --instructions "slow and warm"                      (CustomVoice: a preset voice's style)
+        design:    --task-type VoiceDesign --instructions "a calm, low female voice"
+        cloning:   --ref-audio me.wav [--ref-text "what it says"]    (Base; WAV/MP3/FLAC/OGG/WebM, 3–30 s)
+                   --saved-voice NAME                                 (Base: a voice saved with `voices add`)
+        --first-chunk-frames N: smaller is earlier first audio, larger smoother audio
+
+What the target's model cannot do is refused before anything is spoken, naming the model to deploy.
 
 Exit code 0 when the utterance finished; 1 with the server's message on stderr otherwise; 2 for text that
 is not UTF-8; 130 on Ctrl-C. Audio received before an error or Ctrl-C is still written, and if --out
@@ -20,17 +27,34 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from protocol.errors import InvalidInput
+from protocol.limits import FIRST_CHUNK_FRAMES, INSTRUCTIONS_MAX_CHARS
 from protocol.speech import SplitGranularity
 from services.cli.common import check_out, read_text, save_output
-from services.speech import PcmChunk, Utterance, require_text, speech_config
+from services.speech import PcmChunk, ReferenceAudio, Utterance, load_reference, require_text, speech_config
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("speak", parents=[common], help="stream speech for a text and write a WAV",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--text", required=True, help='the text to speak ("-" reads it from stdin)')
-    p.add_argument("--voice", help="a voice of the server (default: the server's default voice)")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--voice", help="a preset voice of the server (default: the server's default voice)")
+    who.add_argument("--saved-voice", metavar="NAME",
+                     help="a voice saved for cloning (`python -m services voices add`); implies --task-type Base")
     p.add_argument("--language", help="e.g. English or Auto (default: the server's)")
+    p.add_argument("--task-type", choices=["CustomVoice", "VoiceDesign", "Base"],
+                   help="CustomVoice: a preset voice (default); VoiceDesign: a voice from --instructions; "
+                        "Base: a clone of --ref-audio or --saved-voice")
+    p.add_argument("--instructions", metavar="TEXT",
+                   help=f"the style of a preset voice, or the description of a designed voice "
+                        f"(≤ {INSTRUCTIONS_MAX_CHARS} characters)")
+    p.add_argument("--ref-audio", type=Path, metavar="FILE",
+                   help="a recording of the voice to clone: 3–30 s of one person (WAV, MP3, FLAC, OGG, WebM)")
+    p.add_argument("--ref-text", metavar="TEXT", help="what the --ref-audio recording says (a better clone)")
+    p.add_argument("--first-chunk-frames", type=int, metavar="N",
+                   help=f"codec frames in the first audio chunk ({FIRST_CHUNK_FRAMES.lo:.0f}–{FIRST_CHUNK_FRAMES.hi:.0f}):"
+                        " smaller is earlier first audio, larger smoother audio")
     p.add_argument("--split", choices=["none", "sentence", "clause"], default="clause",
                    help="how the server cuts the text into units (default clause: fastest first audio)")
     p.add_argument("--out", type=Path, default=Path("speech.wav"), help="WAV file to write (default speech.wav)")
@@ -43,9 +67,14 @@ def run(args: argparse.Namespace) -> int:
     text = require_text(read_text(args.text, "--text"))  # bad input fails before any backend starts
     check_out(args.out)
     split: SplitGranularity = args.split
-    config = speech_config(voice=args.voice, language=args.language, split_granularity=split)
+    reference = read_reference(args.ref_audio) if args.ref_audio is not None else None
+    task_type = args.task_type or ("Base" if args.saved_voice else None)
+    config = speech_config(voice=args.saved_voice or args.voice, language=args.language, split_granularity=split,
+                           task_type=task_type, instructions=args.instructions, ref_audio=reference,
+                           ref_text=args.ref_text, initial_codec_chunk_frames=args.first_chunk_frames)
     backend = backend_from_args(args)
     try:
+        backend.speech.check(config)  # a task type the model lacks: which model to deploy, before speaking
         session = backend.speech.open(config, on_audio=None if args.json else _first_audio_notice(args.out))
         interrupted = False
         try:
@@ -73,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             "sentences": st.sentences,
             "voice": utterance.voice,
             "language": utterance.language,
+            "task_type": config.task_type or "CustomVoice",
             "backend": backend.name,
             "target": backend.target,
             "out": wrote,
@@ -100,6 +130,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {utterance.error}{kept}", file=sys.stderr)
         return 1
     return 1 if errors else 0
+
+
+def read_reference(path: Path) -> ReferenceAudio:
+    """--ref-audio read and checked (length, level, clipping) before any backend starts."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read --ref-audio {path} ({exc.strerror or exc}); give a recording file") from None
+    try:
+        return load_reference(data)
+    except InvalidInput as exc:
+        raise InvalidInput(f"--ref-audio {path}: {exc}") from None
 
 
 def _first_audio_notice(out: Path) -> Callable[[PcmChunk], None]:

@@ -10,6 +10,13 @@
 - reference.py       load_reference(bytes) -> ReferenceAudio: a cloning reference checked (length 3–30 s, not
                      silent, not clipped, ≤ 10 MB, audio at all) and made mono 24 kHz WAV; `.data_url()` is the
                      `ref_audio` of a Base request, `.wav` the `audio_sample` of a saved voice
+- voices.py          the voice library of a target (`backend.voices`): add(name, reference, consent_id, …),
+                     list(), delete(name); OmniVoices (REST) and SageMakerVoices (uploads only, the studio's records)
+
+What a target's voice can do: `client.task_types()` (CustomVoice, VoiceDesign, Base, from its model);
+`client.check(config)` refuses a task type the model lacks, naming the model to deploy.
+`speech_config(..., task_type=, instructions=, ref_audio=, ref_text=, initial_codec_chunk_frames=)` checks
+the rest (VoiceDesign needs a description, Base a reference or a saved voice, instructions ≤ 500 characters).
 """
 
 from services.speech.audio import pcm_seconds, read_wav, wav_bytes, waveform_png
@@ -33,10 +40,12 @@ from services.speech.session import (
     speech_config,
 )
 from services.speech.transport import SpeechTransport
+from services.speech.voices import OmniVoices, SageMakerVoices, SavedVoice, VoiceLibrary
 from services.speech.websocket import WebSocketTransport
 
 __all__ = [
     "MockPeer", "MockTransport", "OmniCatalog", "PcmChunk", "ReferenceAudio", "SessionStats", "SpeechCatalog", "SpeechClient",
-    "SpeechEvent", "SpeechRun", "SpeechRuns", "SpeechSession", "SpeechTransport", "Utterance", "WebSocketTransport",
+    "OmniVoices", "SageMakerVoices", "SavedVoice", "SpeechEvent", "SpeechRun", "SpeechRuns", "SpeechSession",
+    "SpeechTransport", "Utterance", "VoiceLibrary", "WebSocketTransport",
     "load_reference", "omni_client", "pcm_seconds", "read_wav", "require_text", "speech_config", "wav_bytes", "waveform_png",
 ]
