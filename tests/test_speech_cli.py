@@ -231,6 +231,7 @@ def test_bad_style_design_and_clone_input_is_refused_before_any_backend(tmp_path
         (("--ref-audio", str(short)), f"--ref-audio {short}: the reference is 2.0 s"),
         (("--ref-audio", str(tmp_path / "missing.wav")), "cannot read --ref-audio"),
         (("--ref-audio", str(recording(tmp_path / "ok.wav")), "--task-type", "CustomVoice"), "not CustomVoice"),
+        (("--ref-audio", str(tmp_path / "ok.wav"), "--saved-voice", "anna"), "--ref-audio or from --saved-voice"),
     ]
     for args, message in cases:
         p = speak("--text", "Hello.", "--url", closed, "--out", str(tmp_path / "x.wav"), *args, timeout=30)

@@ -67,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     text = require_text(read_text(args.text, "--text"))  # bad input fails before any backend starts
     check_out(args.out)
     split: SplitGranularity = args.split
+    if args.ref_audio is not None and args.saved_voice:
+        raise InvalidInput("clone from --ref-audio or from --saved-voice, not both")
     reference = read_reference(args.ref_audio) if args.ref_audio is not None else None
     task_type = args.task_type or ("Base" if args.saved_voice else None)
     config = speech_config(voice=args.saved_voice or args.voice, language=args.language, split_granularity=split,
