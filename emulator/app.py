@@ -1,7 +1,7 @@
 """The emulator's ASGI application: one app behind both listeners (plain HTTP and TLS with h2).
 
 Routes:
-- `POST /` — SageMaker, Service Quotas (JSON 1.1, by `X-Amz-Target`) and STS (query protocol)
+- `POST /` — SageMaker, Service Quotas, the Price List API (JSON 1.1, by `X-Amz-Target`) and STS (query protocol)
 - `POST /endpoints/{name}/invocations`, `/async-invocations` — SageMaker Runtime
 - `POST /endpoints/{name}/invocations-bidirectional-stream` — the HTTP/2 bidirectional stream
 - `/_emulator/...` — admin: health, config and faults, reset, state (not AWS APIs; never counted)
@@ -19,7 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from emulator import bidi, control, runtime
+from emulator import bidi, control, pricing, runtime
 from emulator.config import EmulatorConfig, describe_validation_error
 from emulator.core import Emulator
 from emulator.errors import (
@@ -31,7 +31,7 @@ from emulator.errors import (
 
 log = logging.getLogger("emulator")
 
-TARGETS = {"SageMaker": "sagemaker", "ServiceQuotasV20190624": "service-quotas"}
+TARGETS = {"SageMaker": "sagemaker", "ServiceQuotasV20190624": "service-quotas", "AWSPriceListService": "pricing"}
 
 
 def create_app(emu: Emulator) -> Any:
@@ -119,8 +119,11 @@ async def _json_protocol(emu: Emulator, request: Request, target: str) -> Respon
     service = TARGETS.get(prefix)
     try:
         if service is None:
-            raise AwsError("UnknownOperationException", f"Unknown X-Amz-Target {target!r}; the emulator serves SageMaker.* and ServiceQuotasV20190624.*")
-        emu.authorize(request.headers)
+            raise AwsError("UnknownOperationException", f"Unknown X-Amz-Target {target!r}; the emulator serves SageMaker.*, ServiceQuotasV20190624.* and AWSPriceListService.*")
+        if service == "pricing":  # signed for a Price List region, whatever region the emulator serves
+            pricing.authorize(request.headers, emu.meter, emu.config.faults.expire_credentials_after_calls)
+        else:
+            emu.authorize(request.headers)
         raw = await request.body()
         try:
             params = json.loads(raw) if raw else {}
@@ -130,6 +133,8 @@ async def _json_protocol(emu: Emulator, request: Request, target: str) -> Respon
             raise AwsError("SerializationException", "The request body must be a JSON object")
         if service == "sagemaker":
             result = control.sagemaker_call(emu.registry, op_name, params)
+        elif service == "pricing":
+            result = pricing.pricing_call(emu.config.prices, op_name, params)
         else:
             result = control.quotas_call(emu.registry, op_name, params)
     except AwsError as err:

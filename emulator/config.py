@@ -92,6 +92,8 @@ class EmulatorConfig(BaseModel):
     # Health check of the engine when an endpoint finishes provisioning (the container's /ping).
     health_check_timeout_s: float = Field(default=10.0, gt=0)
     bidi_ami_versions: list[str] = Field(default_factory=lambda: list(BIDI_AMI_VERSIONS))
+    # The Price List stand-in's figures: region -> instance type -> USD per hour of hosting (None: its own).
+    prices: dict[str, dict[str, float]] | None = None
     faults: Faults = Field(default_factory=Faults)
 
     @field_validator("quotas")
@@ -113,7 +115,7 @@ class EmulatorConfig(BaseModel):
 def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("quotas", "fail_endpoints"):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("quotas", "fail_endpoints", "prices"):
             out[key] = _deep_merge(out[key], value)
         else:
             out[key] = value

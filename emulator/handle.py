@@ -28,7 +28,7 @@ ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-sagemaker-execution"
 BIDI_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 DEFAULT_POOL = ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge"]
 # Service name (boto3) -> which listener serves it.
-_EMULATED = ("sagemaker", "sagemaker-runtime", "service-quotas", "sts")
+_EMULATED = ("sagemaker", "sagemaker-runtime", "service-quotas", "sts", "pricing")
 _SESSION = boto3.session.Session(region_name=REGION)  # one session: its parsed service models are shared
 
 

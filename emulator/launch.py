@@ -62,6 +62,7 @@ def client_env(ready: dict[str, Any], *, tls: bool = False, access_key_id: str =
         "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": base,
         "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": ready["https"],
         "AWS_ENDPOINT_URL_SERVICE_QUOTAS": base,
+        "AWS_ENDPOINT_URL_PRICING": base,  # the Price List stand-in (emulator/pricing.py)
         "AWS_ENDPOINT_URL_STS": base,
         "AWS_CA_BUNDLE": str(ready["ca_file"]),
         "AWS_ACCESS_KEY_ID": access_key_id,
