@@ -1,5 +1,6 @@
 """The image and video pages' logic with Streamlit's AppTest (the real app.py navigation), against the
-real offline engine — and, for slow and failing jobs, the misbehaving loopback server of test_videos.
+real offline engine — and, for slow and failing jobs, the misbehaving loopback server of test_videos; an
+edit whose references must be fitted under InvokeEndpoint's 6 MB goes through the local SageMaker emulator.
 
 AppTest cannot play media (docs/testing.md); tests/test_browser_media.py plays the video in Chromium.
 Note: after a script calls st.switch_page, AppTest keeps re-running the page it was told last, so the
@@ -21,6 +22,8 @@ from streamlit.testing.v1 import AppTest
 
 from services.history import History
 from tests.test_videos import fault_server, png  # noqa: F401  (fixture)
+
+pytest_plugins = ["tests.emulator_support"]  # the SageMaker emulator, for the edit fitted under 6 MB
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -257,3 +260,170 @@ def test_an_unreachable_backend_is_named_on_both_pages(monkeypatch: pytest.Monke
     _until(at, lambda: History(tmp_path).jobs("video")[0].finished)
     at.run()
     assert any(f"cannot reach the video server at `{url}`" in e.value for e in at.main.error)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Edit: 1–4 references from the gallery or uploads (services/images: ImageEditRequest, record_edit).
+def _images(at: AppTest) -> list:
+    return at.get("image")
+
+
+def _gallery_keys(tmp_path: Path) -> list[str]:
+    """The gallery's images as the edit picker names them ("<job id>-<index>"), oldest first."""
+    return [f"{job.id}-0" for job in reversed(History(tmp_path).jobs("image", statuses=("succeeded",)))]
+
+
+def _edit(at: AppTest, prompt: str | None = None, **fields: str) -> None:
+    if prompt is not None:
+        at.text_area(key="edit_prompt").input(prompt)
+    for key, value in fields.items():
+        widget = at.number_input(key="edit_steps") if key == "steps" else at.text_input(key=f"edit_{key}")
+        widget.set_value(value)
+    at.button(key="edit_go").click().run()
+    _ok(at)
+
+
+def _errors(at: AppTest) -> list[str]:
+    return [e.value.replace("\\", "") for e in at.main.error]
+
+
+def test_edit_two_gallery_images_and_an_upload_then_use_the_result_for_video(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from services.images.edits import auto_size
+
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    assert [t.label for t in at.tabs] == ["Generate", "Edit"]
+    _generate_image(at, "a red fox", size="320x192", seed="1")
+    _generate_image(at, "a blue boat", size="256x256", seed="2")
+    fox, boat = _gallery_keys(tmp_path)
+    picker = at.multiselect(key="edit_picks")
+    picker.set_value([fox, boat]).run()
+    at.file_uploader(key="edit_uploads").set_value([("sketch.png", png(200, 100), "image/png")]).run()
+    _ok(at)
+    thumbs = [img for img in _images(at) if len(img.value) == 3]
+    assert thumbs and [c.split(" · ")[0] for c in thumbs[0].captions] == ["1", "2", "3"]
+    assert thumbs[0].captions[2] == "3 · sketch.png"
+    assert any("**3** references" in c.value for c in at.caption)
+    _edit(at, "make them friends", seed="9")
+    assert not _errors(at), _errors(at)
+    edit = History(tmp_path).jobs("image")[0]
+    assert edit.status == "succeeded" and edit.meta["edit"] is True and edit.meta["fitting"] is None
+    refs = edit.params["references"]
+    assert [r["job_id"] for r in refs] == [fox.rsplit("-", 1)[0], boat.rsplit("-", 1)[0], None]
+    assert refs[2]["name"] == "sketch.png" and edit.params["seed"] == 9
+    assert edit.params["size"] == auto_size(320, 192)  # the first reference's proportions
+    assert Image.open(edit.output_paths()[0]).size == tuple(map(int, auto_size(320, 192).split("x")))
+    # the form keeps what was typed and picked, for the next variation
+    assert at.text_area(key="edit_prompt").value == "make them friends"
+    assert at.multiselect(key="edit_picks").value == [fox, boat]
+    # the gallery shows the edit first, with its references as small thumbnails
+    assert [t.value for t in at.text][0] == "make them friends"
+    assert any(c.value == "Edited from 3 references:" for c in at.caption)
+    tile_refs = [img for img in _images(at) if img.captions and img.captions[0].startswith("1 · gallery")]
+    assert tile_refs and tile_refs[0].captions == ["1 · gallery", "2 · gallery", "3 · sketch.png"]
+
+    # "Reuse these settings" on the edit fills the edit form (and its gallery references) back in
+    at.multiselect(key="edit_picks").set_value([]).run()
+    at.text_area(key="edit_prompt").input("something else").run()
+    _button(at, "Reuse these settings", nth=0).click().run()
+    _ok(at)
+    assert at.text_area(key="edit_prompt").value == "make them friends"
+    assert at.multiselect(key="edit_picks").value == [fox, boat]
+    assert at.text_input(key="edit_seed").value == "9"
+    assert at.session_state["image_mode"] == "Edit"
+
+    # "Edit with this" adds a gallery image to the references
+    at.multiselect(key="edit_picks").set_value([]).run()
+    _button(at, "Edit with this", nth=2).click().run()  # tiles: the edit, the boat, the fox
+    assert at.multiselect(key="edit_picks").value == [fox]
+
+    _button(at, "Use for video", nth=0).click().run()
+    _ok(at)
+    at.switch_page(VIDEO)
+    at.run()
+    _ok(at)
+    assert at.selectbox(key="video_ref_pick").value == f"{edit.id}-0"
+
+
+def test_edit_bad_input_is_explained_and_nothing_typed_or_picked_is_lost(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    _generate_image(at, "a red fox", size="128x128", seed="1")
+    (fox,) = _gallery_keys(tmp_path)
+    before = [j.id for j in History(tmp_path).jobs()]
+
+    _edit(at, "make it winter")  # no reference at all
+    assert any("an edit takes 1 to 4 reference images; got 0 — pick at least one" in e for e in _errors(at))
+    assert at.text_area(key="edit_prompt").value == "make it winter"
+
+    at.multiselect(key="edit_picks").set_value([fox]).run()
+    uploader = at.file_uploader(key="edit_uploads")
+    uploader.set_value([("notes.png", b"this is text, not a picture", "image/png")]).run()
+    assert any("notes.png is not an image this studio reads" in e for e in _errors(at))  # said at once
+    _edit(at, seed="5", size="320x320")
+    assert any("reference 2 (notes.png) is not an image this studio reads" in e for e in _errors(at))
+
+    bomb = io.BytesIO()
+    Image.new("1", (12_000, 12_000)).save(bomb, "PNG")
+    at.file_uploader(key="edit_uploads").set_value([("bomb.png", bomb.getvalue(), "image/png")]).run()
+    _edit(at)
+    assert any("bomb.png) declares too many pixels" in e and "decompression bomb" in e for e in _errors(at))
+
+    five = [(f"p{i}.png", png(64 + i, 64), "image/png") for i in range(4)]  # with the fox: five references
+    at.file_uploader(key="edit_uploads").set_value(five).run()
+    _edit(at)
+    assert any("got 5 — remove some" in e for e in _errors(at)), _errors(at)
+
+    at.file_uploader(key="edit_uploads").set_value(five[:1]).run()
+    assert not _errors(at)  # a new choice clears the last complaint
+    _edit(at, "   ")
+    assert any("the prompt is empty" in e for e in _errors(at))
+    _edit(at, "make it winter", size="huge")
+    assert any("expected 'WIDTHxHEIGHT'" in e for e in _errors(at)), _errors(at)
+
+    assert [j.id for j in History(tmp_path).jobs()] == before  # nothing was sent or recorded
+    assert at.multiselect(key="edit_picks").value == [fox]
+    assert [f.name for f in at.session_state["edit_uploads"]] == ["p0.png"]
+    assert (at.text_area(key="edit_prompt").value, at.text_input(key="edit_seed").value,
+            at.text_input(key="edit_size").value) == ("make it winter", "5", "huge")
+    _edit(at, size="")  # fixed: it goes through with everything that was kept
+    edit = History(tmp_path).jobs("image")[0]
+    assert edit.status == "succeeded" and [r["name"] for r in edit.params["references"]][1] == "p0.png"
+    assert edit.params["seed"] == 5
+
+
+def test_on_sagemaker_large_references_are_fitted_and_the_result_says_how(
+        emulator_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Three 9 MB photos are far over InvokeEndpoint's 6 MB: the edit goes through, fitted, and says so."""
+    import numpy as np
+
+    from tests.emulator_support import deploy_endpoint
+
+    deploy_endpoint(emulator_env, "sm-image", environment={"SM_VLLM_MODEL": "black-forest-labs/FLUX.2-klein-4B"})
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "sagemaker")
+    monkeypatch.setenv("OMNI_STUDIO_IMAGE_ENDPOINT", "sm-image")
+    monkeypatch.setenv("OMNI_STUDIO_STATE_FILE", str(tmp_path / "none.json"))
+    monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
+    monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp_path))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(IMAGE)
+    at.run()
+    _ok(at)
+
+    def photo(seed: int) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(np.random.default_rng(seed).integers(0, 255, (1500, 2000, 3), dtype=np.uint8)).save(out, "PNG")
+        return out.getvalue()
+
+    at.file_uploader(key="edit_uploads").set_value([(f"photo-{i}.png", photo(i), "image/png") for i in range(3)]).run()
+    _edit(at, "one photo from three", size="320x240", seed="2")
+    assert not _errors(at), _errors(at)
+    job = History(tmp_path).jobs("image")[0]
+    assert job.status == "succeeded", job.error
+    fitting = job.meta["fitting"]
+    assert fitting.startswith("3 references") and "JPEG q" in fitting and "SageMaker's 6 MB limit" in fitting
+    assert any(fitting in c.value.replace("\\", "") for c in at.caption), [c.value for c in at.caption]
+    tile_refs = [img for img in _images(at) if img.captions and img.captions[0].startswith("1 · photo-0")]
+    assert tile_refs and len(tile_refs[0].value) == 3
