@@ -11,7 +11,7 @@ from infra import DeployOptions, WaitSettings, deploy_command
 from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES
 from protocol.errors import StudioError
 from ui import resources
-from ui.endpoints_views import action_panel, delete_plan, load_state, status_panel
+from ui.endpoints_views import action_panel, delete_plan, load_state, status_panel, voice_model_picker
 
 state = st.session_state
 REFRESH_S = 2.0
@@ -50,6 +50,7 @@ st.divider()
 if deployment is None:
     st.subheader("Deploy")
     roles = st.multiselect("Endpoints", list(ROLES), default=list(ROLES), key="deploy_roles")
+    voice_model = voice_model_picker(roles)
     c1, c2 = st.columns(2)
     region = c1.text_input("Region", value=settings.region, key="deploy_region")
     role_arn = c2.text_input("Execution role ARN", value=os.environ.get("SAGEMAKER_EXECUTION_ROLE_ARN", ""),
@@ -65,7 +66,7 @@ if deployment is None:
         roles=tuple(roles), region=region.strip() or None, profile=settings.profile,
         role_arn=role_arn.strip() or None, image_tag=image_tag.strip() or DEFAULT_IMAGE_TAG,
         instance_types=tuple(line.strip() for line in types.splitlines() if line.strip()),
-        bucket=bucket.strip() or None, name_prefix=name_prefix.strip() or PROJECT,
+        bucket=bucket.strip() or None, name_prefix=name_prefix.strip() or PROJECT, voice_model=voice_model,
     )
     st.code(deploy_command(options, str(state_file)) + ("" if smoke else " --no-smoke"), language="bash")
     if st.button("Deploy", type="primary", disabled=busy or not roles, key="deploy_go"):

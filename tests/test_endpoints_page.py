@@ -123,3 +123,39 @@ def test_no_banner_and_no_aws_calls_offline(monkeypatch: pytest.MonkeyPatch, tmp
     s = load_settings()
     assert not banner_wanted(s, "offline") and banner_wanted(s, "sagemaker")
     assert not banner_wanted(s.with_overrides(cost_banner="off"), "sagemaker")
+
+
+def test_the_voice_model_is_chosen_on_the_form_and_shown_in_the_status(
+        emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import json
+
+    from infra import DEFAULT_VOICE_MODEL
+    from protocol.speech import VOICE_MODELS
+
+    base = "Qwen/Qwen3-TTS-12Hz-0.6B-Base"
+    at = _open(monkeypatch, tmp_path)
+    picker = at.selectbox(key="deploy_voice_model")
+    assert picker.value == DEFAULT_VOICE_MODEL and len(picker.options) == len(VOICE_MODELS)
+    assert [o.split(":")[0] for o in picker.options] == list(VOICE_MODELS)
+    assert [o for o in picker.options if o.endswith("[default]")] == [picker.options[list(VOICE_MODELS).index(
+        DEFAULT_VOICE_MODEL)]]
+    assert any("Base (cloning" in o for o in picker.options) and any("VoiceDesign (" in o for o in picker.options)
+    assert "--voice-model" not in _codes(at)  # the published default needs no flag
+    picker.set_value(base).run()
+    assert f"--voice-model {base}" in _codes(at)
+    at.multiselect(key="deploy_roles").set_value(["image"]).run()
+    assert not [s for s in at.selectbox if s.key == "deploy_voice_model"]  # no voice endpoint: no voice model
+    assert "--voice-model" not in _codes(at)
+    at.multiselect(key="deploy_roles").set_value(["voice"]).run()
+    assert at.selectbox(key="deploy_voice_model").value == base  # the choice was kept
+    assert "python -m infra deploy voice " in _codes(at) and f"--voice-model {base}" in _codes(at)
+
+    _button(at, "deploy_go").click().run()
+    _ok(at)
+    _until(at, lambda: "deploy — done" in " ".join(m.value for m in at.markdown), timeout=90)
+    assert f"--voice-model {base}" in _codes(at)  # the action's own CLI line
+    assert json.loads((tmp_path / "state.json").read_text())["voice_model"] == base
+    table = at.dataframe[0].value
+    assert list(table["endpoint"]) == ["voice"] and list(table["model"]) == [base]
+    assert list(table["can do"]) == ["Base"] and list(table["smoke test"]) == ["ok"]
+    assert any(f"Voice model {base}" in c.value.replace("\\", "") and "cloning a voice" in c.value for c in at.caption)

@@ -1,5 +1,6 @@
-"""The endpoints page's views: the deployment's status table with costs, the running (or last) infra action
-with its CLI line and output, and the delete confirmation that names what goes."""
+"""The endpoints page's views: the voice model choice of the deploy form, the deployment's status table with
+costs (and each endpoint's model, the voice one with what it can do), the running (or last) infra action with
+its CLI line and output, and the delete confirmation that names what goes."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from infra import DeploymentState, deletion_plan, deployment_status
+from infra import DEFAULT_VOICE_MODEL, DeploymentState, deletion_plan, deployment_status, voice_model_label
 from infra.deploy import format_duration
 from protocol.errors import StudioError
+from protocol.speech import VOICE_MODELS
 from ui.resources import code, plain
 
 ACTION_LINES = 40  # lines of an action's output shown
+VOICE_MODEL_KEY, VOICE_MODEL_KEPT = "deploy_voice_model", "deploy_voice_model_kept"
 
 
 def money(value: float | None) -> str:
@@ -23,6 +26,28 @@ def smoke(result: dict | None) -> str:
     if not result:
         return "—"
     return "ok" if result.get("ok") else "FAILED"
+
+
+def voice_model_picker(roles: list[str]) -> str | None:
+    """The voice endpoint's model (protocol.speech.VOICE_MODELS, each with what it can do), default the
+    published one; None when the deployment has no voice endpoint (deploy refuses a model without one).
+    The choice is kept under its own key too: Streamlit forgets a widget's value on a run that does not
+    draw it, and taking voice out of the endpoints and back in must not lose it."""
+    state = st.session_state
+    state.setdefault(VOICE_MODEL_KEPT, DEFAULT_VOICE_MODEL)
+    if "voice" not in roles:
+        return None
+    state[VOICE_MODEL_KEY] = state[VOICE_MODEL_KEPT]
+    return st.selectbox(
+        "Voice model", list(VOICE_MODELS), key=VOICE_MODEL_KEY, on_change=_keep_voice_model,
+        format_func=lambda m: voice_model_label(m) + ("  [default]" if m == DEFAULT_VOICE_MODEL else ""),
+        help="What the voice endpoint can do depends on its model: preset voices with styles (CustomVoice), a "
+             "voice designed from a description (VoiceDesign), or cloning from a short recording (Base). The "
+             "voice page offers only what the deployed model can do.")
+
+
+def _keep_voice_model() -> None:
+    st.session_state[VOICE_MODEL_KEPT] = st.session_state[VOICE_MODEL_KEY]
 
 
 def load_state(state_file: Path) -> DeploymentState | None:
@@ -48,7 +73,8 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
         return False
     rows = [{"endpoint": e.role or "—", "name": e.endpoint_name, "status": e.status,
              "instance": e.instance_type or "—", "uptime": format_duration(e.uptime_s),
-             "$/hour": money(e.usd_per_hour), "cost so far": money(e.cost_so_far_usd), "smoke test": smoke(e.smoke)}
+             "$/hour": money(e.usd_per_hour), "cost so far": money(e.cost_so_far_usd), "smoke test": smoke(e.smoke),
+             "model": e.model_id or "—", "can do": ", ".join(e.task_types) or "—"}
             for e in report.endpoints]
     st.dataframe(rows, hide_index=True, width="stretch")
     a, b, c = st.columns(3)
@@ -57,6 +83,9 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
     c.metric("Cost so far", money(report.cost_so_far_usd))
     st.caption(f"Deployment {plain(report.deployment_id or '—')} in {plain(report.region)}; "
                "on-demand prices from the shipped table (`python -m infra cost` shows its date and source).")
+    if report.voice_model:
+        st.caption(f"Voice model {plain(voice_model_label(report.voice_model))} — the voice page offers only that; "
+                   "another needs a new deployment (`deploy --voice-model`).")
     for e in report.endpoints:
         if e.failure_reason:
             st.error(f"{plain(e.role or e.endpoint_name)} failed: {plain(e.failure_reason)}")
