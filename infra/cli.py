@@ -212,6 +212,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="vLLM-Omni server URL for --backend omni")
     p.add_argument("--out-dir", type=Path, default=Path("."), help="where the outputs go (default .)")
     p.set_defaults(func=cmd_smoke)
+
+    p = sub.add_parser("plan", parents=[out], help="where to deploy: quotas, prices, a recommendation",
+                       description="Per region, endpoint and pool entry: the quota free now and the on-demand $/hour "
+                                   "(AWS Price List API, else the bundled table); per endpoint the cheapest entry "
+                                   "with quota, and the `deploy` line for it. Creates nothing.")
+    p.add_argument("roles", nargs="*", type=_role, metavar="ENDPOINT", help="default: all three")
+    p.add_argument("--regions", help="comma-separated regions (default: the profile's, else us-east-1)")
+    p.add_argument("--profile", help="AWS profile (default: boto3's chain: env, SSO, roles)")
+    p.add_argument("--prices", type=Path, help="the price table to fall back on (default: the shipped one)")
+    p.add_argument("--no-price-list", action="store_true", help="do not ask the AWS Price List API; use the table")
+    p.set_defaults(func=cmd_plan)
     return parser
 
 
@@ -458,6 +469,25 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     else:
         print(("smoke test passed" if report.ok else "smoke test FAILED") + f" against {report.target}")
     return 0 if report.ok else 5
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from infra.aws import AwsContext
+    from infra.plan import plan_regions, render
+    from infra.pricing import load_prices
+
+    names = [r for r in (args.regions or "").split(",") if r.strip()]
+    regions = [checked_region(r, "--regions") for r in names] or [AwsContext(None, args.profile).region]
+    report = plan_regions(regions, tuple(args.roles) or ROLES, profile=args.profile, table=load_prices(args.prices),
+                          use_price_list=not args.no_price_list)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(render(report), end="")
+    if not report.ok:  # no region could be read: the first region's reason
+        print(f"error: {report.regions[0].error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------------------
