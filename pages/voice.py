@@ -1,4 +1,5 @@
-"""Voice studio: type, press Speak, and hear the speech while it is still being generated."""
+"""Voice studio: type, pick a voice — a preset one with a style, one designed from a description, or a clone of a
+recording (with the speaker's consent) — press Speak, and hear the speech while it is still being generated."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from services.playback import Playback
-from services.speech import SpeechRun, speech_config
+from services.speech import SpeechRun
 from ui import resources
 from ui.speech_runs import session_id, speech_runs
+from ui.voice_modes import PREVIEW, build_config, current_reference, describe, first_chunk_slider, mode_fields, mode_picker
 from ui.voice_player import CONNECT_LABEL, voice_player
 from ui.voice_views import Take, now_speaking, session_takes, take_view
 
@@ -26,11 +28,13 @@ history: list[Take] = state.setdefault("voice_history", [])
 
 resources.sidebar()
 st.title("Voice")
-st.caption("Type some text and press **Speak**: the speech starts playing while the model is still generating it.")
+st.caption("Type some text, choose the voice and press **Speak**: the speech starts playing while the model is still "
+           "generating it.")
 
 try:
     backend = resources.backend()
     voices, languages = resources.speech_catalog()
+    task_types = resources.speech_task_types()
 except StudioError as exc:
     st.error(f"The speech backend is not available: {resources.plain(exc)}")
     st.stop()
@@ -42,11 +46,14 @@ def _start_speaking() -> None:
     state["voice_error"] = None
     playback = state["voice_playback"]
     try:
+        speech = resources.backend().speech
+        config = speech.check(build_config(state, current_reference(state)))  # what the model can do, first
         playback.start_utterance()  # a new utterance: drop what the previous one still had queued
+        state["voice_run_label"] = describe(state)
         state["voice_run"] = speech_runs().start(
             session_id(),
-            resources.backend().speech,
-            speech_config(state["voice_voice"], state["voice_language"], split_granularity=state["voice_split"]),
+            speech,
+            config,
             state["voice_text"],
             on_audio=lambda c: playback.push(c.data, c.sample_rate, c.channels),  # on arrival, loop thread
         )
@@ -64,20 +71,22 @@ def _stop_speaking() -> None:
 # A run that finished since the last script run becomes the newest take.
 run: SpeechRun | None = state.setdefault("voice_run", None)
 if run is not None and run.done:
-    history.insert(0, Take.of(run.result()))
+    history.insert(0, Take.of(run.result(), state.get("voice_run_label")))
     del history[HISTORY_SIZE:]
     state["voice_run"] = run = None
 running = run is not None
 
 left, right = st.columns([3, 2], gap="large")
 with left:
-    st.text_area("Text", value=SAMPLE_TEXT, height=150, key="voice_text")
-    c1, c2 = st.columns(2)
-    c1.selectbox("Voice", voices, key="voice_voice")
-    c2.selectbox("Language", languages, key="voice_language")
+    st.text_area("Text", value=SAMPLE_TEXT, height=150, key="voice_text", persist_state="session")
+    mode = mode_picker(task_types, backend.name)
+    if backend.name == "offline":
+        st.caption(PREVIEW)
+    mode_fields(mode, backend, voices, languages)
     with st.expander("Streaming options"):
         st.radio("The server speaks in units of", list(SPLITS), format_func=SPLITS.__getitem__,
                  horizontal=True, key="voice_split")
+        first_chunk_slider()
     b1, b2, _ = st.columns([1, 1, 3])
     b1.button("Speak", type="primary", disabled=running, width="stretch", on_click=_start_speaking)
     b2.button("Stop", disabled=not running, width="stretch", on_click=_stop_speaking)

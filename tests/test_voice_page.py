@@ -269,3 +269,214 @@ def test_a_run_whose_browser_session_is_gone_is_cancelled(fault_page: AppTest, m
     u = run.result(timeout=10)  # the slow stream alone takes 10 s
     assert u.stats.state == "cancelled" and u.error is None
     assert 3 <= u.stats.chunks < 200 and u.pcm
+
+
+# ---------------------------------------------------------------------------------------------------
+# the models' full range: modes per task type, style, design, cloning with consent, saved voices
+def _reference_wav(seconds: float = 6.0) -> bytes:
+    from infra.smoke import smoke_reference_wav
+
+    return smoke_reference_wav(seconds)  # voiced and speech-like: passes the silence and clipping checks
+
+
+def _mode_page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, task_types: tuple[str, ...]) -> AppTest:
+    from services.speech import SpeechClient
+
+    monkeypatch.setattr(SpeechClient, "task_types", lambda self: task_types)
+    return _page(monkeypatch, tmp_path, url)
+
+
+def _captions(at: AppTest) -> str:
+    return "\n".join(c.value for c in at.caption)  # as shown: Markdown's specials escaped (ui.resources.plain)
+
+
+def _errors(at: AppTest) -> str:
+    return "\n".join(e.value for e in at.error)
+
+
+def _clone_with(at: AppTest, wav: bytes, name: str = "voice.wav") -> None:
+    at.radio(key="voice_mode").set_value("Base").run()
+    at.audio_input(key="voice_recording").set_value((name, wav, "audio/wav")).run()
+    assert not at.exception, at.exception
+
+
+@pytest.mark.parametrize(("task_types", "offered", "named"), [
+    (("CustomVoice",), ["Preset voice"], ["Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "Qwen/Qwen3-TTS-12Hz-1.7B-Base"]),
+    (("Base",), ["Clone a voice"], ["Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"]),
+    (("CustomVoice", "VoiceDesign", "Base"), ["Preset voice", "Design a voice", "Clone a voice"], []),
+])
+def test_only_the_modes_the_model_has_are_offered_and_one_caption_names_what_to_deploy(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webrtc_inert: None,
+        task_types: tuple[str, ...], offered: list[str], named: list[str]) -> None:
+    at = _mode_page(monkeypatch, tmp_path, engine_url, task_types)
+    assert at.radio(key="voice_mode").options == offered
+    assert at.radio(key="voice_mode").value == task_types[0]
+    assert "Offline preview" not in _captions(at)  # a vLLM-Omni URL runs the real model
+    deploy = [c.value for c in at.caption if "Not offered" in c.value]
+    assert len(deploy) == (1 if named else 0)
+    for model in named:
+        assert model in deploy[0]
+    if task_types == ("Base",):  # cloning only: the clone's fields, no preset voice picker
+        assert at.audio_input(key="voice_recording") is not None
+        assert not [s for s in at.selectbox if s.key == "voice_voice"]
+
+
+def test_the_mode_chosen_before_is_replaced_when_the_target_lacks_it(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webrtc_inert: None) -> None:
+    from services.speech import SpeechClient
+
+    at = _page(monkeypatch, tmp_path, engine_url)
+    at.radio(key="voice_mode").set_value("VoiceDesign").run()
+    monkeypatch.setattr(SpeechClient, "task_types", lambda self: ("CustomVoice",))
+    st.cache_data.clear()
+    at.run()
+    assert not at.exception, at.exception
+    assert at.radio(key="voice_mode").value == "CustomVoice"
+
+
+def test_a_preset_voice_speaks_with_a_style_and_says_so(page: AppTest) -> None:
+    page.text_input(key="voice_style").input("warm, slow, smiling")
+    _speak(page, "A styled sentence.")
+    take = _until_finished(page)
+    assert take.utterance.ok, take.utterance.error
+    assert take.voice == "voice joe, style “warm, slow, smiling”"
+    assert any("warm, slow, smiling" in c.value for c in page.caption)
+
+
+def test_a_design_without_a_description_is_refused_and_the_text_is_kept(page: AppTest) -> None:
+    page.radio(key="voice_mode").set_value("VoiceDesign").run()
+    _speak(page, "Text that must not be lost.")
+    assert page.session_state["voice_run"] is None
+    assert "description" in _errors(page)
+    assert page.text_area(key="voice_text").value == "Text that must not be lost."
+    page.text_area(key="voice_description").input("a calm, low voice, slightly hoarse")
+    _speak(page)
+    take = _until_finished(page)
+    assert take.utterance.ok, take.utterance.error
+    assert take.voice == "designed voice “a calm, low voice, slightly hoarse”"
+
+
+def test_a_clone_needs_consent_before_it_speaks_or_is_saved(page: AppTest, tmp_path: Path) -> None:
+    from services.history import History
+
+    _clone_with(page, _reference_wav())
+    assert any("Reference ready: 6.0 s" in s.value for s in page.success)
+    for consent, consent_id in ((False, ""), (True, ""), (False, "consent-0412")):
+        page.checkbox(key="voice_consent").set_value(consent)
+        page.text_input(key="voice_consent_id").input(consent_id)
+        _speak(page, "Cloned words.")
+        assert page.session_state["voice_run"] is None
+        assert "needs the speaker's consent" in _errors(page)
+        page.text_input(key="voice_save_name").input("anna")
+        _button(page, "Save voice").click().run()  # refused too: its message joins the one of Speak
+        assert sum("needs the speaker's consent" in e.value for e in page.error) == 2
+    assert History(tmp_path / "data").voice_records(include_removed=True) == []  # nothing was saved
+    page.checkbox(key="voice_consent").check()
+    page.text_input(key="voice_consent_id").input("consent-0412")
+    _speak(page, "Cloned words.")
+    take = _until_finished(page)
+    assert take.utterance.ok, take.utterance.error
+    assert take.voice == "clone of a recording (used once)"
+    assert "consent" not in _errors(page)
+
+
+def test_a_saved_voice_is_listed_after_saving_speaks_and_can_be_deleted(page: AppTest, tmp_path: Path) -> None:
+    from services.history import History
+
+    _clone_with(page, _reference_wav())
+    page.text_input(key="voice_ref_text").input("What the speaker says.")
+    page.checkbox(key="voice_consent").check()
+    page.text_input(key="voice_consent_id").input("consent-0412")
+    page.text_input(key="voice_save_name").input("anna")
+    _button(page, "Save voice").click().run()
+    assert not page.exception, page.exception
+    assert not page.error
+    assert page.radio(key="voice_clone_source").value == "saved"
+    assert page.selectbox(key="voice_saved").options == ["anna"]
+    assert any("Saved the voice 'anna'" in s.value for s in page.success)
+    assert "consent id consent-0412 · saved by studio user" in _captions(page).replace("\\", "")
+    [record] = History(tmp_path / "data").voice_records()
+    assert (record.name, record.consent_id, record.who) == ("anna", "consent-0412", "studio user")
+    page.radio(key="voice_mode").set_value("CustomVoice").run()
+    assert "anna" not in page.selectbox(key="voice_voice").options  # saved voices are not presets
+    page.radio(key="voice_mode").set_value("Base").run()
+    _speak(page, "The saved voice speaks.")
+    take = _until_finished(page)
+    assert take.utterance.ok, take.utterance.error
+    assert take.voice == "saved voice anna"
+    # the same name again is refused, and what was typed stays
+    page.radio(key="voice_clone_source").set_value("new").run()
+    _button(page, "Save voice").click().run()
+    assert "already exists" in _errors(page)
+    assert page.text_input(key="voice_save_name").value == "anna"
+    assert page.text_input(key="voice_ref_text").value == "What the speaker says."
+    page.radio(key="voice_clone_source").set_value("saved").run()
+    _button(page, "Delete").click().run()
+    assert any("Deleted the voice 'anna'" in s.value for s in page.success)
+    assert not [s for s in page.selectbox if s.key == "voice_saved"]
+
+
+@pytest.mark.parametrize(("wav", "said"), [
+    (lambda: _reference_wav(1.0), "at least 3 s"),
+    (lambda: _reference_wav(40.0), "the limit is 30 s"),
+    (lambda: _tone_wav(np.zeros(24_000 * 5)), "silent"),
+    (lambda: _tone_wav(np.sign(np.sin(np.arange(24_000 * 5) / 10))), "clipped"),
+    (lambda: b"RIFF not audio at all" * 100, "not audio"),
+])
+def test_reference_problems_show_the_services_message_and_nothing_typed_is_lost(page: AppTest, wav, said: str) -> None:
+    page.radio(key="voice_mode").set_value("Base").run()
+    page.text_input(key="voice_ref_text").input("What the speaker says.")
+    page.checkbox(key="voice_consent").check()
+    page.text_input(key="voice_consent_id").input("consent-0412")
+    page.audio_input(key="voice_recording").set_value(("voice.wav", wav(), "audio/wav")).run()
+    assert not page.exception, page.exception
+    assert any(said in e.value and "cannot be used" in e.value for e in page.error)
+    _speak(page, "Words to keep.")
+    assert page.session_state["voice_run"] is None and said in _errors(page)
+    assert page.text_area(key="voice_text").value == "Words to keep."
+    assert page.text_input(key="voice_ref_text").value == "What the speaker says."
+    assert page.text_input(key="voice_consent_id").value == "consent-0412"
+
+
+def test_what_is_typed_survives_switching_modes(page: AppTest) -> None:
+    page.text_input(key="voice_style").input("bright and quick")
+    page.radio(key="voice_mode").set_value("Base").run()
+    _clone_with(page, _reference_wav())
+    page.text_input(key="voice_consent_id").input("consent-7")
+    page.radio(key="voice_mode").set_value("VoiceDesign").run()
+    page.radio(key="voice_mode").set_value("Base").run()
+    assert page.text_input(key="voice_consent_id").value == "consent-7"
+    assert any("Reference ready" in s.value for s in page.success)  # the checked recording is kept
+    _button(page, "Remove").click().run()  # until removed
+    assert not any("Reference ready" in s.value for s in page.success)
+    page.checkbox(key="voice_consent").check()
+    _speak(page, "No reference now.")
+    assert page.session_state["voice_run"] is None and "cloning needs a reference" in _errors(page)
+    page.radio(key="voice_mode").set_value("CustomVoice").run()
+    assert page.text_input(key="voice_style").value == "bright and quick"
+
+
+def test_the_first_audio_slider_sets_initial_codec_chunk_frames() -> None:
+    from ui.voice_modes import SERVER_DEFAULT, build_config
+
+    values = {"voice_mode": "CustomVoice", "voice_voice": "joe", "voice_first_chunk": SERVER_DEFAULT}
+    assert build_config(values, None).initial_codec_chunk_frames is None
+    assert build_config({**values, "voice_first_chunk": 4}, None).initial_codec_chunk_frames == 4
+
+
+def test_the_offline_engine_says_styles_designs_and_clones_are_a_preview(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webrtc_inert: None) -> None:
+    import dataclasses
+
+    import ui.resources
+
+    real = ui.resources.backend
+    monkeypatch.setattr(ui.resources, "backend", lambda: dataclasses.replace(real(), name="offline"))
+    at = _page(monkeypatch, tmp_path, engine_url)
+    assert any("Offline preview" in c.value and "Qwen3-TTS" in c.value for c in at.caption)
+
+
+def _tone_wav(signal: np.ndarray) -> bytes:
+    from services.speech import wav_bytes
+
+    return wav_bytes((np.clip(signal, -1, 1) * 32767).astype("<i2").tobytes(), 24_000, 1)

@@ -181,6 +181,32 @@ def speech_catalog() -> tuple[list[str], list[str]]:
     return _speech_catalog(*backend_choice())
 
 
+@st.cache_data(ttl=30, show_spinner=False)
+def _speech_task_types(name: str, url: str | None, targets: str | None = None) -> tuple[str, ...]:
+    return tuple(_backend(name, url, targets).speech.task_types())
+
+
+def speech_task_types() -> tuple[str, ...]:
+    """What the chosen backend's voice model can do (CustomVoice, VoiceDesign, Base), cached briefly."""
+    return _speech_task_types(*backend_choice())
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _saved_voices(name: str, url: str | None, targets: str | None = None) -> list:
+    return _backend(name, url, targets).voices.list()
+
+
+def saved_voices() -> list:
+    """The chosen backend's saved voices (services.speech.SavedVoice), cached briefly. Raises StudioError."""
+    return _saved_voices(*backend_choice())
+
+
+def forget_saved_voices() -> None:
+    """After a voice is saved or deleted: list the voices (saved and preset) afresh."""
+    _saved_voices.clear()
+    _speech_catalog.clear()
+
+
 def code(text: str) -> str:
     """`text` as an inline code span: shown verbatim (escapes are not processed there), backticks removed."""
     return "`" + str(text).replace("`", "'") + "`"

@@ -23,10 +23,15 @@ class Take:
     utterance: Utterance
     wav: bytes
     picture: bytes | None
+    voice_label: str | None = None  # what spoke ("voice joe, style …", "clone of a recording"); never the audio
 
     @classmethod
-    def of(cls, u: Utterance) -> Take:
-        return cls(u, u.wav(), waveform_png(u.pcm) if u.pcm else None)
+    def of(cls, u: Utterance, voice_label: str | None = None) -> Take:
+        return cls(u, u.wav(), waveform_png(u.pcm) if u.pcm else None, voice_label)
+
+    @property
+    def voice(self) -> str:
+        return self.voice_label or f"voice {self.utterance.voice or 'default'}"
 
 
 def figures(stats: SessionStats) -> None:
@@ -53,6 +58,7 @@ def take_view(take: Take) -> None:
     u = take.utterance
     st.markdown("**Last utterance**")
     st.text(shorten(u.text, TEXT_SHOWN))
+    st.caption(plain(f"Spoken by: {take.voice}"))
     if u.error is not None:
         kept = " The audio received before it is kept below." if u.pcm else ""
         st.error(f"{plain(u.error)}{kept}")
@@ -76,8 +82,8 @@ def session_takes(takes: list[Take]) -> None:
         with st.container(border=True):
             st.text(shorten(u.text, TEXT_SHOWN))
             ttfa = "—" if u.stats.ttfa_ms is None else f"{u.stats.ttfa_ms:.0f} ms"
-            st.caption(plain(f"{time.strftime('%H:%M:%S', time.localtime(u.created_at))} · voice "
-                             f"{u.voice or 'default'} · {u.language or 'Auto'} · {u.stats.audio_seconds:.1f} s · "
+            st.caption(plain(f"{time.strftime('%H:%M:%S', time.localtime(u.created_at))} · {take.voice} · "
+                             f"{u.language or 'Auto'} · {u.stats.audio_seconds:.1f} s · "
                              f"first audio {ttfa} · {u.stats.chunks} chunks · {'ok' if u.ok else 'error'}"))
             if take.picture:
                 st.download_button("Download WAV", take.wav, file_name=f"speech-{i + 1}.wav", mime="audio/wav",
