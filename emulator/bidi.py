@@ -29,6 +29,7 @@ import websockets
 from botocore.eventstream import EventStreamBuffer, ParserError
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError, InvalidStatus
 
+from emulator import versions
 from emulator.core import Emulator
 from emulator.errors import AwsError, rest_json_response
 from emulator.eventstream import exception_event, payload_parts
@@ -122,6 +123,8 @@ async def handle(emu: Emulator, scope: dict[str, Any], receive: Any, send: Any) 
 
 
 async def _connect(emu: Emulator, endpoint: str, url: str) -> websockets.ClientConnection:
+    if (broken := versions.broken_reason(emu, endpoint)) is not None:  # faults.broken_images
+        raise model_error(emu, endpoint, 500, broken)
     try:
         return await websockets.connect(
             url, open_timeout=CONNECT_TIMEOUT_S, max_size=WS_MAX_MESSAGE, compression=None, proxy=None

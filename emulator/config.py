@@ -38,6 +38,9 @@ class Delays(BaseModel):
     create_s: float = Field(default=2.0, ge=0, le=3600)  # Creating -> InService | Failed
     update_s: float = Field(default=2.0, ge=0, le=3600)  # Updating -> InService
     delete_s: float = Field(default=1.0, ge=0, le=3600)  # Deleting -> gone
+    # The baking period of a blue/green UpdateEndpoint (its WaitIntervalInSeconds stands in real SageMaker):
+    # the new fleet takes the traffic while the old one waits and the rollback alarms are watched.
+    bake_s: float = Field(default=1.0, ge=0, le=3600)
     # Extra time every async request waits before it runs (a busy endpoint, a long video): lets tests
     # stop a studio while its job is still on the endpoint.
     async_s: float = Field(default=0.0, ge=0, le=3600)
@@ -68,6 +71,12 @@ class Faults(BaseModel):
     capacity_unavailable: list[str] = Field(default_factory=list)
     # Endpoint name (or "*" for any) -> FailureReason; the endpoint goes Failed after its create delay.
     fail_endpoints: dict[str, str] = Field(default_factory=dict)
+    # A part of an image URI (e.g. a tag) -> FailureReason: a fleet whose model runs such an image fails its
+    # health check — CreateEndpoint goes Failed, UpdateEndpoint is rolled back (InService on the old fleet).
+    fail_images: dict[str, str] = Field(default_factory=dict)
+    # A part of an image URI -> error text: such a fleet comes up, but every invocation it serves is a
+    # ModelError (500 from the container); during a blue/green bake its errors trip the rollback alarms.
+    broken_images: dict[str, str] = Field(default_factory=dict)
     # Each access key id may make this many AWS API calls; later calls get ExpiredTokenException.
     # A different access key (fresh credentials) starts its own count, so a `resume` can succeed.
     expire_credentials_after_calls: int | None = Field(default=None, ge=0)
@@ -115,7 +124,7 @@ class EmulatorConfig(BaseModel):
 def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("quotas", "fail_endpoints", "prices"):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("quotas", "fail_endpoints", "prices", "fail_images", "broken_images"):
             out[key] = _deep_merge(out[key], value)
         else:
             out[key] = value

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from emulator import shapes
+from emulator import shapes, versions
 from emulator.errors import AwsError, validation
 from emulator.registry import (
     Deployment,
@@ -94,7 +94,8 @@ def create_endpoint(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
 
 
 def update_endpoint(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
-    return {"EndpointArn": reg.update_endpoint(p["EndpointName"], p["EndpointConfigName"]).arn}
+    return {"EndpointArn": reg.update_endpoint(p["EndpointName"], p["EndpointConfigName"], p.get("DeploymentConfig"),
+                                               bool(p.get("RetainDeploymentConfig"))).arn}
 
 
 def delete_endpoint(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
@@ -147,16 +148,19 @@ def describe_endpoint(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
         variant_status = "Deleting" if ep.status == "Deleting" else None
         out["ProductionVariants"] = [_variant_summary(d, live=True, status=variant_status, since=ep.status_since) for d in ep.live]
     if ep.status == "Updating" and ep.pending_config:
+        baking = bool(ep.blue)  # the new fleet has the traffic; the old one waits out the bake
         out["PendingDeploymentSummary"] = {
             "EndpointConfigName": ep.pending_config,
             "StartTime": ep.status_since,
             "ProductionVariants": [
-                {k: v for k, v in _variant_summary(d, live=False, status="Creating", since=ep.status_since).items()
+                {k: v for k, v in _variant_summary(d, live=baking, status="Baking" if baking else "Creating",
+                                                   since=ep.status_since).items()
                  if k not in ("DeployedImages",)}
                 | ({"InstanceType": d.instance_type} if d.instance_type else {})
-                for d in ep.pending
+                for d in (ep.live if baking else ep.pending)
             ],
         }
+    out.update(versions.describe_extras(ep))
     if ep.async_config:
         out["AsyncInferenceConfig"] = ep.async_config
     return out

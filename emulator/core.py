@@ -39,9 +39,11 @@ class Emulator:
         self.engine_url = engine_url.rstrip("/")
         self.s3_endpoint = s3_endpoint
         self.registry = Registry(config, probe=self._probe)
+        self.registry.alarm_reader, self.registry.alarm_tripper = self.alarm_states, self.trip_alarms
         self.meter = CredentialMeter()
         self.http: httpx.AsyncClient | None = None
         self._s3: Any = None
+        self._cloudwatch: Any = None
         self.jobs: set[asyncio.Task[None]] = set()
         self.queues: dict[tuple[str, int], asyncio.Semaphore] = {}
 
@@ -104,6 +106,38 @@ class Emulator:
                 config=BotoConfig(s3={"addressing_style": "path"}, retries={"max_attempts": 2}),
             )
         return self._s3
+
+    @property
+    def cloudwatch(self) -> Any:
+        """A boto3 CloudWatch client for moto, where the studio's alarms live (None without moto)."""
+        if self.s3_endpoint is None:
+            return None
+        if self._cloudwatch is None:
+            self._cloudwatch = boto3.session.Session().client(
+                "cloudwatch", endpoint_url=self.s3_endpoint, region_name=self.config.region,
+                aws_access_key_id="emulator", aws_secret_access_key="emulator",
+                config=BotoConfig(retries={"max_attempts": 2}))
+        return self._cloudwatch
+
+    async def alarm_states(self, names: list[str]) -> dict[str, str]:
+        """CloudWatch alarm name -> StateValue, for the alarms that exist (blue/green rollback alarms)."""
+        if self.cloudwatch is None or not names:
+            return {}
+        try:
+            out = await asyncio.to_thread(self.cloudwatch.describe_alarms, AlarmNames=names[:100])
+        except Exception as exc:  # CloudWatch unreachable: no alarm can trip
+            log.warning("cannot read alarms %s: %s", names, exc)
+            return {}
+        return {a["AlarmName"]: a["StateValue"] for a in out.get("MetricAlarms", []) + out.get("CompositeAlarms", [])}
+
+    async def trip_alarms(self, names: list[str], reason: str) -> None:
+        """Put the alarms that exist into ALARM, as CloudWatch does when their metric breaches."""
+        for name in (await self.alarm_states(names)):
+            try:
+                await asyncio.to_thread(self.cloudwatch.set_alarm_state, AlarmName=name, StateValue="ALARM",
+                                        StateReason=reason[:1023])
+            except Exception as exc:
+                log.warning("cannot set alarm %s: %s", name, exc)
 
     # -- provisioning probe: the container's health check and its model data -----------------------
     async def _probe(self, endpoint: EndpointRecord, deployments: list[Deployment]) -> str | None:

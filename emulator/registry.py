@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from emulator import versions
 from emulator.config import EmulatorConfig
 from emulator.errors import AwsError, validation
 
@@ -98,13 +99,18 @@ class EndpointRecord:
     status_since: float = 0.0
     task: asyncio.Task[None] | None = None
     generation: int = 0  # bumps on every (re)provisioning, so per-endpoint runtime state can tell
+    # Versions (emulator/versions.py): the last UpdateEndpoint's DeploymentConfig, the old (blue) fleet
+    # held during a bake, and the invocation errors the live fleet answered since its traffic shift.
+    deployment_config: dict[str, Any] | None = None
+    blue: list[Deployment] = field(default_factory=list)
+    errors_on_live: int = 0
 
     def instances_held(self) -> dict[str, int]:
         """Instance type -> count this endpoint holds against the quotas (blue/green: old and new)."""
         if self.status == "Failed":
             return {}
         held: dict[str, int] = {}
-        for d in [*self.live, *self.pending]:
+        for d in [*self.live, *self.pending, *self.blue]:
             if d.instance_type and d.failure is None:
                 held[d.instance_type] = held.get(d.instance_type, 0) + d.instance_count
         return held
@@ -122,6 +128,9 @@ class Registry:
         self.configs: dict[str, EndpointConfigRecord] = {}
         self.endpoints: dict[str, EndpointRecord] = {}
         self.tags: dict[str, dict[str, str]] = {}  # ARN -> {key: value}
+        # CloudWatch, for the rollback alarms of blue/green updates (set by the Emulator; None: no CloudWatch).
+        self.alarm_reader: versions.AlarmReader | None = None
+        self.alarm_tripper: versions.AlarmTripper | None = None
 
     # -- naming ------------------------------------------------------------------------------------
     def arn(self, kind: str, name: str) -> str:
@@ -241,7 +250,8 @@ class Registry:
         log.info("endpoint %s Creating (config %s)", name, cfg.name)
         return record
 
-    def update_endpoint(self, name: str, config_name: str) -> EndpointRecord:
+    def update_endpoint(self, name: str, config_name: str, deployment_config: dict[str, Any] | None = None,
+                        retain_deployment_config: bool = False) -> EndpointRecord:
         record = self.endpoint(name)
         if record.status in IN_PROGRESS:
             raise validation(f'Cannot update in-progress endpoint "{record.arn}".')
@@ -252,6 +262,8 @@ class Registry:
         self._check_quotas(cfg, exclude=None)  # blue/green: the new fleet comes up beside the old one
         record.pending, record.pending_config = plan, cfg.name
         record.pending_async_config = copy.deepcopy(cfg.async_config)
+        if deployment_config is not None or not retain_deployment_config:
+            record.deployment_config = copy.deepcopy(deployment_config)
         self._set_status(record, "Updating")
         record.task = asyncio.get_running_loop().create_task(self._provision(record, update=True))
         return record
@@ -344,7 +356,7 @@ class Registry:
         try:
             await self._wait_transition(record, "update_s" if update else "create_s")
             reason = next((d.failure for d in record.pending if d.failure), None)
-            reason = reason or self._injected_failure(record.name)
+            reason = reason or self._injected_failure(record.name) or versions.failing_image(self, record.pending)
             if reason is None:
                 missing = [d.model_name for d in record.pending if d.model_name.lower() not in self.models]
                 if missing:
@@ -363,6 +375,9 @@ class Registry:
             for d in record.pending:
                 d.images = self._deployed_images(d)
                 d.status_message = f"Serving on {d.instance_count} x {d.instance_type}" if d.instance_type else "Serving"
+            if update and versions.bakes(record):
+                await versions.shift_and_bake(self, record)  # ends InService: on the new fleet, or rolled back
+                return
             record.live, record.pending = record.pending, []
             if update and record.pending_config:
                 record.config_name, record.pending_config = record.pending_config, None

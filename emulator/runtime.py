@@ -30,6 +30,7 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
+from emulator import versions
 from emulator.core import Emulator, parse_s3_uri
 from emulator.errors import AwsError, request_id, rest_json_response, runtime_validation
 from emulator.registry import SERVING, Deployment, EndpointRecord
@@ -104,6 +105,8 @@ async def call_engine(
     """POST the body to the engine's route; a transport failure or timeout is a ModelError."""
     if not _ROUTE.match(route) or "/../" in f"{route}/":
         raise model_error(emu, endpoint, 400, f"invalid route {route!r} in CustomAttributes")
+    if (broken := versions.broken_reason(emu, endpoint)) is not None:  # faults.broken_images
+        raise model_error(emu, endpoint, 500, broken)
     headers = {"Content-Type": content_type or "application/octet-stream", "Accept": accept or "*/*"}
     if attributes:
         headers["X-Amzn-SageMaker-Custom-Attributes"] = attributes

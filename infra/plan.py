@@ -24,7 +24,14 @@ from typing import Any
 
 from infra.aws import AwsContext
 from infra.errors import InfraError
-from infra.model import ROLE_PROFILES, ROLES, DeployOptions, InstancePool, Role, deploy_command
+from infra.model import (
+    ROLE_PROFILES,
+    ROLES,
+    DeployOptions,
+    InstancePool,
+    Role,
+    deploy_command,
+)
 from infra.price_list import RegionPrices, region_prices
 from infra.pricing import PriceTable
 from infra.quotas import fetch_quotas, instances_in_use, needed_counts

@@ -21,7 +21,12 @@ from typing import Any, Literal
 from botocore.config import Config
 
 from infra.errors import InfraError
-from infra.pricing import PRICE_LIST_REGION, PriceTable, load_prices, price_from_products
+from infra.pricing import (
+    PRICE_LIST_REGION,
+    PriceTable,
+    load_prices,
+    price_from_products,
+)
 
 SERVICE_CODE = "AmazonSageMaker"
 PriceSource = Literal["price list", "table", "table (us-east-1 rate)", "none"]
