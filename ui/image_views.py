@@ -32,7 +32,7 @@ MODE_KEY = "image_mode"  # the tabs' state: GENERATE or EDIT
 GALLERY_JOBS = 60  # image jobs offered as references
 COLUMNS = 3
 PICK_TEXT, PROMPT_SHOWN, REF_TEXT = 60, 200, 24  # characters of a prompt shown in each place
-THUMB, REF_THUMB = 112, 56  # thumbnail widths (px): the form's references, a gallery tile's references
+THUMB, REF_THUMB = 112, 64  # thumbnail widths (px): the form's references, a gallery tile's references
 VIDEO_PAGE = "pages/video.py"
 MAX_REFS = int(IMAGE_EDIT_REFERENCES.hi)
 EDIT_DEFAULTS: dict[str, Any] = {"edit_prompt": "", "edit_negative": "", "edit_size": "", "edit_steps": DEFAULT_STEPS,
@@ -129,7 +129,7 @@ def edit_form(picks: dict[str, Pick], on_edit: Callable[[], None]) -> None:
     left, right = st.columns([3, 2], gap="large")
     with right:
         st.multiselect("Gallery images", list(picks), key="edit_picks", format_func=lambda k: picks[k].label,
-                       max_selections=MAX_REFS, on_change=_clear_error,
+                       max_selections=MAX_REFS, on_change=_clear_error, wrap=True,
                        placeholder="pick images from the gallery" if picks else "the gallery is empty: upload instead",
                        help=f"{IMAGE_EDIT_REFERENCES.lo:g} to {MAX_REFS} references in all, gallery images and uploads")
         st.file_uploader("Or upload reference images", type=list(ACCEPTED_SUFFIXES), accept_multiple_files=True,
@@ -156,7 +156,7 @@ def edit_form(picks: dict[str, Pick], on_edit: Callable[[], None]) -> None:
                      placeholder="Put the two of them together on a beach at sunset")
         st.text_input("Negative prompt", key="edit_negative", placeholder="what to avoid (optional)")
         c = st.columns(4)
-        c[0].text_input("Size (WxH)", key="edit_size", placeholder="first reference's proportions",
+        c[0].text_input("Size (WxH)", key="edit_size", placeholder="like reference 1",
                         help=f"blank: the first reference's proportions at about 1 MP; or width x height, each "
                              f"{IMAGE_SIZE.lo:g}–{IMAGE_SIZE.hi:g}")
         bounded_number(c[1], "Steps", "edit_steps", IMAGE_STEPS, step=1,
@@ -170,18 +170,22 @@ def edit_form(picks: dict[str, Pick], on_edit: Callable[[], None]) -> None:
             st.error(plain(state["edit_error"]))
 
 
-def _references(job: Job) -> None:
-    """An edit's references as small thumbnails (the files kept with the job), and the fitting note."""
+def _references(job: Job, prompts: dict[str, str]) -> None:
+    """An edit's references as small numbered thumbnails (the files kept with the job), named: a gallery
+    image by its prompt (`prompts`: job id → prompt of the images shown), an upload by its file name."""
     refs = job.params.get("references") or []
-    shown, captions = [], []
+    shown, numbers, names = [], [], []
     for n, ref in enumerate(refs, 1):
+        source = ref.get("job_id")
+        names.append(f"{n} · " + shorten(prompts.get(source, "a gallery image") if source else str(ref.get("name")),
+                                         REF_TEXT))
         path = job.input_path(str(ref.get("input") or ""))
         if path is not None and path.exists():
             shown.append(str(path))
-            captions.append(f"{n} · {'gallery' if ref.get('job_id') else shorten(str(ref.get('name')), REF_TEXT)}")
-    st.caption(f"Edited from {len(refs)} reference{'' if len(refs) == 1 else 's'}:")
+            numbers.append(str(n))
+    st.caption(plain(f"Edited from {len(refs)} reference{'' if len(refs) == 1 else 's'}: {'; '.join(names)}"))
     if shown:
-        st.image(shown, caption=captions, width=REF_THUMB)
+        st.image(shown, caption=numbers, width=REF_THUMB)
     if job.meta.get("fitting"):
         st.caption(plain(f"ℹ️ {job.meta['fitting']}"))
 
@@ -190,6 +194,7 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None]) -> None:
     """Every image job's tiles, newest first: the image, its prompt and settings, an edit's references, and
     Use for video / Edit with this / Reuse these settings / Download."""
     state = st.session_state
+    prompts = {job.id: job.prompt for job in jobs}
     tiles = [(job, i, path) for job in jobs for i, path in enumerate(job.output_paths() or [None])]
     for row in range(0, len(tiles), COLUMNS):
         for col, (job, index, path) in zip(st.columns(COLUMNS), tiles[row:row + COLUMNS]):
@@ -206,7 +211,7 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None]) -> None:
                 st.text(shorten(job.prompt, PROMPT_SHOWN))
                 st.caption(plain(f"{image_summary(job)} · {when(job.created_at)}"))
                 if job.params.get("references"):
-                    _references(job)
+                    _references(job, prompts)
                 if data is not None and st.button("Use for video", key=f"video-{key}", type="primary",
                                                   width="stretch"):
                     state["video_use_reference"] = key  # "<job id>-<index>": the video page picks it up
