@@ -1,5 +1,6 @@
 """The studio's history: every image and video job, in one SQLite file with the media files beside it, and the
-record of every voice the studio saved for cloning (`record_voice`, `voice_records`: who, when, which consent).
+record of every voice the studio saved for cloning (`record_voice`, `voice_records`: who, when, which consent), and
+the reports of load sweeps (`save_load_report`, `load_reports`, `load_report`: services/load).
 
     history = History(settings.data_dir)               # <data_dir>/history.sqlite3 and <data_dir>/media/<job id>/
     job = history.create("video", prompt, params, target="http://127.0.0.1:8091", inputs={"reference.jpg": b"…"})
@@ -73,6 +74,17 @@ CREATE TABLE IF NOT EXISTS voices (
     removal     TEXT                       -- 'deleted' or 'forgotten'
 );
 CREATE INDEX IF NOT EXISTS voices_target_name ON voices (target, name);
+CREATE TABLE IF NOT EXISTS load_reports (
+    id          TEXT PRIMARY KEY,
+    modality    TEXT NOT NULL,             -- voice | image | video
+    backend     TEXT NOT NULL,
+    target      TEXT NOT NULL,
+    instance_type TEXT,
+    title       TEXT,
+    report      TEXT NOT NULL,             -- JSON: the whole report, samples included (services/load/report.py)
+    created_at  REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS load_reports_created ON load_reports (created_at DESC);
 """
 
 
@@ -171,6 +183,26 @@ class VoiceRecord:
     @property
     def active(self) -> bool:
         return self.removed_at is None
+
+
+@dataclass(frozen=True)
+class LoadReportRecord:
+    """A saved load sweep: what lists show, and the whole report (`services.load.LoadReport.from_dict`)."""
+
+    id: str
+    modality: str
+    backend: str
+    target: str
+    instance_type: str | None
+    title: str | None
+    created_at: float
+    report: dict[str, Any]
+
+
+def _load_report(row: sqlite3.Row) -> LoadReportRecord:
+    return LoadReportRecord(id=row["id"], modality=row["modality"], backend=row["backend"], target=row["target"],
+                            instance_type=row["instance_type"], title=row["title"], created_at=row["created_at"],
+                            report=json.loads(row["report"]))
 
 
 def _voice(row: sqlite3.Row) -> VoiceRecord:
@@ -413,6 +445,34 @@ class History:
         """Drop the record of an upload that did not happen (the server refused it, or could not be reached)."""
         with self._tx() as db:
             db.execute("DELETE FROM voices WHERE id = ?", (record_id,))
+
+    # -- load sweep reports (services/load) ------------------------------------------------------------
+    def save_load_report(self, report: Mapping[str, Any]) -> str:
+        """Keep a load sweep's report (its JSON, samples included); its id. Saving the same id again replaces it."""
+        try:
+            with self._tx() as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO load_reports (id, modality, backend, target, instance_type, title, report,"
+                    " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (str(report["id"]), str(report["modality"]), str(report["backend"]), str(report["target"]),
+                     report.get("instance_type"), report.get("title"), json.dumps(dict(report)),
+                     float(report.get("created_at") or time.time())))
+        except (sqlite3.Error, KeyError, TypeError, ValueError) as exc:
+            raise HistoryError(f"cannot record the load report in {self.data_dir} ({exc})") from None
+        return str(report["id"])
+
+    def load_reports(self, *, modality: str | None = None, limit: int | None = 50) -> list[LoadReportRecord]:
+        """Saved load reports, newest first (their JSON in `report`)."""
+        sql = "SELECT * FROM load_reports" + (" WHERE modality = ?" if modality else "") + \
+              " ORDER BY created_at DESC, rowid DESC" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        rows = self._connect().execute(sql, (modality,) if modality else ()).fetchall()
+        return [_load_report(r) for r in rows]
+
+    def load_report(self, report_id: str) -> LoadReportRecord:
+        row = self._connect().execute("SELECT * FROM load_reports WHERE id = ?", (report_id,)).fetchone()
+        if row is None:
+            raise InvalidInput(f"there is no load report {report_id!r} in the history at {self.data_dir}")
+        return _load_report(row)
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)

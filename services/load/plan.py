@@ -1,0 +1,232 @@
+"""What a load sweep is asked to do, checked before anything is sent: `LoadPlan`, the SLO, the work item.
+
+    plan = LoadPlan.build("voice", levels="1,2,4,8", requests=16, slo="ttfa 300ms",
+                          work={"text": "Hello there. How are you today?"})
+
+Before the first level, `warmup` requests (default 1) run one at a time and are kept apart from the figures:
+a cold first request (a model warming up, a new connection) is not what the target does under steady load.
+
+Every rule is an InvalidInput naming what to fix: an unknown modality, concurrency levels that are not
+increasing positive whole numbers, more in flight than the limit (64), more requests than the limit (2000)
+or fewer requests than the highest level (a level of 8 needs at least 8 requests), an SLO without a unit,
+a TTFA SLO for images or videos, a work item a request would refuse (an empty prompt, a size out of range).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from protocol.errors import InvalidInput
+from protocol.limits import Range
+from services.images import ImageRequest
+from services.speech import require_text, speech_config
+from services.videos import VideoRequest
+
+Modality = Literal["voice", "image", "video"]
+MODALITIES: tuple[Modality, ...] = get_args(Modality)
+SloMetric = Literal["ttfa_ms", "latency_s"]
+
+# The guard rails: a sweep is a measurement, not a load generator for hire.
+CONCURRENCY = Range(1, 64)  # requests in flight at one level
+REQUESTS = Range(1, 2000)  # requests per level
+WALL_CLOCK_S = Range(10, 4 * 3600)  # the whole sweep stops sending after this long
+WARMUP = Range(0, 5)  # requests sent one at a time before the first level, kept apart from the figures
+DEFAULT_WALL_CLOCK_S = 30 * 60.0
+DEFAULT_LEVELS = (1, 2, 4, 8)
+
+DEFAULT_TEXT = ("Thanks for calling. Your order shipped this morning, and it should arrive on Thursday. "
+                "Is there anything else I can help you with?")
+DEFAULT_IMAGE_PROMPT = "a lighthouse on a cliff at dawn, soft light"
+DEFAULT_VIDEO_PROMPT = "the camera pans slowly across a quiet harbour"
+
+UNITS_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0}
+_SLO = re.compile(r"^\s*(?:(?:p95\s+)?(?P<metric>ttfa|first[ -]audio|latency)\s*(?:<=|<|=|:)?\s*)?"
+                  r"(?P<number>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[a-zA-Z]*)\s*$", re.IGNORECASE)
+
+
+def check_modality(modality: str) -> Modality:
+    if modality not in MODALITIES:
+        raise InvalidInput(f"unknown modality {modality!r}: a sweep loads voice, image or video")
+    return modality  # type: ignore[return-value]
+
+
+def parse_levels(levels: str | list[int] | tuple[int, ...]) -> tuple[int, ...]:
+    """"1,2,4,8" (or a list) as increasing positive whole numbers, each at most the concurrency limit."""
+    shown = levels if isinstance(levels, str) else ",".join(map(str, levels))
+    items = [s.strip() for s in shown.split(",")] if isinstance(levels, str) else list(levels)
+    example = "e.g. 1,2,4,8"
+    if not items or items == [""]:
+        raise InvalidInput(f"give the concurrency levels to measure, {example}")
+    out: list[int] = []
+    for item in items:
+        text = str(item).strip()
+        if isinstance(item, bool) or not re.fullmatch(r"\d+", text) or int(text) < 1:
+            what = repr(text) if text else "an empty entry"
+            raise InvalidInput(f"concurrency levels are positive whole numbers, {example}; {what} in {shown!r} is not one")
+        level = int(text)
+        if out and level <= out[-1]:
+            raise InvalidInput(f"concurrency levels must increase, {example}; in {shown!r} {level} follows {out[-1]}")
+        CONCURRENCY.check("a concurrency level", level, hint="requests in flight at once")
+        out.append(level)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A target for the p95 of one figure: first audio (`ttfa_ms`, voice) or request latency (`latency_s`)."""
+
+    metric: SloMetric
+    limit: float  # in the metric's unit: ms for ttfa_ms, s for latency_s
+
+    @property
+    def unit(self) -> str:
+        return "ms" if self.metric == "ttfa_ms" else "s"
+
+    def label(self) -> str:
+        what = "first audio" if self.metric == "ttfa_ms" else "latency"
+        return f"p95 {what} ≤ {self.limit:g} {self.unit}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "limit": self.limit, "unit": self.unit, "percentile": 95, "label": self.label()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Slo | None:
+        return None if not d else cls(d["metric"], float(d["limit"]))
+
+
+def parse_slo(text: str, modality: Modality) -> Slo | None:
+    """An SLO typed by a person: "300ms", "ttfa 300 ms", "latency 2s", "p95 latency <= 1.5 s" (blank: none).
+
+    The unit is required (ms, s or min): "300" alone could be milliseconds or seconds. Without a metric, voice
+    means first audio and images and videos mean latency. First audio is voice's only."""
+    if text is None or not str(text).strip():
+        return None
+    m = _SLO.match(str(text))
+    if m is None:
+        raise InvalidInput(f"cannot read the SLO {text!r}: write a figure with its unit, e.g. \"ttfa 300ms\" or "
+                           "\"latency 2s\"")
+    unit = m["unit"].lower()
+    if not unit:
+        raise InvalidInput(f"the SLO {text.strip()!r} has no unit: write {m['number']}ms or {m['number']}s")
+    if unit not in UNITS_S:
+        raise InvalidInput(f"the SLO's unit {m['unit']!r} is not one of ms, s, min")
+    metric_word = (m["metric"] or ("ttfa" if modality == "voice" else "latency")).lower()
+    seconds = float(m["number"]) * UNITS_S[unit]
+    if seconds <= 0:
+        raise InvalidInput(f"the SLO {text.strip()!r} must be above zero")
+    if metric_word != "latency":
+        return slo_ttfa_ms(seconds * 1000.0, modality)
+    return Slo("latency_s", round(seconds, 6))
+
+
+def slo_ttfa_ms(ms: float, modality: Modality) -> Slo:
+    if modality != "voice":
+        raise InvalidInput(f"first audio (TTFA) is a voice figure; give a {modality} sweep a latency SLO, e.g. "
+                           "--slo-latency-s 5")
+    if not ms > 0:
+        raise InvalidInput(f"the first-audio SLO must be above zero milliseconds; got {ms:g}")
+    return Slo("ttfa_ms", round(float(ms), 3))
+
+
+def slo_latency_s(seconds: float) -> Slo:
+    if not seconds > 0:
+        raise InvalidInput(f"the latency SLO must be above zero seconds; got {seconds:g}")
+    return Slo("latency_s", float(seconds))
+
+
+# ---- the work item: what every request of the sweep asks for -----------------------------------------------
+_VOICE_FIELDS = ("text", "voice", "language")
+_IMAGE_FIELDS = tuple(f.name for f in fields(ImageRequest))
+_VIDEO_FIELDS = tuple(f.name for f in fields(VideoRequest) if f.name not in ("reference", "reference_name"))
+WORK_FIELDS: dict[Modality, tuple[str, ...]] = {"voice": _VOICE_FIELDS, "image": _IMAGE_FIELDS, "video": _VIDEO_FIELDS}
+
+
+def read_spec(path: Path) -> dict[str, Any]:
+    """A --spec FILE: one JSON object of request fields (voice: text, voice, language; image and video: the
+    request's fields, e.g. {"prompt": "…", "size": "512x512", "steps": 4})."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the spec {path} ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"the spec {path} is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"the spec {path} must be one JSON object of request fields, e.g. {{\"prompt\": \"…\"}}")
+    return data
+
+
+def check_work(modality: Modality, work: dict[str, Any]) -> dict[str, Any]:
+    """The work item with defaults filled in, checked as its request will be (InvalidInput naming the field)."""
+    allowed = WORK_FIELDS[modality]
+    unknown = sorted(set(work) - set(allowed))
+    if unknown:
+        raise InvalidInput(f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not a field of a "
+                           f"{modality} request; use {', '.join(allowed)}")
+    work = {k: v for k, v in work.items() if v is not None}
+    if modality == "voice":
+        work.setdefault("text", DEFAULT_TEXT)
+        require_text(work["text"])
+        speech_config(voice=work.get("voice"), language=work.get("language"))
+    elif modality == "image":
+        work.setdefault("prompt", DEFAULT_IMAGE_PROMPT)
+        _construct(ImageRequest, work).validated()
+    else:
+        work.setdefault("prompt", DEFAULT_VIDEO_PROMPT)
+        _construct(VideoRequest, work).validated()
+    return work
+
+
+def _construct(cls: Any, work: dict[str, Any]) -> Any:
+    try:
+        return cls(**work)
+    except TypeError as exc:
+        raise InvalidInput(f"the request fields do not fit: {exc}") from None
+
+
+def image_request(work: dict[str, Any]) -> ImageRequest:
+    return ImageRequest(**work)
+
+
+def video_request(work: dict[str, Any]) -> VideoRequest:
+    return VideoRequest(**work)
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """A checked sweep: the levels, the requests per level, the SLO, the wall-clock cap and the work item."""
+
+    modality: Modality
+    levels: tuple[int, ...]
+    requests: int
+    slo: Slo | None = None
+    max_wall_s: float = DEFAULT_WALL_CLOCK_S
+    work: dict[str, Any] = field(default_factory=dict)
+    warmup: int = 1  # a cold first request (model load, caches, a new connection) is not the steady state
+
+    @property
+    def total_requests(self) -> int:
+        return self.requests * len(self.levels)
+
+    @classmethod
+    def build(cls, modality: str, *, levels: str | list[int] | tuple[int, ...] = DEFAULT_LEVELS, requests: int,
+              slo: Slo | str | None = None, max_wall_s: float = DEFAULT_WALL_CLOCK_S,
+              work: dict[str, Any] | None = None, warmup: int = 1) -> LoadPlan:
+        m = check_modality(modality)
+        parsed = parse_levels(levels)
+        REQUESTS.check("requests per level", requests, hint="each level sends this many")
+        if requests < parsed[-1]:
+            raise InvalidInput(f"{requests} requests per level are fewer than the highest concurrency level "
+                               f"{parsed[-1]}: a level needs at least as many requests as it keeps in flight "
+                               f"(give --requests {parsed[-1]} or more)")
+        WALL_CLOCK_S.check("the wall-clock cap (seconds)", max_wall_s, integer=False,
+                           hint="the sweep stops sending new requests after it")
+        WARMUP.check("warm-up requests", warmup, hint="sent one at a time before the first level, not counted")
+        if isinstance(slo, str) or slo is None:
+            slo = parse_slo(slo or "", m)
+        elif slo.metric == "ttfa_ms":
+            slo = slo_ttfa_ms(slo.limit, m)
+        return cls(m, parsed, int(requests), slo, float(max_wall_s), check_work(m, dict(work or {})), int(warmup))

@@ -1,0 +1,262 @@
+"""A load sweep's report: the raw per-request samples and every figure computed from them (services/load/stats.py).
+
+    report.to_dict()          # the JSON the CLI prints (--json) and writes (--out), and the history keeps
+    LoadReport.from_dict(d)   # a saved report read back; its figures are recomputed from its samples
+
+Per level: `concurrency`, `requests` (sent), `ok`, `errors`, `throttled` (of the errors: SageMaker's
+ThrottlingException, HTTP 429 or 503), `ttfa_ms` (voice) and `latency_s` as {n, p50, p95, max} (nearest-rank,
+over the requests that succeeded), `rtf_p50` (voice), `throughput` and `samples`.
+
+Throughput is the work done by the successful requests over the level's wall-clock span (from its first
+request's start to its last request's end): `audio_s_per_s` (voice: seconds of audio per second),
+`images_per_min` or `video_s_per_hour` (seconds of video made per hour).
+
+A level **meets the SLO** when every one of its requests succeeded and the p95 of the SLO's figure is within
+the limit (with no SLO: when every request succeeded). The levels that count are the run of levels from the
+lowest up to the first that fails (a level that passes above a failing one is noise, not capacity);
+`max_concurrency_within_slo` is the highest of them (None with no SLO, or when the lowest level fails). The
+cost per unit is the hourly price over the best throughput among them: `usd_per_audio_minute`,
+`usd_per_image` or `usd_per_video_second` (None without a price, and the report says why).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from services.load.plan import MODALITIES, Modality, Slo
+from services.load.stats import PERCENTILE_METHOD, summary
+
+REPORT_VERSION = 1
+THROUGHPUT_KEY: dict[Modality, str] = {"voice": "audio_s_per_s", "image": "images_per_min", "video": "video_s_per_hour"}
+COST_KEY: dict[Modality, str] = {"voice": "usd_per_audio_minute", "image": "usd_per_image",
+                                 "video": "usd_per_video_second"}
+UNIT_WORD: dict[Modality, str] = {"voice": "audio minute", "image": "image", "video": "video second"}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One request as it went: times in seconds from the level's start, what it made, and how it ended."""
+
+    index: int
+    start_s: float
+    end_s: float
+    ok: bool
+    ttfa_ms: float | None = None  # voice: first audio, from input.done (the session's own measure)
+    bytes: int = 0  # audio PCM, image files, or the MP4
+    audio_s: float | None = None  # voice
+    rtf: float | None = None  # voice: generation time / audio duration
+    images: int | None = None  # image
+    video_s: float | None = None  # video
+    error: str | None = None
+    throttled: bool = False  # the error was throttling (ThrottlingException, HTTP 429 or 503)
+
+    @property
+    def latency_s(self) -> float:
+        return round(self.end_s - self.start_s, 4)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures this request has (a voice sample has no `images`, an image none of `audio_s`)."""
+        d = {k: v for k, v in asdict(self).items() if v is not None or k == "error"}
+        d["latency_s"] = self.latency_s
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Sample:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def new_report_id() -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def _work_done(modality: Modality, s: Sample) -> float:
+    if not s.ok:
+        return 0.0
+    if modality == "voice":
+        return s.audio_s or 0.0
+    if modality == "image":
+        return float(s.images or 0)
+    return s.video_s or 0.0
+
+
+@dataclass(frozen=True)
+class LevelReport:
+    modality: Modality
+    concurrency: int
+    planned: int  # requests the plan asked for at this level
+    samples: tuple[Sample, ...]
+
+    @property
+    def requests(self) -> int:
+        return len(self.samples)
+
+    @property
+    def ok(self) -> int:
+        return sum(1 for s in self.samples if s.ok)
+
+    @property
+    def errors(self) -> int:
+        return self.requests - self.ok
+
+    @property
+    def throttled(self) -> int:
+        return sum(1 for s in self.samples if not s.ok and s.throttled)
+
+    @property
+    def wall_s(self) -> float:
+        """From the first request's start to the last one's end."""
+        if not self.samples:
+            return 0.0
+        return round(max(s.end_s for s in self.samples) - min(s.start_s for s in self.samples), 4)
+
+    def figure(self, metric: str) -> dict[str, Any]:
+        """{n, p50, p95, max} of `ttfa_ms` or `latency_s` over the successful requests."""
+        good = [s for s in self.samples if s.ok]
+        if metric == "ttfa_ms":
+            return summary((s.ttfa_ms for s in good), digits=2)
+        return summary((s.latency_s for s in good), digits=4)
+
+    @property
+    def throughput(self) -> float | None:
+        """Work per unit of time over the level's span (see THROUGHPUT_KEY); None when nothing ran."""
+        wall = self.wall_s
+        if wall <= 0:
+            return None
+        done = sum(_work_done(self.modality, s) for s in self.samples)
+        per = {"voice": 1.0, "image": 60.0, "video": 3600.0}[self.modality]
+        return round(done / wall * per, 4)
+
+    def meets(self, slo: Slo | None) -> bool:
+        if self.requests == 0 or self.errors:
+            return False
+        if slo is None:
+            return True
+        p95 = self.figure(slo.metric)["p95"]
+        return p95 is not None and p95 <= slo.limit
+
+    def to_dict(self, slo: Slo | None = None) -> dict[str, Any]:
+        d: dict[str, Any] = {"concurrency": self.concurrency, "requests": self.requests, "planned": self.planned,
+                             "ok": self.ok, "errors": self.errors, "throttled": self.throttled}
+        if self.modality == "voice":
+            d["ttfa_ms"] = self.figure("ttfa_ms")
+        d["latency_s"] = self.figure("latency_s")
+        if self.modality == "voice":
+            rtf = summary((s.rtf for s in self.samples if s.ok), digits=4)
+            d["rtf_p50"] = rtf["p50"]
+        d["wall_s"] = self.wall_s
+        d["throughput"] = {THROUGHPUT_KEY[self.modality]: self.throughput}
+        d["within_slo"] = self.meets(slo)
+        errors = [s.error for s in self.samples if s.error]
+        d["first_errors"] = list(dict.fromkeys(errors))[:3]  # distinct texts, for a person to read
+        d["samples"] = [s.to_dict() for s in self.samples]
+        return d
+
+
+@dataclass
+class LoadReport:
+    """A whole sweep. Built by the runner (services/load/runner.py) or read back with `from_dict`."""
+
+    modality: Modality
+    backend: str  # offline | omni | sagemaker
+    target: str  # the URL, or "SageMaker endpoint NAME (region)"
+    levels: list[LevelReport]
+    slo: Slo | None = None
+    instance_type: str | None = None
+    usd_per_hour: float | None = None
+    price_source: str | None = None  # where usd_per_hour came from
+    price_note: str | None = None  # why there is no cost, when there is none
+    machine: str | None = None  # set for the offline engine: whose figure this is (not a GPU's)
+    work: dict[str, Any] = field(default_factory=dict)
+    requests_per_level: int = 0
+    max_wall_s: float | None = None
+    stopped: str | None = None  # why the sweep ended early (the wall-clock cap, a stop), else None
+    id: str = field(default_factory=lambda: new_report_id())
+    created_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    title: str | None = None  # a person's name for it ("g6 before the upgrade")
+    warmup: list[Sample] = field(default_factory=list)  # sent one at a time before the levels; not in any figure
+
+    # ---- what the levels say ----------------------------------------------------------------------------
+    def passing(self) -> list[LevelReport]:
+        """The run of levels, lowest first, up to (not including) the first that does not meet the SLO."""
+        out = []
+        for level in self.levels:
+            if not level.meets(self.slo):
+                break
+            out.append(level)
+        return out
+
+    @property
+    def max_concurrency_within_slo(self) -> int | None:
+        if self.slo is None:
+            return None
+        passing = self.passing()
+        return passing[-1].concurrency if passing else None
+
+    def best_level(self) -> LevelReport | None:
+        """The level with the highest throughput among those that count (lowest concurrency on a tie)."""
+        candidates = [lv for lv in self.passing() if lv.throughput]
+        return max(candidates, key=lambda lv: (lv.throughput, -lv.concurrency)) if candidates else None
+
+    def cost(self) -> dict[str, Any]:
+        key = COST_KEY[self.modality]
+        best = self.best_level()
+        out: dict[str, Any] = {key: None, "at_concurrency": best.concurrency if best else None,
+                               "throughput": {THROUGHPUT_KEY[self.modality]: best.throughput} if best else None,
+                               "usd_per_hour": self.usd_per_hour, "note": None}
+        if best is None:
+            what = "within the SLO" if self.slo else "without errors"
+            out["note"] = f"no level ran {what}, so there is no throughput to price"
+        elif self.usd_per_hour is None:
+            out["note"] = self.price_note or "no hourly price is known: give --price-per-hour (or --instance-type)"
+        else:
+            per_hour = best.throughput * {"voice": 3600.0 / 60.0, "image": 60.0, "video": 1.0}[self.modality]
+            out[key] = float(f"{self.usd_per_hour / per_hour:.4g}")  # 4 significant digits: a price, not a measurement
+        return out
+
+    # ---- JSON ------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": REPORT_VERSION, "id": self.id, "title": self.title, "modality": self.modality,
+            "backend": self.backend, "target": self.target, "machine": self.machine,
+            "instance_type": self.instance_type, "usd_per_hour": self.usd_per_hour,
+            "price_source": self.price_source, "price_note": self.price_note,
+            "slo": self.slo.to_dict() if self.slo else None, "percentiles": PERCENTILE_METHOD,
+            "requests_per_level": self.requests_per_level, "max_wall_s": self.max_wall_s, "work": self.work,
+            "created_at": round(self.created_at, 3),
+            "finished_at": None if self.finished_at is None else round(self.finished_at, 3),
+            "stopped": self.stopped, "warmup": [s.to_dict() for s in self.warmup],
+            "levels": [lv.to_dict(self.slo) for lv in self.levels],
+            "max_concurrency_within_slo": self.max_concurrency_within_slo,
+            "cost": self.cost(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LoadReport:
+        """A report read back (the history, a --out file). Figures are recomputed from the samples."""
+        modality = d["modality"]
+        if modality not in MODALITIES:
+            raise ValueError(f"not a load report: modality {modality!r}")
+        levels = [LevelReport(modality, int(lv["concurrency"]), int(lv.get("planned", lv["requests"])),
+                              tuple(Sample.from_dict(s) for s in lv.get("samples", [])))
+                  for lv in d.get("levels", [])]
+        return cls(
+            modality=modality, backend=d["backend"], target=d["target"], levels=levels,
+            slo=Slo.from_dict(d.get("slo")), instance_type=d.get("instance_type"), usd_per_hour=d.get("usd_per_hour"),
+            price_source=d.get("price_source"), price_note=d.get("price_note"), machine=d.get("machine"),
+            work=dict(d.get("work") or {}), requests_per_level=int(d.get("requests_per_level") or 0),
+            max_wall_s=d.get("max_wall_s"), stopped=d.get("stopped"), id=d.get("id") or new_report_id(),
+            created_at=float(d.get("created_at") or time.time()), finished_at=d.get("finished_at"), title=d.get("title"),
+            warmup=[Sample.from_dict(s) for s in d.get("warmup") or []],
+        )
+
+    # ---- for people ------------------------------------------------------------------------------------
+    def label(self) -> str:
+        """A short name for lists and chart legends."""
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created_at))
+        where = self.instance_type or ("this machine" if self.machine else self.target)
+        return f"{self.title + ' · ' if self.title else ''}{self.modality} · {where} · {when}"

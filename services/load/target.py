@@ -1,0 +1,210 @@
+"""Where a sweep sends its load, asked before any load is sent: is it up, what runs it, what an hour of it costs.
+
+    target = describe_target(backend, settings, "voice", instance_type=None, usd_per_hour=None)
+    target.usd_per_hour, target.price_note, target.machine, target.estimate(plan)
+
+- The offline engine and vLLM-Omni servers: `GET /health` must answer 200. The offline engine (its
+  `/v1/models` says so) is labelled as this machine's figure, not a GPU's; it has no instance price unless one
+  is given. A vLLM-Omni server is priced when its instance type is given (`--instance-type ml.g6.xlarge`).
+- SageMaker: the modality's endpoint must be InService (DescribeEndpoint). A sweep never creates, starts or
+  waits for an endpoint. The price is the shipped table's rate (services/pricing.py) for the instance type the
+  endpoint runs on — the pool entry SageMaker provisioned — in its region.
+- A price given by hand (`usd_per_hour`) wins; an instance type the table lacks leaves the report without a
+  cost, and `price_note` says so.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import botocore.exceptions as bx
+import httpx
+
+from protocol.common import ModelList
+from protocol.errors import BackendUnreachable, InvalidInput
+from protocol.limits import Range
+from services.aws import AwsSession, aws_error, missing_endpoint
+from services.base import Backend
+from services.load.plan import LoadPlan, Modality
+from services.pricing import PriceTable, load_prices
+from services.settings import Settings
+from services.speech.client import OFFLINE_ENGINE_OWNER
+
+PRICE_PER_HOUR = Range(0.0001, 1000.0)  # USD per hour a person may give by hand
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class LoadTarget:
+    """What the report says about where it ran and what that costs."""
+
+    backend: str  # offline | omni | sagemaker
+    target: str  # for display: the URL, or "SageMaker endpoint NAME (region)"
+    kind: str  # "offline engine" | "vLLM-Omni server" | "SageMaker endpoint"
+    endpoint: str | None = None
+    region: str | None = None
+    instance_type: str | None = None
+    usd_per_hour: float | None = None
+    price_source: str | None = None
+    price_note: str | None = None  # why there is no price, when there is none
+    machine: str | None = None  # the offline engine: whose figure this is
+
+    @property
+    def needs_confirmation(self) -> bool:
+        """A sweep against SageMaker uses paid endpoint time: it is shown first and confirmed (`--yes`)."""
+        return self.backend == "sagemaker"
+
+    def estimate(self, plan: LoadPlan) -> str:
+        """What the sweep will send and, at the instance's price, the most it can cost."""
+        noun = {"voice": "voice sessions", "image": "image generations", "video": "video jobs"}[plan.modality]
+        levels = ",".join(map(str, plan.levels))
+        where = f"{self.kind} {self.endpoint or self.target}" + (f" on {self.instance_type}" if self.instance_type else "")
+        cap_min = plan.max_wall_s / 60
+        warm = f", after {plan.warmup} warm-up request{'s' if plan.warmup != 1 else ''}" if plan.warmup else ""
+        head = (f"The sweep sends {plan.total_requests} {noun} ({plan.requests} at each concurrency level {levels}"
+                f"{warm}) to {where}, and stops sending after {cap_min:g} min at the latest.")
+        if self.usd_per_hour is None:
+            return f"{head} Its cost cannot be shown: {self.price_note or 'no hourly price is known'}."
+        most = self.usd_per_hour * plan.max_wall_s / 3600
+        extra = " S3 requests for each video come on top (cents)." if plan.modality == "video" and self.backend == "sagemaker" else ""
+        return (f"{head} At ${self.usd_per_hour:.4f}/h ({self.price_source}) that is at most ${most:.2f} of endpoint "
+                f"time (the endpoint bills per second while it exists, loaded or not).{extra}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def check_price(usd_per_hour: float | None) -> float | None:
+    if usd_per_hour is not None:
+        PRICE_PER_HOUR.check("the price per hour (USD)", usd_per_hour, integer=False)
+    return usd_per_hour
+
+
+def _price(instance_type: str | None, region: str, usd_per_hour: float | None, prices: PriceTable | None,
+           *, without_type: str) -> dict[str, Any]:
+    if usd_per_hour is not None:
+        return {"usd_per_hour": float(usd_per_hour), "price_source": "given by hand (--price-per-hour)"}
+    if instance_type is None:
+        return {"price_note": without_type}
+    table = prices or load_prices()
+    price = table.hourly(instance_type, region)
+    if not price.known:
+        return {"price_note": f"no price is known for {instance_type} in {region} ({table.describe()}), so the "
+                              "report has no cost per unit; give --price-per-hour to price it"}
+    basis = f", the {price.region} rate missing so us-east-1's" if price.basis == "reference region" else ""
+    return {"usd_per_hour": price.usd_per_hour, "price_source": f"{table.describe()}{basis}"}
+
+
+def this_machine(url: str) -> str:
+    host = urlparse(url).hostname or url
+    if host in LOOPBACK:
+        cpu = platform.processor() or platform.machine()
+        return (f"this machine ({os.cpu_count()} CPU cores, {cpu}, no GPU): the offline engine's figure on this "
+                "computer, not a GPU endpoint's")
+    return f"the machine at {host} (the offline engine on CPU): not a GPU endpoint's figure"
+
+
+def _omni_target(backend: Backend, settings: Settings, modality: Modality, instance_type: str | None,
+                 usd_per_hour: float | None, prices: PriceTable | None) -> LoadTarget:
+    url = backend.target
+    health = backend.health()
+    if not health.ok:
+        raise BackendUnreachable(f"the target {url} is down ({health.detail}); no load was sent — start it or pick "
+                                 "another target, then run the sweep again")
+    try:
+        models = ModelList.model_validate(httpx.get(f"{url}/v1/models", timeout=settings.connect_timeout_s).json())
+        offline = any(m.owned_by == OFFLINE_ENGINE_OWNER for m in models.data)
+    except (httpx.HTTPError, ValueError):
+        offline = backend.name == "offline"
+    if offline:
+        if instance_type is not None and usd_per_hour is None:
+            raise InvalidInput(f"the offline engine runs on this machine's CPU, not on {instance_type}: its figures at "
+                               "a GPU instance's price would mislead; leave --instance-type out (or give "
+                               "--price-per-hour to price this machine's time)")
+        note = ("the offline engine runs on this machine, which has no instance price; give --price-per-hour to "
+                "price its time")
+        return LoadTarget(backend.name, url, "offline engine", region=settings.region, instance_type=instance_type,
+                          machine=this_machine(url),
+                          **_price(instance_type, settings.region, usd_per_hour, prices, without_type=note))
+    note = (f"the instance type behind {url} is not known: give --instance-type (e.g. ml.g6.xlarge) or "
+            "--price-per-hour for a cost per unit")
+    return LoadTarget(backend.name, url, "vLLM-Omni server", region=settings.region, instance_type=instance_type,
+                      **_price(instance_type, settings.region, usd_per_hour, prices, without_type=note))
+
+
+def instance_type_in_use(desc: dict[str, Any]) -> str | None:
+    """The instance type an endpoint runs on, from DescribeEndpoint: the pool entry holding instances (a variant
+    of one type says it only in its endpoint config)."""
+    for v in desc.get("ProductionVariants", []) or []:
+        for p in v.get("InstancePools", []) or []:
+            if int(p.get("CurrentInstanceCount") or 0) > 0:
+                return p["InstanceType"]
+        if v.get("InstanceType"):
+            return v["InstanceType"]
+    return None
+
+
+def _configured_type(aws: AwsSession, config_name: str | None) -> str | None:
+    """A variant of one instance type: DescribeEndpoint does not repeat it, its endpoint config says it."""
+    if not config_name:
+        return None
+    try:
+        variants = aws.client("sagemaker").describe_endpoint_config(EndpointConfigName=config_name)["ProductionVariants"]
+    except (bx.BotoCoreError, bx.ClientError, KeyError):
+        return None
+    for v in variants:
+        if v.get("InstanceType"):
+            return v["InstanceType"]
+        pools = v.get("InstancePools") or []
+        if len(pools) == 1:
+            return pools[0]["InstanceType"]
+    return None
+
+
+def _sagemaker_target(settings: Settings, modality: Modality, instance_type: str | None, usd_per_hour: float | None,
+                      prices: PriceTable | None) -> LoadTarget:
+    from services.sagemaker import resolve_targets
+
+    targets = resolve_targets(settings)
+    name = targets.endpoints[modality]
+    if not name:
+        raise missing_endpoint(modality)
+    aws = AwsSession(targets.region, targets.profile, connect_timeout=settings.connect_timeout_s)
+    try:
+        desc = aws.client("sagemaker").describe_endpoint(EndpointName=name)
+    except (bx.BotoCoreError, bx.ClientError) as exc:
+        err = aws_error(exc, f"describing the {modality} endpoint {name}", profile=targets.profile)
+        if isinstance(exc, bx.ClientError) and "Could not find" in str(exc):
+            raise BackendUnreachable(f"the {modality} endpoint {name} does not exist in {targets.region}; no load was "
+                                     "sent — a sweep never creates endpoints: deploy it (`python -m infra deploy`) "
+                                     "or name another with --endpoint") from None
+        raise err from None
+    status = desc.get("EndpointStatus")
+    if status != "InService":
+        raise BackendUnreachable(f"the {modality} endpoint {name} is {status}, not InService; no load was sent — a "
+                                 "sweep never starts or waits for endpoints: bring it up (`python -m infra resume` "
+                                 "or `python -m infra status`) and run the sweep again")
+    in_use = instance_type_in_use(desc) or _configured_type(aws, desc.get("EndpointConfigName"))
+    itype = in_use or instance_type
+    note = (f"SageMaker did not say which instance type runs {name}: give --instance-type or --price-per-hour for a "
+            "cost per unit")
+    return LoadTarget("sagemaker", f"SageMaker endpoint {name} ({targets.region})", "SageMaker endpoint",
+                      endpoint=name, region=targets.region, instance_type=itype,
+                      **_price(itype, targets.region, usd_per_hour, prices, without_type=note))
+
+
+def describe_target(backend: Backend, settings: Settings, modality: Modality, *, instance_type: str | None = None,
+                    usd_per_hour: float | None = None, prices: PriceTable | None = None) -> LoadTarget:
+    """The target the sweep will load, checked up and priced, before anything is sent. BackendUnreachable with a
+    message saying what to do when it is down; ConfigError when no endpoint is configured for the modality."""
+    check_price(usd_per_hour)
+    if instance_type is not None and not instance_type.strip():
+        raise InvalidInput("the instance type is empty: give one such as ml.g6.xlarge, or leave it out")
+    instance_type = instance_type.strip() if instance_type else None
+    if backend.name == "sagemaker":
+        return _sagemaker_target(settings, modality, instance_type, usd_per_hour, prices)
+    return _omni_target(backend, settings, modality, instance_type, usd_per_hour, prices)
