@@ -433,11 +433,18 @@ def cmd_cost(args: argparse.Namespace) -> int:
         else:
             assignments = {r: ROLE_PROFILES[r].default_pool[0] for r in ROLES}
         report = cost_of_types(region, assignments, prices, basis="planned (first choice of each pool)", pool_types=types)
+    from infra.pool_prices import deployment_pool_prices, planned_pool_prices
+
+    pools = (deployment_pool_prices(state, prices, {e.role: e.instance_type for e in status.endpoints if e.role})
+             if state is not None else planned_pool_prices(region, prices, tuple(types) if args.instance_types else None))
     if args.json:
-        _print_json(report.to_dict())
+        _print_json({**report.to_dict(), "pools": [p.to_dict() for p in pools]})
         return 0
     rows = [[line.instance_type, line.price.label(), ", ".join(line.endpoints) or "—"] for line in report.lines]
     print(_table(rows, ["instance type", "on-demand", "endpoints on it"]))
+    print("price range of each endpoint's pool (SageMaker takes the first entry with capacity):")
+    print(_table([[p.role, p.endpoint or "(planned)", p.range_label(), p.label().split(": ", 1)[1]] for p in pools],
+                 ["endpoint", "name", "min–max", "every entry (priority order)"]))
     print(f"{report.basis} in {region}: {_money(report.usd_per_hour)}/hour, {_money(report.usd_per_day)}/day"
           + (f", {_money(report.cost_so_far_usd)} so far" if report.cost_so_far_usd is not None else ""))
     print(prices.describe() + ".")
