@@ -23,6 +23,8 @@ def home() -> None:
     st.page_link(PAGES["video"], label="Video — Wan2.1-VACE jobs, conditioned on your images", icon="🎬")
     st.page_link(PAGES["endpoints"], label="Endpoints — the SageMaker deployment: status, cost, deploy, delete",
                  icon="☁️")
+    st.page_link(PAGES["capacity"], label="Capacity — load sweeps: how much a target holds, what a unit costs",
+                 icon="📈")
 
 
 PAGES = {
@@ -30,6 +32,7 @@ PAGES = {
     "image": st.Page("pages/image.py", title="Image", icon="🖼️", url_path="image"),
     "video": st.Page("pages/video.py", title="Video", icon="🎬", url_path="video"),
     "endpoints": st.Page("pages/endpoints.py", title="Endpoints", icon="☁️", url_path="endpoints"),
+    "capacity": st.Page("pages/capacity.py", title="Capacity", icon="📈", url_path="capacity"),
 }
 nav = st.navigation([st.Page(home, title="Home", icon="🏠", default=True), *PAGES.values()])
 # A bad setting (a variable, studio.toml): one message naming it on whichever page opens, no traceback.

@@ -223,6 +223,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prices", type=Path, help="the price table to fall back on (default: the shipped one)")
     p.add_argument("--no-price-list", action="store_true", help="do not ask the AWS Price List API; use the table")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("upgrade", parents=[aws, state, out, waiting, smoke], help="move endpoints to another image",
+                       description="New model(s) and endpoint config(s) with the image tag (names end in -v<n>), then "
+                                   "a blue/green UpdateEndpoint: all traffic at once, a bake watched by the endpoint's "
+                                   "error alarm (SageMaker rolls back if it trips); then the smoke test on the new "
+                                   "version, rolled back at once if it fails. The previous version is kept for "
+                                   "`rollback` until the next successful upgrade.")
+    p.add_argument("roles", nargs="*", type=_role, metavar="ENDPOINT", help="default: all in the deployment")
+    p.add_argument("--image-tag", required=True, help="the vllm DLC image tag to move to, e.g. omni-sagemaker-cuda-v1.7")
+    p.add_argument("--bake-seconds", type=float, default=600,
+                   help="how long SageMaker watches the new fleet before removing the old one (0-3600, default 600)")
+    p.set_defaults(func=cmd_upgrade)
+
+    p = sub.add_parser("rollback", parents=[aws, state, out, waiting, smoke], help="back to the previous version",
+                       description="Update each endpoint back to the version its current one superseded (kept since "
+                                   "the upgrade), then run the smoke test on it.")
+    p.add_argument("roles", nargs="*", type=_role, metavar="ENDPOINT", help="default: all in the deployment")
+    p.set_defaults(func=cmd_rollback)
     return parser
 
 
@@ -299,6 +317,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             for e in report.endpoints]
     print(f"deployment {report.deployment_id} in {report.region}")
     print(_table(rows, ["endpoint", "name", "status", "instance", "uptime", "$/hour", "cost so far", "smoke"]))
+    for e in report.endpoints:
+        if e.version:
+            print(f"{e.role} version: {e.version['label']}")
     if report.voice_model:
         print(f"voice model: {voice_model_label(report.voice_model)}")
     print(f"total: {_money(report.usd_per_hour)}/hour ({_money(report.usd_per_day)}/day), {_money(report.cost_so_far_usd)} "
@@ -495,6 +516,44 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"error: {report.regions[0].error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _report_versions(args: argparse.Namespace, report: Any) -> int:
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        from infra.versions import label
+
+        for o in report.outcomes.values():
+            print(o.summary())
+            for note in o.notes:
+                print(f"  {note}")
+            print(f"  {o.role} now: {label(report.state, o.role)}")
+        print(f"state: {report.state.path}")
+    err = report.error()
+    if err is not None:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    return 0
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    from infra.upgrade import upgrade
+
+    report = upgrade(args.state_file or default_state_file(), args.image_tag, tuple(args.roles) or None,
+                     region=args.region, profile=args.profile, bake_s=args.bake_seconds, smoke=not args.no_smoke,
+                     smoke_dir=args.smoke_dir, wait=_wait_settings(args), progress=ProgressPrinter(),
+                     smoke_progress=_print_smoke_check)
+    return _report_versions(args, report)
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from infra.upgrade import rollback
+
+    report = rollback(args.state_file or default_state_file(), tuple(args.roles) or None, region=args.region,
+                      profile=args.profile, smoke=not args.no_smoke, smoke_dir=args.smoke_dir,
+                      wait=_wait_settings(args), progress=ProgressPrinter(), smoke_progress=_print_smoke_check)
+    return _report_versions(args, report)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -292,6 +292,10 @@ def _converge_endpoint(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec
                 create=lambda: sm.create_endpoint_config(**spec.create_endpoint_config_request(ep))["EndpointConfigArn"])
         _ensure_endpoint(ctx, state, ep, rec, outcome, wait, progress, stop)
         _wait_in_service(ctx, state, ep, rec, outcome, wait, progress, stop)
+        if outcome.ok:  # its version 1 recorded, its rollback alarm put (infra/versions.py; never raises)
+            from infra.versions import after_deploy
+
+            after_deploy(ctx, state, ep.role, lambda m: progress(Progress(ep.role, "alarm", m)))
     except AWS_ERRORS as exc:
         outcome.status = "Error"
         outcome.error = translate(exc, f"deploy the {ep.role} endpoint", resumable=True)

@@ -173,13 +173,14 @@ class EndpointSpec:
     startup_timeout_s: int
     environment: dict[str, str] = field(default_factory=dict)
     model_data_uri: str | None = None  # model files from S3 (networks without internet)
+    image_tag: str | None = None  # set once `infra upgrade` moved this endpoint to another image (None: the spec's)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "role": self.role, "endpoint_name": self.endpoint_name, "config_name": self.config_name,
             "model_name": self.model_name, "model_id": self.model_id, "instance_types": list(self.pool.types),
             "kind": self.kind, "startup_timeout_s": self.startup_timeout_s, "environment": dict(self.environment),
-            "model_data_uri": self.model_data_uri,
+            "model_data_uri": self.model_data_uri, "image_tag": self.image_tag,
         }
 
     @classmethod
@@ -188,7 +189,7 @@ class EndpointSpec:
             role=d["role"], endpoint_name=d["endpoint_name"], config_name=d["config_name"],
             model_name=d["model_name"], model_id=d["model_id"], pool=InstancePool(tuple(d["instance_types"])),
             kind=d["kind"], startup_timeout_s=int(d["startup_timeout_s"]), environment=dict(d["environment"]),
-            model_data_uri=d.get("model_data_uri"),
+            model_data_uri=d.get("model_data_uri"), image_tag=d.get("image_tag"),
         )
 
 
@@ -213,6 +214,13 @@ class DeploymentSpec:
     @property
     def image_uri(self) -> str:
         return image_uri(self.region, self.image_tag)
+
+    def image_tag_of(self, ep: EndpointSpec) -> str:
+        """The image tag an endpoint runs: its own after an upgrade, else the deployment's."""
+        return ep.image_tag or self.image_tag
+
+    def image_uri_of(self, ep: EndpointSpec) -> str:
+        return image_uri(self.region, self.image_tag_of(ep))
 
     @property
     def roles(self) -> tuple[Role, ...]:
@@ -242,7 +250,7 @@ class DeploymentSpec:
 
     # -- the boto3 requests ----------------------------------------------------------------------
     def create_model_request(self, ep: EndpointSpec) -> dict[str, Any]:
-        container: dict[str, Any] = {"Image": self.image_uri, "Environment": dict(ep.environment)}
+        container: dict[str, Any] = {"Image": self.image_uri_of(ep), "Environment": dict(ep.environment)}
         if ep.model_data_uri:
             container["ModelDataSource"] = {"S3DataSource": {
                 "S3Uri": ep.model_data_uri, "S3DataType": "S3Prefix", "CompressionType": "None"}}

@@ -107,6 +107,8 @@ class DeploymentState:
     path: Path
     phase: Phase = "planned"
     bucket_created: bool = False  # we created the bucket (so --purge-s3 may remove it when empty)
+    # protocol.sagemaker.EndpointVersions per endpoint as plain dicts (infra.versions reads and writes them)
+    versions: dict[Role, dict[str, Any]] = field(default_factory=dict)
     updated_at: str = field(default_factory=utc_now)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
@@ -158,7 +160,8 @@ class DeploymentState:
         except UsageError as exc:  # a value the model's own checks refuse (e.g. an instance pool of 7 types)
             raise damaged(str(exc)) from None
         endpoints = {r: EndpointRecord.from_dict(data.endpoints[r].model_dump()) for r in ROLES if r in data.endpoints}
-        return cls(spec=spec, endpoints=endpoints, path=path, phase=data.phase, bucket_created=data.bucket_created,
+        versions = {r: v.model_dump() for r, v in data.versions.items()}
+        return cls(versions=versions, spec=spec, endpoints=endpoints, path=path, phase=data.phase, bucket_created=data.bucket_created,
                    updated_at=data.updated_at)
 
     @property
@@ -174,7 +177,11 @@ class DeploymentState:
 
     def resource_names(self) -> set[tuple[str, str]]:
         """(kind, name) of every resource this state plans or holds: what sweep must not call an orphan."""
-        return {(kind, rec.name) for ep in self.endpoints.values() for kind, rec in ep.resources()}
+        names = {(kind, rec.name) for ep in self.endpoints.values() for kind, rec in ep.resources()}
+        for history in self.versions.values():  # every version's model and config (infra.versions)
+            for v in history.get("versions", []):
+                names |= {("model", v["model_name"]), ("endpoint config", v["config_name"])}
+        return names
 
     def studio_settings(self) -> dict[str, Any]:
         """Settings overrides for the studio's SageMaker backend (services.settings.Settings fields)."""
@@ -198,6 +205,7 @@ class DeploymentState:
                 "kms_key": self.spec.kms_key,
                 "bucket_created": self.bucket_created,
                 "endpoints": {role: rec.to_dict() for role, rec in self.endpoints.items()},
+                "versions": {role: dict(v) for role, v in self.versions.items()},
                 "spec": self.spec.to_dict(),
             }
 

@@ -5,7 +5,7 @@ then until it is deleted). Read-only: it describes, it never changes anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ class EndpointStatus:
     created: str | None = None
     smoke: dict[str, Any] | None = None
     model_id: str | None = None  # what the deployment planned for it (the state file's spec)
+    version: dict[str, Any] | None = None  # the version in use and the others (infra.versions.summary)
 
     @property
     def task_types(self) -> tuple[str, ...]:
@@ -57,7 +58,7 @@ class EndpointStatus:
             "usd_per_hour": self.usd_per_hour, "price_basis": None if self.price is None else self.price.basis,
             "cost_so_far_usd": None if self.cost_so_far_usd is None else round(self.cost_so_far_usd, 4),
             "failure_reason": self.failure_reason, "created": self.created, "smoke": self.smoke,
-            "model_id": self.model_id, "task_types": list(self.task_types),
+            "model_id": self.model_id, "task_types": list(self.task_types), "version": self.version,
         }
 
 
@@ -148,6 +149,9 @@ def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
         fallback = rec.instance_type or state.spec.endpoint(role).pool.first
         rows.append(describe_endpoint_status(ctx, rec.endpoint.name, prices, role=role, fallback_type=fallback,
                                              smoke=rec.smoke, model_id=state.spec.endpoint(role).model_id))
+    from infra.versions import summary
+
+    rows = [replace(r, version=summary(state, r.role)) if r.role in state.endpoints else r for r in rows]
     return StatusReport(state.region, state.deployment_id, rows, prices, state.path)
 
 

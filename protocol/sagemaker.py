@@ -69,6 +69,7 @@ class EndpointPlan(_StateModel):
     startup_timeout_s: int
     environment: dict[str, str] = Field(default_factory=dict)
     model_data_uri: str | None = None
+    image_tag: str | None = None  # the image this endpoint runs when `infra upgrade` moved it off the spec's
 
 
 class DeploymentPlan(_StateModel):
@@ -89,6 +90,45 @@ class DeploymentPlan(_StateModel):
     security_groups: list[str] = Field(default_factory=list)
     user_tags: dict[str, str] = Field(default_factory=dict)
     endpoints: list[EndpointPlan]
+
+
+VersionStatus = Literal["creating", "updating", "in service", "superseded", "rolled back", "failed"]
+
+
+class VersionState(_StateModel):
+    """One version of an endpoint (`infra upgrade` / `rollback`): the image it runs, its model and endpoint
+    config (version 1 has the deployment's names, later ones `<endpoint>-v<n>`), when it was made, how it
+    went and its smoke test."""
+
+    number: int = Field(ge=1)
+    image_tag: str = Field(min_length=1)
+    model_name: str = Field(min_length=1)
+    config_name: str = Field(min_length=1)
+    created_at: str
+    status: VersionStatus
+    strategy: str | None = None  # how the endpoint moved to it: deploy | blue/green | plain update | rollback
+    smoke: dict[str, Any] | None = None
+    detail: str | None = None  # why it failed or was rolled back
+    resources_deleted: bool = False  # its model and config were removed (kept until the next good upgrade)
+
+
+class EndpointVersions(_StateModel):
+    """Every version of one endpoint, `current` the one in use, and the CloudWatch alarm (on its 5XX and
+    model errors) that a blue/green update's AutoRollbackConfiguration watches."""
+
+    current: int = Field(ge=1)
+    versions: list[VersionState] = Field(min_length=1)
+    alarm: str | None = None
+    alarm_created: bool = False  # infra put the alarm (delete removes it)
+
+    @model_validator(mode="after")
+    def _current_is_recorded(self) -> EndpointVersions:
+        numbers = [v.number for v in self.versions]
+        if len(set(numbers)) != len(numbers):
+            raise ValueError(f"versions records a version number twice ({', '.join(map(str, numbers))})")
+        if self.current not in numbers:
+            raise ValueError(f"current is version {self.current}, which versions does not record")
+        return self
 
 
 class DeploymentStateFile(_StateModel):
@@ -113,6 +153,7 @@ class DeploymentStateFile(_StateModel):
     bucket_created: bool = False
     endpoints: dict[Role, EndpointState] | None = None
     spec: DeploymentPlan | None = None
+    versions: dict[Role, EndpointVersions] = Field(default_factory=dict)  # empty: written before versions existed
 
     @model_validator(mode="after")
     def _roles_agree(self) -> DeploymentStateFile:

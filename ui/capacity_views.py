@@ -1,0 +1,168 @@
+"""The Capacity page's views: the work item's inputs, a sweep's live progress, and a report — its figures, the
+TTFA/latency p50 and p95 and the throughput versus concurrency (altair, Streamlit's own chart library) with the
+SLO line, the cost per unit, and a second report overlaid on the same charts."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import altair as alt
+import streamlit as st
+
+from services.images import DEFAULT_SIZE
+from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modality
+from services.load.plan import DEFAULT_IMAGE_PROMPT, DEFAULT_TEXT, DEFAULT_VIDEO_PROMPT
+from ui.resources import plain
+
+THROUGHPUT_TITLE = {"voice": "audio seconds per second", "image": "images per minute",
+                    "video": "video seconds per hour"}
+METRIC_TITLE = {"ttfa_ms": "first audio (ms)", "latency_s": "latency (s)"}
+
+
+def work_inputs(modality: Modality) -> dict[str, Any]:
+    """What every request of the sweep asks for (the same defaults as the CLI)."""
+    if modality == "voice":
+        return {"text": st.text_area("Text each session speaks", value=DEFAULT_TEXT, key="cap_text", height=90)}
+    if modality == "image":
+        c1, c2 = st.columns([3, 1])
+        return {"prompt": c1.text_input("Prompt", value=DEFAULT_IMAGE_PROMPT, key="cap_prompt_image"),
+                "size": c2.text_input("Size (WxH)", value=DEFAULT_SIZE, key="cap_size")}
+    return {"prompt": st.text_input("Motion prompt", value=DEFAULT_VIDEO_PROMPT, key="cap_prompt_video")}
+
+
+def work_values(modality: Modality) -> dict[str, Any]:
+    """The work item as the inputs hold it (read from the session state: a button's callback runs first)."""
+    state = st.session_state
+    if modality == "voice":
+        return {"text": state.get("cap_text", DEFAULT_TEXT)}
+    if modality == "image":
+        return {"prompt": state.get("cap_prompt_image", DEFAULT_IMAGE_PROMPT), "size": state.get("cap_size", DEFAULT_SIZE)}
+    return {"prompt": state.get("cap_prompt_video", DEFAULT_VIDEO_PROMPT)}
+
+
+def optional_price(text: str) -> float | None:
+    """The price box: blank for the price table's rate."""
+    from protocol.errors import InvalidInput
+
+    text = str(text).strip().lstrip("$")
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidInput(f"the price per hour must be a number of dollars, e.g. 1.1267 (or blank for the price "
+                           f"table's rate); got {text!r}") from None
+
+
+def progress(run) -> None:
+    """A running sweep's progress bar and its Stop button."""
+    p = run.progress()
+    if p is None:
+        st.progress(0.0, text="warming up: one request before the first level…")
+    else:
+        st.progress(p.fraction, text=p.text())
+    if st.button("Stop", key="cap_stop", help="no new requests; those in flight finish and the report keeps what ran"):
+        run.stop()
+
+
+def metric_of(report: LoadReport) -> str:
+    """The figure the charts put first: the SLO's, else first audio for voice and latency for the rest."""
+    if report.slo is not None:
+        return report.slo.metric
+    return "ttfa_ms" if report.modality == "voice" else "latency_s"
+
+
+def chart_rows(reports: list[LoadReport], metric: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(p50/p95 rows, throughput rows) of every level of every report, for the charts and for tests."""
+    figures, throughput = [], []
+    for r in reports:
+        name = r.label()
+        for lv in r.levels:
+            fig = lv.figure(metric)
+            for pct in ("p50", "p95"):
+                if fig[pct] is not None:
+                    figures.append({"report": name, "concurrency": lv.concurrency, "percentile": pct,
+                                    "value": fig[pct], "n": fig["n"]})
+            if lv.throughput is not None:
+                throughput.append({"report": name, "concurrency": lv.concurrency, "value": lv.throughput,
+                                   "ok": lv.ok, "errors": lv.errors})
+    return figures, throughput
+
+
+def charts(reports: list[LoadReport]) -> None:
+    """p50 and p95 versus concurrency with the SLO line; throughput versus concurrency. One colour per report."""
+    first = reports[0]
+    metric = metric_of(first)
+    figures, throughput = chart_rows(reports, metric)
+    x = alt.X("concurrency:Q", title="requests in flight", scale=alt.Scale(type="log", base=2))
+    colour = alt.Color("report:N", legend=alt.Legend(orient="bottom", labelLimit=400))
+    lines = alt.Chart(alt.Data(values=figures)).mark_line(point=True).encode(
+        x=x, y=alt.Y("value:Q", title=f"{METRIC_TITLE[metric]}, p50 and p95"), color=colour,
+        strokeDash=alt.StrokeDash("percentile:N", title="percentile"),
+        tooltip=["report:N", "concurrency:Q", "percentile:N", "value:Q", "n:Q"])
+    layers: list[Any] = [lines]
+    if first.slo is not None and first.slo.metric == metric:
+        rule = alt.Chart(alt.Data(values=[{"slo": first.slo.limit, "label": f"SLO: {first.slo.label()}"}]))
+        layers.append(rule.mark_rule(color="red", strokeDash=[6, 3]).encode(y="slo:Q", tooltip=["label:N"]))
+        layers.append(rule.mark_text(align="left", dx=4, dy=-6, color="red").encode(y="slo:Q", text="label:N"))
+    c1, c2 = st.columns(2)
+    with c1:
+        st.markdown(f"**{METRIC_TITLE[metric].capitalize()} versus concurrency**")
+        st.altair_chart(alt.layer(*layers), width="stretch")
+    with c2:
+        st.markdown(f"**Throughput versus concurrency** ({THROUGHPUT_TITLE[first.modality]})")
+        bars = alt.Chart(alt.Data(values=throughput)).mark_line(point=True).encode(
+            x=x, y=alt.Y("value:Q", title=THROUGHPUT_TITLE[first.modality]), color=colour,
+            tooltip=["report:N", "concurrency:Q", "value:Q", "ok:Q", "errors:Q"])
+        st.altair_chart(bars, width="stretch")
+
+
+def summary(report: LoadReport) -> None:
+    """Whose figures, the SLO's answer, the cost per unit and the levels' table."""
+    d = report.to_dict()
+    where = report.target + (f" on {report.instance_type}" if report.instance_type else "")
+    st.markdown(f"**{plain(report.label())}** — {plain(where)}")
+    if report.machine:
+        st.info(f"Figures of {plain(report.machine)}.", icon="🖥️")
+    if report.stopped:
+        st.warning(f"The sweep ended early: {plain(report.stopped)}.")
+    a, b, c = st.columns(3)
+    best = d["max_concurrency_within_slo"]
+    a.metric("Highest concurrency within the SLO", "—" if best is None else str(best),
+             help=report.slo.label() if report.slo else "no SLO was set")
+    cost = d["cost"]
+    value = cost[COST_KEY[report.modality]]
+    b.metric(f"Cost per {UNIT_WORD[report.modality]}", "—" if value is None else f"${value:.6g}",
+             help=None if value is None else f"at concurrency {cost['at_concurrency']}, ${report.usd_per_hour:.4f}/h")
+    c.metric("Price per hour", "—" if report.usd_per_hour is None else f"${report.usd_per_hour:.4f}",
+             help=report.price_source)
+    if value is None:
+        st.caption(f"No cost per unit: {plain(cost['note'])}.")
+    rows = []
+    for lv in d["levels"]:
+        row = {"concurrency": lv["concurrency"], "sent": lv["requests"], "ok": lv["ok"], "errors": lv["errors"],
+               "throttled": lv["throttled"]}
+        for key in ("ttfa_ms", "latency_s"):
+            if key in lv:
+                f = lv[key]
+                row[f"{key} p50"], row[f"{key} p95"], row[f"{key} max"], row[f"{key} n"] = f["p50"], f["p95"], f["max"], f["n"]
+        row[THROUGHPUT_KEY[report.modality]] = lv["throughput"][THROUGHPUT_KEY[report.modality]]
+        row["within SLO"] = lv["within_slo"]
+        rows.append(row)
+    st.dataframe(rows, hide_index=True, width="stretch")
+    st.caption("Percentiles are nearest-rank over the successful requests (n of them); the report's JSON has every "
+               "sample, so anyone can recompute them.")
+    for lv in d["levels"]:
+        for err in lv["first_errors"]:
+            st.caption(f"Level {lv['concurrency']}: {plain(err[:300])}")
+
+
+def report_choices(records: list[Any]) -> dict[str, str]:
+    """Saved reports for a select box: id -> label."""
+    out = {}
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
+        where = r.instance_type or r.target
+        out[r.id] = f"{(r.title + ' · ') if r.title else ''}{r.modality} · {where} · {when}"
+    return out
