@@ -123,7 +123,7 @@ async def handle(emu: Emulator, scope: dict[str, Any], receive: Any, send: Any) 
 
 
 async def _connect(emu: Emulator, endpoint: str, url: str) -> websockets.ClientConnection:
-    if (broken := versions.broken_reason(emu, endpoint)) is not None:  # faults.broken_images
+    if (broken := versions.broken_reason(emu.registry, endpoint)) is not None:  # faults.broken_images
         raise model_error(emu, endpoint, 500, broken)
     try:
         return await websockets.connect(

@@ -105,7 +105,7 @@ async def call_engine(
     """POST the body to the engine's route; a transport failure or timeout is a ModelError."""
     if not _ROUTE.match(route) or "/../" in f"{route}/":
         raise model_error(emu, endpoint, 400, f"invalid route {route!r} in CustomAttributes")
-    if (broken := versions.broken_reason(emu, endpoint)) is not None:  # faults.broken_images
+    if (broken := versions.broken_reason(emu.registry, endpoint)) is not None:  # faults.broken_images
         raise model_error(emu, endpoint, 500, broken)
     headers = {"Content-Type": content_type or "application/octet-stream", "Accept": accept or "*/*"}
     if attributes:

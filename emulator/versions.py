@@ -19,14 +19,15 @@ its health check instead (`failing_image`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from emulator.core import Emulator
-    from emulator.registry import Deployment, EndpointRecord, Registry
+# The registry imports this module, so its types are not imported here: `reg` is an emulator.registry.Registry,
+# `record` an EndpointRecord, `d` a Deployment.
+Registry = EndpointRecord = Deployment = Any
 
 log = logging.getLogger("emulator")
 
@@ -71,13 +72,13 @@ def failing_image(reg: Registry, deployments: list[Deployment]) -> str | None:
     return None
 
 
-def broken_reason(emu: Emulator, endpoint: str) -> str | None:
+def broken_reason(reg: Registry, endpoint: str) -> str | None:
     """The error a live fleet on a `faults.broken_images` image answers with; the error is counted."""
-    record = emu.registry.endpoints.get(endpoint.lower())
-    if record is None or not emu.config.faults.broken_images:
+    record = reg.endpoints.get(endpoint.lower())
+    if record is None or not reg.config.faults.broken_images:
         return None
     for d in record.live:
-        if (text := _match(emu.config.faults.broken_images, _images(emu.registry, d))) is not None:
+        if (text := _match(reg.config.faults.broken_images, _images(reg, d))) is not None:
             record.errors_on_live += 1
             return text
     return None
@@ -130,13 +131,7 @@ async def _watch(reg: Registry, record: EndpointRecord, alarms: list[str]) -> st
         remaining = record.status_since + reg.config.delays.bake_s - time.time()
         if remaining <= 0:
             return None
-        await _sleep(min(remaining, POLL_S))
-
-
-async def _sleep(seconds: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(seconds)
+        await asyncio.sleep(min(remaining, POLL_S))
 
 
 def describe_extras(record: EndpointRecord) -> dict[str, Any]:

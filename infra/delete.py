@@ -206,8 +206,10 @@ def delete_deployment(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
             state.save()
             from infra.versions import delete_all  # the other versions' models and configs, the rollback alarm
 
-            older, older_left = delete_all(ctx, state, role, progress)
-            return dels + older, verify_gone(ctx, rec.endpoint.name, rec.config.name, [rec.model.name]) + older_left, None
+            older, older_left = delete_all(ctx, state, role, lambda m: progress(Progress(role, "version", m)))
+            dels += [Deletion(kind, name, outcome, role, "" if kind == "alarm" else "older version")  # type: ignore[arg-type]
+                     for kind, name, outcome in older]
+            return dels, verify_gone(ctx, rec.endpoint.name, rec.config.name, [rec.model.name]) + older_left, None
         except AWS_ERRORS as exc:
             err = translate(exc, f"delete the {role} endpoint's resources", retry=DELETE_AGAIN)
         except InfraError as exc:

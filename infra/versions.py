@@ -219,28 +219,36 @@ def after_deploy(ctx: AwsContext, state: DeploymentState, role: Role, notify: No
         notify(f"could not record the {role} endpoint's version or put its rollback alarm: {exc}")
 
 
-def delete_all(ctx: AwsContext, state: DeploymentState, role: Role, progress: Any = None) -> tuple[list[Any], list[str]]:
+def delete_all(ctx: AwsContext, state: DeploymentState, role: Role, notify: Notify = _quiet) -> tuple[list[tuple[str, str, str]], list[str]]:
     """For `delete`, once the endpoint and its current model and config are gone: every other version's
-    model and config, and the rollback alarm. Returns (Deletions, what still exists). AWS errors propagate."""
-    from infra.delete import Deletion, verify_gone
-    from infra.deploy import Progress
-
+    model and config, and the rollback alarm. Returns ((kind, name, outcome), what still exists)."""
     h = state.versions.get(role)
     if not h:
         return [], []
-    notify = (lambda m: progress(Progress(role, "version", m))) if progress else _quiet
     others = [v["number"] for v in h["versions"] if v["number"] != h["current"] and not v["resources_deleted"]]
-    dels = [Deletion(kind, name, outcome, role, "older version")  # type: ignore[arg-type]
-            for kind, name, outcome in delete_version_resources(ctx, state, role, others, notify)]
+    done = delete_version_resources(ctx, state, role, others, notify)
     if (outcome := delete_alarm(ctx, state, role)) is not None:
-        dels.append(Deletion("alarm", alarm_name(state.record(role).endpoint.name), outcome, role))  # type: ignore[arg-type]
-        notify(f"alarm {alarm_name(state.record(role).endpoint.name)}: {outcome}")
-    left: list[str] = []
-    for v in h["versions"]:
-        if v["number"] != h["current"]:
-            left += verify_gone(ctx, None, v["config_name"], [v["model_name"]])
+        name = alarm_name(state.record(role).endpoint.name)
+        done.append(("alarm", name, outcome))
+        notify(f"alarm {name}: {outcome}")
+    left = [f"{kind} {name}" for v in h["versions"] if v["number"] != h["current"]
+            for kind, name in (("endpoint config", v["config_name"]), ("model", v["model_name"]))
+            if _exists(ctx, kind, name)]
     if not left:
         with state.lock:
             state.versions.pop(role, None)  # nothing of them is left
     state.save()
-    return dels, left
+    return done, left
+
+
+def _exists(ctx: AwsContext, kind: str, name: str) -> bool:
+    try:
+        if kind == "endpoint config":
+            ctx.sagemaker.describe_endpoint_config(EndpointConfigName=name)
+        else:
+            ctx.sagemaker.describe_model(ModelName=name)
+        return True
+    except AWS_ERRORS as exc:
+        if is_not_found(exc):
+            return False
+        raise
