@@ -64,19 +64,21 @@ def state_file(tmp_path: Path) -> Path:
     return tmp_path / "upgrade-state.json"
 
 
-@pytest.fixture(autouse=True)
-def cloudwatch_in_moto(emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> None:
-    """infra's CloudWatch calls straight to the emulator's moto, where the emulator reads the rollback alarms."""
+@pytest.fixture
+def aws(emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> EmulatorHandle:
+    """The emulator's environment, with infra's CloudWatch calls straight to its moto (where the emulator reads
+    the rollback alarms)."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_CLOUDWATCH", emulator_env.s3_url)
+    return emulator_env
 
 
 # ---------------------------------------------------------------------------------------------------------
 def test_upgrade_blue_green_with_the_smoke_test_then_rollback_and_delete_every_version(
-        emulator_env: EmulatorHandle, state_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+        aws: EmulatorHandle, state_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     state = deploy(state_file, "image")
     capsys.readouterr()
     name = state.record("image").endpoint.name
-    cw = emulator_env.client("cloudwatch")
+    cw = aws.client("cloudwatch")
     alarm = f"{name}-errors-rollback"
     (put,) = cw.describe_alarms(AlarmNames=[alarm])["MetricAlarms"]  # deploy put the rollback alarm
     assert {m["MetricStat"]["Metric"]["MetricName"] for m in put["Metrics"] if "MetricStat" in m} == {
@@ -84,11 +86,11 @@ def test_upgrade_blue_green_with_the_smoke_test_then_rollback_and_delete_every_v
     assert versions(state_file, "image")["versions"][0]["status"] == "in service"
 
     # The tag already in use: refused before anything is created.
-    before = listing(emulator_env)
+    before = listing(aws)
     assert infra_main(["upgrade", "image", "--image-tag", "omni-sagemaker-cuda-v1.6", "--state-file", str(state_file),
                        *CLI_FAST]) == 2
     assert "already runs omni-sagemaker-cuda-v1.6 (v1): nothing to upgrade" in capsys.readouterr().err
-    assert listing(emulator_env) == before
+    assert listing(aws) == before
 
     code = infra_main(["upgrade", "--image-tag", "omni-v1.7-good", "--state-file", str(state_file), "--json",
                        "--smoke-dir", str(tmp_path / "smoke"), *CLI_FAST])
@@ -99,13 +101,13 @@ def test_upgrade_blue_green_with_the_smoke_test_then_rollback_and_delete_every_v
         1, 2, "blue/green", "in service")
     assert report["smoke"]["ok"] and "PNG" in report["smoke"]["detail"]
     assert any("a 600 s bake watching the alarm" in n for n in report["notes"])
-    sm = emulator_env.client("sagemaker")
+    sm = aws.client("sagemaker")
     desc = sm.describe_endpoint(EndpointName=name)
     assert desc["EndpointConfigName"] == f"{name}-v2"
     assert desc["LastDeploymentConfig"]["AutoRollbackConfiguration"] == {"Alarms": [{"AlarmName": alarm}]}
     policy = desc["LastDeploymentConfig"]["BlueGreenUpdatePolicy"]
     assert policy["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 600}
-    assert image_of(emulator_env, name) == REPO + "omni-v1.7-good"
+    assert image_of(aws, name) == REPO + "omni-v1.7-good"
     recorded = versions(state_file, "image")
     assert recorded["current"] == 2
     assert [(v["number"], v["status"], v["image_tag"]) for v in recorded["versions"]] == [
@@ -125,7 +127,7 @@ def test_upgrade_blue_green_with_the_smoke_test_then_rollback_and_delete_every_v
     out = capsys.readouterr().out
     assert "image: v2 -> v1 (omni-sagemaker-cuda-v1.6) in service by plain update" in out
     assert sm.describe_endpoint(EndpointName=name)["EndpointConfigName"] == name
-    assert image_of(emulator_env, name) == REPO + "omni-sagemaker-cuda-v1.6"
+    assert image_of(aws, name) == REPO + "omni-sagemaker-cuda-v1.6"
     recorded = versions(state_file, "image")
     assert recorded["current"] == 1 and recorded["versions"][1]["status"] == "rolled back"
     # ... and nothing before v1: a second rollback is refused, saying why.
@@ -137,7 +139,7 @@ def test_upgrade_blue_green_with_the_smoke_test_then_rollback_and_delete_every_v
     assert infra_main(["upgrade", "--image-tag", "omni-v1.8", "--state-file", str(state_file), "--no-smoke",
                        *CLI_FAST]) == 0
     capsys.readouterr()
-    models = listing(emulator_env)["Models"]
+    models = listing(aws)["Models"]
     assert name in models and f"{name}-v3" in models and f"{name}-v2" not in models
     assert versions(state_file, "image")["versions"][1]["resources_deleted"]
 
@@ -145,15 +147,15 @@ def test_upgrade_blue_green_with_the_smoke_test_then_rollback_and_delete_every_v
     assert infra_main(["delete", "--state-file", str(state_file), *CLI_FAST]) == 0
     out = capsys.readouterr().out
     assert f"image: endpoint config {name}: deleted (older version)" in out and f"alarm {alarm}: deleted" in out
-    assert listing(emulator_env) == {"Models": [], "EndpointConfigs": [], "Endpoints": []}
+    assert listing(aws) == {"Models": [], "EndpointConfigs": [], "Endpoints": []}
     assert cw.describe_alarms(AlarmNames=[alarm])["MetricAlarms"] == []
 
 
-def test_a_new_version_that_fails_to_start_is_rolled_back_by_sagemaker(emulator_env: EmulatorHandle, state_file: Path,
+def test_a_new_version_that_fails_to_start_is_rolled_back_by_sagemaker(aws: EmulatorHandle, state_file: Path,
                                                                       capsys: pytest.CaptureFixture[str]):
     state = deploy(state_file, "voice", "image")
     capsys.readouterr()
-    emulator_env.set_faults(fail_images={"omni-v1.7-cuda13": "CUDA driver 535 is too old for CUDA 13"})
+    aws.set_faults(fail_images={"omni-v1.7-cuda13": "CUDA driver 535 is too old for CUDA 13"})
     code = infra_main(["upgrade", "voice", "--image-tag", "omni-v1.7-cuda13", "--state-file", str(state_file),
                        "--json", *CLI_FAST])
     out = capsys.readouterr()
@@ -163,7 +165,7 @@ def test_a_new_version_that_fails_to_start_is_rolled_back_by_sagemaker(emulator_
     assert "CUDA driver 535 is too old" in voice["detail"] and voice["smoke"] is None  # never smoke-tested
     assert "voice: v2 (omni-v1.7-cuda13) rolled back by SageMaker; v1 serves" in out.err
     name = state.record("voice").endpoint.name
-    assert image_of(emulator_env, name) == REPO + "omni-sagemaker-cuda-v1.6"
+    assert image_of(aws, name) == REPO + "omni-sagemaker-cuda-v1.6"
     recorded = versions(state_file, "voice")
     assert recorded["current"] == 1
     assert [(v["number"], v["status"]) for v in recorded["versions"]] == [(1, "in service"), (2, "rolled back")]
@@ -172,14 +174,14 @@ def test_a_new_version_that_fails_to_start_is_rolled_back_by_sagemaker(emulator_
     assert infra_main(["rollback", "voice", "--state-file", str(state_file), *CLI_FAST]) == 2
     assert "v1 (omni-sagemaker-cuda-v1.6) is its first version" in capsys.readouterr().err
     assert infra_main(["delete", "--state-file", str(state_file), *CLI_FAST]) == 0
-    assert listing(emulator_env)["Models"] == []
+    assert listing(aws)["Models"] == []
 
 
-def test_a_broken_version_fails_its_smoke_test_and_infra_rolls_it_back(emulator_env: EmulatorHandle, state_file: Path,
+def test_a_broken_version_fails_its_smoke_test_and_infra_rolls_it_back(aws: EmulatorHandle, state_file: Path,
                                                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     state = deploy(state_file, "image")
     capsys.readouterr()
-    emulator_env.set_faults(broken_images={"omni-v1.7-broken": "CUDA error: an illegal memory access"})
+    aws.set_faults(broken_images={"omni-v1.7-broken": "CUDA error: an illegal memory access"})
     code = infra_main(["upgrade", "--image-tag", "omni-v1.7-broken", "--state-file", str(state_file), "--json",
                        "--smoke-dir", str(tmp_path), *CLI_FAST])
     out = capsys.readouterr()
@@ -189,7 +191,7 @@ def test_a_broken_version_fails_its_smoke_test_and_infra_rolls_it_back(emulator_
     assert image["strategy"] == "blue/green, then back by a plain update"
     assert not image["smoke"]["ok"] and "illegal memory access" in image["smoke"]["detail"]
     name = state.record("image").endpoint.name
-    assert emulator_env.client("sagemaker").describe_endpoint(EndpointName=name)["EndpointConfigName"] == name
+    assert aws.client("sagemaker").describe_endpoint(EndpointName=name)["EndpointConfigName"] == name
     recorded = versions(state_file, "image")
     v2 = recorded["versions"][1]
     assert recorded["current"] == 1 and v2["status"] == "rolled back"
@@ -198,12 +200,12 @@ def test_a_broken_version_fails_its_smoke_test_and_infra_rolls_it_back(emulator_
     assert infra_main(["delete", "--state-file", str(state_file), *CLI_FAST]) == 0
 
 
-def test_an_alarm_during_the_bake_rolls_the_upgrade_back(emulator_env: EmulatorHandle, state_file: Path):
+def test_an_alarm_during_the_bake_rolls_the_upgrade_back(aws: EmulatorHandle, state_file: Path):
     state = deploy(state_file, "image")
     name = state.record("image").endpoint.name
     alarm = f"{name}-errors-rollback"
-    emulator_env.configure(delays={"bake_s": 60})  # the bake lasts until the alarm trips
-    cw = emulator_env.client("cloudwatch")
+    aws.configure(delays={"bake_s": 60})  # the bake lasts until the alarm trips
+    cw = aws.client("cloudwatch")
     tripped = threading.Event()
 
     def trip_during_the_bake(p: Progress) -> None:
@@ -216,26 +218,26 @@ def test_an_alarm_during_the_bake_rolls_the_upgrade_back(emulator_env: EmulatorH
     image = report.outcomes["image"]
     assert image.status == "rolled back" and image.rolled_back_by == "SageMaker"
     assert f"CloudWatch alarm {alarm} went into ALARM state during the baking period" in image.detail
-    assert emulator_env.client("sagemaker").describe_endpoint(EndpointName=name)["EndpointConfigName"] == name
+    assert aws.client("sagemaker").describe_endpoint(EndpointName=name)["EndpointConfigName"] == name
     assert report.error().exit_code == 5
     cw.set_alarm_state(AlarmName=alarm, StateValue="OK", StateReason="test over")
-    emulator_env.configure(delays={"bake_s": 0})
+    aws.configure(delays={"bake_s": 0})
     assert infra_main(["delete", "--state-file", str(state_file), *CLI_FAST]) == 0
 
 
 def test_where_the_guardrails_do_not_apply_a_plain_update_and_the_async_config_kept(
-        emulator_env: EmulatorHandle, state_file: Path, capsys: pytest.CaptureFixture[str]):
+        aws: EmulatorHandle, state_file: Path, capsys: pytest.CaptureFixture[str]):
     state = deploy(state_file, "video", extra=["--instance-types", "ml.inf1.xlarge"])
     capsys.readouterr()
     name = state.record("video").endpoint.name
-    alarm = emulator_env.client("cloudwatch").describe_alarms(AlarmNames=[f"{name}-errors-rollback"])["MetricAlarms"][0]
+    alarm = aws.client("cloudwatch").describe_alarms(AlarmNames=[f"{name}-errors-rollback"])["MetricAlarms"][0]
     assert "InvocationFailures" in json.dumps(alarm["Metrics"])  # the async endpoint's failures count too
     assert infra_main(["upgrade", "--image-tag", "omni-v1.7", "--state-file", str(state_file), "--no-smoke",
                        *CLI_FAST]) == 0
     out = capsys.readouterr().out
     assert "video: v1 -> v2 (omni-v1.7) in service by plain update" in out
     assert "SageMaker's deployment guardrails exclude Inf1 instances (ml.inf1.xlarge)" in out
-    sm = emulator_env.client("sagemaker")
+    sm = aws.client("sagemaker")
     desc = sm.describe_endpoint(EndpointName=name)
     assert desc["EndpointConfigName"] == f"{name}-v2" and "LastDeploymentConfig" not in desc
     config = sm.describe_endpoint_config(EndpointConfigName=f"{name}-v2")
@@ -244,12 +246,12 @@ def test_where_the_guardrails_do_not_apply_a_plain_update_and_the_async_config_k
     assert infra_main(["delete", "--state-file", str(state_file), *CLI_FAST]) == 0
 
 
-def test_upgrade_needs_quota_for_a_second_fleet_and_a_valid_tag(emulator_env: EmulatorHandle, state_file: Path,
+def test_upgrade_needs_quota_for_a_second_fleet_and_a_valid_tag(aws: EmulatorHandle, state_file: Path,
                                                                 capsys: pytest.CaptureFixture[str]):
     deploy(state_file, "voice", extra=["--instance-types", "ml.g6.xlarge"])
     capsys.readouterr()
-    before = listing(emulator_env)
-    emulator_env.configure(quotas={"ml.g6.xlarge": 1})
+    before = listing(aws)
+    aws.configure(quotas={"ml.g6.xlarge": 1})
     assert infra_main(["upgrade", "--image-tag", "omni-v1.7", "--state-file", str(state_file), *CLI_FAST]) == 4
     err = capsys.readouterr().err
     assert "an update brings the new fleet up beside the old one (blue/green)" in err and "nothing was changed" in err
@@ -261,5 +263,42 @@ def test_upgrade_needs_quota_for_a_second_fleet_and_a_valid_tag(emulator_env: Em
     assert infra_main(["upgrade", "--image-tag", "omni-v1.7", "--bake-seconds", "4000",
                        "--state-file", str(state_file)]) == 2
     assert "--bake-seconds 4000 is out of range" in capsys.readouterr().err
-    assert listing(emulator_env) == before
+    assert listing(aws) == before
     assert infra_main(["delete", "--state-file", str(state_file), *CLI_FAST]) == 0
+
+
+def test_versions_in_the_state_file_round_trip_and_damage_is_named(tmp_path: Path):
+    from datetime import UTC, datetime
+
+    from infra import versions as vs
+    from infra.errors import StateError
+    from infra.model import plan
+    from infra.upgrade import _switch
+
+    spec = plan(DeployOptions(roles=["voice"], role_arn=ROLE_ARN), account="123456789012", creator="me",
+                region="eu-west-1", now=datetime(2026, 12, 2, tzinfo=UTC), deployment_id="261202-000000-abcd")
+    path = tmp_path / "state.json"
+    state = DeploymentState.new(spec, path)
+    base = state.record("voice").endpoint.name
+    h = vs.history(state, "voice")  # version 1 from the spec
+    h["versions"].append({"number": 2, "image_tag": "omni-v1.7", "model_name": vs.version_name(base, 2),
+                          "config_name": vs.version_name(base, 2), "created_at": "2026-12-02T01:00:00Z",
+                          "status": "in service", "strategy": "blue/green", "smoke": None, "detail": None,
+                          "resources_deleted": False})
+    h["versions"][0]["status"] = "superseded"
+    _switch(state, "voice", 2)
+    again = DeploymentState.load(path)
+    assert again.spec.endpoint("voice").config_name == f"{base}-v2"
+    assert again.spec.image_uri_of(again.spec.endpoint("voice")).endswith("/vllm:omni-v1.7")
+    assert vs.label(again, "voice").startswith("v2 (omni-v1.7, blue/green, since 2026-12-02T01:00:00Z); v1 (")
+    assert ("model", base) in again.resource_names() and ("endpoint config", f"{base}-v2") in again.resource_names()
+    # Names stay within SageMaker's 63 characters, and stay distinct.
+    long = "x" * 60
+    assert len(vs.version_name(long, 12)) == 63 and vs.version_name(long, 12) != vs.version_name(long, 13)
+
+    data = json.loads(path.read_text())
+    data["versions"]["voice"]["current"] = 5
+    path.write_text(json.dumps(data))
+    with pytest.raises(StateError, match="versions.voice: Value error, current is version 5, which versions does "
+                                         "not record"):
+        DeploymentState.load(path)
