@@ -95,27 +95,37 @@ def charts(reports: list[LoadReport]) -> None:
     first = reports[0]
     metric = metric_of(first)
     figures, throughput = chart_rows(reports, metric)
-    x = alt.X("concurrency:Q", title="requests in flight", scale=alt.Scale(type="log", base=2))
-    colour = alt.Color("report:N", legend=alt.Legend(orient="bottom", labelLimit=400))
+    ticks = sorted({lv.concurrency for r in reports for lv in r.levels})
+    x = alt.X("concurrency:Q", title="requests in flight", scale=alt.Scale(type="log", base=2),
+              axis=alt.Axis(values=ticks, format="d"))
+    colour = alt.Color("report:N", legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=600))
+    top = max((row["value"] for row in figures), default=0.0)
+    slo = first.slo if first.slo is not None and first.slo.metric == metric else None
+    # An SLO far above every figure would flatten them against the axis: the line then sits on the chart's top
+    # edge and its label says where it really is.
+    far = slo is not None and top > 0 and slo.limit > 2 * top
+    y_scale = alt.Scale(domain=[0, top * 1.2], clamp=True) if far else alt.Undefined
     lines = alt.Chart(alt.Data(values=figures)).mark_line(point=True).encode(
-        x=x, y=alt.Y("value:Q", title=f"{METRIC_TITLE[metric]}, p50 and p95"), color=colour,
+        x=x, y=alt.Y("value:Q", title=f"{METRIC_TITLE[metric]}, p50 and p95", scale=y_scale), color=colour,
         strokeDash=alt.StrokeDash("percentile:N", title="percentile"),
         tooltip=["report:N", "concurrency:Q", "percentile:N", "value:Q", "n:Q"])
     layers: list[Any] = [lines]
-    if first.slo is not None and first.slo.metric == metric:
-        rule = alt.Chart(alt.Data(values=[{"slo": first.slo.limit, "label": f"SLO: {first.slo.label()}"}]))
+    if slo is not None:
+        label = f"SLO: {slo.label()}" + (" (above this chart)" if far else "")
+        rule = alt.Chart(alt.Data(values=[{"slo": top * 1.2 if far else slo.limit, "label": label}]))
         layers.append(rule.mark_rule(color="red", strokeDash=[6, 3]).encode(y="slo:Q", tooltip=["label:N"]))
-        layers.append(rule.mark_text(align="left", dx=4, dy=-6, color="red").encode(y="slo:Q", text="label:N"))
+        layers.append(rule.mark_text(align="left", dy=8 if far else -6, color="red").encode(
+            y="slo:Q", text="label:N", x=alt.value(4)))
     c1, c2 = st.columns(2)
     with c1:
         st.markdown(f"**{METRIC_TITLE[metric].capitalize()} versus concurrency**")
         st.altair_chart(alt.layer(*layers), width="stretch")
     with c2:
         st.markdown(f"**Throughput versus concurrency** ({THROUGHPUT_TITLE[first.modality]})")
-        bars = alt.Chart(alt.Data(values=throughput)).mark_line(point=True).encode(
+        line = alt.Chart(alt.Data(values=throughput)).mark_line(point=True).encode(
             x=x, y=alt.Y("value:Q", title=THROUGHPUT_TITLE[first.modality]), color=colour,
             tooltip=["report:N", "concurrency:Q", "value:Q", "ok:Q", "errors:Q"])
-        st.altair_chart(bars, width="stretch")
+        st.altair_chart(line, width="stretch")
 
 
 def summary(report: LoadReport) -> None:
@@ -163,6 +173,6 @@ def report_choices(records: list[Any]) -> dict[str, str]:
     out = {}
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
-        where = r.instance_type or r.target
-        out[r.id] = f"{(r.title + ' · ') if r.title else ''}{r.modality} · {where} · {when}"
+        where = r.instance_type or ("this machine" if r.report.get("machine") else r.target)
+        out[r.id] = f"{(r.title + ' · ') if r.title else ''}{r.modality} · {where} · {when}"  # as LoadReport.label()
     return out
