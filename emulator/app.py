@@ -4,7 +4,9 @@ Routes:
 - `POST /` — SageMaker, Service Quotas, the Price List API (JSON 1.1, by `X-Amz-Target`) and STS (query protocol)
 - `POST /endpoints/{name}/invocations`, `/async-invocations` — SageMaker Runtime
 - `POST /endpoints/{name}/invocations-bidirectional-stream` — the HTTP/2 bidirectional stream
-- `/_emulator/...` — admin: health, config and faults, reset, state (not AWS APIs; never counted)
+- `/schedules`, `/schedule-groups`, `/tags/...` — EventBridge Scheduler; Application Auto Scaling, CloudWatch
+  and IAM on `POST /` — passed on to moto with its gaps filled (emulator/lifecycle.py)
+- `/_emulator/...` — admin: health, config and faults, reset, state, clock (not AWS APIs; never counted)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from emulator import bidi, control, pricing, runtime
+from emulator import bidi, control, lifecycle, pricing, runtime
 from emulator.config import EmulatorConfig, describe_validation_error
 from emulator.core import Emulator
 from emulator.errors import (
@@ -40,9 +42,15 @@ def create_app(emu: Emulator) -> Any:
     @api.post("/")
     async def aws_json_or_query(request: Request) -> Response:
         target = request.headers.get("x-amz-target")
+        if target and lifecycle.json_target(emu, target):  # Application Auto Scaling, CloudWatch (to moto)
+            return await lifecycle.json_call(emu, request, target)
         if target:
             return await _json_protocol(emu, request, target)
+        if service := lifecycle.query_service(request):  # IAM, CloudWatch's query protocol (to moto)
+            return await lifecycle.query_call(emu, request, service)
         return await _sts(emu, request)
+
+    lifecycle.mount(api, emu)  # EventBridge Scheduler's REST routes, /_emulator/clock, /_emulator/lifecycle
 
     @api.post("/endpoints/{name}/invocations")
     async def invocations(name: str, request: Request) -> Response:
@@ -90,6 +98,7 @@ def create_app(emu: Emulator) -> Any:
     @api.post("/_emulator/reset")
     async def reset() -> dict[str, str]:
         emu.reset()
+        await emu.lifecycle.reset_services()
         return {"status": "reset"}
 
     @api.get("/_emulator/state")

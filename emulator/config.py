@@ -87,6 +87,18 @@ class Faults(BaseModel):
     bidi_cut_after_output_parts: int | None = Field(default=None, ge=0)
 
 
+class Autoscaling(BaseModel):
+    """How long scaling takes on the emulator's clock (emulator/autoscaling.py); tests move the clock."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scale_in_after_s: float = Field(default=900.0, ge=0)  # no job this long: target tracking scales in
+    scale_in_s: float = Field(default=120.0, ge=0)  # Updating while instances are released
+    scale_out_s: float = Field(default=480.0, ge=0)  # Updating while an instance starts (GPU, image, model)
+    # The HasBacklogWithoutCapacity alarm's delay; None: its own Period x DatapointsToAlarm.
+    alarm_delay_s: float | None = Field(default=None, ge=0)
+
+
 class EmulatorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -104,6 +116,7 @@ class EmulatorConfig(BaseModel):
     # The Price List stand-in's figures: region -> instance type -> USD per hour of hosting (None: its own).
     prices: dict[str, dict[str, float]] | None = None
     faults: Faults = Field(default_factory=Faults)
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
 
     @field_validator("quotas")
     @classmethod

@@ -111,7 +111,7 @@ def _variant_summary(d: Deployment, *, live: bool, status: str | None, since: fl
         "CurrentWeight": float(v.get("InitialVariantWeight", 1.0)),
         "DesiredWeight": float(v.get("InitialVariantWeight", 1.0)),
         "CurrentInstanceCount": count,
-        "DesiredInstanceCount": d.instance_count,
+        "DesiredInstanceCount": d.instance_count if d.desired_count is None else d.desired_count,
     }
     if d.images:
         out["DeployedImages"] = d.images

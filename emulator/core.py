@@ -45,7 +45,10 @@ class Emulator:
         self._s3: Any = None
         self._cloudwatch: Any = None
         self.jobs: set[asyncio.Task[None]] = set()
-        self.queues: dict[tuple[str, int], asyncio.Semaphore] = {}
+        self.queues: dict[tuple[str, int, int], asyncio.Semaphore] = {}
+        from emulator.lifecycle import Lifecycle  # schedules that fire, endpoints that scale (own clock)
+
+        self.lifecycle = Lifecycle(self)
 
     @property
     def config(self) -> EmulatorConfig:
@@ -62,8 +65,10 @@ class Emulator:
     async def start(self) -> None:
         # No proxies from the environment: everything the emulator calls lives on loopback.
         self.http = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(self.config.invocation_timeout_s, connect=5.0))
+        await self.lifecycle.start()
 
     async def close(self) -> None:
+        await self.lifecycle.stop()
         self.reset()
         if self.http is not None:
             await self.http.aclose()
@@ -76,6 +81,7 @@ class Emulator:
         self.meter.reset()
         self.queues.clear()
         self.config = self.initial_config
+        self.lifecycle.reset()
 
     # -- calls -------------------------------------------------------------------------------------
     def authorize(self, headers: Mapping[str, str]) -> Caller:

@@ -28,7 +28,8 @@ ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-sagemaker-execution"
 BIDI_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 DEFAULT_POOL = ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge"]
 # Service name (boto3) -> which listener serves it.
-_EMULATED = ("sagemaker", "sagemaker-runtime", "service-quotas", "sts", "pricing")
+_EMULATED = ("sagemaker", "sagemaker-runtime", "service-quotas", "sts", "pricing", "scheduler",
+             "application-autoscaling", "iam")
 _SESSION = boto3.session.Session(region_name=REGION)  # one session: its parsed service models are shared
 
 
@@ -90,6 +91,14 @@ class EmulatorHandle:
 
     def state(self) -> dict[str, Any]:
         return self._admin("GET", "state")
+
+    def advance_clock(self, seconds: float) -> dict[str, Any]:
+        """Move the emulator's clock (schedules, autoscaling) forward; returns what ran because of it."""
+        return self._admin("POST", "clock", {"advance_s": seconds})
+
+    def lifecycle(self) -> dict[str, Any]:
+        """The schedules it will fire, scalable targets, backlog and activities (emulator/lifecycle.py)."""
+        return self._admin("GET", "lifecycle")
 
 
 # --------------------------------------------------------------------------------------------------

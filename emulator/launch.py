@@ -64,6 +64,10 @@ def client_env(ready: dict[str, Any], *, tls: bool = False, access_key_id: str =
         "AWS_ENDPOINT_URL_SERVICE_QUOTAS": base,
         "AWS_ENDPOINT_URL_PRICING": base,  # the Price List stand-in (emulator/pricing.py)
         "AWS_ENDPOINT_URL_STS": base,
+        # The lifecycle's services: the emulator passes them on to moto and acts on them (emulator/lifecycle.py)
+        "AWS_ENDPOINT_URL_SCHEDULER": base,
+        "AWS_ENDPOINT_URL_APPLICATION_AUTO_SCALING": base,
+        "AWS_ENDPOINT_URL_IAM": base,
         "AWS_CA_BUNDLE": str(ready["ca_file"]),
         "AWS_ACCESS_KEY_ID": access_key_id,
         "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_ACCESS_KEY,

@@ -72,6 +72,7 @@ class Deployment:
     status_message: str
     failure: str | None = None  # set when no pool entry has capacity
     images: list[dict[str, Any]] = field(default_factory=list)  # DeployedImages, once provisioned
+    desired_count: int | None = None  # while autoscaling moves it (emulator/autoscaling.py)
 
     @property
     def name(self) -> str:

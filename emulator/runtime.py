@@ -247,6 +247,8 @@ async def invoke_async(emu: Emulator, request: Request, name: str) -> Response:
     task = asyncio.get_running_loop().create_task(_run_job(emu, record, job))
     emu.jobs.add(task)
     task.add_done_callback(emu.jobs.discard)
+    emu.lifecycle.autoscaling.arrived(record)  # the backlog autoscaling reads (ApproximateBacklogSize)
+    task.add_done_callback(lambda _: emu.lifecycle.autoscaling.finished(record))
     headers = {"X-Amzn-SageMaker-OutputLocation": output_location, "X-Amzn-SageMaker-FailureLocation": failure_location}
     return Response(json.dumps({"InferenceId": inference_id}), status_code=202, media_type="application/json", headers=headers)
 
@@ -265,10 +267,10 @@ async def _check_input(emu: Emulator, location: str) -> None:
 
 
 def _queue(emu: Emulator, record: EndpointRecord) -> asyncio.Semaphore:
-    key = (record.arn, record.generation)
+    instances = max(1, sum(d.instance_count for d in record.live))
+    key = (record.arn, record.generation, instances)  # autoscaling changes the count: a queue per fleet size
     if key not in emu.queues:
         per_instance = (record.async_config or {}).get("ClientConfig", {}).get("MaxConcurrentInvocationsPerInstance", 4)
-        instances = max(1, sum(d.instance_count for d in record.live))
         emu.queues[key] = asyncio.Semaphore(int(per_instance) * instances)
     return emu.queues[key]
 
@@ -282,6 +284,7 @@ async def _put(emu: Emulator, location: str, data: bytes, content_type: str, kms
 async def _run_job(emu: Emulator, record: EndpointRecord, job: AsyncJob) -> None:
     failure: str | None = None
     try:
+        await emu.lifecycle.autoscaling.wait_for_capacity(record)  # scaled to zero: queued until one runs
         async with _queue(emu, record):
             if time.monotonic() - job.accepted_at > job.ttl_s:
                 failure = f"Request {job.inference_id} expired: it waited in the queue longer than RequestTTLSeconds={job.ttl_s:.0f}"
