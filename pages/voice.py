@@ -90,8 +90,8 @@ with left:
     b1, b2, _ = st.columns([1, 1, 3])
     b1.button("Speak", type="primary", disabled=running, width="stretch", on_click=_start_speaking)
     b2.button("Stop", disabled=not running, width="stretch", on_click=_stop_speaking)
-    if state.get("voice_error"):
-        st.error(resources.plain(state["voice_error"]))
+    if error := state.pop("voice_error", None):  # shown once: the next change on the page clears it
+        st.error(resources.plain(error))
 
 with right:
     st.markdown("**Player**")

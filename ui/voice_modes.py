@@ -79,7 +79,7 @@ def mode_fields(mode: str, backend: Backend, voices: list[str], languages: list[
         taken = {v.name.lower() for v in saved}  # saved voices are for cloning, not presets
         c1.selectbox("Preset voice", [v for v in voices if v.lower() not in taken] or voices, key="voice_voice",
                      persist_state=KEEP)
-    c2.selectbox("Language", languages, key="voice_language")
+    (c2 if mode == "CustomVoice" else c1).selectbox("Language", languages, key="voice_language")
     if mode == "CustomVoice":
         st.text_input("Style (optional)", key="voice_style", max_chars=INSTRUCTIONS_MAX_CHARS, persist_state=KEEP,
                       placeholder="e.g. warm, slow, smiling", help="How the voice speaks, in your words")
@@ -111,7 +111,7 @@ def _new_clone_fields() -> None:
     if state.get("voice_ref_error"):
         st.error(plain(f"This reference cannot be used: {state['voice_ref_error']}"))
     elif ref is not None:
-        c1, c2 = st.columns([4, 1], vertical_alignment="center")
+        c1, c2 = st.columns([3, 1], vertical_alignment="center")
         c1.success(f"Reference ready: {ref.seconds:.1f} s, average level {ref.level_dbfs:.0f} dBFS.", icon="🎙️")
         c2.button("Remove", key="voice_ref_remove", on_click=forget_reference)
     st.text_input("Transcript of the recording (optional)", key="voice_ref_text", persist_state=KEEP,
@@ -254,7 +254,7 @@ def save_voice() -> None:
         v = resources.backend().voices.add(str(state.get("voice_save_name") or ""), reference,
                                            state["voice_consent_id"], ref_text=state.get("voice_ref_text"), who=who)
         state["voice_clone_source"], state["voice_saved"] = SAVED, v.name  # show it where it is picked
-        return f"Saved the voice {v.name!r} (consent id {v.consent_id}, saved by {who}): it is chosen below."
+        return f"Saved the voice {v.name!r} (consent id {v.consent_id}, saved by {who}): it is now chosen under “A saved voice”."
 
     _library_action(save)
 
