@@ -24,6 +24,10 @@ Inside a scenario, `studio.page` is a Playwright page already on the studio's ho
 returns the component iframe whose title contains that text, and `studio.stats(frame)` reads the
 inbound-rtp audio statistics of every RTCPeerConnection in that frame (recorded by an init script).
 The scenario returns a JSON-able dict; anything it prints goes to the test's output.
+
+A scenario that needs more of the browser says so in attributes of its function, read before Chromium starts:
+`scenario.chromium_args = f` (f(temp_dir) -> extra flags, e.g. a fake microphone fed from a WAV it writes there)
+and `scenario.permissions = ["microphone"]`.
 """
 
 from __future__ import annotations
@@ -232,14 +236,18 @@ def _main(target: str) -> dict[str, Any]:
 
     module_name, func_name = target.split(":")
     scenario = getattr(importlib.import_module(module_name), func_name)
+    extra_args = getattr(scenario, "chromium_args", None)  # this scenario's own flags only
     port = free_port()
     server = _rehearsal if os.environ.get(SERVER_ENV) == "rehearsal" else _streamlit
     with tempfile.TemporaryDirectory(prefix="omni-browser-") as tmp:
         log = Path(tmp) / "streamlit.log"
         with server(port, log), sync_playwright() as p:
             context = p.chromium.launch_persistent_context(
-                str(Path(tmp) / "profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                str(Path(tmp) / "profile"), executable_path=CHROMIUM, headless=True,
+                args=CHROMIUM_ARGS + (extra_args(Path(tmp)) if extra_args else []),
                 viewport={"width": 1400, "height": 1000},
+                # only when asked: an explicit empty list is not the default (it broke the player's ICE)
+                **({"permissions": scenario.permissions} if getattr(scenario, "permissions", None) else {}),
             )
             try:
                 context.add_init_script(_RECORD_PEER_CONNECTIONS)
