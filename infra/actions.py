@@ -1,6 +1,6 @@
 """Long infra operations run in the background, one at a time per state file, watched from elsewhere.
 
-The endpoints page starts `deploy`, `resume`, `smoke` or `delete` here and re-reads `runner.current()` on
+The endpoints page starts `deploy`, `resume`, `smoke`, `delete`, `upgrade` or `rollback` here and re-reads `runner.current()` on
 each refresh: what is running, the CLI command it corresponds to, its progress lines so far, and how it
 ended. Nothing here knows about Streamlit; every operation is the infra library call the CLI makes.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,10 @@ from typing import Any
 from infra.delete import delete_deployment
 from infra.deploy import Progress, WaitSettings, deploy, format_duration, resume
 from infra.errors import InfraError
-from infra.model import DeployOptions, deploy_command, shell_command
+from infra.model import DeployOptions, Role, deploy_command, shell_command
 from infra.smoke import SmokeCheck, smoke_deployment
 from infra.state import DeploymentState
+from infra.upgrade import DEFAULT_BAKE_S, rollback, upgrade
 from protocol.errors import StudioError
 
 MAX_LINES = 400  # progress lines kept per action (a long wait repeats itself)
@@ -123,6 +124,30 @@ class ActionRunner:
         args = ["--state-file", str(self.state_file)] + (["--purge-s3"] if purge_s3 else [])
         return self._start("delete", shell_command("delete", args), work)
 
+    def upgrade(self, image_tag: str, roles: Sequence[Role] = (), *, bake_s: float = DEFAULT_BAKE_S,
+                wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
+        """`python -m infra upgrade` (infra/upgrade.py): a new version per endpoint, blue/green, smoke-tested."""
+        def work(action: Action) -> tuple[bool, str]:
+            report = upgrade(self.state_file, image_tag, tuple(roles) or None, bake_s=bake_s, smoke=smoke,
+                             smoke_dir=self.smoke_dir, wait=wait, progress=self._progress(action),
+                             smoke_progress=lambda c: self._line(action, smoke_line(c)), stop=self._stop)
+            return self._finish_versions(action, report, f"now on {image_tag}")
+
+        args = [*roles, "--image-tag", image_tag, "--state-file", str(self.state_file)]
+        args += ([] if bake_s == DEFAULT_BAKE_S else ["--bake-seconds", f"{bake_s:g}"]) + ([] if smoke else ["--no-smoke"])
+        return self._start("upgrade", shell_command("upgrade", args), work)
+
+    def rollback(self, roles: Sequence[Role] = (), *, wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
+        """`python -m infra rollback`: back to the version the current one superseded."""
+        def work(action: Action) -> tuple[bool, str]:
+            report = rollback(self.state_file, tuple(roles) or None, smoke=smoke, smoke_dir=self.smoke_dir, wait=wait,
+                              progress=self._progress(action),
+                              smoke_progress=lambda c: self._line(action, smoke_line(c)), stop=self._stop)
+            return self._finish_versions(action, report, "back on the previous version")
+
+        args = [*roles, "--state-file", str(self.state_file)] + ([] if smoke else ["--no-smoke"])
+        return self._start("rollback", shell_command("rollback", args), work)
+
     def stop(self) -> None:
         """Ask a running deploy/resume to stop waiting (what exists stays recorded; resume goes on)."""
         self._stop.set()
@@ -139,6 +164,14 @@ class ActionRunner:
         report = self._smoke(action, result.state)
         return report.ok, "all endpoints InService, smoke test passed" if report.ok else \
             "all endpoints InService, but the smoke test FAILED"
+
+    def _finish_versions(self, action: Action, report: Any, done: str) -> tuple[bool, str]:
+        for outcome in report.outcomes.values():
+            self._line(action, outcome.summary())
+            for note in outcome.notes:
+                self._line(action, f"  {note}")
+        err = report.error()
+        return report.ok, (", ".join(report.outcomes) + f": {done}") if report.ok else str(err)
 
     def _smoke(self, action: Action, state: DeploymentState | None = None) -> Any:
         return smoke_deployment(state or DeploymentState.load(self.state_file), self.smoke_dir,

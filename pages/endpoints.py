@@ -1,5 +1,6 @@
 """Endpoints: the SageMaker deployment in the state file — status, instance, uptime, cost, smoke result —
-and the actions that stand it up and tear it down, each with its progress and the CLI line it runs."""
+and the actions that stand it up, upgrade or roll back its image and tear it down, each with its progress and
+the CLI line it runs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES
 from protocol.errors import StudioError
 from ui import resources
 from ui.endpoints_views import action_panel, delete_plan, load_state, status_panel, voice_model_picker
+from ui.versions_views import versions_panel
 
 state = st.session_state
 REFRESH_S = 2.0
@@ -99,3 +101,4 @@ else:
             if n.button("Cancel", key="delete_cancel"):
                 state["confirm_delete"] = False
                 st.rerun()
+    versions_panel(deployment, runner, wait, busy)  # the version in use, Upgrade, Roll back
