@@ -203,3 +203,10 @@ def test_plan_guard_rails_and_work_checks():
         LoadPlan.build("image", levels="1", requests=1, work={"colour": "red"})
     with pytest.raises(InvalidInput, match="no text to speak"):
         LoadPlan.build("voice", levels="1", requests=1, work={"text": ""})
+
+
+def test_unit_prices_read_as_dollars_with_four_significant_digits():
+    from services.load import usd
+
+    assert usd(1.1267 / 120) == "$0.009389" and usd(1.052e-6) == "$0.000001052"
+    assert usd(1.1267) == "$1.1267" and usd(None) == "—" and usd(0.01) == "$0.01000"

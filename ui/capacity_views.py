@@ -11,7 +11,7 @@ import altair as alt
 import streamlit as st
 
 from services.images import DEFAULT_SIZE
-from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modality
+from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modality, usd
 from services.load.plan import DEFAULT_IMAGE_PROMPT, DEFAULT_TEXT, DEFAULT_VIDEO_PROMPT
 from ui.resources import plain
 
@@ -143,7 +143,7 @@ def summary(report: LoadReport) -> None:
              help=report.slo.label() if report.slo else "no SLO was set")
     cost = d["cost"]
     value = cost[COST_KEY[report.modality]]
-    b.metric(f"Cost per {UNIT_WORD[report.modality]}", "—" if value is None else f"${value:.6g}",
+    b.metric(f"Cost per {UNIT_WORD[report.modality]}", usd(value),
              help=None if value is None else f"at concurrency {cost['at_concurrency']}, ${report.usd_per_hour:.4f}/h")
     c.metric("Price per hour", "—" if report.usd_per_hour is None else f"${report.usd_per_hour:.4f}",
              help=report.price_source)

@@ -53,6 +53,7 @@ from services.load import (
     run_sweep,
     slo_latency_s,
     slo_ttfa_ms,
+    usd,
 )
 
 
@@ -275,7 +276,7 @@ def render(report: LoadReport) -> str:
     value = cost[COST_KEY[m]]
     if value is not None:
         tp = cost["throughput"][key]
-        lines.append(f"cost: ${value:.6f} per {UNIT_WORD[m]} at concurrency {cost['at_concurrency']} "
+        lines.append(f"cost: {usd(value)} per {UNIT_WORD[m]} at concurrency {cost['at_concurrency']} "
                      f"({tp:g} {key.replace('_', ' ')} at ${report.usd_per_hour:.4f}/h, {report.price_source})")
     else:
         lines.append(f"cost: none — {cost['note']}")
