@@ -476,6 +476,49 @@ def test_the_offline_engine_says_styles_designs_and_clones_are_a_preview(
     assert any("Offline preview" in c.value and "Qwen3-TTS" in c.value for c in at.caption)
 
 
+def test_on_sagemaker_saved_voices_are_the_studios_records_and_the_page_says_so(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webrtc_inert: None) -> None:
+    """SageMaker cannot list or delete a voice: the choice lists the studio's records, the notice says so, and the
+    button forgets the record. (Its voice library swapped in; speech still goes to the engine.)"""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import ui.resources
+    from services.history import History
+    from services.speech.voices import SageMakerVoices
+
+    history = History(tmp_path / "data")
+    voices = SageMakerVoices(SimpleNamespace(region="us-east-1", profile=None), "studio-voice", history)
+    history.record_voice(voices.record_target, "anna", "consent-0412", who="dana")
+    real, made = ui.resources._backend, {}
+
+    def backend(*choice):
+        if choice not in made:
+            made[choice] = dataclasses.replace(real(*choice), voices=voices)
+        return made[choice]
+
+    monkeypatch.setattr(ui.resources, "_backend", backend)
+    at = _page(monkeypatch, tmp_path, engine_url)
+    at.radio(key="voice_mode").set_value("Base").run()
+    at.radio(key="voice_clone_source").set_value("saved").run()
+    assert at.selectbox(key="voice_saved").options == ["anna"]
+    notice = _captions(at).replace("\\", "")
+    assert "SageMaker forwards only uploads" in notice and "cannot be deleted there" in notice
+    assert "consent id consent-0412 · saved by dana" in notice
+    _button(at, "Forget").click().run()
+    assert any("forgot its record of 'anna'" in s.value.replace("\\", "") for s in at.success)
+    assert not [s for s in at.selectbox if s.key == "voice_saved"]
+    assert history.voice_records(include_removed=True)[0].removal == "forgotten"
+
+
+def test_an_uploaded_file_is_a_reference_too(page: AppTest) -> None:
+    page.radio(key="voice_mode").set_value("Base").run()
+    page.radio(key="voice_ref_how").set_value("upload").run()
+    page.get("file_uploader")[0].set_value(("speaker.wav", _reference_wav(8.0), "audio/wav")).run()
+    assert not page.exception, page.exception
+    assert any("Reference ready: 8.0 s" in s.value for s in page.success)
+
+
 def _tone_wav(signal: np.ndarray) -> bytes:
     from services.speech import wav_bytes
 
