@@ -31,7 +31,7 @@ from infra.pricing import (
 SERVICE_CODE = "AmazonSageMaker"
 PriceSource = Literal["price list", "table", "table (us-east-1 rate)", "none"]
 API_NAME = "the AWS Price List API"
-TABLE_NAME = "the bundled price table (infra/prices.json)"
+TABLE_NAME = "the bundled price table (services/prices.json)"
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def test_plan_falls_back_to_the_bundled_table_when_the_price_list_cannot_be_reac
     assert {e["price_source"] for e in region["entries"]} == {"table"}
     assert region["recommendation"]["voice"]["usd_per_hour"] == table.hourly("ml.g4dn.xlarge", "us-east-1").usd_per_hour
     assert infra_main(["plan", "--regions", "us-east-1"]) == 0
-    assert f"prices from the bundled price table (infra/prices.json), as of {table.as_of.isoformat()} — the AWS " \
+    assert f"prices from the bundled price table (services/prices.json), as of {table.as_of.isoformat()} — the AWS " \
            "Price List API could not be reached" in capsys.readouterr().out
 
 
