@@ -15,6 +15,8 @@ from infra.pool_prices import deployment_pool_prices, planned_pool_prices, pool_
 from infra.pricing import PriceTable, load_prices
 from infra.state import DeploymentState
 
+pytest_plugins = ["tests.emulator_support"]
+
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = PriceTable("hand-made", date(2026, 1, 1), "USD",
                    {"us-east-1": {"ml.g6.xlarge": 1.0, "ml.g6e.xlarge": 2.5, "ml.g5.xlarge": 1.5}})
@@ -73,3 +75,34 @@ def test_infra_cost_prints_every_pool_entry(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     assert "price range of each endpoint's pool" in r.stdout
     assert "$1.1267–$1.4080/h" in r.stdout and "ml.g5.xlarge $1.4080, ml.g6.xlarge $1.1267" in r.stdout
+
+
+def test_the_endpoints_page_shows_each_pools_range(emulator_env, monkeypatch, tmp_path: Path):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests.emulator_support import deploy_endpoint
+
+    spec = plan(DeployOptions(role_arn="arn:aws:iam::123456789012:role/x", roles=("voice", "image")),
+                account=emulator_env.account_id, creator="arn:aws:iam::123456789012:user/ana", region=emulator_env.region,
+                now=datetime(2026, 1, 1, tzinfo=UTC), deployment_id="260101-000000-abcd")
+    state = DeploymentState.new(spec, tmp_path / "state.json")
+    state.save()
+    deploy_endpoint(emulator_env, spec.endpoint("voice").endpoint_name)  # the published pool; g6 has capacity
+    for key, value in {"OMNI_STUDIO_CONFIG": "", "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"),
+                       "OMNI_STUDIO_STATE_FILE": str(state.path), "OMNI_STUDIO_BACKEND": "sagemaker",
+                       "OMNI_STUDIO_COST_BANNER": "off"}.items():
+        monkeypatch.setenv(key, value)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page("pages/endpoints.py")
+    at.run()
+    assert not at.exception, at.exception[0].message if at.exception else ""
+    rows = {r["endpoint"]: r for r in at.dataframe[0].value.to_dict("records")}
+    shipped = load_prices()
+    rates = [shipped.hourly(t, emulator_env.region).usd_per_hour for t in PUBLISHED_POOL]
+    assert rows["voice"]["pool $/hour (min–max)"] == f"${min(rates):.4f}–${max(rates):.4f}/h"
+    assert "ml.g6.xlarge $1.1267 (in use)" in rows["voice"]["pool entries"]
+    assert rows["image"]["status"] == "gone" and rows["image"]["pool $/hour (min–max)"] == "$1.1267–$2.6100/h"
+    assert "ml.g4dn.xlarge" not in rows["image"]["pool entries"]

@@ -1,5 +1,5 @@
 """The endpoints page's views: the voice model choice of the deploy form, the deployment's status table with
-costs (and each endpoint's model, the voice one with what it can do), the running (or last) infra action with
+costs (and each endpoint's model, the voice one with what it can do, and the price range of its pool), the running (or last) infra action with
 its CLI line and output, and the delete confirmation that names what goes."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import streamlit as st
 
 from infra import DEFAULT_VOICE_MODEL, DeploymentState, deletion_plan, deployment_status, voice_model_label
 from infra.deploy import format_duration
+from infra.pool_prices import deployment_pool_prices
 from protocol.errors import StudioError
 from protocol.speech import VOICE_MODELS
 from ui.resources import code, plain
@@ -71,10 +72,13 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
     except StudioError as exc:
         st.error(f"Cannot read the endpoints' status: {plain(exc)}")
         return False
+    pools = pool_ranges(state_file, report)
     rows = [{"endpoint": e.role or "—", "name": e.endpoint_name, "status": e.status,
              "instance": e.instance_type or "—", "uptime": format_duration(e.uptime_s),
-             "$/hour": money(e.usd_per_hour), "cost so far": money(e.cost_so_far_usd), "smoke test": smoke(e.smoke),
-             "model": e.model_id or "—", "can do": ", ".join(e.task_types) or "—"}
+             "$/hour": money(e.usd_per_hour), "pool $/hour (min–max)": pools[e.role].range_label() if e.role in pools else "—",
+             "cost so far": money(e.cost_so_far_usd), "smoke test": smoke(e.smoke),
+             "model": e.model_id or "—", "can do": ", ".join(e.task_types) or "—",
+             "pool entries": pools[e.role].label().split(": ", 1)[1] if e.role in pools else "—"}
             for e in report.endpoints]
     st.dataframe(rows, hide_index=True, width="stretch")
     a, b, c = st.columns(3)
@@ -82,7 +86,8 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
     b.metric("Per day", money(report.usd_per_day))
     c.metric("Cost so far", money(report.cost_so_far_usd))
     st.caption(f"Deployment {plain(report.deployment_id or '—')} in {plain(report.region)}; "
-               "on-demand prices from the shipped table (`python -m infra cost` shows its date and source).")
+               "on-demand prices from the shipped table (`python -m infra cost` shows its date and source). The pool "
+               "range is what each entry of the endpoint's pool costs: SageMaker takes the first with capacity.")
     if report.voice_model:
         st.caption(f"Voice model {plain(voice_model_label(report.voice_model))} — the voice page offers only that; "
                    "another needs a new deployment (`deploy --voice-model`).")
@@ -90,6 +95,16 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
         if e.failure_reason:
             st.error(f"{plain(e.role or e.endpoint_name)} failed: {plain(e.failure_reason)}")
     return report.creating
+
+
+def pool_ranges(state_file: Path, report) -> dict:
+    """Role -> the priced pool (infra/pool_prices.py), the entry in use marked; {} when the file cannot say."""
+    try:
+        state = DeploymentState.load(state_file)
+    except StudioError:
+        return {}
+    in_use = {e.role: e.instance_type for e in report.endpoints if e.role}
+    return {p.role: p for p in deployment_pool_prices(state, report.prices, in_use)}
 
 
 def action_panel(action) -> None:
