@@ -318,6 +318,16 @@ class History:
         self._update(job_id, sets, only_if=UNFINISHED)
         return self.get(job_id)
 
+    def note(self, job_id: str, notice: str | None) -> None:
+        """What a person should see while the job runs (meta["notice"], e.g. "starting an instance (about
+        8 min)"); None removes it. Only while the job is unfinished."""
+        meta = dict(self.get(job_id).meta)
+        if notice is None:
+            meta.pop("notice", None)
+        else:
+            meta["notice"] = notice
+        self._update(job_id, {"meta": json.dumps(meta)}, only_if=UNFINISHED)
+
     def succeed(self, job_id: str, outputs: Mapping[str, bytes], *, timings: Mapping[str, float] | None = None,
                 meta: Mapping[str, Any] | None = None) -> Job:
         """Save the result files, then mark the job succeeded with its timings (one transaction)."""

@@ -82,7 +82,8 @@ def chosen_reference(gallery: Gallery) -> tuple[bytes | None, str | None]:
 
 def running_jobs(jobs: list[Job]) -> None:
     for job in jobs:
-        st.info(plain(f"{label(job)} for {seconds(job.elapsed_s())} — {shorten(job.prompt, PROGRESS_TEXT)} "
+        notice = f": {job.meta['notice']}" if job.meta.get("notice") else ""  # e.g. starting an instance
+        st.info(plain(f"{label(job)}{notice} for {seconds(job.elapsed_s())} — {shorten(job.prompt, PROGRESS_TEXT)} "
                       f"({video_summary(job)})"), icon="⏳")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -123,9 +123,10 @@ class VideoClient:
     def poll(self, handle: JobHandle, wait_s: float = 0.0) -> JobState:
         return self.transport.poll(handle, wait_s)
 
-    def wait(self, handle: JobHandle, *, timeout_s: float = JOB_TIMEOUT_S,
-             stop: threading.Event | None = None) -> JobState:
-        """Poll with backoff until the job is final (or `timeout_s` passes: JobFailed, the job may go on)."""
+    def wait(self, handle: JobHandle, *, timeout_s: float = JOB_TIMEOUT_S, stop: threading.Event | None = None,
+             on_running: Callable[[JobState], None] | None = None) -> JobState:
+        """Poll with backoff until the job is final (or `timeout_s` passes: JobFailed, the job may go on);
+        `on_running` sees each state while it runs (its `notice` is for the person waiting)."""
         deadline = time.monotonic() + timeout_s
         for wait in poll_intervals(most=getattr(self.transport, "poll_max_s", POLL_MAX_S)):
             left = deadline - time.monotonic()
@@ -137,6 +138,8 @@ class VideoClient:
             state = self.transport.poll(handle, min(wait, left))
             if state.state != "running":
                 return state
+            if on_running is not None:
+                on_running(state)
         raise AssertionError  # poll_intervals never ends
 
     def result(self, handle: JobHandle) -> VideoPayload:

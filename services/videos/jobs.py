@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from protocol.errors import StudioError
 from services.videos.client import JOB_TIMEOUT_S, VideoClient, check_mp4
 from services.videos.request import MultipartBody, VideoRequest
-from services.videos.transports import JobHandle
+from services.videos.transports import JobHandle, JobState
 
 if TYPE_CHECKING:
     from services.history import History, Job
@@ -120,7 +120,16 @@ class VideoJobs:
             return time.perf_counter() - perf_t0 if perf_t0 is not None else time.time() - (wall_from or time.time())
 
         try:
-            state = self.client.wait(handle, timeout_s=self.job_timeout_s, stop=self._stop)
+            shown: list[str | None] = [None]
+
+            def notice(running: JobState) -> None:  # e.g. "starting an instance": kept with the job for the page
+                if running.notice != shown[0]:
+                    shown[0] = running.notice
+                    self.history.note(job_id, running.notice)
+
+            state = self.client.wait(handle, timeout_s=self.job_timeout_s, stop=self._stop, on_running=notice)
+            if shown[0] is not None:
+                self.history.note(job_id, None)  # over: the notice is no longer true
             if state.state == "lost":
                 self._record_failure(job_id, state.error or "the server lost the job", status="interrupted")
                 return

@@ -9,6 +9,7 @@ objects again. Implements the video transport interface of services/videos/trans
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -30,6 +31,13 @@ VIDEO_POLL_MAX_S = 0.25
 
 
 FAILURE_POLL_S = 1.0
+# A video endpoint scaled to zero (python -m infra deploy scales it so when idle) starts an instance for a job
+# that arrives: about this long (the alarm's two minutes, a GPU instance, the image, the model). While it does,
+# the job says so (JobState.notice) instead of looking stuck; DescribeEndpoint is asked at most every
+# CAPACITY_CHECK_S (a missing sagemaker:DescribeEndpoint permission only loses the notice).
+COLD_START_S = 600.0
+CAPACITY_CHECK_S = 5.0
+STARTING = "starting an instance"
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -55,6 +63,7 @@ class SageMakerVideoTransport:
         self.inline_limit = inline_limit
         self.target = f"sagemaker://{aws.region}/{endpoint}" if endpoint else "SageMaker (no video endpoint)"
         self._failure_checked: dict[str, float] = {}  # job id -> when its failure object was last looked for
+        self._capacity: dict[str, tuple[float, bool]] = {}  # job id -> (when checked, an instance runs)
         self._lock = threading.Lock()
 
     # -- submit ------------------------------------------------------------------------------------
@@ -81,6 +90,8 @@ class SageMakerVideoTransport:
             raise aws_error(exc, f"submitting to video endpoint {self.endpoint}", profile=self.aws.profile) from None
         data["output"] = resp["OutputLocation"]
         data["failure"] = resp.get("FailureLocation") or ""
+        if self._instances() == 0:  # scaled to zero: the job waits for an instance to start
+            data["cold_since"] = f"{time.time():.3f}"
         return JobHandle(self.kind, self.target, resp.get("InferenceId") or inference_id, resumable=True, data=data)
 
     def _upload(self, inference_id: str, body: bytes) -> str:
@@ -150,7 +161,35 @@ class SageMakerVideoTransport:
                     time.sleep(wait_s)
         except StudioError as exc:
             return JobState("failed", error=str(exc))
-        return JobState("running", detail=f"waiting for {output}")
+        return JobState("running", detail=f"waiting for {output}", notice=self._starting(handle))
+
+    # -- an endpoint scaled to zero ------------------------------------------------------------------
+    def _instances(self) -> int | None:
+        """Instances the video endpoint runs now (DescribeEndpoint); None when it cannot be told."""
+        try:
+            desc = self.aws.client("sagemaker").describe_endpoint(EndpointName=self.endpoint)
+        except (StudioError, bx.BotoCoreError, bx.ClientError):
+            return None
+        counts = [v.get("CurrentInstanceCount") for v in desc.get("ProductionVariants") or []]
+        return None if not counts or None in counts else sum(counts)
+
+    def _starting(self, handle: JobHandle) -> str | None:
+        """"starting an instance (about N min)" while a job submitted at zero instances waits for one."""
+        since = handle.data.get("cold_since")
+        if not since:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            checked, warm = self._capacity.get(handle.id, (float("-inf"), False))
+        if warm:
+            return None
+        if now - checked >= CAPACITY_CHECK_S:
+            warm = bool(self._instances())
+            with self._lock:
+                self._capacity[handle.id] = (now, warm)
+            if warm:
+                return None
+        return starting_notice(time.time() - float(since))
 
     def _failure_due(self, job_id: str) -> bool:
         now = time.monotonic()
@@ -163,6 +202,7 @@ class SageMakerVideoTransport:
     def fetch(self, handle: JobHandle) -> VideoPayload:
         with self._lock:
             self._failure_checked.pop(handle.id, None)
+            self._capacity.pop(handle.id, None)
         output = handle.data.get("output")
         if not output:
             raise JobFailed(f"the job record for {handle.id} has no output location")
@@ -172,3 +212,11 @@ class SageMakerVideoTransport:
 
     def can_resume(self, handle: JobHandle) -> bool:
         return handle.transport == self.kind and handle.target == self.target and bool(handle.data.get("output"))
+
+
+def starting_notice(waited_s: float) -> str:
+    """`starting an instance (about 8 min)`, counting down from COLD_START_S; past it, says so."""
+    left = COLD_START_S - waited_s
+    if left <= 0:
+        return f"{STARTING} (taking longer than the usual {COLD_START_S / 60:.0f} min)"
+    return f"{STARTING} (about {max(1, math.ceil(left / 60))} min)"

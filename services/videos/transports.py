@@ -60,6 +60,7 @@ class JobState:
     state: Literal["running", "succeeded", "failed", "lost"]  # lost: the transport knows nothing of it
     error: str | None = None  # the failure text the server left (failed / lost)
     detail: str | None = None  # what it is waiting for, for progress displays
+    notice: str | None = None  # what a person should see while it runs, e.g. "starting an instance (about 8 min)"
 
 
 @dataclass(frozen=True)
