@@ -28,6 +28,7 @@ from infra.deploy import (
 from infra.errors import InfraError, UsageError
 from infra.model import (
     DEFAULT_IMAGE_TAG,
+    DEFAULT_TTL,
     DEFAULT_VOICE_MODEL,
     PROJECT,
     ROLES,
@@ -37,6 +38,7 @@ from infra.model import (
     check_voice_model,
     voice_model_label,
 )
+from infra.scaling import check_max_instances
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from protocol.errors import StudioError
 
@@ -159,12 +161,38 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the voice endpoint's Qwen3-TTS model (default {DEFAULT_VOICE_MODEL}): a -CustomVoice model "
                         "speaks with preset voices, -VoiceDesign designs a voice from a description, -Base clones a "
                         "voice from a recording (0.6B or 1.7B; VoiceDesign 1.7B only)")
+    life = p.add_argument_group("lifecycle (the endpoints delete themselves; video scales to zero)")
+    life.add_argument("--ttl", default=DEFAULT_TTL, metavar="DURATION",
+                      help=f"delete the endpoints after this long (default {DEFAULT_TTL}; e.g. 90m, 1h30m, 2d, or a time "
+                           "such as 2026-05-01T18:00Z), by EventBridge Scheduler in the account — nothing of ours "
+                           "keeps running. Over 7 days asks for --yes")
+    life.add_argument("--no-ttl", action="store_true", help="keep the endpoints until `delete` (they bill until then)")
+    life.add_argument("--yes", action="store_true", help="confirm a --ttl over 7 days")
+    life.add_argument("--scheduler-role-arn", metavar="ARN",
+                      help="the role the schedules run as (needs sagemaker:DeleteEndpoint on these endpoints and trust "
+                           "in scheduler.amazonaws.com; checked before anything is created). Default: deploy creates "
+                           "one with exactly that, and delete removes it")
+    life.add_argument("--max-instances", default="1", metavar="N",
+                      help="at most N instances per endpoint, 1-10 (default 1); voice and image scale between 1 and N")
+    life.add_argument("--no-scale-to-zero", action="store_true",
+                      help="keep the video endpoint's instance while idle (default: it scales to 0 and a job "
+                           "arriving starts one, which takes minutes)")
     p.set_defaults(func=cmd_deploy)
 
     p = sub.add_parser("resume", parents=[aws, state, out, waiting, smoke], help="finish a deployment",
                        description="Continue the deployment in the state file after a crash or expired credentials: "
                                    "reuse what exists, create what is missing, never duplicate.")
+    p.add_argument("--ttl", metavar="DURATION", help="a new TTL from now (needed when the recorded one has ended)")
     p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("extend", parents=[aws, state, out], help="move the endpoints' deletion time",
+                       description="Set the TTL of every endpoint still there to now + DURATION (or the time given): "
+                                   "their EventBridge Scheduler schedules are updated. A --no-ttl deployment gets one.")
+    p.add_argument("--ttl", required=True, metavar="DURATION", help="e.g. 4h, 90m, 2d, or 2026-05-01T18:00Z")
+    p.add_argument("--yes", action="store_true", help="confirm a TTL over 7 days")
+    p.add_argument("--scheduler-role-arn", metavar="ARN", help="a role for the schedules (checked first); default: "
+                                                               "the one the deployment has, or one created")
+    p.set_defaults(func=cmd_extend)
 
     p = sub.add_parser("status", parents=[aws, state, out], help="what runs and what it costs",
                        description="Per endpoint: status, instance type in use, uptime, $/hour, cost so far.")
@@ -247,9 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------------------------
 def _report_deploy(args: argparse.Namespace, result: DeployResult) -> int:
     if not args.json:
+        from infra.lifecycle import ttl_line
+
         for o in result.outcomes.values():
             print(o.summary())
         print(f"state: {result.state.path}")
+        print(ttl_line(result.state))
     if not result.ok:
         if args.json:
             _print_json({**result.to_dict(), "smoke": None})
@@ -290,7 +321,11 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         image_tag=args.image_tag, instance_types=args.instance_types, bucket=args.bucket, prefix=args.prefix,
         name_prefix=args.name_prefix, kms_key=args.kms_key, subnets=args.subnets,
         security_groups=args.security_groups, model_s3_uri=args.model_s3_uri, tags=args.tags,
-        voice_model=args.voice_model)
+        voice_model=args.voice_model, ttl=None if args.no_ttl else args.ttl, yes=args.yes,
+        scheduler_role_arn=args.scheduler_role_arn, max_instances=check_max_instances(args.max_instances),
+        scale_to_zero=not args.no_scale_to_zero)
+    if args.no_ttl and args.ttl != DEFAULT_TTL:
+        raise UsageError("--ttl and --no-ttl contradict each other: give one of them")
     result = deploy(options, state_file=args.state_file or default_state_file(), wait=_wait_settings(args),
                     progress=ProgressPrinter())
     return _report_deploy(args, result)
@@ -298,7 +333,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     result = resume(args.state_file or default_state_file(), region=args.region, profile=args.profile,
-                    wait=_wait_settings(args), progress=ProgressPrinter())
+                    wait=_wait_settings(args), progress=ProgressPrinter(), ttl=args.ttl)
     return _report_deploy(args, result)
 
 
@@ -306,17 +341,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     from infra.pricing import load_prices
     from infra.status import deployment_status
 
+    from infra.lifecycle import LifecycleStatus
+
     report = deployment_status(args.state_file or default_state_file(), region=args.region, profile=args.profile,
                                prices=load_prices(args.prices))
+    life = LifecycleStatus.read(args.state_file or default_state_file(), report, profile=args.profile)
     if args.json:
-        _print_json(report.to_dict())
+        _print_json({**report.to_dict(), **life.to_dict()})
         return 0
-    rows = [[e.role or "", e.endpoint_name, e.status, e.instance_type or "—", format_duration(e.uptime_s),
+    rows = [[e.role or "", e.endpoint_name, e.status, e.instance_type or "—", life.instances(e),
+             format_duration(e.uptime_s),
              _money(e.usd_per_hour) + ("≈" if e.price is not None and e.price.basis == "reference region" else ""),
-             _money(e.cost_so_far_usd), "—" if not e.smoke else ("ok" if e.smoke.get("ok") else "FAILED")]
+             _money(e.cost_so_far_usd), "—" if not e.smoke else ("ok" if e.smoke.get("ok") else "FAILED"),
+             life.ttl_label(e.role)]
             for e in report.endpoints]
     print(f"deployment {report.deployment_id} in {report.region}")
-    print(_table(rows, ["endpoint", "name", "status", "instance", "uptime", "$/hour", "cost so far", "smoke"]))
+    print(_table(rows, ["endpoint", "name", "status", "instance", "instances", "uptime", "$/hour", "cost so far",
+                        "smoke", "TTL"]))
+    print(life.line)
     for e in report.endpoints:
         if e.version:
             print(f"{e.role} version: {e.version['label']}")
@@ -329,6 +371,25 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"{e.role}: FailureReason: {e.failure_reason}")
     if report.unpriced:
         print(f"no price for {', '.join(report.unpriced)}: refresh with `python -m infra cost --refresh-prices`")
+    return 0
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    from infra.ttl import extend_deployment, format_left
+
+    report = extend_deployment(args.state_file or default_state_file(), args.ttl, region=args.region,
+                               profile=args.profile, yes=args.yes, scheduler_role_arn=args.scheduler_role_arn,
+                               progress=lambda text: print(text, file=sys.stderr))
+    if args.json:
+        _print_json(report.to_dict())
+        return 0
+    from datetime import UTC, datetime
+
+    left = format_left((report.expires_at - datetime.now(UTC)).total_seconds())
+    print(f"deployment {report.deployment_id}: {', '.join(report.extended)} now delete themselves at "
+          f"{report.expires_at:%Y-%m-%d %H:%M:%S} UTC (in {left})")
+    for name in report.gone:
+        print(f"{name}: already gone (deleted by its TTL or by hand); `python -m infra delete` tidies up")
     return 0
 
 
@@ -444,6 +505,13 @@ def cmd_cost(args: argparse.Namespace) -> int:
     if state is not None:
         status = deployment_status(state_path, profile=args.profile, prices=prices)
         assignments = {e.role or e.endpoint_name: e.instance_type for e in status.running if e.instance_type}
+        for e in status.running:  # an endpoint scaled out counts once per instance
+            for i in range(2, (e.current_instances or 1) + 1):
+                if e.instance_type:
+                    assignments[f"{e.role or e.endpoint_name} #{i}"] = e.instance_type
+        idle = [e.role or e.endpoint_name for e in status.endpoints if e.current_instances == 0]
+        if idle and not args.json:
+            print(f"{', '.join(idle)}: 0 instances now (scaled to zero): costs nothing until a job arrives")
         report = cost_of_types(region, assignments, prices, basis="running deployment", pool_types=types)
         report.cost_so_far_usd = status.cost_so_far_usd
     else:

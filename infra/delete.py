@@ -22,7 +22,9 @@ from infra.errors import EndpointFailed, InfraError, StateError
 from infra.model import Role
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 
-Kind = Literal["endpoint", "endpoint config", "model"]
+Kind = Literal["endpoint", "endpoint config", "model",
+               # the lifecycle's (infra/scaling.py, infra/ttl.py): removed before / after the endpoints
+               "alarm", "scaling policy", "scalable target", "schedule", "schedule group", "iam role"]
 Outcome = Literal["deleted", "already gone", "failed"]
 IN_PROGRESS = ("Creating", "Updating", "SystemUpdating", "RollingBack")
 DELETE_AGAIN = "run `python -m infra delete` again"
@@ -196,12 +198,17 @@ def delete_deployment(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
     def one(role: Role) -> tuple[list[Deletion], list[str], InfraError | None]:
         rec = state.record(role)
         try:
-            dels = delete_endpoint_chain(ctx, rec.endpoint.name, rec.config.name, [rec.model.name], role=role,
-                                         wait=wait, progress=progress)
+            from infra.scaling import remove_scaling
+
+            # Autoscaling first: a policy must not scale an endpoint that is being deleted.
+            scaled = [Deletion(r.kind, r.name, r.outcome, role) for r in remove_scaling(ctx, state, role)]  # type: ignore[arg-type]
+            dels = scaled + delete_endpoint_chain(ctx, rec.endpoint.name, rec.config.name, [rec.model.name], role=role,
+                                                  wait=wait, progress=progress)
             with state.lock:
                 for d in dels:
-                    target = {"endpoint": rec.endpoint, "endpoint config": rec.config, "model": rec.model}[d.kind]
-                    target.status = "deleted"
+                    target = {"endpoint": rec.endpoint, "endpoint config": rec.config, "model": rec.model}.get(d.kind)
+                    if target is not None:
+                        target.status = "deleted"
                 rec.endpoint_status = None
             state.save()
             from infra.versions import delete_all  # the other versions' models and configs, the rollback alarm
@@ -223,6 +230,16 @@ def delete_deployment(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
             report.remaining += remaining
             if err is not None:
                 report.errors.append(err)
+
+    if report.ok:
+        # The schedules (and the role and group deploy made) go once the endpoints are verified gone: until
+        # then they are what still deletes an endpoint a failed delete left behind.
+        from infra.ttl import remove_ttl
+
+        try:
+            report.deletions += [Deletion(r.kind, r.name, r.outcome) for r in remove_ttl(ctx, state, chosen)]  # type: ignore[arg-type]
+        except AWS_ERRORS as exc:
+            report.errors.append(translate(exc, "remove the TTL schedules", retry=DELETE_AGAIN))
 
     if purge_s3 and state.spec.bucket and not report.errors:
         try:

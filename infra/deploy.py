@@ -185,6 +185,9 @@ def deploy(options: DeployOptions, *, state_file: Path = DEFAULT_STATE_FILE, wai
     role_arn_env = environ.get("SAGEMAKER_EXECUTION_ROLE_ARN")
     # Check the options before the first AWS call: a typo is named without waiting for credentials.
     draft = plan(options, account="000000000000", creator="", region=ctx.region, role_arn_env=role_arn_env)
+    from infra import lifecycle  # TTL and autoscaling (infra/ttl.py, infra/scaling.py)
+
+    life = lifecycle.check_options(options)  # --ttl, --max-instances: named before any AWS call
     identity = ctx.identity()
     spec = plan(options, account=identity.account, creator=identity.arn, region=ctx.region,
                 role_arn_env=role_arn_env, deployment_id=draft.deployment_id)
@@ -192,9 +195,12 @@ def deploy(options: DeployOptions, *, state_file: Path = DEFAULT_STATE_FILE, wai
                       + ", ".join(f"{e.role} on {e.pool.flag()}" for e in spec.endpoints)))
     report = _quota_check(ctx, {e.role: e.pool for e in spec.endpoints}, progress)
     state = DeploymentState.new(spec, state_file)
+    say = _say(progress)
+    lifecycle.prepare(ctx, state, life, say)  # a scheduler role without the permission stops here
     state.phase = "creating"
     state.save()  # before the first create: every planned name is on disk
     progress(Progress(None, "state", f"state saved to {state_file} (before creating anything)"))
+    lifecycle.ensure_ttl_first(ctx, state, say)  # the schedules exist before the endpoints do
     result = _converge(ctx, state, wait, progress, stop)
     result.quota = report
     return result
@@ -202,7 +208,7 @@ def deploy(options: DeployOptions, *, state_file: Path = DEFAULT_STATE_FILE, wai
 
 def resume(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
            wait: WaitSettings = WaitSettings(), progress: ProgressCallback | None = None,
-           stop: threading.Event | None = None) -> DeployResult:
+           stop: threading.Event | None = None, ttl: str | None = None) -> DeployResult:
     """Continue the deployment in `state_file`: reuse what exists (by describing each planned name), create
     what is missing, recreate endpoints that Failed. Never creates a second copy of anything."""
     progress = progress or _quiet
@@ -222,11 +228,20 @@ def resume(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, 
         if status is None or status == "Failed":
             to_create[ep.role] = ep.pool
     report = _quota_check(ctx, to_create, progress) if to_create else None
+    from infra import lifecycle
+
+    lifecycle.resume_ttl(state, ttl)  # a TTL that passed before the schedules existed needs a new one
     state.phase = "creating"
     state.save()
+    lifecycle.ensure_ttl_first(ctx, state, _say(progress))
     result = _converge(ctx, state, wait, progress, stop)
     result.quota = report
     return result
+
+
+def _say(progress: ProgressCallback) -> Callable[[Role | None, str, str], None]:
+    """The lifecycle's messages (infra/lifecycle.py) as Progress."""
+    return lambda role, step, text: progress(Progress(role, step, text))
 
 
 def _quota_check(ctx: AwsContext, pools: dict[Role, InstancePool], progress: ProgressCallback) -> QuotaReport:
@@ -296,6 +311,10 @@ def _converge_endpoint(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec
             from infra.versions import after_deploy
 
             after_deploy(ctx, state, ep.role, lambda m: progress(Progress(ep.role, "alarm", m)))
+        if outcome.ok:
+            from infra.lifecycle import scale_endpoint
+
+            scale_endpoint(ctx, state, ep, _say(progress))  # registering needs InService
     except AWS_ERRORS as exc:
         outcome.status = "Error"
         outcome.error = translate(exc, f"deploy the {ep.role} endpoint", resumable=True)

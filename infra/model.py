@@ -43,6 +43,7 @@ TAG_ROLE = "omni-studio:role"
 TAG_CREATOR = "omni-studio:creator"
 TAG_CREATED = "omni-studio:created"
 RESERVED_TAGS = (TAG_DEPLOYMENT, TAG_ROLE, TAG_CREATOR, TAG_CREATED)
+DEFAULT_TTL = "8h"  # endpoints delete themselves after this long unless --no-ttl (infra/ttl.py)
 
 
 @dataclass(frozen=True)
@@ -331,6 +332,14 @@ class DeployOptions:
     model_s3_uri: Sequence[str] = ()
     tags: Sequence[str] = ()  # "key=value"
     voice_model: str | None = None  # a protocol.speech.VOICE_MODELS id; None: DEFAULT_VOICE_MODEL
+    # Lifecycle (infra/ttl.py, infra/scaling.py): a TTL ("8h", "90m", "2d" or an ISO time; None = --no-ttl),
+    # the role EventBridge Scheduler assumes (None: deploy creates one), `yes` confirms a TTL over 7 days;
+    # at most `max_instances` per endpoint, the async video endpoint scaling to 0 when idle unless told not to.
+    ttl: str | None = DEFAULT_TTL
+    scheduler_role_arn: str | None = None
+    yes: bool = False
+    max_instances: int = 1
+    scale_to_zero: bool = True
 
 
 def shell_command(subcommand: str, args: Sequence[str] = ()) -> str:
@@ -350,6 +359,9 @@ def deploy_command(options: DeployOptions, state_file: str | None = None) -> str
         ("--name-prefix", None if options.name_prefix == PROJECT else options.name_prefix),
         ("--kms-key", options.kms_key), ("--state-file", state_file),
         ("--voice-model", None if options.voice_model in (None, DEFAULT_VOICE_MODEL) else options.voice_model),
+        ("--ttl", None if options.ttl in (None, DEFAULT_TTL) else options.ttl),
+        ("--scheduler-role-arn", options.scheduler_role_arn),
+        ("--max-instances", None if options.max_instances == 1 else str(options.max_instances)),
     ]
     flags += [("--instance-types", v) for v in options.instance_types]
     flags += [("--subnets", v) for v in options.subnets] + [("--security-groups", v) for v in options.security_groups]
@@ -357,6 +369,8 @@ def deploy_command(options: DeployOptions, state_file: str | None = None) -> str
     for flag, value in flags:
         if value:
             args += [flag, value]
+    args += (["--no-ttl"] if options.ttl is None else []) + ([] if options.scale_to_zero else ["--no-scale-to-zero"])
+    args += ["--yes"] if options.yes else []
     return shell_command("deploy", args)
 
 

@@ -110,6 +110,9 @@ class DeploymentState:
     # protocol.sagemaker.EndpointVersions per endpoint as plain dicts (infra.versions reads and writes them)
     versions: dict[Role, dict[str, Any]] = field(default_factory=dict)
     updated_at: str = field(default_factory=utc_now)
+    # protocol.sagemaker.TtlState / ScalingState as plain dicts (infra.ttl and infra.scaling read them)
+    ttl: dict[str, Any] | None = None
+    scaling: dict[Role, dict[str, Any]] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     @classmethod
@@ -162,7 +165,8 @@ class DeploymentState:
         endpoints = {r: EndpointRecord.from_dict(data.endpoints[r].model_dump()) for r in ROLES if r in data.endpoints}
         versions = {r: v.model_dump() for r, v in data.versions.items()}
         return cls(versions=versions, spec=spec, endpoints=endpoints, path=path, phase=data.phase, bucket_created=data.bucket_created,
-                   updated_at=data.updated_at)
+                   updated_at=data.updated_at, ttl=None if data.ttl is None else data.ttl.model_dump(),
+                   scaling={r: s.model_dump() for r, s in data.scaling.items()})
 
     @property
     def region(self) -> str:
@@ -181,6 +185,10 @@ class DeploymentState:
         for history in self.versions.values():  # every version's model and config (infra.versions)
             for v in history.get("versions", []):
                 names |= {("model", v["model_name"]), ("endpoint config", v["config_name"])}
+        if self.ttl and self.ttl.get("schedule_group"):  # the TTL's schedule group and role (infra.ttl)
+            names.add(("schedule group", self.ttl["schedule_group"]))
+        if self.ttl and self.ttl.get("role_arn"):
+            names.add(("iam role", self.ttl["role_arn"].rsplit("/", 1)[-1]))
         return names
 
     def studio_settings(self) -> dict[str, Any]:
@@ -207,6 +215,8 @@ class DeploymentState:
                 "endpoints": {role: rec.to_dict() for role, rec in self.endpoints.items()},
                 "versions": {role: dict(v) for role, v in self.versions.items()},
                 "spec": self.spec.to_dict(),
+                "ttl": None if self.ttl is None else dict(self.ttl),
+                "scaling": {role: dict(s) for role, s in self.scaling.items()},
             }
 
     # -- writing -----------------------------------------------------------------------------------

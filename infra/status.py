@@ -35,6 +35,9 @@ class EndpointStatus:
     smoke: dict[str, Any] | None = None
     model_id: str | None = None  # what the deployment planned for it (the state file's spec)
     version: dict[str, Any] | None = None  # the version in use and the others (infra.versions.summary)
+    # Instances now and wanted (DescribeEndpoint; autoscaling moves them: the async video endpoint idles at 0)
+    current_instances: int | None = None
+    desired_instances: int | None = None
 
     @property
     def task_types(self) -> tuple[str, ...]:
@@ -44,11 +47,16 @@ class EndpointStatus:
     @property
     def billing(self) -> bool:
         """Instances are (or are being) held: every status but gone and Failed."""
-        return self.status not in ("gone", "Failed")
+        return self.status not in ("gone", "Failed") and self.current_instances != 0
 
     @property
     def usd_per_hour(self) -> float | None:
-        return self.price.usd_per_hour if (self.price is not None and self.billing) else None
+        """The list price times the instances running (0 instances cost 0)."""
+        if self.current_instances == 0 and self.status not in ("gone", "Failed"):
+            return 0.0
+        if self.price is None or not self.billing or self.price.usd_per_hour is None:
+            return None
+        return self.price.usd_per_hour * (self.current_instances or 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +67,7 @@ class EndpointStatus:
             "cost_so_far_usd": None if self.cost_so_far_usd is None else round(self.cost_so_far_usd, 4),
             "failure_reason": self.failure_reason, "created": self.created, "smoke": self.smoke,
             "model_id": self.model_id, "task_types": list(self.task_types), "version": self.version,
+            "current_instances": self.current_instances, "desired_instances": self.desired_instances,
         }
 
 
@@ -129,9 +138,12 @@ def describe_endpoint_status(ctx: AwsContext, name: str, prices: PriceTable, *, 
     price = prices.hourly(itype, ctx.region) if itype else None
     billing = status not in ("Failed",)
     cost = cost_so_far(price.usd_per_hour if price else None, uptime) if billing else None
+    from infra.scaling import instance_counts
+
+    current, desired = instance_counts(desc)
     return EndpointStatus(role, name, status, itype, uptime, price, cost, desc.get("FailureReason"),
                           created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(created, datetime) else None,
-                          smoke, model_id)
+                          smoke, model_id, current_instances=current, desired_instances=desired)
 
 
 def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,

@@ -67,6 +67,7 @@ class SweepReport:
     prices: PriceTable | None = None
     deleted: DeleteReport | None = None
     skipped_state_files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be listed (e.g. a missing permission)
 
     @property
     def usd_per_hour(self) -> float:
@@ -80,6 +81,7 @@ class SweepReport:
         return {"region": self.region, "orphans": [o.to_dict() for o in self.orphans],
                 "known_state_files": [str(p) for p in self.known_state_files],
                 "skipped_state_files": self.skipped_state_files, "studio_resources": self.studio_resources,
+                "notes": self.notes,
                 "usd_per_hour": round(self.usd_per_hour, 4), "cost_so_far_usd": round(self.cost_so_far_usd, 4),
                 "deleted": None if self.deleted is None else self.deleted.to_dict()}
 
@@ -144,7 +146,16 @@ def find_orphans(ctx: AwsContext, state_files: Iterable[Path], *, prices: PriceT
                     progress(Progress(None, "sweep", f"orphan {kind} {name} (deployment {tags[TAG_DEPLOYMENT]})"))
     except AWS_ERRORS as exc:
         raise translate(exc, "list the studio's SageMaker resources") from None
-    return SweepReport(ctx.region, orphans, used, seen, prices, skipped_state_files=skipped)
+    # The TTL's schedule groups and scheduler roles (infra/ttl.py), tagged like the endpoints.
+    from infra.ttl import find_ttl_resources
+
+    extra, notes = find_ttl_resources(ctx)
+    for item in extra:
+        seen += 1
+        if (item.kind, item.name) not in known:
+            orphans.append(Orphan(item.kind, item.name, item.arn, item.deployment_id, None))  # type: ignore[arg-type]
+            progress(Progress(None, "sweep", f"orphan {item.kind} {item.name} (deployment {item.deployment_id})"))
+    return SweepReport(ctx.region, orphans, used, seen, prices, skipped_state_files=skipped, notes=notes)
 
 
 @dataclass
@@ -226,4 +237,15 @@ def delete_orphans(ctx: AwsContext, orphans: list[Orphan], *, wait: WaitSettings
         report.remaining += verify_gone(ctx, None, None, models)
     except AWS_ERRORS as exc:
         report.errors.append(translate(exc, "delete orphaned endpoint configs and models", retry=DELETE_AGAIN))
+    # Then what deleted the endpoints by their TTL: schedule groups (with their schedules) and roles.
+    from infra.ttl import delete_role, delete_schedule_group
+
+    try:
+        for o in orphans:
+            if o.kind == "schedule group":
+                report.deletions.append(Deletion(o.kind, o.name, delete_schedule_group(ctx, o.name)))  # type: ignore[arg-type]
+            elif o.kind == "iam role":
+                report.deletions.append(Deletion(o.kind, o.name, delete_role(ctx, o.name)))  # type: ignore[arg-type]
+    except AWS_ERRORS as exc:
+        report.errors.append(translate(exc, "delete orphaned schedule groups and scheduler roles", retry=DELETE_AGAIN))
     return report

@@ -92,6 +92,31 @@ class DeploymentPlan(_StateModel):
     endpoints: list[EndpointPlan]
 
 
+class TtlState(_StateModel):
+    """The deployment's time to live: one EventBridge Scheduler one-time schedule per endpoint (in a schedule
+    group named for the deployment) that deletes it at `expires_at`. `enabled` false: deployed with --no-ttl,
+    the endpoints keep running (and billing) until deleted."""
+
+    enabled: bool
+    expires_at: str | None = None  # ISO 8601, UTC
+    set_at: str | None = None  # when deploy or extend last set it
+    schedule_group: str | None = None
+    schedules: dict[Role, str] = Field(default_factory=dict)  # endpoint -> schedule name (created)
+    role_arn: str | None = None  # the role Scheduler assumes to call sagemaker:DeleteEndpoint
+    role_created: bool = False  # deploy created that role (delete removes it)
+
+
+class ScalingState(_StateModel):
+    """One endpoint's Application Auto Scaling set-up: its scalable target, policies and alarms."""
+
+    resource_id: str = Field(min_length=1)  # endpoint/<name>/variant/<variant>
+    min_instances: int = Field(ge=0)
+    max_instances: int = Field(ge=1)
+    registered: bool = False
+    policies: list[str] = Field(default_factory=list)  # policy names put
+    alarms: list[str] = Field(default_factory=list)  # CloudWatch alarm names put
+
+
 VersionStatus = Literal["creating", "updating", "in service", "superseded", "rolled back", "failed"]
 
 
@@ -154,6 +179,8 @@ class DeploymentStateFile(_StateModel):
     endpoints: dict[Role, EndpointState] | None = None
     spec: DeploymentPlan | None = None
     versions: dict[Role, EndpointVersions] = Field(default_factory=dict)  # empty: written before versions existed
+    ttl: TtlState | None = None  # None: written before TTLs existed (no schedules)
+    scaling: dict[Role, ScalingState] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _roles_agree(self) -> DeploymentStateFile:

@@ -6,6 +6,7 @@ status and cost. Every check of "what exists" lists the emulator's resources wit
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import uuid
@@ -133,8 +134,17 @@ def test_full_deploy_of_three_endpoints_then_status_cost_and_delete(emulator_env
     events = Events()
     deleted = delete_deployment(state_file, wait=FAST, progress=events)
     assert deleted.ok and deleted.state_removed and not state_file.exists()
-    assert sorted((d.kind, d.outcome) for d in deleted.deletions) == sorted(
+    sagemaker = ("endpoint", "endpoint config", "model")
+    assert sorted((d.kind, d.outcome) for d in deleted.deletions if d.kind in sagemaker) == sorted(
         [("endpoint", "deleted"), ("endpoint config", "deleted"), ("model", "deleted")] * 3)
+    # and the lifecycle's (the default 8 h TTL; video scales to zero): its autoscaling first, the TTL last
+    video = [(d.kind, d.outcome) for d in deleted.deletions if d.role == "video"]
+    assert video[:4] == [("alarm", "deleted"), ("scaling policy", "deleted"), ("scaling policy", "deleted"),
+                         ("scalable target", "deleted")]
+    lifecycle = ("schedule", "schedule group", "iam role")
+    assert [(d.kind, d.outcome) for d in deleted.deletions[-5:]] == [("schedule", "deleted")] * 3 + [
+        ("schedule group", "deleted"), ("iam role", "deleted")]
+    assert sum(d.kind in lifecycle for d in deleted.deletions) == 5
     assert listing(emulator_env) == {"Models": [], "EndpointConfigs": [], "Endpoints": []}
     assert s3.get_object(Bucket=bucket, Key="omni-studio/outputs/job-1.out")["Body"].read() == b"mp4 bytes"
 
@@ -258,7 +268,8 @@ def test_deploy_interrupted_after_each_create_step_resumes_to_exactly_one_of_eac
         emulator_env.set_faults(expire_credentials_after_calls=n)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", f"AKIAEXPIRING{n:08d}")
         try:
-            first = deploy(options(roles=["voice"]), state_file=state_file, wait=FAST)
+            # (no TTL: this counts the SageMaker calls; the TTL's come before them, test_infra_lifecycle.py)
+            first = deploy(options(roles=["voice"], ttl=None), state_file=state_file, wait=FAST)
             assert isinstance(first.error(), CredentialsError)
             assert "credentials expired; refresh them and run `python -m infra resume`" in str(first.error())
         except CredentialsError as exc:
@@ -340,7 +351,8 @@ def test_delete_is_idempotent_and_reports_already_gone(emulator_env: EmulatorHan
     assert infra_main(["delete", "--state-file", str(state_file), "--purge-s3", *CLI_FAST]) == 0
     out = capsys.readouterr().out
     assert f"voice: model {state.record('voice').model.name}: already gone" in out
-    assert out.count(": deleted") == 5 and "removed the state file" in out
+    sagemaker_lines = re.findall(r"^\w+: (?:endpoint|endpoint config|model) \S+: deleted$", out, re.MULTILINE)
+    assert len(sagemaker_lines) == 5 and "removed the state file" in out  # (besides the TTL's and scaling's)
     assert listing(emulator_env) == {"Models": [], "EndpointConfigs": [], "Endpoints": []}
     assert state.spec.bucket not in [b["Name"] for b in s3.list_buckets()["Buckets"]]  # we created it: gone too
     # Nothing left to delete: a clear message, not a crash.
@@ -379,8 +391,10 @@ def test_sweep_finds_planted_orphans_and_deletes_them(emulator_env: EmulatorHand
     assert endpoint.cost_so_far_usd is not None and report.usd_per_hour == pytest.approx(price)
     assert endpoint.deployment_id == "lost-deployment" and endpoint.role == "image"
 
-    # Without a known state file, the deployment's own resources are orphans too.
-    assert len(find_orphans(_ctx(), [state_file.with_name("other.json")]).orphans) == 7
+    # Without a known state file, the deployment's own resources are orphans too (with its TTL's schedule
+    # group and scheduler role).
+    unknown = find_orphans(_ctx(), [state_file.with_name("other.json")]).orphans
+    assert len(unknown) == 9 and {o.kind for o in unknown} >= {"schedule group", "iam role"}
 
     assert infra_main(["sweep", "--state-file", str(state_file)]) == 0
     assert "orphan-image" in capsys.readouterr().out
