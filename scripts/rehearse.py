@@ -1,12 +1,18 @@
 """`make rehearse` — the dry run of a customer delivery, with no AWS account and no bill.
 
 1. starts the local SageMaker emulator (its own offline engine, moto for S3) on loopback;
-2. runs `python -m infra deploy` against it — quota pre-check, the three endpoints created concurrently with
-   live progress, the smoke test (WAV, PNG, MP4) — exactly as in the customer's account;
-3. starts the studio on the SageMaker backend pointing at that deployment (voice over HTTP/2, images
-   through invoke_endpoint, video through async inference and S3), at http://127.0.0.1:8501;
-4. on exit (Ctrl-C) runs `python -m infra delete` and lists what is left in the emulated account —
-   nothing, or the exit code says otherwise.
+2. runs `python -m infra deploy` against it — quota pre-check, the endpoints' TTL (EventBridge Scheduler
+   schedules and their role, before any endpoint), the three endpoints created concurrently with live
+   progress, autoscaling (the video endpoint to zero when idle), the smoke test (WAV, PNG, MP4) — exactly as
+   in the customer's account;
+3. shows the lifecycle: `infra status` (time left, instances), then moves the emulated account's clock a
+   quarter of an hour: the idle video endpoint scales to zero and `status` says it costs nothing;
+4. starts the studio on the SageMaker backend pointing at that deployment (voice over HTTP/2, images
+   through invoke_endpoint, video through async inference and S3), at http://127.0.0.1:8501 — a video asked
+   for now waits, saying "starting an instance", while the endpoint scales out (here in seconds);
+5. on exit (Ctrl-C) moves the clock past the TTL — the schedules delete the endpoints with nothing of ours
+   running — then `python -m infra delete` removes the rest (configs, models, schedules, role) and the
+   rehearsal lists what is left in the emulated account — nothing, or the exit code says otherwise.
 
 Every AWS variable the children see points at the emulator, with throw-away credentials and no shared
 config files, so a real profile on this machine is never used. Options: `--no-deploy` leaves deploying
@@ -36,6 +42,9 @@ ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-rehearsal"
 BUCKET = "omni-studio-rehearsal"
 # Seconds each endpoint stays Creating: long enough to watch the progress, short enough to rehearse often.
 CREATE_S = {"-voice-": 3.0, "-image-": 4.0, "-video-": 5.0}
+# An instance for a job at zero instances: seconds here (about 10 minutes on AWS), so the wait can be watched.
+AUTOSCALING = {"alarm_delay_s": 5.0, "scale_out_s": 15.0}
+IDLE_S = 17 * 60  # the video endpoint's idle time before it is at zero (15 min + 2 to release the instance)
 
 
 def say(message: str) -> None:
@@ -47,18 +56,81 @@ def infra(args: list[str], env: dict[str, str]) -> int:
     return subprocess.run([sys.executable, "-m", "infra", *args], cwd=ROOT, env=env).returncode
 
 
-def leftovers(env: dict[str, str]) -> dict[str, list[str]]:
-    """What the emulated account still holds (listed the way a person would check the console)."""
+def _session(env: dict[str, str]):  # noqa: ANN202
     import boto3
 
-    session = boto3.Session(aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-                            aws_session_token=env["AWS_SESSION_TOKEN"], region_name=env["AWS_DEFAULT_REGION"])
+    return boto3.Session(aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                         aws_session_token=env["AWS_SESSION_TOKEN"], region_name=env["AWS_DEFAULT_REGION"])
+
+
+def leftovers(env: dict[str, str]) -> dict[str, list[str]]:
+    """What the emulated account still holds (listed the way a person would check the console)."""
+    session = _session(env)
     sm = session.client("sagemaker", endpoint_url=env["AWS_ENDPOINT_URL_SAGEMAKER"])
+    scheduler = session.client("scheduler", endpoint_url=env["AWS_ENDPOINT_URL_SCHEDULER"])
+    iam = session.client("iam", endpoint_url=env["AWS_ENDPOINT_URL_IAM"])
+    aas = session.client("application-autoscaling", endpoint_url=env["AWS_ENDPOINT_URL_APPLICATION_AUTO_SCALING"])
     return {
         "endpoints": [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]],
         "endpoint configs": [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]],
         "models": [m["ModelName"] for m in sm.list_models()["Models"]],
+        "schedule groups": [g["Name"] for g in scheduler.list_schedule_groups()["ScheduleGroups"] if g["Name"] != "default"],
+        "scheduler roles": [r["RoleName"] for r in iam.list_roles(PathPrefix="/omni-studio/")["Roles"]],
+        "scalable targets": [t["ResourceId"] for t in aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]],
     }
+
+
+def move_clock(ready: dict, seconds: float) -> list[dict]:
+    """Move the emulated account's clock (POST /_emulator/clock); what ran because of it."""
+    import httpx
+
+    r = httpx.post(f"{ready['http']}/_emulator/clock", json={"advance_s": seconds}, timeout=30.0, trust_env=False)
+    r.raise_for_status()
+    return r.json()["events"]
+
+
+def wait_for(check, timeout_s: float = 60.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def scale_to_zero(ready: dict, env: dict[str, str], state_file: Path) -> None:
+    """A quarter of an hour without a video job: the video endpoint gives its instance back."""
+    name = json.loads(state_file.read_text()).get("endpoint_names", {}).get("video")
+    if not name:
+        return
+    say(f"moving the emulated account's clock {IDLE_S // 60} minutes ahead: no video job meanwhile ...")
+    for event in move_clock(ready, IDLE_S):
+        if event.get("kind") == "scaling":
+            say(f"  autoscaling: {event['endpoint']} {event['from']} -> {event['to']} instance(s) ({event['phase']})")
+    sm = _session(env).client("sagemaker", endpoint_url=env["AWS_ENDPOINT_URL_SAGEMAKER"])
+    wait_for(lambda: sm.describe_endpoint(EndpointName=name)["EndpointStatus"] == "InService", 30)
+    infra(["status", "--state-file", str(state_file)], env)
+    say("the video endpoint runs 0 instances and costs nothing; a video asked for in the studio waits ('starting an "
+        f"instance') while one starts — {AUTOSCALING['alarm_delay_s'] + AUTOSCALING['scale_out_s']:.0f} s here, "
+        "about 10 minutes on AWS")
+
+
+def expire(ready: dict, env: dict[str, str], state_file: Path) -> None:
+    """Past the TTL: the schedules delete the endpoints by themselves (EventBridge Scheduler, in the account)."""
+    ttl = json.loads(state_file.read_text()).get("ttl") or {}
+    if not ttl.get("enabled") or not ttl.get("expires_at"):
+        return
+    from datetime import UTC, datetime
+
+    ends = datetime.fromisoformat(ttl["expires_at"].replace("Z", "+00:00"))
+    left = max(0.0, (ends - datetime.now(UTC)).total_seconds()) + 60
+    say(f"moving the clock past the TTL ({ttl['expires_at']}): nothing of ours runs, the schedules act ...")
+    for event in move_clock(ready, left):
+        if event.get("kind") == "schedule":
+            say(f"  schedule {event['schedule']}: {event['outcome']}")
+    sm = _session(env).client("sagemaker", endpoint_url=env["AWS_ENDPOINT_URL_SAGEMAKER"])
+    if wait_for(lambda: not sm.list_endpoints()["Endpoints"], 60):
+        say("the endpoints deleted themselves; their configs and models cost nothing and go with `infra delete`")
 
 
 def main() -> int:
@@ -82,7 +154,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
 
-    config = {"delays": {"create_s": 3.0, "delete_s": 1.0, "create_s_by_endpoint": CREATE_S}}
+    config = {"delays": {"create_s": 3.0, "delete_s": 1.0, "create_s_by_endpoint": CREATE_S},
+              "autoscaling": AUTOSCALING}
     say("starting the local SageMaker emulator (offline engine + moto S3) ...")
     with start_emulator(work / "emulator", config=config, log_level="warning") as ready:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OMNI_STUDIO_"))}
@@ -105,6 +178,9 @@ def main() -> int:
                               str(work / "smoke"), "--poll-seconds", "0.5"], env)
                 if code != 0:
                     say(f"deploy ended with exit code {code}; the studio starts anyway, so you can look around")
+                else:
+                    infra(["status", "--state-file", str(state_file)], env)
+                    scale_to_zero(ready, env, state_file)
             url = f"http://127.0.0.1:{args.port}"
             with open(work / "studio.log", "wb") as studio_log:  # a child that dies with the rehearsal
                 studio = spawn("streamlit", ["run", "app.py", "--server.address", "127.0.0.1", "--server.port",
@@ -128,11 +204,13 @@ def main() -> int:
                     studio.kill()
             say("ending the rehearsal: deleting what the deployment created ...")
             if state_file.exists():
+                expire(ready, env, state_file)
                 infra(["delete", "--state-file", str(state_file), "--poll-seconds", "0.5"], env)
             left = leftovers(env)
             clean = not any(left.values())
             if clean:
-                say("left in the emulated account: 0 endpoints, 0 endpoint configs, 0 models — nothing is left")
+                say("left in the emulated account: 0 endpoints, endpoint configs, models, schedule groups, scheduler "
+                    "roles, scalable targets — nothing is left")
             else:
                 say("STILL THERE: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in left.items() if v))
             if args.report:

@@ -135,4 +135,5 @@ def test_rehearsal_walk_in_chromium(tmp_path) -> None:
     assert "This deletes 9 resources" in confirmation and "endpoint config" in confirmation
     assert "everything is gone" in r["after_delete"]
     left = json.loads(report.read_text())  # written by the rehearsal's own teardown, after the browser left
-    assert left["clean"] and left["left"] == {"endpoints": [], "endpoint configs": [], "models": []}
+    assert left["clean"] and left["left"] == {"endpoints": [], "endpoint configs": [], "models": [],
+                                              "schedule groups": [], "scheduler roles": [], "scalable targets": []}
