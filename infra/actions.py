@@ -148,6 +148,19 @@ class ActionRunner:
         args = [*roles, "--state-file", str(self.state_file)] + ([] if smoke else ["--no-smoke"])
         return self._start("rollback", shell_command("rollback", args), work)
 
+    def extend(self, ttl: str, *, yes: bool = False) -> Action:
+        """`python -m infra extend --ttl` (infra/ttl.py): every remaining endpoint deletes itself at now + ttl."""
+        from infra.ttl import extend_deployment, iso
+
+        def work(action: Action) -> tuple[bool, str]:
+            report = extend_deployment(self.state_file, ttl, yes=yes, progress=lambda text: self._line(action, text))
+            for name in report.gone:
+                self._line(action, f"{name}: already gone")
+            return True, f"the endpoints now delete themselves at {iso(report.expires_at)}"
+
+        args = ["--ttl", ttl, "--state-file", str(self.state_file)] + (["--yes"] if yes else [])
+        return self._start("extend", shell_command("extend", args), work)
+
     def stop(self) -> None:
         """Ask a running deploy/resume to stop waiting (what exists stays recorded; resume goes on)."""
         self._stop.set()

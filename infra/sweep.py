@@ -165,6 +165,8 @@ class StudioFleet:
     region: str
     endpoints: list[tuple[str, EndpointStatus]]  # (deployment id, status)
     prices: PriceTable
+    # endpoint name -> when its TTL schedule deletes it (ISO, UTC), None: no schedule (infra/ttl.py)
+    deletions: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def running(self) -> list[EndpointStatus]:
@@ -179,9 +181,14 @@ class StudioFleet:
         return sum(e.cost_so_far_usd or 0.0 for e in self.running)
 
     def to_dict(self) -> dict[str, Any]:
+        live = [e.endpoint_name for _, e in self.endpoints if e.status not in ("gone", "Failed", "Deleting")]
+        times = sorted(t for n in live if (t := self.deletions.get(n)))
         return {"region": self.region, "running": len(self.running), "usd_per_hour": round(self.usd_per_hour, 4),
                 "cost_so_far_usd": round(self.cost_so_far_usd, 4),
-                "endpoints": [{"deployment_id": d, **e.to_dict()} for d, e in self.endpoints]}
+                "endpoints": [{"deployment_id": d, **e.to_dict(), "deletes_at": self.deletions.get(e.endpoint_name)}
+                              for d, e in self.endpoints],
+                "soonest_deletion": times[0] if times else None,
+                "without_ttl": sum(1 for n in live if self.deletions and self.deletions.get(n) is None)}
 
 
 def studio_fleet(ctx: AwsContext, *, prices: PriceTable | None = None) -> StudioFleet:
@@ -198,7 +205,13 @@ def studio_fleet(ctx: AwsContext, *, prices: PriceTable | None = None) -> Studio
                     found.append((tags[TAG_DEPLOYMENT], status))
     except AWS_ERRORS as exc:
         raise translate(exc, "list the studio's endpoints") from None
-    return StudioFleet(ctx.region, found, prices)
+    from infra.ttl import fleet_ttls, iso  # each endpoint's TTL schedule, for the banner
+
+    deletions: dict[str, str | None] = {}
+    for dep in {d for d, _ in found}:
+        names = [e.endpoint_name for d, e in found if d == dep]
+        deletions |= {n: None if t is None else iso(t) for n, t in fleet_ttls(ctx, dep, names).items()}
+    return StudioFleet(ctx.region, found, prices, deletions)
 
 
 def delete_orphans(ctx: AwsContext, orphans: list[Orphan], *, wait: WaitSettings = WaitSettings(),

@@ -1,6 +1,6 @@
-"""Endpoints: the SageMaker deployment in the state file — status, instance, uptime, cost, smoke result —
-and the actions that stand it up, upgrade or roll back its image and tear it down, each with its progress and
-the CLI line it runs."""
+"""Endpoints: the SageMaker deployment in the state file — status, instances, time to live, uptime, cost, smoke
+result — and the actions that stand it up, upgrade or roll back its image, extend its TTL and tear it down, each
+with its progress and the CLI line it runs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES
 from protocol.errors import StudioError
 from ui import resources
 from ui.endpoints_views import action_panel, delete_plan, load_state, status_panel, voice_model_picker
+from ui.lifecycle_views import lifecycle_options, ttl_panel
 from ui.versions_views import versions_panel
 
 state = st.session_state
@@ -64,11 +65,12 @@ if deployment is None:
         bucket = st.text_input("S3 bucket for video requests (created if missing)", key="deploy_bucket")
         name_prefix = st.text_input("Name prefix", value=PROJECT, key="deploy_name_prefix")
         smoke = st.checkbox("Run the smoke test once InService", value=True, key="deploy_smoke")
+        life = lifecycle_options()  # time to live, max instances, video to zero
     options = DeployOptions(
         roles=tuple(roles), region=region.strip() or None, profile=settings.profile,
         role_arn=role_arn.strip() or None, image_tag=image_tag.strip() or DEFAULT_IMAGE_TAG,
         instance_types=tuple(line.strip() for line in types.splitlines() if line.strip()),
-        bucket=bucket.strip() or None, name_prefix=name_prefix.strip() or PROJECT, voice_model=voice_model,
+        bucket=bucket.strip() or None, name_prefix=name_prefix.strip() or PROJECT, voice_model=voice_model, **life,
     )
     st.code(deploy_command(options, str(state_file)) + ("" if smoke else " --no-smoke"), language="bash")
     if st.button("Deploy", type="primary", disabled=busy or not roles, key="deploy_go"):
@@ -102,3 +104,4 @@ else:
                 state["confirm_delete"] = False
                 st.rerun()
     versions_panel(deployment, runner, wait, busy)  # the version in use, Upgrade, Roll back
+    ttl_panel(deployment, runner, busy)  # the time left, Extend

@@ -159,3 +159,59 @@ def test_the_voice_model_is_chosen_on_the_form_and_shown_in_the_status(
     assert list(table["endpoint"]) == ["voice"] and list(table["model"]) == [base]
     assert list(table["can do"]) == ["Base"] and list(table["smoke test"]) == ["ok"]
     assert any(f"Voice model {base}" in c.value.replace("\\", "") and "cloning a voice" in c.value for c in at.caption)
+
+
+def test_time_to_live_instances_and_extend_on_the_page(emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from infra.ttl import parse_at
+
+    at = _open(monkeypatch, tmp_path)
+    at.multiselect(key="deploy_roles").set_value(["voice"])
+    at.text_input(key="deploy_ttl").input("2h")
+    at.number_input(key="deploy_max_instances").set_value(2)
+    at.run()
+    assert "--ttl 2h" in _codes(at) and "--max-instances 2" in _codes(at)
+    _button(at, "deploy_go").click().run()
+    _until(at, lambda: "deploy — done" in " ".join(m.value for m in at.markdown), timeout=90)
+    table = at.dataframe[0].value
+    assert list(table["instances"]) == ["1 [1–2]"]
+    assert list(table["time to live"])[0] in ("deletes itself in 1 h 59 min", "deletes itself in 2 h")
+    assert any("TTL: the endpoints delete themselves at" in i.value for i in at.info)
+    image_page = _open(monkeypatch, tmp_path, "pages/image.py")
+    assert any("deletes itself in 1 h 59 min" in w.value or "deletes itself in 2 h" in w.value
+               for w in image_page.warning), [w.value for w in image_page.warning]
+
+    at = _open(monkeypatch, tmp_path)
+    at.text_input(key="extend_ttl").input("0h").run()
+    _button(at, "extend_go").click().run()
+    assert any("is zero" in e.value for e in at.error) and "extend" not in " ".join(m.value for m in at.markdown)
+    at.text_input(key="extend_ttl").input("5h").run()
+    assert "python -m infra extend --ttl 5h" in _codes(at)
+    before = datetime.now(UTC)
+    _button(at, "extend_go").click().run()
+    _until(at, lambda: "extend — done" in " ".join(m.value for m in at.markdown))
+    state = __import__("json").loads((tmp_path / "state.json").read_text())
+    got = emulator_env.client("scheduler").get_schedule(Name=state["endpoint_names"]["voice"],
+                                                        GroupName=state["ttl"]["schedule_group"])
+    moved = parse_at(got["ScheduleExpression"]) - before
+    assert timedelta(hours=5) - timedelta(seconds=5) <= moved <= timedelta(hours=5, seconds=30)
+    at.run()
+    assert list(at.dataframe[0].value["time to live"])[0] in ("deletes itself in 4 h 59 min", "deletes itself in 5 h")
+    _button(at, "delete_ask").click().run()
+    _button(at, "delete_go").click().run()
+    _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)
+    assert _listing(emulator_env) == [0, 0, 0]
+
+
+def test_the_banner_says_when_endpoints_delete_themselves_or_that_they_never_will() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from infra.ttl import iso
+    from ui.resources import ttl_text
+
+    soon = iso(datetime.now(UTC) + timedelta(hours=2, minutes=10, seconds=30))
+    assert ttl_text({"soonest_deletion": soon, "without_ttl": 0}) == "; deletes itself in 2 h 10 min"
+    assert ttl_text({"soonest_deletion": soon, "without_ttl": 1}) == "; **no TTL** on 1: runs until deleted"
+    assert ttl_text({"soonest_deletion": None, "without_ttl": 0}) == ""

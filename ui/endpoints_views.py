@@ -13,6 +13,7 @@ from infra.deploy import format_duration
 from infra.pool_prices import deployment_pool_prices
 from protocol.errors import StudioError
 from protocol.speech import VOICE_MODELS
+from ui.lifecycle_views import lifecycle_cells
 from ui.resources import code, plain
 
 ACTION_LINES = 40  # lines of an action's output shown
@@ -73,8 +74,9 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
         st.error(f"Cannot read the endpoints' status: {plain(exc)}")
         return False
     pools = pool_ranges(state_file, report)
+    life = lifecycle_cells(state_file, report, profile)  # instances and time to live (infra/ttl.py, scaling.py)
     rows = [{"endpoint": e.role or "—", "name": e.endpoint_name, "status": e.status,
-             "instance": e.instance_type or "—", "uptime": format_duration(e.uptime_s),
+             "instance": e.instance_type or "—", **life.get(e.role or "", {}), "uptime": format_duration(e.uptime_s),
              "$/hour": money(e.usd_per_hour), "pool $/hour (min–max)": pools[e.role].range_label() if e.role in pools else "—",
              "cost so far": money(e.cost_so_far_usd), "smoke test": smoke(e.smoke),
              "model": e.model_id or "—", "can do": ", ".join(e.task_types) or "—",

@@ -145,6 +145,20 @@ def banner_wanted(s: Settings, backend_name: str) -> bool:
     return s.cost_banner == "always" or s.state_file.is_file() or backend_name == "sagemaker"
 
 
+def ttl_text(f: dict) -> str:
+    """"; deletes itself in 2 h 10 min" (the soonest TTL schedule), or "; **no TTL**" when an endpoint has none."""
+    from datetime import UTC, datetime
+
+    from infra.ttl import format_left, parse_iso
+
+    if f.get("without_ttl"):
+        return f"; **no TTL** on {f['without_ttl']}: runs until deleted"
+    if f.get("soonest_deletion"):
+        left = (parse_iso(f["soonest_deletion"]) - datetime.now(UTC)).total_seconds()
+        return f"; deletes itself in {format_left(left)}" if left > 0 else "; deleting itself now"
+    return ""
+
+
 def cost_banner() -> None:
     """'N studio endpoints running: $/hour, cost so far' with a link to the endpoints page, when there are any."""
     if not banner_wanted(settings(), backend_choice()[0]):
@@ -154,7 +168,7 @@ def cost_banner() -> None:
         return
     n = f["running"]
     st.warning(f"**{n} studio endpoint{'s' if n != 1 else ''} running** in {plain(f['region'])}: "
-               f"${f['usd_per_hour']:.2f}/hour, ${f['cost_so_far_usd']:.2f} so far.", icon="💸")
+               f"${f['usd_per_hour']:.2f}/hour, ${f['cost_so_far_usd']:.2f} so far{ttl_text(f)}.", icon="💸")
     st.page_link(ENDPOINTS_PAGE, label="Endpoints: status, cost, delete", icon="☁️")
 
 
