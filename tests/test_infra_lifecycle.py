@@ -352,3 +352,19 @@ def test_sweep_finds_schedule_groups_and_roles_of_lost_deployments(emulator_env:
     assert f"schedule group {state.ttl['schedule_group']}: deleted" in out  # type: ignore[index]
     assert emulator_env.client("iam").list_roles(PathPrefix="/omni-studio/")["Roles"] == []
     assert endpoints(emulator_env) == []
+
+
+def test_resume_after_the_ttl_ended_asks_for_a_new_one(emulator_env: EmulatorHandle, state_file: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert deploy(options(roles=["voice"], ttl="1h"), state_file=state_file, wait=FAST).ok
+    record = json.loads(state_file.read_text())
+    record["ttl"]["expires_at"] = "2020-01-01T00:00:00Z"  # as if resumed long after a crash
+    state_file.write_text(json.dumps(record))
+    assert infra_main(["resume", "--state-file", str(state_file), *CLI_FAST]) == 2
+    assert "resume --ttl 8h" in capsys.readouterr().err
+    before = datetime.now(UTC)
+    assert infra_main(["resume", "--state-file", str(state_file), "--ttl", "3h", *CLI_FAST]) == 0
+    state = DeploymentState.load(state_file)
+    moved = schedule_time(emulator_env, state.ttl["schedule_group"], state.record("voice").endpoint.name)  # type: ignore[index]
+    assert timedelta(hours=3) - timedelta(seconds=5) <= moved - before <= timedelta(hours=3, seconds=30)
+    assert delete_deployment(state_file, wait=FAST).ok
