@@ -9,6 +9,7 @@ from protocol.errors import StudioError
 from protocol.limits import IMAGE_GUIDANCE, IMAGE_N, IMAGE_SIZE, IMAGE_STEPS
 from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest, record_image
 from ui import resources
+from ui.image_compare_views import COMPARE, compare_form, compare_results, init_compare_state, run_compare
 from ui.forms import as_text, bounded_number, optional_number, optional_seed
 from ui.image_views import EDIT, GENERATE, MODE_KEY, edit_form, gallery, gallery_picks, init_edit_state, reuse_edit, \
     run_edit
@@ -19,8 +20,8 @@ state = st.session_state
 resources.sidebar()
 st.title("Image")
 st.caption(f"FLUX.2-klein is distilled: about **{DEFAULT_STEPS} steps** is right (the server's own default is 50). "
-           "**Edit** applies a prompt to 1–4 reference images. Every image is kept in the gallery below; take a "
-           "good one on to the video studio.")
+           "**Edit** applies a prompt to 1–4 reference images; **Compare** runs one prompt on 2–4 variants side by "
+           "side. Every image is kept in the gallery below; take a good one on to the video studio.")
 
 try:
     backend = resources.backend()
@@ -34,6 +35,7 @@ for key, value in {"image_prompt": "", "image_negative": "", "image_size": DEFAU
     state.setdefault(key, value)
 picks = gallery_picks(history)
 init_edit_state(picks)
+init_compare_state()
 
 
 def _reuse(job_id: str) -> None:
@@ -63,7 +65,7 @@ def _generate() -> None:
         state["image_error"] = str(exc)
 
 
-generate_tab, edit_tab = st.tabs([GENERATE, EDIT], key=MODE_KEY, on_change="rerun")  # both drawn: nothing lost
+generate_tab, edit_tab, compare_tab = st.tabs([GENERATE, EDIT, COMPARE], key=MODE_KEY, on_change="rerun")  # both drawn: nothing lost
 with generate_tab:
     with st.form("image_form", border=False):
         st.text_area("Prompt", key="image_prompt", height=100,
@@ -85,6 +87,10 @@ with generate_tab:
         st.error(resources.plain(state["image_error"]))
 with edit_tab:
     edit_form(picks, on_edit=lambda: run_edit(backend, history, picks))
+with compare_tab:
+    compare_form(on_compare=lambda: run_compare(resources.settings(), history, backend))
+    if state.get("cmp_outcomes"):
+        compare_results(state["cmp_outcomes"])
 
 jobs = history.jobs("image", limit=GALLERY_SIZE)
 if not jobs:

@@ -292,7 +292,7 @@ def test_edit_two_gallery_images_and_an_upload_then_use_the_result_for_video(
     from services.images.edits import auto_size
 
     at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
-    assert [t.label for t in at.tabs] == ["Generate", "Edit"]
+    assert [t.label for t in at.tabs] == ["Generate", "Edit", "Compare"]
     _generate_image(at, "a red fox", size="320x192", seed="1")
     _generate_image(at, "a blue boat", size="256x256", seed="2")
     fox, boat = _gallery_keys(tmp_path)

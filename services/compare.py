@@ -1,0 +1,178 @@
+"""Side by side: the same prompt on 2–4 variants at once, each a full set of settings and a target.
+
+    variants = [ImageVariant("A", ImageRequest(prompt, size="512x512", steps=4)),
+                ImageVariant("B", ImageRequest(prompt, steps=8), Target("omni", url="http://gpu-box:8091"))]
+    for outcome in compare_images(variants, settings=settings, history=history, default=backend):
+        outcome.job, outcome.error, outcome.cost_per_item_usd, outcome.price_note
+
+A target is the backend the caller already has (`default`: the sidebar's), a vLLM-Omni server by URL, or a
+SageMaker endpoint by name; the others are built with `create_backend(settings.with_overrides(...))` and
+closed afterwards. Every image is recorded in the history like any other (a failed one too, with its
+settings). Everything is checked before anything is sent: a bad variant is named and nothing runs.
+
+Cost per item: the target's hourly price (given by hand, or for a SageMaker endpoint the shipped table's rate
+for the instance type it runs on, services/pricing.py) times the time the image took, spread over the images
+of the request — the share of an hour of instance time the item used. Unknown price: no cost, and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from protocol.errors import InvalidInput, StudioError
+from protocol.limits import Range
+from services.backend import create_backend
+from services.base import Backend
+from services.history import History, Job
+from services.images import ImageRequest, record_image
+from services.settings import Settings
+
+VARIANTS = Range(2, 4)
+TargetKind = Literal["default", "omni", "sagemaker"]
+TARGET_KINDS: tuple[TargetKind, ...] = ("default", "omni", "sagemaker")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a variant runs: `default` (the caller's backend), a vLLM-Omni `url`, or a SageMaker `endpoint`.
+    `usd_per_hour` prices it by hand (wins over the table)."""
+
+    kind: TargetKind = "default"
+    url: str | None = None
+    endpoint: str | None = None
+    usd_per_hour: float | None = None
+
+    def key(self) -> tuple[str, str | None]:
+        return self.kind, self.url if self.kind == "omni" else self.endpoint if self.kind == "sagemaker" else None
+
+    def describe(self, default: str) -> str:
+        return {"default": default, "omni": f"vLLM-Omni {self.url}",
+                "sagemaker": f"SageMaker endpoint {self.endpoint}"}[self.kind]
+
+
+@dataclass(frozen=True)
+class ImageVariant:
+    label: str
+    request: ImageRequest
+    target: Target = field(default_factory=Target)
+
+
+@dataclass
+class Outcome:
+    """One variant's result: its recorded job (None when it failed before recording), the error text, the
+    target in words, and the cost per item when the price is known (`price_note` says why not)."""
+
+    variant: ImageVariant
+    target: str
+    job: Job | None = None
+    error: str | None = None
+    usd_per_hour: float | None = None
+    price_note: str | None = None
+
+    @property
+    def latency_s(self) -> float | None:
+        return self.job.timings.get("total_s") if self.job else None
+
+    @property
+    def model_s(self) -> float | None:
+        return self.job.timings.get("model_s") if self.job else None
+
+    @property
+    def cost_per_item_usd(self) -> float | None:
+        if self.usd_per_hour is None or self.latency_s is None or self.job is None or self.job.status != "succeeded":
+            return None
+        items = max(1, len(self.job.outputs))
+        return self.usd_per_hour * self.latency_s / 3600 / items
+
+
+def target_settings(settings: Settings, target: Target) -> Settings:
+    """The settings a non-default target's backend is built from (ConfigError names a bad URL)."""
+    if target.kind == "omni":
+        if not (target.url or "").strip():
+            raise InvalidInput("a vLLM-Omni target needs its URL, e.g. http://gpu-box:8091")
+        return settings.with_overrides(backend="omni", omni_url=target.url.strip())
+    if target.kind == "sagemaker":
+        if not (target.endpoint or "").strip():
+            raise InvalidInput("a SageMaker target needs the endpoint's name")
+        return settings.with_overrides(backend="sagemaker", image_endpoint=target.endpoint.strip())
+    raise InvalidInput(f"unknown target {target.kind!r}: one of {', '.join(TARGET_KINDS)}")
+
+
+def check_variants(variants: list[ImageVariant]) -> list[ImageVariant]:
+    """2–4 variants with distinct, non-empty labels and valid requests; the first fault is named."""
+    if not VARIANTS.lo <= len(variants) <= VARIANTS.hi:
+        raise InvalidInput(f"compare {VARIANTS.lo:g} to {VARIANTS.hi:g} variants (got {len(variants)})")
+    labels = [v.label.strip() for v in variants]
+    if any(not label for label in labels):
+        raise InvalidInput("every variant needs a label")
+    if len(set(labels)) != len(labels):
+        raise InvalidInput(f"variant labels must differ (got {', '.join(labels)})")
+    out = []
+    for v in variants:
+        try:
+            request = v.request.validated()
+        except InvalidInput as exc:
+            raise InvalidInput(f"variant {v.label}: {exc}") from None
+        if v.target.kind not in TARGET_KINDS:
+            raise InvalidInput(f"variant {v.label}: unknown target {v.target.kind!r}")
+        if v.target.kind == "omni" and not (v.target.url or "").strip():
+            raise InvalidInput(f"variant {v.label}: a vLLM-Omni target needs its URL, e.g. http://gpu-box:8091")
+        if v.target.kind == "sagemaker" and not (v.target.endpoint or "").strip():
+            raise InvalidInput(f"variant {v.label}: a SageMaker target needs the endpoint's name")
+        if v.target.usd_per_hour is not None and not 0 < v.target.usd_per_hour <= 1000:
+            raise InvalidInput(f"variant {v.label}: the price per hour must be above 0 and at most 1000 USD")
+        out.append(replace(v, label=v.label.strip(), request=request))
+    return out
+
+
+def _price(backend: Backend, settings: Settings, target: Target) -> tuple[float | None, str | None]:
+    if target.usd_per_hour is not None:
+        return target.usd_per_hour, None
+    if backend.name != "sagemaker":
+        return None, "no hourly price is known for this target: give one for a cost per item"
+    from services.load.target import describe_target
+
+    try:
+        t = describe_target(backend, settings, "image")
+    except StudioError as exc:
+        return None, f"no price: {exc}"
+    return t.usd_per_hour, t.price_note
+
+
+def compare_images(variants: list[ImageVariant], *, settings: Settings, history: History, default: Backend,
+                   build: Callable[[Settings], Backend] = create_backend) -> list[Outcome]:
+    """Run every variant at once and record each image; outcomes in the variants' order. One variant's
+    failure (its target down, a refusal) is its outcome's error; the others go on."""
+    variants = check_variants(list(variants))
+    built: dict[tuple[str, str | None], Backend | StudioError] = {}
+    for v in variants:  # one backend per distinct target, built before the run
+        if v.target.kind != "default" and v.target.key() not in built:
+            try:
+                built[v.target.key()] = build(target_settings(settings, v.target))
+            except StudioError as exc:
+                built[v.target.key()] = exc
+
+    def run(v: ImageVariant) -> Outcome:
+        backend = default if v.target.kind == "default" else built[v.target.key()]
+        outcome = Outcome(v, v.target.describe(f"{default.name} ({default.target})"))
+        if isinstance(backend, StudioError):
+            outcome.error = f"the target could not be set up: {backend}"
+            return outcome
+        own = settings if v.target.kind == "default" else target_settings(settings, v.target)
+        outcome.usd_per_hour, outcome.price_note = _price(backend, own, v.target)
+        try:
+            outcome.job = record_image(backend.images, history, v.request)
+        except StudioError as exc:
+            outcome.error = str(exc)  # recorded as a failed job with its settings (record_image)
+        return outcome
+
+    try:
+        with ThreadPoolExecutor(max_workers=len(variants), thread_name_prefix="compare") as pool:
+            return list(pool.map(run, variants))
+    finally:
+        for backend in built.values():
+            if isinstance(backend, Backend):
+                backend.close()

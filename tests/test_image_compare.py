@@ -1,0 +1,96 @@
+"""The image page's Compare tab with Streamlit's AppTest (the real app.py navigation) against the real
+offline engine: one prompt on two variants at once, each recorded in the history with its own settings, the
+columns showing their figures and cost per image; a variant whose target is down fails alone; bad input is
+named and nothing runs. tests/test_browser_image_compare.py shows the columns in Chromium."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from services.history import History
+from tests.conftest import free_port
+from tests.test_media_pages import IMAGE, _button, _ok, _open
+
+
+def _variant(at, i: int, **fields: str) -> None:
+    for name, value in fields.items():
+        if name == "steps":
+            at.number_input(key=f"cmp_{i}_steps").set_value(int(value))
+        elif name == "target":
+            at.selectbox(key=f"cmp_{i}_target").set_value(value).run()  # its URL field appears
+        else:
+            at.text_input(key=f"cmp_{i}_{name}").set_value(value)
+
+
+def _compare(at, prompt: str) -> None:
+    at.text_area(key="cmp_prompt").input(prompt)
+    _button(at, "Compare").click().run()
+    _ok(at)
+
+
+def test_two_variants_side_by_side_are_recorded_with_figures_and_cost(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    _variant(at, 0, label="small fast", size="256x192", steps="4", seed="11")
+    _variant(at, 1, label="large slow", size="384x320", steps="8", seed="11", guidance="3.5", negative="blur",
+             price="3.6")
+    _compare(at, "a lighthouse at dawn")
+    assert not at.error, [e.value for e in at.error]
+    jobs = {j.params["size"]: j for j in History(tmp_path).jobs("image")}
+    assert set(jobs) == {"256x192", "384x320"}  # both recorded, each with its own settings
+    small, large = jobs["256x192"], jobs["384x320"]
+    assert small.status == large.status == "succeeded" and small.prompt == large.prompt == "a lighthouse at dawn"
+    assert (small.params["steps"], small.params["seed"]) == (4, 11)
+    assert (large.params["steps"], large.params["guidance"], large.params["negative_prompt"]) == (8, 3.5, "blur")
+    text = (" ".join(m.value for m in at.markdown) + " " + " ".join(c.value for c in at.caption)).replace("\\", "")
+    assert "small fast" in text and "large slow" in text
+    assert text.count("Latency") == 2 and text.count("model time") == 2
+    # 3.6 USD an hour: a second of latency costs a thousandth of a dollar
+    cost = float(re.search(r"\$([0-9.]+) per image at \$3\.6000/h", text).group(1))
+    assert cost == pytest.approx(large.timings["total_s"] / 1000, rel=1e-3)  # four significant digits
+    assert "cost per image unknown: no hourly price is known" in text  # the sidebar's engine
+    # the gallery holds both, like any other image
+    assert sum("Use for video" == b.label for b in at.button) == 2
+
+
+def test_a_variant_on_a_down_target_fails_alone_and_another_url_works(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    at.segmented_control(key="cmp_count").set_value(3).run()
+    down = f"http://127.0.0.1:{free_port()}"
+    _variant(at, 0, size="128x128", seed="1")
+    _variant(at, 1, target="omni", where=engine_url, size="160x128", seed="1")  # a second backend, same server
+    _variant(at, 2, target="omni", where=down, size="192x128", seed="1")
+    at.run()
+    _compare(at, "a boat")
+    jobs = History(tmp_path).jobs("image")
+    done = sorted(j.params["size"] for j in jobs if j.status == "succeeded")
+    assert done == ["128x128", "160x128"]
+    failed = [j for j in jobs if j.status == "failed"]
+    assert [j.params["size"] for j in failed] == ["192x128"]  # recorded with its settings
+    errors = [e.value.replace("\\", "") for e in at.error]
+    assert errors and all(down in e.replace("`", "") for e in errors), errors  # its column (and gallery tile) only
+    captions = " ".join(c.value.replace("\\", "") for c in at.caption)
+    assert f"vLLM-Omni {engine_url}" in captions.replace("`", "")
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({0: {"label": "same"}, 1: {"label": "same"}}, "variant labels must differ"),
+    ({1: {"seed": "abc"}}, "variant B: seed must be a whole number"),
+    ({0: {"size": "10x10"}}, "variant A:"),
+    ({1: {"target": "omni"}}, "variant B: a vLLM-Omni target needs its URL"),
+    ({1: {"price": "lots"}}, "variant B: the price per hour (USD) must be a number"),
+])
+def test_bad_variants_are_named_and_nothing_runs(engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                 fields: dict, message: str) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    for i, values in fields.items():
+        _variant(at, i, **values)
+    at.run()
+    _compare(at, "a cat")
+    assert any(message in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
+    assert History(tmp_path).jobs("image") == []
+    assert at.text_area(key="cmp_prompt").value == "a cat"  # nothing typed is lost

@@ -1,0 +1,129 @@
+"""The image page's Compare tab: one prompt on 2–4 variants at once (services/compare.py), each a full set of
+settings and a target, and the results in columns with their figures and cost per image.
+
+The form lives in session state under `cmp_*` keys (variant i's under `cmp_<i>_*`), so a refused compare
+keeps everything typed; the last outcomes stay under `cmp_outcomes` until the next compare.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from protocol.errors import StudioError
+from protocol.limits import IMAGE_GUIDANCE, IMAGE_SIZE, IMAGE_STEPS, Range
+from services.base import Backend
+from services.compare import VARIANTS, ImageVariant, Outcome, Target, compare_images
+from services.history import History
+from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest
+from services.load.report import usd
+from services.settings import Settings
+from ui.forms import bounded_number, optional_number, optional_seed
+from ui.media_views import image_summary, seconds
+from ui.resources import plain
+
+COMPARE = "Compare"
+TARGETS = {"default": "Sidebar backend", "omni": "vLLM-Omni URL", "sagemaker": "SageMaker endpoint"}
+PRICE = Range(0.0001, 1000.0)
+LABELS = "ABCD"
+
+
+def _defaults(i: int) -> dict[str, object]:
+    return {"label": LABELS[i], "target": "default", "where": "", "price": "", "size": DEFAULT_SIZE,
+            "steps": DEFAULT_STEPS * (i + 1) if DEFAULT_STEPS * (i + 1) <= IMAGE_STEPS.hi else DEFAULT_STEPS,
+            "guidance": "", "seed": "", "negative": ""}
+
+
+def init_compare_state() -> None:
+    state = st.session_state
+    state.setdefault("cmp_prompt", "")
+    state.setdefault("cmp_count", int(VARIANTS.lo))
+    for i in range(int(VARIANTS.hi)):
+        for name, value in _defaults(i).items():
+            state.setdefault(f"cmp_{i}_{name}", value)
+
+
+def _variant(i: int, prompt: str) -> ImageVariant:
+    state = st.session_state
+    label = str(state[f"cmp_{i}_label"]).strip() or LABELS[i]
+    try:
+        request = ImageRequest(prompt=prompt, negative_prompt=state[f"cmp_{i}_negative"], size=state[f"cmp_{i}_size"],
+                               steps=int(state[f"cmp_{i}_steps"]),
+                               guidance=optional_number(state[f"cmp_{i}_guidance"], "guidance", IMAGE_GUIDANCE,
+                                                        blank="the model's default"),
+                               seed=optional_seed(state[f"cmp_{i}_seed"]))
+        price = optional_number(state[f"cmp_{i}_price"], "the price per hour (USD)", PRICE, blank="no price")
+    except StudioError as exc:
+        raise type(exc)(f"variant {label}: {exc}") from None
+    kind, where = state[f"cmp_{i}_target"], str(state.get(f"cmp_{i}_where") or "").strip() or None
+    target = Target(kind, url=where if kind == "omni" else None, endpoint=where if kind == "sagemaker" else None,
+                    usd_per_hour=price)
+    return ImageVariant(label, request, target)
+
+
+def run_compare(settings: Settings, history: History, backend: Backend) -> None:
+    """Compare's callback: every variant at once; a refusal goes to `cmp_error` and nothing runs."""
+    state = st.session_state
+    state["cmp_error"] = None
+    try:
+        variants = [_variant(i, state["cmp_prompt"]) for i in range(int(state["cmp_count"]))]
+        with st.spinner(f"Generating {len(variants)} variants at once…"):
+            state["cmp_outcomes"] = compare_images(variants, settings=settings, history=history, default=backend)
+    except StudioError as exc:
+        state["cmp_error"] = str(exc)
+
+
+def compare_form(on_compare) -> None:
+    """The prompt, how many variants, each variant's column of settings and target, the Compare button."""
+    state = st.session_state
+    st.text_area("Compare prompt", key="cmp_prompt", height=80, placeholder="The same prompt goes to every variant")
+    st.segmented_control("Variants", list(range(int(VARIANTS.lo), int(VARIANTS.hi) + 1)), key="cmp_count",
+                         required=True, help="each variant is a full set of settings and a target")
+    for i, col in enumerate(st.columns(int(state["cmp_count"]))):
+        with col.container(border=True):
+            col_text = st.text_input
+            col_text("Label", key=f"cmp_{i}_label", max_chars=40)
+            st.selectbox("Target", list(TARGETS), key=f"cmp_{i}_target", format_func=TARGETS.get)
+            kind = state[f"cmp_{i}_target"]
+            if kind != "default":
+                col_text("URL" if kind == "omni" else "Endpoint name", key=f"cmp_{i}_where",
+                         placeholder="http://gpu-box:8091" if kind == "omni" else "omni-image")
+            col_text("Size (WxH)", key=f"cmp_{i}_size",
+                     help=f"width x height, each {IMAGE_SIZE.lo:g}–{IMAGE_SIZE.hi:g}")
+            bounded_number(st, "Steps", f"cmp_{i}_steps", IMAGE_STEPS, step=1)
+            col_text("Guidance", key=f"cmp_{i}_guidance", placeholder="server default")
+            col_text("Seed", key=f"cmp_{i}_seed", placeholder="random", help="the same seed makes variants comparable")
+            col_text("Negative prompt", key=f"cmp_{i}_negative", placeholder="optional")
+            col_text("Price per hour (USD)", key=f"cmp_{i}_price", placeholder="from the price table, or none",
+                     help="the target's hourly price for a cost per image; a SageMaker endpoint's comes from the "
+                          "shipped price table when left blank")
+    st.button("Compare", type="primary", on_click=on_compare, key="cmp_go")
+    if state.get("cmp_error"):
+        st.error(plain(state["cmp_error"]))
+
+
+def _cost(outcome: Outcome) -> str:
+    cost = outcome.cost_per_item_usd
+    if cost is not None:
+        return f"{usd(cost)} per image at ${outcome.usd_per_hour:.4f}/h"
+    return f"cost per image unknown: {outcome.price_note or 'no image'}"
+
+
+def compare_results(outcomes: list[Outcome]) -> None:
+    """The last compare: one column per variant, its image, settings, figures and cost per image."""
+    st.subheader("Side by side")
+    for outcome, col in zip(outcomes, st.columns(len(outcomes))):
+        with col.container(border=True):
+            st.markdown(f"**{plain(outcome.variant.label)}**")
+            st.caption(plain(outcome.target))
+            job = outcome.job
+            if outcome.error or job is None:
+                st.error(plain(outcome.error or "no image"))
+                continue
+            paths = job.output_paths()
+            if paths and paths[0].exists():
+                st.image(str(paths[0]), width="stretch")
+            if job.meta.get("preview"):
+                st.caption("🔖 Offline preview — drawn by the offline engine, not by FLUX.2-klein")
+            st.markdown(f"Latency **{seconds(outcome.latency_s)}** · model time **{seconds(outcome.model_s)}**")
+            st.caption(plain(image_summary(job)))
+            st.caption(plain(_cost(outcome)))
