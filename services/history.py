@@ -484,6 +484,22 @@ class History:
             raise InvalidInput(f"there is no load report {report_id!r} in the history at {self.data_dir}")
         return _load_report(row)
 
+    # -- other packages' tables (services/eval): additive, in the same file --------------------------------
+    def add_tables(self, schema: str) -> None:
+        """Create another package's tables (idempotent `CREATE TABLE IF NOT EXISTS …` statements)."""
+        try:
+            self._connect().executescript(schema)
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot create tables in the history at {self.data_dir} ({exc})") from None
+
+    def transaction(self) -> Any:
+        """One write transaction on the history (a context manager yielding the connection)."""
+        return self._tx()
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's connection, for reads."""
+        return self._connect()
+
     def close(self) -> None:
         db = getattr(self._local, "db", None)
         if db is not None:

@@ -1,0 +1,131 @@
+"""Run an evaluation's missing items through the studio's own clients, one backend per variant target.
+
+Each variant's target is built with services.create_backend from the settings (the studio's, with the
+variant's backend / url / endpoint / region / profile / state_file over them) and checked with its health
+first. A variant whose target is down or whose request fails: its items are marked `failed` with the message,
+the other variants continue, and a later run (or `--resume ID`) retries exactly the items not `succeeded`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.errors import StudioError
+from services.eval.spec import EvalSpec
+from services.eval.store import EvalStore, Item
+from services.settings import Settings
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class RunOutcome:
+    id: str
+    items: int
+    generated: int = 0
+    failed: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "items": self.items, "generated": self.generated, "failed": len(self.failed),
+                "failed_items": self.failed}
+
+
+def variant_settings(base: Settings, modality: str, settings: dict[str, Any]) -> Settings:
+    """The studio's settings with the variant's target over them (`url` alone means backend omni)."""
+    changes: dict[str, Any] = {}
+    if settings.get("backend"):
+        changes["backend"] = settings["backend"]
+    if settings.get("url"):
+        changes["omni_url"] = settings["url"]
+        changes.setdefault("backend", "omni")
+    if settings.get("endpoint"):
+        changes[f"{modality}_endpoint"] = settings["endpoint"]
+        changes.setdefault("backend", "sagemaker")
+    for key in ("region", "profile", "state_file"):
+        if settings.get(key):
+            changes[key] = settings[key]
+    return base.with_overrides(**changes) if changes else base
+
+
+def generate(backend: Any, modality: str, prompt: str, settings: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """One item: its media bytes and figures (latency_s always; ttfa_ms and rtf for voice; model_s if told)."""
+    started = time.perf_counter()
+    if modality == "voice":
+        from services.speech import speech_config
+        config = speech_config(voice=settings.get("voice"), language=settings.get("language"),
+                               split_granularity=settings.get("split", "clause"), task_type=settings.get("task_type"),
+                               instructions=settings.get("instructions"),
+                               initial_codec_chunk_frames=settings.get("first_chunk_frames"))
+        utterance = asyncio.run(backend.speech.say(config, prompt))
+        if not utterance.ok:
+            raise StudioError(str(utterance.error))
+        st = utterance.stats
+        figures = {"latency_s": time.perf_counter() - started, "ttfa_ms": st.ttfa_ms, "rtf": st.rtf,
+                   "audio_seconds": st.audio_seconds}
+        return utterance.wav(), figures
+    if modality == "image":
+        from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest
+        request = ImageRequest(prompt=prompt, size=settings.get("size") or DEFAULT_SIZE,
+                               steps=settings.get("steps") or DEFAULT_STEPS, guidance=settings.get("guidance"),
+                               seed=settings.get("seed"), negative_prompt=settings.get("negative_prompt")).validated()
+        result = backend.images.generate(request)
+        return result.images[0], {"latency_s": time.perf_counter() - started, **result.timings()}
+    from services.videos import VideoRequest
+    fields = {k: settings[k] for k in ("width", "height", "frames", "fps", "steps", "guidance", "seed",
+                                       "negative_prompt") if settings.get(k) is not None}
+    result = backend.videos.generate(VideoRequest(prompt=prompt, **fields).validated())
+    return result.mp4, {"latency_s": time.perf_counter() - started, **result.timings()}
+
+
+def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Progress | None = None,
+              backend_factory: Callable[[Settings], Any] | None = None) -> RunOutcome:
+    """Generate every item of the evaluation that is not `succeeded` (failed ones are retried).
+
+    `on_progress({"done", "total", "item", "variant", "status", "error"})` is called after each item; raising
+    from it (or Ctrl-C) stops the run, and what was stored stays stored."""
+    from services.backend import create_backend
+    factory = backend_factory or create_backend
+    ev = store.get(eval_id)
+    spec: EvalSpec = ev.spec
+    all_items = store.items(eval_id)
+    todo = [i for i in all_items if i.status != "succeeded"]
+    outcome = RunOutcome(eval_id, len(all_items))
+    done = len(all_items) - len(todo)
+    for label in spec.labels:
+        mine = [i for i in todo if i.variant == label]
+        if not mine:
+            continue
+        backend, problem = None, None
+        try:
+            backend = factory(variant_settings(base, spec.modality, spec.settings(label)))
+            health = backend.health()
+            if not health.ok:
+                problem = f"variant {label!r}: its target {backend.target} is down ({health.detail})"
+        except StudioError as exc:
+            problem = f"variant {label!r}: {exc}"
+        try:
+            for item in mine:
+                error = problem
+                if error is None:
+                    try:
+                        data, figures = generate(backend, spec.modality, item.prompt, item.settings)
+                        store.succeed(item, data, figures, spec.modality)
+                        outcome.generated += 1
+                    except StudioError as exc:
+                        error = f"variant {label!r}: {exc}"
+                if error is not None:
+                    store.fail(item, error)
+                    outcome.failed.append({"item": item.id, "variant": label, "prompt": item.prompt, "error": error})
+                done += 1
+                if on_progress:
+                    on_progress({"done": done, "total": len(all_items), "item": item.id, "variant": label,
+                                 "status": "failed" if error else "succeeded", "error": error})
+        finally:
+            if backend is not None:
+                backend.close()
+    return outcome
+

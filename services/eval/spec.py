@@ -1,0 +1,220 @@
+"""The SPEC of an evaluation: a TOML file (or the same dict from a page) checked before anything runs.
+
+    name = "0.6B vs 1.7B"
+    modality = "voice"                # voice | image | video
+    prompts = ["Hello there.", "Welcome back."]      # or prompts_file = "prompts.txt" (one per line; .csv: first column)
+    repeats = 1
+
+    [[variants]]
+    label = "calm"
+    backend = "omni"                  # offline | omni | sagemaker, and url / endpoint / region / profile / state_file
+    url = "http://127.0.0.1:8091"
+    voice = "vivian"
+    instructions = "slow and warm"
+
+Each variant takes the setting names of the matching command (`speak`, `image`, `video`; `first-chunk-frames`
+and `first_chunk_frames` are the same). Refused, naming what to fix: unknown keys or settings, fewer than 2
+variants, duplicate labels, an empty prompt set, more than MAX_ITEMS_UNCONFIRMED items without `yes`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from protocol.errors import InvalidInput
+
+Modality = Literal["voice", "image", "video"]
+MAX_ITEMS_UNCONFIRMED = 1000
+MAX_REPEATS = 100
+TARGET_KEYS = ("backend", "url", "endpoint", "region", "profile", "state_file")
+SETTINGS: dict[str, tuple[str, ...]] = {
+    "voice": ("voice", "language", "task_type", "instructions", "first_chunk_frames", "split"),
+    "image": ("size", "steps", "guidance", "seed", "negative_prompt"),
+    "video": ("width", "height", "frames", "fps", "steps", "guidance", "seed", "negative_prompt"),
+}
+TOP_KEYS = ("name", "modality", "prompts", "prompts_file", "repeats", "variants", "seed")
+
+
+class _Variant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str
+    backend: Literal["offline", "omni", "sagemaker"] | None = None
+    url: str | None = None
+    endpoint: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    state_file: str | None = None
+
+
+class VoiceVariant(_Variant):
+    voice: str | None = None
+    language: str | None = None
+    task_type: Literal["CustomVoice", "VoiceDesign"] | None = None
+    instructions: str | None = None
+    first_chunk_frames: int | None = None
+    split: Literal["none", "sentence", "clause"] = "clause"
+
+
+class ImageVariant(_Variant):
+    size: str | None = None
+    steps: int | None = None
+    guidance: float | None = None
+    seed: int | None = None
+    negative_prompt: str | None = None
+
+
+class VideoVariant(_Variant):
+    width: int | None = None
+    height: int | None = None
+    frames: int | None = None
+    fps: int | None = None
+    steps: int | None = None
+    guidance: float | None = None
+    seed: int | None = None
+    negative_prompt: str | None = None
+
+
+VARIANT_MODELS: dict[str, type[_Variant]] = {"voice": VoiceVariant, "image": ImageVariant, "video": VideoVariant}
+
+
+class EvalSpec(BaseModel):
+    """A checked SPEC: prompts resolved (prompts_file read), variants typed for the modality."""
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    modality: Modality
+    prompts: list[str]
+    repeats: int = 1
+    seed: int = 0
+    variants: list[dict[str, Any]]
+
+    @property
+    def labels(self) -> list[str]:
+        return [v["label"] for v in self.variants]
+
+    @property
+    def item_count(self) -> int:
+        return len(self.prompts) * self.repeats * len(self.variants)
+
+    def settings(self, label: str) -> dict[str, Any]:
+        """A variant's settings (target keys included), the Nones left out."""
+        for v in self.variants:
+            if v["label"] == label:
+                return {k: val for k, val in v.items() if val is not None}
+        raise KeyError(label)
+
+
+def _norm(key: Any) -> str:
+    return str(key).replace("-", "_")
+
+
+def _pydantic_problem(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "value"
+        parts.append(f"{where}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def read_prompts_file(path: Path) -> list[str]:
+    """One prompt per line (.txt), or the first column of each row (.csv; a header row `prompt` is skipped)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"cannot read prompts_file {path} ({exc}); give a UTF-8 .txt or .csv file") from None
+    if path.suffix.lower() == ".csv":
+        rows = [r[0] for r in csv.reader(io.StringIO(text)) if r]
+        if rows and rows[0].strip().lower() == "prompt":
+            rows = rows[1:]
+        return [r.strip() for r in rows if r.strip()]
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool = False) -> EvalSpec:
+    """Check a SPEC dict (from TOML or a page); every refusal is an InvalidInput naming what to fix."""
+    if not isinstance(data, dict):
+        raise InvalidInput("a SPEC is a table of keys (name, modality, prompts, repeats, [[variants]])")
+    data = {_norm(k): v for k, v in data.items()}
+    unknown = [k for k in data if k not in TOP_KEYS]
+    if unknown:
+        raise InvalidInput(f"unknown key(s) in the SPEC: {', '.join(unknown)}; the keys are {', '.join(TOP_KEYS)}")
+    for key in ("name", "modality", "variants"):
+        if key not in data:
+            raise InvalidInput(f"the SPEC has no {key!r}")
+    modality = data["modality"]
+    if modality not in SETTINGS:
+        raise InvalidInput(f"modality must be voice, image or video, not {modality!r}")
+    if "prompts" in data and "prompts_file" in data:
+        raise InvalidInput("give prompts or prompts_file, not both")
+    if "prompts_file" in data:
+        path = Path(str(data.pop("prompts_file")))
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        prompts = read_prompts_file(path)
+    else:
+        prompts = data.get("prompts", [])
+        if isinstance(prompts, str):
+            prompts = [p for p in prompts.splitlines()]
+        if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
+            raise InvalidInput("prompts must be a list of texts")
+        prompts = [p.strip() for p in prompts if p.strip()]
+    if not prompts:
+        raise InvalidInput("the prompt set is empty: give at least one prompt (prompts = [...] or prompts_file)")
+    repeats = data.get("repeats", 1)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
+        raise InvalidInput(f"repeats must be a whole number from 1 to {MAX_REPEATS}, not {repeats!r}")
+    raw_variants = data["variants"]
+    if not isinstance(raw_variants, list) or len(raw_variants) < 2:
+        n = len(raw_variants) if isinstance(raw_variants, list) else 0
+        raise InvalidInput(f"an evaluation compares at least 2 variants ([[variants]] tables); this SPEC has {n}")
+    model = VARIANT_MODELS[modality]
+    known = ("label", *TARGET_KEYS, *SETTINGS[modality])
+    variants: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_variants, 1):
+        if not isinstance(raw, dict):
+            raise InvalidInput(f"variant {i} is not a table ([[variants]])")
+        raw = {_norm(k): v for k, v in raw.items()}
+        label = raw.get("label")
+        name = f"variant {i}" + (f" ({label!r})" if label else "")
+        bad = [k for k in raw if k not in known]
+        if bad:
+            raise InvalidInput(f"{name}: unknown setting(s) {', '.join(bad)} for {modality}; the settings are "
+                               f"{', '.join(known)}")
+        if not isinstance(label, str) or not label.strip():
+            raise InvalidInput(f"{name} has no label: give each variant a label")
+        if label.strip() in seen:
+            raise InvalidInput(f"two variants are labelled {label!r}: give each variant its own label")
+        seen.add(label.strip())
+        try:
+            checked = model.model_validate({**raw, "label": label.strip()})
+        except ValidationError as exc:
+            raise InvalidInput(f"{name}: {_pydantic_problem(exc)}") from None
+        variants.append(checked.model_dump())
+    try:
+        spec = EvalSpec(name=str(data["name"]), modality=modality, prompts=prompts, repeats=repeats,
+                        seed=int(data.get("seed", 0)), variants=variants)
+    except (ValidationError, TypeError, ValueError) as exc:
+        raise InvalidInput(f"the SPEC: {exc}") from None
+    if not spec.name.strip():
+        raise InvalidInput("the SPEC's name is empty: give the evaluation a name")
+    if spec.item_count > MAX_ITEMS_UNCONFIRMED and not yes:
+        raise InvalidInput(f"this evaluation makes {spec.item_count} items ({len(prompts)} prompts × {repeats} repeats"
+                           f" × {len(variants)} variants), more than {MAX_ITEMS_UNCONFIRMED}: confirm with --yes")
+    return spec
+
+
+def load_spec(path: Path, *, yes: bool = False) -> EvalSpec:
+    """Read and check a SPEC.toml."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the SPEC {path} ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"the SPEC {path} is not valid TOML ({exc})") from None
+    return parse_spec(data, base_dir=path.parent, yes=yes)

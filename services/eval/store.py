@@ -1,0 +1,209 @@
+"""Evaluations kept in the studio's history database (services/history.py), media beside it.
+
+Tables (added, never changing the history's own): `evaluations` (the checked SPEC), `eval_items` (one per
+variant × prompt × repeat, created up front as `pending`: its settings, then its media file, figures, status
+and error), `eval_ratings` (item_a, item_b, winner a|b|tie, rater). A run only generates the items that are not
+`succeeded`, so an interrupted run continues where it stopped. Item ids are random (they say nothing of the
+variant: a blind sheet shows them).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from protocol.errors import InvalidInput
+from services.eval.spec import EvalSpec
+from services.history import History
+
+ItemStatus = Literal["pending", "succeeded", "failed"]
+MEDIA_SUFFIX = {"voice": ".wav", "image": ".png", "video": ".mp4"}
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS evaluations (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    modality    TEXT NOT NULL,
+    spec        TEXT NOT NULL,             -- JSON: the checked SPEC (services/eval/spec.py)
+    created_at  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS eval_items (
+    id            TEXT PRIMARY KEY,
+    evaluation_id TEXT NOT NULL,
+    variant       TEXT NOT NULL,           -- the variant's label
+    prompt_index  INTEGER NOT NULL,
+    repeat        INTEGER NOT NULL,
+    prompt        TEXT NOT NULL,
+    settings      TEXT NOT NULL,           -- JSON: the variant's settings
+    status        TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
+    media         TEXT,                    -- file name in media/eval-<evaluation id>/
+    figures       TEXT NOT NULL DEFAULT '{}',  -- JSON: latency_s, ttfa_ms, rtf, model_s, cost_usd, …
+    error         TEXT,
+    updated_at    REAL NOT NULL,
+    UNIQUE (evaluation_id, variant, prompt_index, repeat)
+);
+CREATE INDEX IF NOT EXISTS eval_items_eval ON eval_items (evaluation_id);
+CREATE TABLE IF NOT EXISTS eval_ratings (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    evaluation_id TEXT NOT NULL,
+    item_a        TEXT NOT NULL,
+    item_b        TEXT NOT NULL,
+    winner        TEXT NOT NULL CHECK (winner IN ('a', 'b', 'tie')),
+    rater         TEXT NOT NULL,
+    created_at    REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS eval_ratings_eval ON eval_ratings (evaluation_id);
+"""
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    evaluation_id: str
+    variant: str
+    prompt_index: int
+    repeat: int
+    prompt: str
+    settings: dict[str, Any]
+    status: ItemStatus
+    media: str | None
+    figures: dict[str, Any]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Rating:
+    item_a: str
+    item_b: str
+    winner: Literal["a", "b", "tie"]
+    rater: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    id: str
+    name: str
+    modality: str
+    spec: EvalSpec
+    created_at: float
+
+
+def _item(row: Any) -> Item:
+    return Item(row["id"], row["evaluation_id"], row["variant"], row["prompt_index"], row["repeat"], row["prompt"],
+                json.loads(row["settings"]), row["status"], row["media"], json.loads(row["figures"]), row["error"])
+
+
+class EvalStore:
+    """Evaluations in the history at `data_dir` (or an open History)."""
+
+    def __init__(self, history: History | Path | str) -> None:
+        self.history = history if isinstance(history, History) else History(history)
+        self.history.add_tables(SCHEMA)
+
+    # -- evaluations ----------------------------------------------------------------------------------
+    def create(self, spec: EvalSpec) -> Evaluation:
+        """A new evaluation with every item `pending`."""
+        eval_id = f"ev-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        now = time.time()
+        with self.history.transaction() as db:
+            db.execute("INSERT INTO evaluations (id, name, modality, spec, created_at) VALUES (?, ?, ?, ?, ?)",
+                       (eval_id, spec.name, spec.modality, spec.model_dump_json(), now))
+            self._add_items(db, eval_id, spec, now)
+        return self.get(eval_id)
+
+    def _add_items(self, db: Any, eval_id: str, spec: EvalSpec, now: float) -> None:
+        for label in spec.labels:
+            settings = json.dumps(spec.settings(label))
+            for pi, prompt in enumerate(spec.prompts):
+                for r in range(spec.repeats):
+                    db.execute(
+                        "INSERT OR IGNORE INTO eval_items (id, evaluation_id, variant, prompt_index, repeat, prompt,"
+                        " settings, status, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+                        (uuid.uuid4().hex[:10], eval_id, label, pi, r, prompt, settings, now))
+
+    def get(self, eval_id: str) -> Evaluation:
+        row = self.history.reader().execute("SELECT * FROM evaluations WHERE id = ?", (eval_id,)).fetchone()
+        if row is None:
+            raise InvalidInput(f"there is no evaluation {eval_id!r} in the history at {self.history.data_dir}; "
+                               "`python -m services eval list` shows them")
+        return Evaluation(row["id"], row["name"], row["modality"], EvalSpec.model_validate_json(row["spec"]),
+                          row["created_at"])
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every evaluation, newest first, with its item counts by status and its number of ratings."""
+        db = self.history.reader()
+        out = []
+        for row in db.execute("SELECT * FROM evaluations ORDER BY created_at DESC, rowid DESC").fetchall():
+            counts = dict(db.execute("SELECT status, COUNT(*) FROM eval_items WHERE evaluation_id = ? GROUP BY status",
+                                     (row["id"],)).fetchall())
+            ratings = db.execute("SELECT COUNT(*) FROM eval_ratings WHERE evaluation_id = ?", (row["id"],)).fetchone()[0]
+            out.append({"id": row["id"], "name": row["name"], "modality": row["modality"],
+                        "created_at": row["created_at"], "items": sum(counts.values()),
+                        "succeeded": counts.get("succeeded", 0), "failed": counts.get("failed", 0),
+                        "pending": counts.get("pending", 0), "ratings": ratings})
+        return out
+
+    def check_resume(self, eval_id: str, spec: EvalSpec) -> Evaluation:
+        """The evaluation to continue; refused when the SPEC given is not the one it was made from."""
+        ev = self.get(eval_id)
+        old, new = ev.spec.model_dump(), spec.model_dump()
+        changed = [k for k in new if old.get(k) != new[k]]
+        if changed:
+            raise InvalidInput(f"the SPEC differs from evaluation {eval_id}'s in {', '.join(changed)}; resume it with "
+                               "the SPEC it was made from, or run a new evaluation")
+        return ev
+
+    # -- items ----------------------------------------------------------------------------------------
+    def items(self, eval_id: str, *, status: ItemStatus | None = None) -> list[Item]:
+        sql = "SELECT * FROM eval_items WHERE evaluation_id = ?" + (" AND status = ?" if status else "")
+        sql += " ORDER BY prompt_index, repeat, variant"
+        rows = self.history.reader().execute(sql, (eval_id, status) if status else (eval_id,)).fetchall()
+        return [_item(r) for r in rows]
+
+    def item(self, item_id: str) -> Item:
+        row = self.history.reader().execute("SELECT * FROM eval_items WHERE id = ?", (item_id,)).fetchone()
+        if row is None:
+            raise InvalidInput(f"there is no evaluation item {item_id!r}")
+        return _item(row)
+
+    def media_dir(self, eval_id: str) -> Path:
+        return self.history.media_dir / f"eval-{eval_id}"
+
+    def media_path(self, item: Item) -> Path | None:
+        return None if item.media is None else self.media_dir(item.evaluation_id) / item.media
+
+    def succeed(self, item: Item, data: bytes, figures: dict[str, Any], modality: str) -> None:
+        """The item's media written (atomically) before the row that names it."""
+        folder = self.media_dir(item.evaluation_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        name = item.id + MEDIA_SUFFIX[modality]
+        tmp = folder / f".{name}.{uuid.uuid4().hex[:6]}.part"
+        tmp.write_bytes(data)
+        tmp.replace(folder / name)
+        with self.history.transaction() as db:
+            db.execute("UPDATE eval_items SET status = 'succeeded', media = ?, figures = ?, error = NULL, updated_at = ?"
+                       " WHERE id = ?", (name, json.dumps(figures), time.time(), item.id))
+
+    def fail(self, item: Item, error: str) -> None:
+        with self.history.transaction() as db:
+            db.execute("UPDATE eval_items SET status = 'failed', error = ?, updated_at = ? WHERE id = ?",
+                       (error, time.time(), item.id))
+
+    # -- ratings --------------------------------------------------------------------------------------
+    def add_ratings(self, eval_id: str, rows: list[tuple[str, str, str, str]]) -> int:
+        """(item_a, item_b, winner, rater) rows, all in one transaction (checked by the caller)."""
+        now = time.time()
+        with self.history.transaction() as db:
+            db.executemany("INSERT INTO eval_ratings (evaluation_id, item_a, item_b, winner, rater, created_at)"
+                           " VALUES (?, ?, ?, ?, ?, ?)", [(eval_id, a, b, w, r, now) for a, b, w, r in rows])
+        return len(rows)
+
+    def ratings(self, eval_id: str) -> list[Rating]:
+        rows = self.history.reader().execute(
+            "SELECT * FROM eval_ratings WHERE evaluation_id = ? ORDER BY id", (eval_id,)).fetchall()
+        return [Rating(r["item_a"], r["item_b"], r["winner"], r["rater"], r["created_at"]) for r in rows]

@@ -1,0 +1,212 @@
+"""Evaluations (services/eval): the SPEC's refusals, a two-variant voice run on the real offline engine,
+interrupted and resumed, a target that is down, blind pairs, ratings imported all-or-nothing, the export."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from protocol.errors import InvalidInput
+from services.eval import pairing, report
+from services.eval.export import export_zip, import_ratings
+from services.eval.runner import run_items
+from services.eval.spec import load_spec, parse_spec
+from services.eval.store import EvalStore
+from services.settings import Settings
+from tests.conftest import free_port
+
+PROMPTS = ["Hello there.", "Good morning, everyone.", "The weather is fine today."]
+
+
+def spec_dict(**over):
+    base = {"name": "split test", "modality": "voice", "prompts": list(PROMPTS), "repeats": 1,
+            "variants": [{"label": "clause", "split": "clause"}, {"label": "sentence", "split": "sentence"}]}
+    return base | over
+
+
+# ---- the SPEC ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("over, needle", [
+    ({"colour": "blue"}, "unknown key(s) in the SPEC: colour"),
+    ({"variants": [{"label": "a", "speed": 2}, {"label": "b"}]}, "unknown setting(s) speed for voice"),
+    ({"modality": "image", "variants": [{"label": "a", "voice": "x"}, {"label": "b"}]},
+     "unknown setting(s) voice for image"),
+    ({"variants": [{"label": "a"}]}, "at least 2 variants"),
+    ({"variants": [{"label": "a"}, {"label": "a"}]}, "two variants are labelled 'a'"),
+    ({"variants": [{"label": "a"}, {"split": "none"}]}, "variant 2 has no label"),
+    ({"prompts": []}, "the prompt set is empty"),
+    ({"prompts": ["  ", ""]}, "the prompt set is empty"),
+    ({"modality": "audio"}, "modality must be voice, image or video"),
+    ({"repeats": 0}, "repeats must be a whole number"),
+    ({"variants": [{"label": "a", "split": "word"}, {"label": "b"}]}, "variant 1 ('a'): split"),
+    ({"prompts": [f"p{i}" for i in range(501)]}, "1002 items"),
+])
+def test_bad_specs_are_refused_naming_what_to_fix(over, needle):
+    with pytest.raises(InvalidInput) as exc:
+        parse_spec(spec_dict(**over))
+    assert needle in str(exc.value)
+
+
+def test_more_than_1000_items_need_yes_and_dashed_names_and_prompts_file(tmp_path):
+    assert parse_spec(spec_dict(prompts=[f"p{i}" for i in range(501)]), yes=True).item_count == 1002
+    (tmp_path / "prompts.txt").write_text("one\n\ntwo\n", encoding="utf-8")
+    (tmp_path / "spec.toml").write_text(
+        'name = "n"\nmodality = "voice"\nprompts_file = "prompts.txt"\nrepeats = 2\n'
+        '[[variants]]\nlabel = "a"\nfirst-chunk-frames = 10\n[[variants]]\nlabel = "b"\nurl = "http://127.0.0.1:9"\n',
+        encoding="utf-8")
+    spec = load_spec(tmp_path / "spec.toml")
+    assert spec.prompts == ["one", "two"] and spec.item_count == 8
+    assert spec.settings("a")["first_chunk_frames"] == 10 and spec.settings("b")["url"] == "http://127.0.0.1:9"
+    (tmp_path / "bad.toml").write_text("name = \n", encoding="utf-8")
+    with pytest.raises(InvalidInput, match="not valid TOML"):
+        load_spec(tmp_path / "bad.toml")
+
+
+# ---- a run on the real engine ------------------------------------------------------------------------------
+def test_voice_run_interrupted_resumed_rated_and_exported(engine_url: str, tmp_path: Path) -> None:
+    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    store = EvalStore(base.data_dir)
+    ev = store.create(parse_spec(spec_dict()))
+    assert len(store.items(ev.id, status="pending")) == 6
+
+    seen = []
+
+    def stop_after_two(p):
+        seen.append(p["item"])
+        if len(seen) == 2:
+            raise KeyboardInterrupt  # the run stops here, as a restart would stop it
+
+    with pytest.raises(KeyboardInterrupt):
+        run_items(store, ev.id, base=base, on_progress=stop_after_two)
+    done = store.items(ev.id, status="succeeded")
+    assert sorted(i.id for i in done) == sorted(seen)
+    kept = {i.id: store.media_path(i).read_bytes() for i in done}
+
+    resumed = run_items(store, ev.id, base=base)
+    assert resumed.generated == 4 and not resumed.failed  # only what was missing
+    items = store.items(ev.id, status="succeeded")
+    assert len(items) == 6
+    for item_id, data in kept.items():  # the first two untouched
+        assert store.media_path(store.item(item_id)).read_bytes() == data
+    for item in items:
+        assert store.media_path(item).read_bytes()[:4] == b"RIFF"
+        assert item.figures["latency_s"] > 0 and item.figures["ttfa_ms"] is not None
+    assert run_items(store, ev.id, base=base).generated == 0
+
+    # blind pairs: one per prompt, both variants, seeded (the same schedule twice)
+    pairs = pairing.schedule(store, ev.id)
+    assert len(pairs) == 3 and pairs == pairing.schedule(store, ev.id)
+    by_id = {i.id: i for i in items}
+    for p in pairs:
+        assert {by_id[p.item_a].variant, by_id[p.item_b].variant} == {"clause", "sentence"}
+    # rater X prefers "clause" on every pair but calls the last a tie; Y imports the same by CSV
+    first = pairing.next_pair(store, ev.id, "X")
+    assert first == pairs[0]
+    for p in pairs[:2]:
+        pairing.record_rating(store, ev.id, p.item_a, p.item_b,
+                              "a" if by_id[p.item_a].variant == "clause" else "b", "X")
+    pairing.record_rating(store, ev.id, pairs[2].item_a, pairs[2].item_b, "tie", "X")
+    assert pairing.next_pair(store, ev.id, "X") is None and pairing.next_pair(store, ev.id, "Y") == pairs[0]
+    lines = ["item_a,item_b,winner,rater"]
+    for p in pairs:
+        lines.append(f"{p.item_a},{p.item_b},{'a' if by_id[p.item_a].variant == 'clause' else 'b'},Y")
+    assert import_ratings(store, ev.id, ("\n".join(lines) + "\n").encode()) == 3
+
+    res = report.results(store, ev.id)
+    clause, sentence = res["variants"]
+    # clause: X 2 wins + 1 tie, Y 3 wins → 5 W, 0 L, 1 T over 6: (5 + 0.5)/6 = 0.916667
+    assert (clause["ratings"], clause["wins"], clause["losses"], clause["ties"]) == (6, 5, 0, 1)
+    assert clause["win_rate"] == pytest.approx(5.5 / 6)
+    # Wilson, p = 0.916667, n = 6: z²/n = 0.640243, denominator 1.640243;
+    # centre = (0.916667 + 0.320122)/1.640243 = 0.754028; half = 1.194922·√(0.012731 + 0.026677) = 0.237211
+    # → [0.516817, 0.991239]
+    assert clause["ci95"] == pytest.approx([0.516817, 0.991239], abs=2e-6)
+    assert (sentence["wins"], sentence["losses"], sentence["ties"]) == (0, 5, 1)
+    assert sentence["win_rate"] == pytest.approx(0.5 / 6)
+    assert res["pairs"]["clause"]["sentence"] == {"n": 6, "wins": 5, "losses": 0, "ties": 1,
+                                                 "win_rate": pytest.approx(5.5 / 6)}
+    # X and Y agree on 2 of 3 pairs; κ computed in test_eval_stats
+    [agree] = res["agreement"]
+    assert agree["raters"] == ["X", "Y"] and agree["percent_agreement"] == pytest.approx(2 / 3)
+    assert clause["items"] == 3 and clause["latency_n"] == 3 and clause["cost_per_item_usd"] is None
+    assert res["raters"] == [{"name": "X", "ratings": 3}, {"name": "Y", "ratings": 3}]
+
+    z = zipfile.ZipFile(io.BytesIO(export_zip(store, ev.id)))
+    names = set(z.namelist())
+    assert {"items.csv", "ratings.csv", "report.html"} <= names
+    assert sum(n.startswith("media/") and n.endswith(".wav") for n in names) == 6
+    page = z.read("report.html").decode()
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert len(z.read("ratings.csv").decode().strip().splitlines()) == 7
+    blind = zipfile.ZipFile(io.BytesIO(export_zip(store, ev.id, blind=True)))
+    sheet = blind.read("blind.html").decode()
+    assert "clause" not in sheet and "sentence" not in sheet  # the labels stay hidden
+    rows = blind.read("ratings.csv").decode().strip().splitlines()
+    assert rows[0] == "item_a,item_b,winner,rater" and len(rows) == 4
+
+
+def test_bad_ratings_files_import_nothing_and_name_the_line(tmp_path: Path) -> None:
+    store = EvalStore(tmp_path)
+    ev = store.create(parse_spec(spec_dict(prompts=["one", "two"])))
+    items = store.items(ev.id)
+    for item in items:  # outputs without a server: the import only needs succeeded items
+        store.succeed(item, b"RIFF", {"latency_s": 1.0}, "voice")
+    a0, b0 = [i.id for i in items if i.prompt_index == 0]
+    a1, b1 = [i.id for i in items if i.prompt_index == 1]
+    good = f"item_a,item_b,winner,rater\n{a0},{b0},a,X\n"
+    cases = {
+        good + "nosuch,{b0},a,X\n".replace("{b0}", b0): "line 3: item_a 'nosuch' is not an item",
+        good + f"{a0},{a1},a,X\n": "line 3:",  # same variant
+        good + f"{a0},{b1},b,X\n": "line 3:",  # different prompts
+        good + f"{a1},{b1},maybe,X\n": "line 3: winner must be a, b or tie, not 'maybe'",
+        good + f"{a1},{b1},a,\n": "line 3: the rater is empty",
+        "item_a,item_b,rater\n": "no column(s) winner",
+    }
+    for text, needle in cases.items():
+        with pytest.raises(InvalidInput) as exc:
+            import_ratings(store, ev.id, text.encode())
+        assert needle in str(exc.value) and "nothing was imported" in str(exc.value)
+        assert store.ratings(ev.id) == []
+    with pytest.raises(InvalidInput, match="same variant"):
+        pairing.record_rating(store, ev.id, a0, a1, "a", "X")
+    # an empty winner is a pair not rated
+    assert import_ratings(store, ev.id, (good + f"{a1},{b1},,X\n").encode()) == 1
+    with pytest.raises(InvalidInput, match="no evaluation 'nope'"):
+        import_ratings(store, "nope", good.encode())
+
+
+def test_a_variant_whose_target_is_down_fails_alone_and_is_retried(engine_url: str, tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    spec = parse_spec(spec_dict(prompts=["Hello there.", "Bye now."],
+                                variants=[{"label": "up", "url": engine_url}, {"label": "down", "backend": "omni"}]))
+    store = EvalStore(tmp_path / "data")
+    ev = store.create(spec)
+    first = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", omni_url=dead))
+    assert first.generated == 2 and len(first.failed) == 2
+    assert {f["variant"] for f in first.failed} == {"down"} and dead in first.failed[0]["error"]
+    assert [i.variant for i in store.items(ev.id, status="succeeded")] == ["up", "up"]
+    again = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", omni_url=engine_url))
+    assert again.generated == 2 and not again.failed  # only the failed ones, now that the target is up
+    assert len(store.items(ev.id, status="succeeded")) == 4
+
+
+def test_three_variants_are_paired_about_equally(tmp_path: Path) -> None:
+    spec = parse_spec(spec_dict(prompts=[f"p{i}" for i in range(9)],
+                                variants=[{"label": "a"}, {"label": "b"}, {"label": "c"}]))
+    store = EvalStore(tmp_path)
+    ev = store.create(spec)
+    for item in store.items(ev.id):
+        store.succeed(item, b"RIFF", {"latency_s": 1.0}, "voice")
+    pairs = pairing.schedule(store, ev.id)
+    by_id = {i.id: i for i in store.items(ev.id)}
+    counts: dict[frozenset[str], int] = {}
+    firsts = set()
+    for p in pairs:
+        key = frozenset((by_id[p.item_a].variant, by_id[p.item_b].variant))
+        counts[key] = counts.get(key, 0) + 1
+        firsts.add(by_id[p.item_a].variant)
+    # 9 prompts × (3 − 1) pairs = 18, over 3 pairs of variants: 6 each
+    assert len(pairs) == 18 and sorted(counts.values()) == [6, 6, 6]
+    assert len(firsts) > 1  # the order within a pair is shuffled
