@@ -25,6 +25,8 @@ def home() -> None:
                  icon="☁️")
     st.page_link(PAGES["capacity"], label="Capacity — load sweeps: how much a target holds, what a unit costs",
                  icon="📈")
+    st.page_link(PAGES["evaluations"], label="Evaluations — variants rated blind, win rates with their uncertainty",
+                 icon="⚖️")
 
 
 PAGES = {
@@ -33,6 +35,7 @@ PAGES = {
     "video": st.Page("pages/video.py", title="Video", icon="🎬", url_path="video"),
     "endpoints": st.Page("pages/endpoints.py", title="Endpoints", icon="☁️", url_path="endpoints"),
     "capacity": st.Page("pages/capacity.py", title="Capacity", icon="📈", url_path="capacity"),
+    "evaluations": st.Page("pages/evaluations.py", title="Evaluations", icon="⚖️", url_path="evaluations"),
 }
 nav = st.navigation([st.Page(home, title="Home", icon="🏠", default=True), *PAGES.values()])
 # A bad setting (a variable, studio.toml): one message naming it on whichever page opens, no traceback.

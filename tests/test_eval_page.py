@@ -1,0 +1,99 @@
+"""The Evaluations page with Streamlit's AppTest (the real app.py navigation) against the real offline engine:
+define two image variants and a prompt set, run them, rate the pairs blind, reveal the results and see them
+with their verdict and exports; a variant on a down target fails alone and can be continued; a bad definition
+is named and nothing is created."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.eval.store import EvalStore
+from tests.conftest import free_port
+from tests.test_media_pages import _button, _ok, _open
+
+PAGE = "pages/evaluations.py"
+
+
+def _define(at, name: str, prompts: str, variants: list[dict[str, str]]) -> None:
+    at.text_input(key="ev_name").input(name)
+    at.text_area(key="ev_prompts").input(prompts)
+    for i, v in enumerate(variants):
+        if "target" in v:
+            at.selectbox(key=f"ev_{i}_target").set_value(v["target"]).run()
+            at.text_input(key=f"ev_{i}_where").input(v["where"])
+        at.text_input(key=f"ev_{i}_label").input(v["label"])
+        at.text_area(key=f"ev_{i}_settings").input(v.get("settings", ""))
+    _button(at, "Create evaluation").click().run()
+    _ok(at)
+
+
+def _text(at) -> str:
+    return " ".join(e.value for kind in (at.markdown, at.caption, at.success, at.error) for e in kind).replace("\\", "")
+
+
+def test_define_run_review_blind_reveal_and_export(engine_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, PAGE)
+    _define(at, "steps", "a red fox\na blue boat", [
+        {"label": "four", "settings": 'size = "128x128"\nsteps = 4\nseed = 1'},
+        {"label": "eight", "settings": 'size = "128x128"\nsteps = 8\nseed = 1'}])
+    assert not at.error, [e.value for e in at.error]
+    store = EvalStore(tmp_path)
+    (ev,) = store.list()
+    assert (ev["items"], ev["pending"]) == (4, 4)
+    _button(at, "Run").click().run()
+    _ok(at)
+    assert {i.status for i in store.items(ev["id"])} == {"succeeded"}
+    assert "4 of 4 items made" in _text(at)
+    # blind: the labels are nowhere on the page while rating
+    at.text_input(key="ev_rater_input").input("ana")
+    _button(at, "Start rating").click().run()
+    text = _text(at)
+    assert "Rating as **ana**" in text and "four" not in text and "eight" not in text
+    _button(at, "1 is better").click().run()
+    _button(at, "Tie").click().run()
+    _ok(at)
+    assert "every pair is rated" in _text(at)
+    ratings = store.ratings(ev["id"])
+    assert sorted(r.winner for r in ratings) == ["a", "tie"] and {r.rater for r in ratings} == {"ana"}
+    assert not [d for d in at.dataframe]  # results hidden until revealed
+    _button(at, "Reveal the results").click().run()
+    _ok(at)
+    table = at.dataframe[0].value
+    assert list(table["label"]) == ["four", "eight"] and list(table["ratings"]) == [2, 2]
+    assert sorted(table["wins"]) == [0, 1] and list(table["ties"]) == [1, 1]
+    assert "no significant difference" in _text(at)  # two ratings separate nothing
+    labels = [b.label for b in at.get("download_button")]
+    assert {"Export ZIP", "Blind sheet ZIP", "Report HTML", "Results JSON"} <= set(labels), labels
+
+
+def test_a_down_target_fails_alone_and_the_run_continues_later(engine_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, PAGE)
+    down = f"http://127.0.0.1:{free_port()}"
+    _define(at, "down", "a cat", [{"label": "here", "settings": 'size = "128x128"'},
+                                  {"label": "gone", "target": "omni", "where": down}])
+    _button(at, "Run").click().run()
+    _ok(at)
+    store = EvalStore(tmp_path)
+    items = {i.variant: i for i in store.items(store.list()[0]["id"])}
+    assert items["here"].status == "succeeded" and items["gone"].status == "failed"
+    assert any(down in e.value.replace("`", "").replace("\\", "") for e in at.error)
+    assert "1 of 2 items made · 1 failed" in _text(at)
+    assert any(b.label == "Continue (only what is missing)" for b in at.button)
+
+
+@pytest.mark.parametrize("variants, prompts, message", [
+    ([{"label": "x"}, {"label": "x"}], "a cat", "two variants are labelled 'x'"),
+    ([{"label": "x", "settings": "colour = 3"}, {"label": "y"}], "a cat", "unknown setting(s) colour"),
+    ([{"label": "x"}, {"label": "y"}], "", "the prompt set is empty"),
+])
+def test_a_bad_definition_is_named_and_nothing_is_created(engine_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path, variants, prompts, message) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, PAGE)
+    _define(at, "bad", prompts, variants)
+    assert any(message in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
+    assert EvalStore(tmp_path).list() == []
+    assert at.text_input(key="ev_name").value == "bad"

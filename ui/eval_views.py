@@ -1,0 +1,222 @@
+"""The Evaluations page's views: define (variants and a prompt set), run (progress, resumable), review blind
+(two outputs as 1 and 2, the rater asked once), results (win rates with 95 % Wilson intervals, the pairwise
+matrix, latency and cost, a chart, plain verdicts) and export. The logic is services/eval's.
+
+The definition form lives in session state under `ev_*` keys (variant i's under `ev_<i>_*`), so a refused
+definition keeps everything typed.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from protocol.errors import InvalidInput, StudioError
+from services.eval.export import export_zip, import_ratings
+from services.eval.pairing import Pair, next_pair, record_rating
+from services.eval.report import render, results, variant_rows, verdicts
+from services.eval.runner import run_items
+from services.eval.spec import SETTINGS, parse_spec, read_prompts_file
+from services.eval.store import EvalStore
+from services.settings import Settings
+from ui.resources import plain
+
+TARGETS = {"default": "Sidebar backend", "omni": "vLLM-Omni URL", "sagemaker": "SageMaker endpoint"}
+EXAMPLES = {"voice": 'voice = "vivian"\ninstructions = "slow and warm"', "image": "steps = 8\nseed = 1",
+            "video": "frames = 17\nsteps = 4"}
+VERDICT = {"a": "1 is better", "b": "2 is better", "tie": "Tie"}
+SHORTCUT = {"a": "1", "b": "2", "tie": "t"}
+
+
+def init_define_state() -> None:
+    state = st.session_state
+    for key, value in {"ev_name": "", "ev_modality": "image", "ev_prompts": "", "ev_repeats": 1, "ev_count": 2}.items():
+        state.setdefault(key, value)
+    for i in range(4):
+        for name, value in {"label": "ABCD"[i], "target": "default", "where": "",
+                            "settings": ""}.items():
+            state.setdefault(f"ev_{i}_{name}", value)
+
+
+def _settings_text(text: str, label: str) -> dict[str, Any]:
+    """`key = value` lines (TOML values; a bare word is a text) into a dict, naming a line it cannot read."""
+    out: dict[str, Any] = {}
+    for n, line in enumerate(str(text).splitlines(), 1):
+        if not line.strip() or line.strip().startswith("#"):
+            continue
+        if "=" not in line:
+            raise InvalidInput(f"variant {label}, settings line {n}: write `name = value` (got {line.strip()!r})")
+        try:
+            out.update(tomllib.loads(line))
+        except tomllib.TOMLDecodeError:
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def create_from_form(store: EvalStore, backend_name: str, backend_url: str | None) -> None:
+    """Create's callback: the form into a checked SPEC and a new evaluation; a refusal goes to `ev_error`."""
+    state = st.session_state
+    state["ev_error"] = None
+    try:
+        prompts = [p.strip() for p in str(state["ev_prompts"]).splitlines() if p.strip()]
+        upload = state.get("ev_upload")
+        if upload is not None:
+            import tempfile
+            from pathlib import Path
+
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / Path(upload.name).name
+                path.write_bytes(upload.getvalue())
+                prompts += read_prompts_file(path)
+        variants = []
+        for i in range(int(state["ev_count"])):
+            label = str(state[f"ev_{i}_label"]).strip()
+            variant: dict[str, Any] = {"label": label, **_settings_text(state[f"ev_{i}_settings"], label or str(i + 1))}
+            kind, where = state[f"ev_{i}_target"], str(state.get(f"ev_{i}_where") or "").strip()
+            if kind == "default":
+                variant |= {"backend": backend_name} | ({"url": backend_url} if backend_name == "omni" else {})
+            elif kind == "omni":
+                variant |= {"backend": "omni", "url": where}
+            else:
+                variant |= {"backend": "sagemaker", "endpoint": where}
+            variants.append(variant)
+        spec = parse_spec({"name": state["ev_name"], "modality": state["ev_modality"], "prompts": prompts,
+                           "repeats": int(state["ev_repeats"]), "variants": variants})
+        state["ev_id"] = store.create(spec).id
+    except StudioError as exc:
+        state["ev_error"] = str(exc)
+
+
+def define_form(on_create) -> None:
+    state = st.session_state
+    c = st.columns([3, 2, 1])
+    c[0].text_input("Name", key="ev_name", placeholder="0.6B vs 1.7B for the launch script")
+    c[1].segmented_control("Modality", list(SETTINGS), key="ev_modality", required=True)
+    c[2].number_input("Repeats", key="ev_repeats", min_value=1, max_value=100, step=1,
+                      help="outputs per prompt and variant")
+    st.text_area("Prompts, one per line", key="ev_prompts", height=120)
+    st.file_uploader("Or a prompt file (.txt one per line, .csv first column)", type=["txt", "csv"], key="ev_upload")
+    st.segmented_control("Variants", [2, 3, 4], key="ev_count", required=True)
+    modality = state["ev_modality"]
+    for i, col in enumerate(st.columns(int(state["ev_count"]))):
+        with col.container(border=True):
+            st.text_input("Label", key=f"ev_{i}_label", max_chars=40)
+            st.selectbox("Target", list(TARGETS), key=f"ev_{i}_target", format_func=TARGETS.get)
+            if state[f"ev_{i}_target"] != "default":
+                st.text_input("URL" if state[f"ev_{i}_target"] == "omni" else "Endpoint name", key=f"ev_{i}_where")
+            st.text_area("Settings (name = value)", key=f"ev_{i}_settings", height=110, placeholder=EXAMPLES[modality],
+                         help=f"{modality} settings: {', '.join(SETTINGS[modality])}")
+    st.button("Create evaluation", type="primary", on_click=on_create, key="ev_create")
+    if state.get("ev_error"):
+        st.error(plain(state["ev_error"]))
+
+
+def run_section(store: EvalStore, eval_id: str, settings: Settings) -> None:
+    """Counts by status, Run (or Continue / Retry the failed) with a progress bar, the failed items."""
+    items = store.items(eval_id)
+    done = sum(i.status == "succeeded" for i in items)
+    failed = [i for i in items if i.status == "failed"]
+    st.caption(f"{done} of {len(items)} items made · {len(failed)} failed · {len(items) - done - len(failed)} to do")
+    if done < len(items):
+        label = "Run" if done == 0 and not failed else "Continue (only what is missing)"
+        if st.button(label, type="primary", key="ev_run"):
+            bar = st.progress(done / len(items), text="Generating…")
+
+            def progress(p: dict[str, Any]) -> None:
+                bar.progress(p["done"] / p["total"], text=f"{p['done']} of {p['total']} · {p['variant']}: {p['status']}")
+
+            outcome = run_items(store, eval_id, base=settings, on_progress=progress)
+            st.session_state["ev_last_run"] = outcome.to_dict()
+            st.rerun()
+    for item in failed:
+        st.error(plain(f"{item.variant} · {item.prompt[:60]}: {item.error}"))
+
+
+def _media(store: EvalStore, modality: str, item_id: str) -> None:
+    path = store.media_path(store.item(item_id))
+    if path is None or not path.exists():
+        st.warning("the output file is missing")
+    elif modality == "image":
+        st.image(str(path), width="stretch")
+    elif modality == "voice":
+        st.audio(str(path))
+    else:
+        st.video(str(path))
+
+
+def _rate(store: EvalStore, eval_id: str, pair: Pair, winner: str, rater: str) -> None:
+    if winner == "skip":
+        st.session_state.setdefault("ev_skipped", set()).add(pair.key)
+        return
+    record_rating(store, eval_id, pair.item_a, pair.item_b, winner, rater)
+
+
+def review_section(store: EvalStore, eval_id: str, modality: str) -> None:
+    """The rater's name (asked once), then the next unrated pair as 1 and 2 with the four buttons."""
+    state = st.session_state
+    if not state.get("ev_rater"):
+        name = st.text_input("Your name (asked once; your ratings are kept under it)", key="ev_rater_input")
+        if st.button("Start rating", key="ev_rater_go") and name.strip():
+            state["ev_rater"] = name.strip()
+            st.rerun()
+        return
+    rater = state["ev_rater"]
+    pair = next_pair(store, eval_id, rater, skipped=state.get("ev_skipped"))
+    if pair is None:
+        st.success(f"{plain(rater)}: every pair is rated (or skipped). Reveal the results below.")
+        return
+    st.caption(f"Rating as **{plain(rater)}** · outputs in random order; which variant made which stays hidden.")
+    st.markdown(f"**Prompt:** {plain(pair.prompt)}")
+    for n, (col, item_id) in enumerate(zip(st.columns(2), (pair.item_a, pair.item_b)), 1):
+        with col.container(border=True):
+            st.markdown(f"### {n}")
+            _media(store, modality, item_id)
+    c = st.columns(4)
+    for col, winner in zip(c, ("a", "b", "tie", "skip")):
+        col.button(VERDICT.get(winner, "Skip"), key=f"ev_rate_{winner}", width="stretch", shortcut=SHORTCUT.get(winner, "s"),
+                   on_click=_rate, args=(store, eval_id, pair, winner, rater))
+
+
+def results_section(store: EvalStore, eval_id: str) -> None:
+    """Per variant figures, the chart of win rates with intervals, the verdicts, the matrix, raters, exports."""
+    res = results(store, eval_id)
+    rows = variant_rows(res)
+    st.dataframe(pd.DataFrame(rows).dropna(axis=1, how="all"), hide_index=True)
+    chart = pd.DataFrame([r for r in rows if r["win_rate"] is not None])
+    if not chart.empty:
+        base = alt.Chart(chart).encode(y=alt.Y("label:N", title=None))
+        st.altair_chart(base.mark_rule(strokeWidth=3).encode(x=alt.X("ci95_low:Q", title="win rate (95 % interval)",
+                                                                     scale=alt.Scale(domain=[0, 1])), x2="ci95_high:Q")
+                        + base.mark_point(filled=True, size=80).encode(x="win_rate:Q"), width="stretch")
+    for line in verdicts(res):
+        st.markdown(plain(line))
+    st.caption("Pairwise: the row's wins–losses–ties against the column")
+    st.dataframe(pd.DataFrame({a: {b: f"{c['wins']}–{c['losses']}–{c['ties']}" for b, c in row.items()}
+                               for a, row in res["pairs"].items()}).T)
+    if res["raters"]:
+        st.caption("Raters: " + ", ".join(f"{r['name']} ({r['ratings']})" for r in res["raters"]))
+    for a in res["agreement"]:
+        kappa = "—" if a["kappa"] is None else f"{a['kappa']:.2f}"
+        st.caption(plain(f"{a['raters'][0]} and {a['raters'][1]} agree on {a['percent_agreement']:.0%} of the "
+                         f"{a['n']} pairs both rated (Cohen's kappa {kappa})"))
+    c = st.columns(4)
+    c[0].download_button("Export ZIP", lambda: export_zip(store, eval_id), file_name=f"{eval_id}.zip",
+                         mime="application/zip", on_click="ignore", key="ev_zip")
+    c[1].download_button("Blind sheet ZIP", lambda: export_zip(store, eval_id, blind=True),
+                         file_name=f"{eval_id}-blind.zip", mime="application/zip", on_click="ignore", key="ev_blind")
+    c[2].download_button("Report HTML", render(res, "html"), file_name=f"{eval_id}.html", mime="text/html",
+                         on_click="ignore", key="ev_html")
+    c[3].download_button("Results JSON", render(res, "json"), file_name=f"{eval_id}.json", mime="application/json",
+                         on_click="ignore", key="ev_json")
+    upload = st.file_uploader("Import a filled ratings CSV (item_a, item_b, winner, rater)", type=["csv"],
+                              key="ev_import")
+    if upload is not None and st.button("Import ratings", key="ev_import_go"):
+        try:
+            st.success(f"{import_ratings(store, eval_id, upload.getvalue())} ratings imported")
+        except StudioError as exc:
+            st.error(plain(exc))
