@@ -180,7 +180,8 @@ def test_bad_ratings_files_import_nothing_and_name_the_line(tmp_path: Path) -> N
 def test_a_variant_whose_target_is_down_fails_alone_and_is_retried(engine_url: str, tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     spec = parse_spec(spec_dict(prompts=["Hello there.", "Bye now."],
-                                variants=[{"label": "up", "url": engine_url}, {"label": "down", "backend": "omni"}]))
+                                variants=[{"label": "up", "url": engine_url, "price_per_hour": 3.6},
+                                          {"label": "down", "backend": "omni"}]))
     store = EvalStore(tmp_path / "data")
     ev = store.create(spec)
     first = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", omni_url=dead))
@@ -190,6 +191,14 @@ def test_a_variant_whose_target_is_down_fails_alone_and_is_retried(engine_url: s
     again = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", omni_url=engine_url))
     assert again.generated == 2 and not again.failed  # only the failed ones, now that the target is up
     assert len(store.items(ev.id, status="succeeded")) == 4
+    # priced at $3.6/h: each item costs latency_s × 3.6 / 3600 = latency_s / 1000; the cost per item is their mean
+    up = [i for i in store.items(ev.id) if i.variant == "up"]
+    for i in up:
+        assert i.figures["cost_usd"] == pytest.approx(i.figures["latency_s"] / 1000)
+    res = report.results(store, ev.id)
+    assert res["variants"][0]["cost_per_item_usd"] == pytest.approx(sum(i.figures["latency_s"] for i in up) / 2000)
+    assert res["variants"][0]["cost_n"] == 2
+    assert res["variants"][1]["cost_per_item_usd"] is None and res["variants"][1]["cost_n"] == 0
 
 
 def test_three_variants_are_paired_about_equally(tmp_path: Path) -> None:

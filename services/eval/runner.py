@@ -4,6 +4,12 @@ Each variant's target is built with services.create_backend from the settings (t
 variant's backend / url / endpoint / region / profile / state_file over them) and checked with its health
 first. A variant whose target is down or whose request fails: its items are marked `failed` with the message,
 the other variants continue, and a later run (or `--resume ID`) retries exactly the items not `succeeded`.
+
+Cost: a variant's target is priced as a load sweep prices it (services/load/target.py: a SageMaker endpoint
+at the price table's rate for its instance type; a vLLM-Omni server when `instance_type` or `price_per_hour`
+is given; the offline engine only with `price_per_hour`). An item's `cost_usd` is that hourly price × the
+item's wall time (latency_s) / 3600: the instance time it took, items running one at a time. Unpriced
+targets leave `cost_usd` out, and the report's cost per item is null.
 """
 
 from __future__ import annotations
@@ -100,11 +106,18 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
         if not mine:
             continue
         backend, problem = None, None
+        usd_per_hour = None
         try:
-            backend = factory(variant_settings(base, spec.modality, spec.settings(label)))
+            vs = spec.settings(label)
+            settings = variant_settings(base, spec.modality, vs)
+            backend = factory(settings)
             health = backend.health()
             if not health.ok:
                 problem = f"variant {label!r}: its target {backend.target} is down ({health.detail})"
+            else:
+                from services.load.target import describe_target
+                usd_per_hour = describe_target(backend, settings, spec.modality, instance_type=vs.get("instance_type"),
+                                               usd_per_hour=vs.get("price_per_hour")).usd_per_hour
         except StudioError as exc:
             problem = f"variant {label!r}: {exc}"
         try:
@@ -113,6 +126,9 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
                 if error is None:
                     try:
                         data, figures = generate(backend, spec.modality, item.prompt, item.settings)
+                        if usd_per_hour is not None:
+                            figures |= {"usd_per_hour": usd_per_hour,
+                                        "cost_usd": usd_per_hour * figures["latency_s"] / 3600}
                         store.succeed(item, data, figures, spec.modality)
                         outcome.generated += 1
                     except StudioError as exc:

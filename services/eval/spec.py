@@ -8,6 +8,7 @@
     [[variants]]
     label = "calm"
     backend = "omni"                  # offline | omni | sagemaker, and url / endpoint / region / profile / state_file
+    price_per_hour = 1.2              # or instance_type = "ml.g6.xlarge"; SageMaker: its instance's table rate
     url = "http://127.0.0.1:8091"
     voice = "vivian"
     instructions = "slow and warm"
@@ -32,7 +33,7 @@ from protocol.errors import InvalidInput
 Modality = Literal["voice", "image", "video"]
 MAX_ITEMS_UNCONFIRMED = 1000
 MAX_REPEATS = 100
-TARGET_KEYS = ("backend", "url", "endpoint", "region", "profile", "state_file")
+TARGET_KEYS = ("backend", "url", "endpoint", "region", "profile", "state_file", "instance_type", "price_per_hour")
 SETTINGS: dict[str, tuple[str, ...]] = {
     "voice": ("voice", "language", "task_type", "instructions", "first_chunk_frames", "split"),
     "image": ("size", "steps", "guidance", "seed", "negative_prompt"),
@@ -50,6 +51,8 @@ class _Variant(BaseModel):
     region: str | None = None
     profile: str | None = None
     state_file: str | None = None
+    instance_type: str | None = None  # what the target runs on, to price it (as `load --instance-type`)
+    price_per_hour: float | None = None  # the target's hourly price by hand (as `load --price-per-hour`)
 
 
 class VoiceVariant(_Variant):
