@@ -219,3 +219,25 @@ def test_three_variants_are_paired_about_equally(tmp_path: Path) -> None:
     # 9 prompts × (3 − 1) pairs = 18, over 3 pairs of variants: 6 each
     assert len(pairs) == 18 and sorted(counts.values()) == [6, 6, 6]
     assert len(firsts) > 1  # the order within a pair is shuffled
+
+
+def test_image_and_video_evaluations_and_a_stop_button(engine_url: str, tmp_path: Path) -> None:
+    import threading
+    base = Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url)
+    store = EvalStore(tmp_path)
+    image = store.create(parse_spec({"name": "img", "modality": "image", "prompts": ["a lighthouse at dawn"],
+                                     "variants": [{"label": "s4", "size": "256x256", "steps": 4, "seed": 1},
+                                                  {"label": "s8", "size": "256x256", "steps": 8, "seed": 1}]}))
+    assert run_items(store, image.id, base=base).generated == 2
+    for item in store.items(image.id):
+        assert store.media_path(item).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and item.figures["latency_s"] > 0
+    video = store.create(parse_spec({"name": "vid", "modality": "video", "prompts": ["the camera pans", "a wave"],
+                                     "variants": [{"label": "f9", "frames": 9, "width": 256, "height": 256, "steps": 2},
+                                                  {"label": "f17", "frames": 17, "width": 256, "height": 256,
+                                                   "steps": 2}]}))
+    stop = threading.Event()
+    out = run_items(store, video.id, base=base, stop=stop, on_progress=lambda p: stop.set())
+    assert out.stopped and out.generated == 1 and len(store.items(video.id, status="pending")) == 3
+    assert run_items(store, video.id, base=base).generated == 3
+    for item in store.items(video.id):
+        assert b"ftyp" in store.media_path(item).read_bytes()[:16]

@@ -34,10 +34,11 @@ class RunOutcome:
     items: int
     generated: int = 0
     failed: list[dict[str, Any]] = field(default_factory=list)
+    stopped: bool = False  # `stop` was set: the rest is still pending
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "items": self.items, "generated": self.generated, "failed": len(self.failed),
-                "failed_items": self.failed}
+                "failed_items": self.failed, "stopped": self.stopped}
 
 
 def variant_settings(base: Settings, modality: str, settings: dict[str, Any]) -> Settings:
@@ -88,11 +89,12 @@ def generate(backend: Any, modality: str, prompt: str, settings: dict[str, Any])
 
 
 def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Progress | None = None,
-              backend_factory: Callable[[Settings], Any] | None = None) -> RunOutcome:
+              backend_factory: Callable[[Settings], Any] | None = None, stop: Any = None) -> RunOutcome:
     """Generate every item of the evaluation that is not `succeeded` (failed ones are retried).
 
     `on_progress({"done", "total", "item", "variant", "status", "error"})` is called after each item; raising
-    from it (or Ctrl-C) stops the run, and what was stored stays stored."""
+    from it (or Ctrl-C) stops the run, and what was stored stays stored. `stop` (a threading.Event, for a page's
+    Stop button) ends the run before the next item: `outcome.stopped`, the rest left `pending`."""
     from services.backend import create_backend
     factory = backend_factory or create_backend
     ev = store.get(eval_id)
@@ -103,6 +105,9 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
     done = len(all_items) - len(todo)
     for label in spec.labels:
         mine = [i for i in todo if i.variant == label]
+        if stop is not None and stop.is_set():
+            outcome.stopped = True
+            break
         if not mine:
             continue
         backend, problem = None, None
@@ -122,6 +127,9 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
             problem = f"variant {label!r}: {exc}"
         try:
             for item in mine:
+                if stop is not None and stop.is_set():
+                    outcome.stopped = True
+                    break
                 error = problem
                 if error is None:
                     try:
