@@ -9,9 +9,10 @@ statistics. UI-free; the Evaluations page and `python -m services eval` (service
                                                              # InvalidInput naming what to fix; yes=True past 1000 items
     ev = store.create(spec)                                  # every item `pending`; ev.id
     outcome = run_items(store, ev.id, base=settings,         # only the items not `succeeded` (resumable; failed retried)
-                        on_progress=lambda p: bar.progress(p["done"] / p["total"]))
-                                                             # p: done, total, item, variant, status, error
-    outcome.to_dict()                                        # {"id", "items", "generated", "failed", "failed_items"}
+                        on_progress=lambda p: bar.progress(p["done"] / p["total"]), stop=threading_event)
+                                                             # p: done, total, item, variant, status, error;
+                                                             # stop.set() ends it before the next item (resume later)
+    outcome.to_dict()                                        # {"id", "items", "generated", "failed", "failed_items", "stopped"}
     store.list(); store.items(ev.id, status="failed")        # Item: id, variant, prompt, status, figures, error
     store.media_path(item)                                   # the WAV / PNG / MP4 of a succeeded item
 

@@ -3,7 +3,7 @@
 With two variants every prompt gives one pair. With k > 2 variants each prompt gives k − 1 pairs, chosen so
 that every pair of variants is compared about equally often: each next pair is the pair of variants compared
 least so far that has both outputs for this prompt (ties broken by a seeded shuffle). Which output is shown
-first is a seeded coin. The schedule is a function of the evaluation id, its seed and which items succeeded,
+first is a seeded coin, and the pairs' order is shuffled. The schedule is a function of the evaluation id, its seed and which items succeeded,
 so every rater (and every reload of the page) sees the same pairs; each rater gets the pairs they have not
 rated yet, in that order.
 
@@ -58,6 +58,7 @@ def schedule(store: EvalStore, eval_id: str) -> list[Pair]:
             if rng.random() < 0.5:
                 a, b = b, a
             pairs.append(Pair(a.id, b.id, a.prompt, pi, r))
+    rng.shuffle(pairs)  # the order of the pairs too: no run of one prompt, no hint from the position
     return pairs
 
 
