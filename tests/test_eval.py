@@ -42,6 +42,9 @@ def spec_dict(**over):
     ({"repeats": 0}, "repeats must be a whole number"),
     ({"variants": [{"label": "a", "split": "word"}, {"label": "b"}]}, "variant 1 ('a'): split"),
     ({"prompts": [f"p{i}" for i in range(501)]}, "1002 items"),
+    ({"modality": "image", "variants": [{"label": "a", "size": "huge"}, {"label": "b"}]}, "variant 1 ('a'): "),
+    ({"modality": "video", "variants": [{"label": "a"}, {"label": "b", "steps": 0}]}, "variant 2 ('b'): "),
+    ({"variants": [{"label": "a", "first_chunk_frames": 100000}, {"label": "b"}]}, "variant 1 ('a'): "),
 ])
 def test_bad_specs_are_refused_naming_what_to_fix(over, needle):
     with pytest.raises(InvalidInput) as exc:

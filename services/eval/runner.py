@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.errors import StudioError
+from services.eval.requests import build_request
 from services.eval.spec import EvalSpec
-from services.eval.store import EvalStore, Item
+from services.eval.store import EvalStore
 from services.settings import Settings
 
 Progress = Callable[[dict[str, Any]], None]
@@ -61,13 +62,9 @@ def variant_settings(base: Settings, modality: str, settings: dict[str, Any]) ->
 def generate(backend: Any, modality: str, prompt: str, settings: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     """One item: its media bytes and figures (latency_s always; ttfa_ms and rtf for voice; model_s if told)."""
     started = time.perf_counter()
+    request = build_request(modality, prompt, settings)
     if modality == "voice":
-        from services.speech import speech_config
-        config = speech_config(voice=settings.get("voice"), language=settings.get("language"),
-                               split_granularity=settings.get("split", "clause"), task_type=settings.get("task_type"),
-                               instructions=settings.get("instructions"),
-                               initial_codec_chunk_frames=settings.get("first_chunk_frames"))
-        utterance = asyncio.run(backend.speech.say(config, prompt))
+        utterance = asyncio.run(backend.speech.say(request, prompt))
         if not utterance.ok:
             raise StudioError(str(utterance.error))
         st = utterance.stats
@@ -75,16 +72,9 @@ def generate(backend: Any, modality: str, prompt: str, settings: dict[str, Any])
                    "audio_seconds": st.audio_seconds}
         return utterance.wav(), figures
     if modality == "image":
-        from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest
-        request = ImageRequest(prompt=prompt, size=settings.get("size") or DEFAULT_SIZE,
-                               steps=settings.get("steps") or DEFAULT_STEPS, guidance=settings.get("guidance"),
-                               seed=settings.get("seed"), negative_prompt=settings.get("negative_prompt")).validated()
         result = backend.images.generate(request)
         return result.images[0], {"latency_s": time.perf_counter() - started, **result.timings()}
-    from services.videos import VideoRequest
-    fields = {k: settings[k] for k in ("width", "height", "frames", "fps", "steps", "guidance", "seed",
-                                       "negative_prompt") if settings.get(k) is not None}
-    result = backend.videos.generate(VideoRequest(prompt=prompt, **fields).validated())
+    result = backend.videos.generate(request)
     return result.mp4, {"latency_s": time.perf_counter() - started, **result.timings()}
 
 
@@ -141,6 +131,8 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
                         outcome.generated += 1
                     except StudioError as exc:
                         error = f"variant {label!r}: {exc}"
+                    except Exception as exc:  # an unforeseen failure stays this item's; the others go on
+                        error = f"variant {label!r}: {type(exc).__name__}: {exc}"
                 if error is not None:
                     store.fail(item, error)
                     outcome.failed.append({"item": item.id, "variant": label, "prompt": item.prompt, "error": error})

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from protocol.errors import InvalidInput
+from services.eval.requests import build_request
 
 Modality = Literal["voice", "image", "video"]
 MAX_ITEMS_UNCONFIRMED = 1000
@@ -198,7 +199,12 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
             checked = model.model_validate({**raw, "label": label.strip()})
         except ValidationError as exc:
             raise InvalidInput(f"{name}: {_pydantic_problem(exc)}") from None
-        variants.append(checked.model_dump())
+        dumped = checked.model_dump()
+        try:  # the values themselves (a size, a step count, a voice style) checked before anything runs
+            build_request(modality, "check", dumped)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{name}: {exc}") from None
+        variants.append(dumped)
     try:
         spec = EvalSpec(name=str(data["name"]), modality=modality, prompts=prompts, repeats=repeats,
                         seed=int(data.get("seed", 0)), variants=variants)

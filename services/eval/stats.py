@@ -114,10 +114,10 @@ def variant_tallies(comparisons: Iterable[Comparison], labels: Sequence[str] = (
         else:
             raise ValueError(f"a winner is a, b or tie, not {c.winner!r}")
     out: dict[str, dict[str, Any]] = {}
-    for label, (w, l, t) in counts.items():
-        rate = win_rate(w, l, t)
-        ci = wilson(rate, w + l + t)
-        out[label] = {"ratings": w + l + t, "wins": w, "losses": l, "ties": t, "win_rate": rate,
+    for label, (w, lost, t) in counts.items():
+        rate = win_rate(w, lost, t)
+        ci = wilson(rate, w + lost + t)
+        out[label] = {"ratings": w + lost + t, "wins": w, "losses": lost, "ties": t, "win_rate": rate,
                       "ci95": None if ci is None else [ci[0], ci[1]]}
     return out
 
@@ -152,8 +152,9 @@ def win_matrix(comparisons: Iterable[Comparison], labels: Sequence[str] = ()) ->
         for b in seen:
             if a == b:
                 continue
-            w, l, t = cells.get((a, b), [0, 0, 0])
-            matrix[a][b] = {"n": w + l + t, "wins": w, "losses": l, "ties": t, "win_rate": win_rate(w, l, t)}
+            w, lost, t = cells.get((a, b), [0, 0, 0])
+            matrix[a][b] = {"n": w + lost + t, "wins": w, "losses": lost, "ties": t,
+                            "win_rate": win_rate(w, lost, t)}
     return matrix
 
 
