@@ -17,6 +17,7 @@ statistics. UI-free; the Evaluations page and `python -m services eval` (service
     store.media_path(item)                                   # the WAV / PNG / MP4 of a succeeded item
 
     pair = next_pair(store, ev.id, rater, skipped=set_of_pair_keys)   # Pair(item_a, item_b, prompt, …) or None
+    store.media_path(store.item(pair.item_a))                # what to play / show as "1" (item_b: "2")
     record_rating(store, ev.id, pair.item_a, pair.item_b, "a" | "b" | "tie", rater)  # "a": 1 (item_a) is better
                                                              # a skip: add pair.key to `skipped`, record nothing
     res = results(store, ev.id)                              # the `eval report` JSON: variants (label, items, ratings,
@@ -28,6 +29,11 @@ statistics. UI-free; the Evaluations page and `python -m services eval` (service
     export_zip(store, ev.id, blind=False)                    # bytes of the ZIP (media, items.csv, ratings.csv, report.html)
     import_ratings(store, ev.id, csv_bytes)                  # all or nothing; InvalidInput names the line
 
+Side by side without storing (the Compare columns): for each variant's settings dict (the SPEC's variant keys),
+`backend = create_backend(variant_settings(settings, modality, v))`, then `generate(backend, modality, prompt, v)`
+→ (media bytes, figures: latency_s, ttfa_ms/rtf for voice, model_s when the server says); `build_request` checks
+the settings first (InvalidInput naming the setting).
+
 Modules: spec.py (the SPEC), store.py (tables, items, ratings), runner.py (items through the studio's clients,
 one backend per variant target), pairing.py (the blind schedule), stats.py (the formulas), report.py (results
 and renderings), export.py (ZIPs, the blind sheet, the import).
@@ -36,11 +42,13 @@ and renderings), export.py (ZIPs, the blind sheet, the import).
 from services.eval.export import export_zip, import_ratings
 from services.eval.pairing import Pair, next_pair, record_rating, schedule
 from services.eval.report import render, results, verdicts
-from services.eval.runner import RunOutcome, run_items
+from services.eval.requests import build_request
+from services.eval.runner import RunOutcome, generate, run_items, variant_settings
 from services.eval.spec import EvalSpec, load_spec, parse_spec
 from services.eval.store import EvalStore, Item
 
 __all__ = [
-    "EvalSpec", "EvalStore", "Item", "Pair", "RunOutcome", "export_zip", "import_ratings", "load_spec", "next_pair",
-    "parse_spec", "record_rating", "render", "results", "run_items", "schedule", "verdicts",
+    "EvalSpec", "EvalStore", "Item", "Pair", "RunOutcome", "build_request", "export_zip", "generate", "import_ratings",
+    "load_spec", "next_pair", "parse_spec", "record_rating", "render", "results", "run_items", "schedule",
+    "variant_settings", "verdicts",
 ]
