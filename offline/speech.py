@@ -305,6 +305,8 @@ class _Session:
         self.gone = asyncio.Event()
         self.stop = threading.Event()
         self._serving: asyncio.Task[None] | None = None
+        # The listener's clock for the voice's scheduler: one per utterance, shared by its units.
+        self._playback: tuple[int, voice.Playback] | None = None
 
     async def run(self) -> None:
         await self.ws.accept()
@@ -325,6 +327,7 @@ class _Session:
             with contextlib.suppress(_ClientGone):
                 await self._send_error(f"Internal error: {exc}")
         finally:
+            self._end_playback()
             self.stop.set()
             self._serving.cancel()
             reader.cancel()
@@ -347,6 +350,12 @@ class _Session:
                 self.inbox.put_nowait(None)
             if self._serving is not None and not self._serving.done():
                 self._serving.cancel()  # nobody is left to hear the rest
+
+    def _end_playback(self) -> None:
+        """The utterance is over: the voice's scheduler stops counting this listener."""
+        if self._playback is not None:
+            self._playback[1].close()
+            self._playback = None
 
     # -- sending ------------------------------------------------------------------------------------------
     async def _send_text(self, message: BaseModel) -> None:
@@ -479,6 +488,7 @@ class _Session:
                     await self._speak_unit(config, unit, utterance_index, sentence_index)
                     sentence_index += 1
                 await self._send_text(SessionDone(utterance_index=utterance_index, total_sentences=sentence_index))
+                self._end_playback()
                 utterance_index += 1
                 sentence_index = 0
                 utterance_open = False
@@ -523,15 +533,20 @@ class _Session:
             if error is not None:
                 raise SpeechInputError(error)
             style = await resolve_style(ask, store)
+            if self._playback is None or self._playback[0] != utterance_index:
+                self._end_playback()
+                self._playback = (utterance_index, voice.Playback(streaming=config.stream_audio, lasting=True))
+            playback = self._playback[1]
             if config.stream_audio:
-                stream = voice.stream_pcm(text, fast_start=True, cancel=self.stop, style=style)
+                stream = voice.stream_pcm(text, fast_start=True, cancel=self.stop, style=style, playback=playback)
                 async with contextlib.aclosing(stream) as stream:
                     async for chunk in stream:
                         await self._send_bytes(chunk)
                         total_bytes += len(chunk)
             else:
                 pcm = bytearray()
-                stream = voice.stream_pcm(text, speed=config.speed, fast_start=False, cancel=self.stop, style=style)
+                stream = voice.stream_pcm(text, speed=config.speed, fast_start=False, cancel=self.stop, style=style,
+                                          playback=playback)
                 async with contextlib.aclosing(stream):
                     async for chunk in stream:
                         pcm += chunk

@@ -19,7 +19,9 @@ the same however the text is cut into `input.text` messages.
 
 from __future__ import annotations
 
+import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Literal
 
 Granularity = Literal["none", "sentence", "clause"]
@@ -97,17 +99,20 @@ def _is_abbreviation(text: str, dot: int, after: int) -> bool | None:
     return len(word) == 1 and word.isupper()  # an initial, as in "J. R. R. Tolkien"
 
 
-def extract_units(buffer: str, granularity: Granularity, *, flush: bool) -> tuple[list[str], str]:
-    """Split `buffer` into complete units; returns (units, the unconfirmed rest)."""
+def unit_spans(buffer: str, granularity: Granularity, *, flush: bool) -> tuple[list[tuple[int, int]], int]:
+    """Where `buffer`'s complete units are: ([(start, end), ...], where the unconfirmed rest begins).
+
+    A unit is `strip_blank(buffer[start:end])`, never empty; `end` is just after its terminator run (closers
+    included). The spans are in order and do not overlap; what lies between them is blank.
+    """
     if granularity == "none":
         if not flush:
-            return [], buffer
-        piece = strip_blank(buffer)
-        return ([piece] if piece else []), ""
+            return [], 0
+        return ([(0, len(buffer))] if strip_blank(buffer) else []), len(buffer)
 
     ascii_marks, script_marks = _terminators(granularity)
     all_marks = ascii_marks | script_marks
-    units: list[str] = []
+    spans: list[tuple[int, int]] = []
     last = 0
     i = 0
     n = len(buffer)
@@ -139,19 +144,22 @@ def extract_units(buffer: str, granularity: Granularity, *, flush: bool) -> tupl
         if not boundary:
             i = j
             continue
-        piece = strip_blank(buffer[last:j])
-        if piece:
-            units.append(piece)
+        if strip_blank(buffer[last:j]):
+            spans.append((last, j))
         last = k
         i = k
 
-    rest = buffer[last:]
     if flush:
-        tail = strip_blank(rest)
-        if tail:
-            units.append(tail)
-        rest = ""
-    return units, rest
+        if strip_blank(buffer[last:]):
+            spans.append((last, n))
+        last = n
+    return spans, last
+
+
+def extract_units(buffer: str, granularity: Granularity, *, flush: bool) -> tuple[list[str], str]:
+    """Split `buffer` into complete units; returns (units, the unconfirmed rest)."""
+    spans, rest = unit_spans(buffer, granularity, flush=flush)
+    return [strip_blank(buffer[start:end]) for start, end in spans], buffer[rest:]
 
 
 class TextSplitter:
@@ -199,3 +207,113 @@ def first_clause_split(text: str) -> list[str]:
     end = text.find(first) + len(first)
     rest = strip_blank(text[end:])
     return [first, rest] if rest else [first]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pieces: where the voice may cut a unit's text so a busy engine can speak it a few words at a time.
+SENTENCE, CLAUSE, PHRASE, WORD, WEAK = 3, 2, 1, 0, -1  # how natural a pause each kind of cut is
+# WEAK: right after an article or preposition ("at | the"); used only when nothing else is near.
+# A phrase starts before one of these ("… press Speak | at the same moment"): cutting there sounds least odd
+# after a clause mark.
+FUNCTION_WORDS = frozenset(
+    {
+        "a", "an", "the", "and", "but", "or", "nor", "so", "yet", "for", "because", "while", "when", "where",
+        "whereas", "although", "though", "if", "unless", "until", "since", "as", "than", "that", "which", "who",
+        "whom", "whose", "what", "at", "in", "on", "of", "to", "with", "from", "by", "into", "onto", "over",
+        "under", "about", "after", "before", "between", "through", "during", "without", "within", "across",
+        "against", "along", "around", "behind", "beyond", "toward", "towards", "upon", "via", "then",
+    }
+)
+_DASHES = frozenset({"-", "–", "—", "--"})
+_OPENERS = "\"'“‘([{«「『（"
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """A place a unit's text may be cut: `text[:end]` is whole words; `words` of them; `strength` how natural."""
+
+    end: int
+    words: int
+    strength: int
+
+
+def cut_points(text: str) -> list[Cut]:
+    """Every place `text` may be cut into pieces, in order; the last one is always `len(text)` (a SENTENCE).
+
+    Cuts are after a word that whitespace follows, or at a unit boundary of the splitter's rules (so "3.14",
+    "Dr. Smith" and "J. R. R. Tolkien" are never cut inside, and a script's marks cut without whitespace).
+    Cutting the text at any set of them and joining the pieces gives the text back, byte for byte.
+    """
+    sentence_ends = {end for _, end in unit_spans(text, "sentence", flush=True)[0]}
+    clause_ends = {end for _, end in unit_spans(text, "clause", flush=True)[0]}
+    tokens = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    cuts: list[Cut] = []
+    words = 0
+    for index, (start, end) in enumerate(tokens):
+        # A script's marks end units inside a token ("你好，世界。再见"): those ends are cuts too.
+        for inner in sorted(e for e in clause_ends if start < e < end):
+            cuts.append(Cut(inner, words + 1, SENTENCE if inner in sentence_ends else CLAUSE))
+        words += 1
+        next_start = tokens[index + 1][0] if index + 1 < len(tokens) else len(text)
+        following = text[next_start : tokens[index + 1][1]] if index + 1 < len(tokens) else ""
+        token = text[start:end]
+        if end in sentence_ends:
+            strength = SENTENCE
+        elif token.endswith(".") and _is_abbreviation(text, end - 1, next_start) is not False:
+            continue  # "Dr. | Smith", "J. | Smith", "No. | 5": never a cut
+        elif end in clause_ends or token.endswith(":") or following in _DASHES or token in _DASHES:
+            strength = CLAUSE
+        elif token.lstrip(_OPENERS).lower() in FUNCTION_WORDS:
+            strength = WEAK
+        elif following.lstrip(_OPENERS).lower() in FUNCTION_WORDS:
+            strength = PHRASE
+        else:
+            strength = WORD
+        cuts.append(Cut(end, words, strength))
+    # Nothing but blanks after a cut: that is the end (no piece is ever blank).
+    while cuts and not strip_blank(text[cuts[-1].end :]):
+        cuts.pop()
+    cuts.append(Cut(len(text), words, SENTENCE))
+    return cuts
+
+
+def next_piece(
+    cuts: list[Cut],
+    start: int,
+    *,
+    min_words: int = 1,
+    max_words: int | None = None,
+    min_strength: int = WORD,
+    prefer: Literal["short", "long"] = "short",
+    rank: bool = True,
+) -> int:
+    """Where the piece that begins at `start` ends (an index into the text `cuts` came from).
+
+    A piece never goes past the end of its sentence. Among the cuts of at least `min_strength` leaving
+    `min_words`..`max_words` words in the piece, the most natural one (highest strength) wins — or, with
+    `rank=False`, any of them; of equals, the first (`prefer="short"`) or the last (`"long"`). When none is in
+    range: the first cut past `max_words` of at least `min_strength`, or the sentence's end.
+    """
+    before = 0
+    candidates: list[Cut] = []
+    for cut in cuts:
+        if cut.end <= start:
+            before = cut.words
+            continue
+        candidates.append(cut)
+        if cut.strength == SENTENCE:
+            break
+    if not candidates:
+        raise ValueError(f"no text left after index {start}")
+    limit = candidates[-1]
+    fitting = [
+        c for c in candidates
+        if c.strength >= min_strength and c.words - before >= min_words
+        and (max_words is None or c.words - before <= max_words)
+    ]
+    if not fitting:
+        later = [c for c in candidates if c.strength >= min_strength and c.words - before >= min_words]
+        return later[0].end if later else limit.end
+    best = max(c.strength for c in fitting) if rank else min_strength
+    chosen = [c for c in fitting if c.strength >= best]
+    return (chosen[0] if prefer == "short" else chosen[-1]).end
