@@ -4,7 +4,9 @@ It implements the four methods of `services._speech_transport.SpeechTransport`, 
 logic is the one the WebSocket path uses:
 
 - every JSON message goes out as one COMPLETE `UTF8` PayloadPart; the container sees one WebSocket text
-  message per part;
+  message per part. `send_texts` hands several such events (each signed by the SDK, in order) to the HTTP/2
+  stream in one write: the CRT client sends each write as its own small TCP segment without TCP_NODELAY, so
+  a second small write waits for the first one's ACK, which the server delays (~40 ms); one write does not;
 - a `UTF8` PayloadPart coming back is a JSON text message (PARTIAL runs are joined), any other is PCM;
 - `ModelStreamError` / `InternalStreamFailure`, raised by the SDK's `receive()`, become the same session
   errors as on the WebSocket path (ServerError / StreamError); audio received before is kept by the session;
@@ -116,6 +118,16 @@ def _discard(task: asyncio.Future) -> None:
         task.exception()
 
 
+class _Collector:
+    """Stands in for the event publisher's writer while a batch of events is signed: keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    async def write(self, data: bytes) -> None:
+        self.chunks.append(bytes(data))
+
+
 class BotoCredentialsResolver:
     """The SDK's identity resolver, answering with boto3's current credentials (never cached here)."""
 
@@ -197,21 +209,45 @@ class Http2SpeechTransport:
 
     # -- send / receive -----------------------------------------------------------------------------
     async def send_text(self, message: str) -> None:
+        await self.send_texts([message])
+
+    async def send_texts(self, messages: list[str]) -> None:
+        """Each message as its own COMPLETE UTF8 PayloadPart (the container still gets one WebSocket message per
+        message, in order), all of them in one write to the HTTP/2 stream."""
+        if self._stream is None:
+            raise StreamError(f"the speech stream to {self.target} is not open")
+        try:
+            await asyncio.wait_for(self._publish(messages), self.connect_timeout)
+        except TimeoutError:
+            raise StreamError(f"sending to {self.target} stalled for {self.connect_timeout:.0f} s") from None
+        except Exception as exc:
+            raise self._error(exc, "sending on the speech stream", stream=True) from None
+
+    async def _publish(self, messages: list[str]) -> None:
         from aws_sdk_sagemaker_runtime_http2.models import (
             RequestPayloadPart,
             RequestStreamEventPayloadPart,
         )
 
-        if self._stream is None:
-            raise StreamError(f"the speech stream to {self.target} is not open")
-        part = RequestPayloadPart(bytes_=message.encode("utf-8"), data_type="UTF8", completion_state="COMPLETE")
+        publisher = self._stream.input_stream
+        events = [RequestStreamEventPayloadPart(value=RequestPayloadPart(
+            bytes_=message.encode("utf-8"), data_type="UTF8", completion_state="COMPLETE")) for message in messages]
+        # The SDK's publisher serializes, signs (each signature chains the one before) and writes one event per
+        # send(). Its writer is swapped for a collector while they are signed, then the signed events go to the
+        # real writer as one chunk. An SDK without that writer gets one write per event, as before.
+        writer = getattr(publisher, "_writer", None)
+        if len(events) == 1 or writer is None or not asyncio.iscoroutinefunction(getattr(writer, "write", None)):
+            for event in events:
+                await publisher.send(event)
+            return
+        collected = _Collector()
+        publisher._writer = collected
         try:
-            await asyncio.wait_for(self._stream.input_stream.send(RequestStreamEventPayloadPart(value=part)),
-                                   self.connect_timeout)
-        except TimeoutError:
-            raise StreamError(f"sending to {self.target} stalled for {self.connect_timeout:.0f} s") from None
-        except Exception as exc:
-            raise self._error(exc, "sending on the speech stream", stream=True) from None
+            for event in events:
+                await publisher.send(event)
+        finally:
+            publisher._writer = writer
+        await writer.write(b"".join(collected.chunks))
 
     async def receive(self) -> str | bytes | None:
         from aws_sdk_sagemaker_runtime_http2.models import (

@@ -12,7 +12,11 @@
         async for event in session.finish(): ...   # = end_input(), then events()
 
 The session sends `session.config`, the text as one or more `input.text` (long text is cut under the
-128 KiB message limit), then `input.done`. A background reader takes every frame off the transport the
+128 KiB message limit), then `input.done`. What goes out together is handed to the transport together
+(`send_texts`, when it has it): the config waits for the utterance's first text, and `speak` sends its text
+and `input.done` at once, so on SageMaker's HTTP/2 stream the first audio's request is one write, not small
+writes each waiting behind the last one's ACK (Nagle against delayed ACKs, ~40 ms each). A config with no
+text behind it goes out alone after CONFIG_HOLD_S, well inside the server's wait for it. A background reader takes every frame off the transport the
 moment it arrives, updates `SessionStats` and the recording, and hands each PCM chunk to `on_audio`
 (playback) before the caller even looks at it. The client and `SpeechRun` (one utterance watched from a UI
 thread) are in services/speech/client.py.
@@ -263,6 +267,8 @@ def require_text(text: str) -> str:
 
 _END = object()
 
+CONFIG_HOLD_S = 1.0  # a session.config waits this long for the first text to leave with (servers wait 10 s)
+
 
 OnAudio = Callable[[PcmChunk], None]
 
@@ -295,6 +301,11 @@ class SpeechSession:
         self._unit = (0, 0)  # (utterance_index, sentence_index) of the current unit
         self._t_ref = 0.0  # the ttfa reference actually used
         self._server_errors: list[str] = []
+        self._held_config: str | None = None  # session.config not sent yet: it leaves with the next text
+        self._config_timer: asyncio.TimerHandle | None = None
+        self._config_flush: asyncio.Task | None = None
+        self._send_lock = asyncio.Lock()
+        self.hold_config = True  # False: the config is sent on its own at once (the old pattern; benchmarks)
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     async def __aenter__(self) -> SpeechSession:
@@ -310,29 +321,79 @@ class SpeechSession:
         await self.transport.connect()
         self._connected = True
         self._reader = asyncio.get_running_loop().create_task(self._read_frames(), name="speech-reader")
-        await self.transport.send_text(dumps(self.config))
+        await self._send_config()
 
     async def configure(self, config: SessionConfig) -> None:
         """Send a new `session.config` (voice, language, ...) for the next utterance."""
         if self._utterance_open:
             raise InvalidInput("finish the current utterance before changing the voice or language")
         self.config = _streaming(config)
-        await self.transport.send_text(dumps(self.config))
+        await self._send_config()
+
+    async def _send_config(self) -> None:
+        """Hold the config for the next text (or CONFIG_HOLD_S), or send it now when `hold_config` is off."""
+        if not self.hold_config:
+            await self._send([dumps(self.config)])
+            return
+        self._held_config = dumps(self.config)  # a config held and not yet sent is simply replaced
+        if self._config_timer is not None:
+            self._config_timer.cancel()
+        self._config_timer = asyncio.get_running_loop().call_later(CONFIG_HOLD_S, self._config_due)
+
+    def _config_due(self) -> None:
+        self._config_timer = None
+        self._config_flush = asyncio.get_running_loop().create_task(self._flush_config(), name="speech-config")
+
+    async def _flush_config(self) -> None:
+        try:
+            await self._send([])
+        except StudioError as exc:  # the reader reports a broken stream to whoever waits for events
+            log.info("sending the held session.config failed: %s", exc)
+
+    async def _send(self, messages: list[str]) -> None:
+        """Send `messages` (after the held config, if any) in order, together when the transport can."""
+        async with self._send_lock:
+            if self._held_config is not None:
+                messages = [self._held_config, *messages]
+                self._held_config = None
+                if self._config_timer is not None:
+                    self._config_timer.cancel()
+                    self._config_timer = None
+            if not messages:
+                return
+            send_texts = getattr(self.transport, "send_texts", None)
+            if send_texts is not None and len(messages) > 1:
+                await send_texts(messages)
+                return
+            for message in messages:
+                await self.transport.send_text(message)
+
+    def _stop_config_timer(self) -> None:
+        if self._config_timer is not None:
+            self._config_timer.cancel()
+            self._config_timer = None
+        if self._config_flush is not None and not self._config_flush.done():
+            self._config_flush.cancel()
 
     async def cancel(self) -> None:
         """Stop now: close the stream (the server aborts generation). Audio received so far is kept."""
         self._cancelled = True
+        self._stop_config_timer()
         with self._lock:
             if self.stats.state in ("idle", "streaming"):
                 self.stats.state = "cancelled"
         await self.transport.close()
 
     async def aclose(self) -> None:
+        if self._config_timer is not None:
+            self._config_timer.cancel()
+            self._config_timer = None
         if self._connected and not self._cancelled:
             try:
-                await asyncio.wait_for(self.transport.send_text(dumps(SessionClose())), timeout=2.0)
+                await asyncio.wait_for(self._send([dumps(SessionClose())]), timeout=2.0)
             except (StudioError, TimeoutError):
                 pass
+        self._stop_config_timer()
         self._connected = False
         await self.transport.close()
         if self._reader is not None and not self._reader.done():
@@ -369,12 +430,18 @@ class SpeechSession:
         self._t_first_text = self._t_done = None
         self._utterance_open = True
 
-    async def _send_pieces(self, pieces: list[str]) -> None:
-        for piece in pieces:
-            if self._t_first_text is None:
-                self._t_first_text = time.perf_counter()
-            await self.transport.send_text(dumps(InputText(text=piece)))
-            self.stats.text_messages += 1
+    async def _send_pieces(self, pieces: list[str], *, done: bool = False) -> None:
+        """The pieces as `input.text` messages (and `input.done` after them when `done`), handed over together."""
+        messages = [dumps(InputText(text=piece)) for piece in pieces]
+        if done:
+            messages.append(dumps(InputDone()))
+        now = time.perf_counter()
+        if self._t_first_text is None and pieces:
+            self._t_first_text = now
+        if done:
+            self._t_done = now
+        await self._send(messages)
+        self.stats.text_messages += len(pieces)
 
     async def feed(self, text: str) -> None:
         """Send more text of the current utterance (starts one if needed), as an LLM would produce it."""
@@ -394,8 +461,7 @@ class SpeechSession:
         if not self._utterance_open:
             self._pending_space = ""
             raise InvalidInput("there is no text to speak: type a sentence first")
-        self._t_done = time.perf_counter()
-        await self.transport.send_text(dumps(InputDone()))
+        await self._send_pieces([], done=True)
 
     async def finish(self) -> AsyncIterator[SpeechEvent]:
         """`end_input()`, then yield the utterance's events up to and including `session.done`."""
@@ -414,8 +480,10 @@ class SpeechSession:
             raise InvalidInput("finish the current utterance first")
         pieces = split_for_input(text, self.max_message_bytes)
         self._begin("input.done" if len(pieces) == 1 else "first_text")
-        await self._send_pieces(pieces)
-        async for event in self.finish():
+        await self._send_pieces(pieces, done=True)  # the text and input.done leave together
+        if self._cancelled:
+            return
+        async for event in self.events():
             yield event
 
     async def say(self, text: str) -> Utterance:
