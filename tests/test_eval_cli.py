@@ -128,3 +128,22 @@ def test_bad_specs_and_ids_exit_1_naming_what_to_fix(tmp_path: Path) -> None:
     p = ev(data, "report", "ev-nope")
     assert p.returncode == 1 and "no evaluation 'ev-nope'" in p.stderr
     assert ev(data, "list").stdout.startswith("no evaluations yet")
+
+
+def test_a_target_that_is_down_lists_the_failed_items_and_how_to_retry(tmp_path: Path) -> None:
+    from tests.conftest import free_port
+    data = tmp_path / "data"
+    dead = f"http://127.0.0.1:{free_port()}"
+    spec = write_spec(tmp_path / "spec.toml", dead)
+    p = ev(data, "run", str(spec), "--json")
+    assert p.returncode == 1
+    out = json.loads(p.stdout)
+    assert out["items"] == 6 and out["failed"] == 6 and out["generated"] == 0
+    assert sum(line.startswith("failed: ") for line in p.stderr.splitlines()) == 6 and dead in p.stderr
+    assert f"--resume {out['id']}" in p.stderr
+    p = ev(data, "run", str(spec), "--resume", out["id"], "--json")  # still down: retried, still failed, nothing lost
+    assert p.returncode == 1 and json.loads(p.stdout)["failed"] == 6
+    other = tmp_path / "other.toml"
+    other.write_text(spec.read_text().replace("repeats = 1", "repeats = 2"), encoding="utf-8")
+    p = ev(data, "run", str(other), "--resume", out["id"])
+    assert p.returncode == 1 and "the SPEC differs" in p.stderr and "repeats" in p.stderr
