@@ -30,10 +30,13 @@ evaluations = {e["id"]: e for e in store.list()}
 options = [NEW, *evaluations]
 if state.get("ev_id") not in evaluations:
     state["ev_id"] = NEW
-st.selectbox("Evaluation", options, key="ev_id",
+# keyed by the number of evaluations: a new one makes a new picker, showing it (an old picker kept its choice)
+pick = f"ev_pick_{len(options)}"
+st.selectbox("Evaluation", options, index=options.index(state["ev_id"]), key=pick,
+             on_change=lambda: state.update(ev_id=state[pick]),
+             # stable labels (no counts): a label that changes makes the browser send the picker back to its first
              format_func=lambda k: k if k == NEW else f"{evaluations[k]['name']} · {evaluations[k]['modality']} · "
-             f"{evaluations[k]['succeeded']}/{evaluations[k]['items']} items · {evaluations[k]['ratings']} ratings · "
-             f"{when(evaluations[k]['created_at'])}")
+             f"{evaluations[k]['items']} items · {when(evaluations[k]['created_at'])}")
 
 if state["ev_id"] == NEW:
     init_define_state()

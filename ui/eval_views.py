@@ -196,8 +196,10 @@ def results_section(store: EvalStore, eval_id: str) -> None:
     for line in verdicts(res):
         st.markdown(plain(line))
     st.caption("Pairwise: the row's wins–losses–ties against the column")
-    st.dataframe(pd.DataFrame({a: {b: f"{c['wins']}–{c['losses']}–{c['ties']}" for b, c in row.items()}
-                               for a, row in res["pairs"].items()}).T)
+    labels = [v["label"] for v in res["variants"]]
+    matrix = pd.DataFrame({a: {b: f"{c['wins']}–{c['losses']}–{c['ties']}" for b, c in row.items()}
+                           for a, row in res["pairs"].items()}).T
+    st.dataframe(matrix.reindex(index=labels, columns=labels).fillna("—"))
     if res["raters"]:
         st.caption("Raters: " + ", ".join(f"{r['name']} ({r['ratings']})" for r in res["raters"]))
     for a in res["agreement"]:
