@@ -22,6 +22,7 @@ from services.videos import (
 from ui import resources
 from ui.forms import bounded_number, optional_seed
 from ui.video_views import GALLERY, chosen_reference, gallery_choices, job_list, player, reference_picker, running_jobs
+from ui.video_compare_views import init_video_compare_state, run_video_compare, video_compare
 
 JOB_LIST_SIZE = 20
 REFRESH_S = 1.0
@@ -112,6 +113,9 @@ with left:  # number inputs carry value= as well as key= (why: ui.forms.bounded_
     st.button("Generate", type="primary", on_click=_generate)
     if state.get("video_error"):
         st.error(resources.plain(state["video_error"]))
+    init_video_compare_state()
+    with st.expander("Compare 2–4 variants side by side", expanded=bool(state.get("vcmp_outcomes"))):
+        video_compare(on_compare=lambda: run_video_compare(resources.settings(), history, backend, gallery))
 
 active_at_start = {j.id for j in history.jobs("video", statuses=UNFINISHED, limit=None)}
 

@@ -10,6 +10,9 @@ SageMaker endpoint by name; the others are built with `create_backend(settings.w
 closed afterwards. Every image is recorded in the history like any other (a failed one too, with its
 settings). Everything is checked before anything is sent: a bad variant is named and nothing runs.
 
+Videos the same way (`compare_videos`, VideoVariant with a VideoRequest): each a job of its own (VideoJobs),
+waited for here, recorded like the video page's.
+
 Cost per item: the target's hourly price (given by hand, or for a SageMaker endpoint the shipped table's rate
 for the instance type it runs on, services/pricing.py) times the time the image took, spread over the images
 of the request — the share of an hour of instance time the item used. Unknown price: no cost, and why.
@@ -29,6 +32,7 @@ from services.base import Backend
 from services.history import History, Job
 from services.images import ImageRequest, record_image
 from services.settings import Settings
+from services.videos import VideoJobs, VideoRequest
 
 VARIANTS = Range(2, 4)
 TargetKind = Literal["default", "omni", "sagemaker"]
@@ -60,12 +64,22 @@ class ImageVariant:
     target: Target = field(default_factory=Target)
 
 
+@dataclass(frozen=True)
+class VideoVariant:
+    label: str
+    request: VideoRequest
+    target: Target = field(default_factory=Target)
+
+
+Variant = ImageVariant | VideoVariant
+
+
 @dataclass
 class Outcome:
     """One variant's result: its recorded job (None when it failed before recording), the error text, the
     target in words, and the cost per item when the price is known (`price_note` says why not)."""
 
-    variant: ImageVariant
+    variant: Variant
     target: str
     job: Job | None = None
     error: str | None = None
@@ -74,7 +88,9 @@ class Outcome:
 
     @property
     def latency_s(self) -> float | None:
-        return self.job.timings.get("total_s") if self.job else None
+        if self.job is None:
+            return None
+        return self.job.timings.get("total_s", self.job.timings.get("wall_s"))
 
     @property
     def model_s(self) -> float | None:
@@ -88,7 +104,7 @@ class Outcome:
         return self.usd_per_hour * self.latency_s / 3600 / items
 
 
-def target_settings(settings: Settings, target: Target) -> Settings:
+def target_settings(settings: Settings, target: Target, modality: str = "image") -> Settings:
     """The settings a non-default target's backend is built from (ConfigError names a bad URL)."""
     if target.kind == "omni":
         if not (target.url or "").strip():
@@ -97,11 +113,11 @@ def target_settings(settings: Settings, target: Target) -> Settings:
     if target.kind == "sagemaker":
         if not (target.endpoint or "").strip():
             raise InvalidInput("a SageMaker target needs the endpoint's name")
-        return settings.with_overrides(backend="sagemaker", image_endpoint=target.endpoint.strip())
+        return settings.with_overrides(backend="sagemaker", **{f"{modality}_endpoint": target.endpoint.strip()})
     raise InvalidInput(f"unknown target {target.kind!r}: one of {', '.join(TARGET_KINDS)}")
 
 
-def check_variants(variants: list[ImageVariant]) -> list[ImageVariant]:
+def check_variants(variants: list[Variant]) -> list[Variant]:
     """2–4 variants with distinct, non-empty labels and valid requests; the first fault is named."""
     if not VARIANTS.lo <= len(variants) <= VARIANTS.hi:
         raise InvalidInput(f"compare {VARIANTS.lo:g} to {VARIANTS.hi:g} variants (got {len(variants)})")
@@ -128,7 +144,7 @@ def check_variants(variants: list[ImageVariant]) -> list[ImageVariant]:
     return out
 
 
-def _price(backend: Backend, settings: Settings, target: Target) -> tuple[float | None, str | None]:
+def _price(backend: Backend, settings: Settings, target: Target, modality: str) -> tuple[float | None, str | None]:
     if target.usd_per_hour is not None:
         return target.usd_per_hour, None
     if backend.name != "sagemaker":
@@ -136,7 +152,7 @@ def _price(backend: Backend, settings: Settings, target: Target) -> tuple[float 
     from services.load.target import describe_target
 
     try:
-        t = describe_target(backend, settings, "image")
+        t = describe_target(backend, settings, modality)  # type: ignore[arg-type]
     except StudioError as exc:
         return None, f"no price: {exc}"
     return t.usd_per_hour, t.price_note
@@ -146,27 +162,47 @@ def compare_images(variants: list[ImageVariant], *, settings: Settings, history:
                    build: Callable[[Settings], Backend] = create_backend) -> list[Outcome]:
     """Run every variant at once and record each image; outcomes in the variants' order. One variant's
     failure (its target down, a refusal) is its outcome's error; the others go on."""
+    return _compare(variants, "image", lambda backend, v: record_image(backend.images, history, v.request),
+                    settings=settings, default=default, build=build)
+
+
+def compare_videos(variants: list[VideoVariant], *, settings: Settings, history: History, default: Backend,
+                   build: Callable[[Settings], Backend] = create_backend, timeout_s: float | None = None) -> list[Outcome]:
+    """Every variant as a video job at once (recorded like the video page's), waited for; outcomes in order."""
+
+    def run(backend: Backend, v: Variant) -> Job:
+        jobs = VideoJobs(backend.videos, history, recover=False)
+        job = jobs.wait(jobs.start(v.request).id, timeout_s)
+        if job.status != "succeeded":
+            raise StudioError(job.error or f"the video job is {job.status}")
+        return job
+
+    return _compare(variants, "video", run, settings=settings, default=default, build=build)
+
+
+def _compare(variants: list, modality: str, make: Callable[[Backend, Variant], Job], *, settings: Settings,
+             default: Backend, build: Callable[[Settings], Backend]) -> list[Outcome]:
     variants = check_variants(list(variants))
     built: dict[tuple[str, str | None], Backend | StudioError] = {}
     for v in variants:  # one backend per distinct target, built before the run
         if v.target.kind != "default" and v.target.key() not in built:
             try:
-                built[v.target.key()] = build(target_settings(settings, v.target))
+                built[v.target.key()] = build(target_settings(settings, v.target, modality))
             except StudioError as exc:
                 built[v.target.key()] = exc
 
-    def run(v: ImageVariant) -> Outcome:
+    def run(v: Variant) -> Outcome:
         backend = default if v.target.kind == "default" else built[v.target.key()]
         outcome = Outcome(v, v.target.describe(f"{default.name} ({default.target})"))
         if isinstance(backend, StudioError):
             outcome.error = f"the target could not be set up: {backend}"
             return outcome
-        own = settings if v.target.kind == "default" else target_settings(settings, v.target)
-        outcome.usd_per_hour, outcome.price_note = _price(backend, own, v.target)
+        own = settings if v.target.kind == "default" else target_settings(settings, v.target, modality)
+        outcome.usd_per_hour, outcome.price_note = _price(backend, own, v.target, modality)
         try:
-            outcome.job = record_image(backend.images, history, v.request)
+            outcome.job = make(backend, v)
         except StudioError as exc:
-            outcome.error = str(exc)  # recorded as a failed job with its settings (record_image)
+            outcome.error = str(exc)  # recorded as a failed job with its settings
         return outcome
 
     try:

@@ -12,7 +12,7 @@ import pytest
 
 from services.history import History
 from tests.conftest import free_port
-from tests.test_media_pages import IMAGE, _button, _ok, _open
+from tests.test_media_pages import IMAGE, VIDEO, _button, _ok, _open
 
 
 def _variant(at, i: int, **fields: str) -> None:
@@ -94,3 +94,30 @@ def test_bad_variants_are_named_and_nothing_runs(engine_url: str, monkeypatch: p
     assert any(message in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
     assert History(tmp_path).jobs("image") == []
     assert at.text_area(key="cmp_prompt").value == "a cat"  # nothing typed is lost
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The video page's Compare (the same service): the form's prompt and reference, each variant's own knobs.
+def test_two_video_variants_side_by_side(engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, VIDEO)
+    at.radio(key="video_ref_source").set_value("No reference (text only)").run()
+    at.text_area(key="video_prompt").input("waves roll onto the beach")
+    for key, value in {"video_width": 160, "video_height": 128, "video_fps": 8}.items():
+        at.number_input(key=key).set_value(value)
+    at.text_input(key="video_seed").set_value("3")
+    at.number_input(key="vcmp_0_frames").set_value(9)
+    at.number_input(key="vcmp_1_frames").set_value(17)
+    at.number_input(key="vcmp_1_steps").set_value(2)
+    at.text_input(key="vcmp_1_price").set_value("3.6")
+    _button(at, "Compare").click().run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    jobs = {j.params["frames"]: j for j in History(tmp_path).jobs("video")}
+    assert set(jobs) == {9, 17} and {j.status for j in jobs.values()} == {"succeeded"}
+    assert jobs[17].params["steps"] == 2 and jobs[9].params["seed"] == jobs[17].params["seed"] == 3
+    text = (" ".join(m.value for m in at.markdown) + " " + " ".join(c.value for c in at.caption)).replace("\\", "")
+    assert text.count("Latency") == 2
+    cost = float(re.search(r"\$([0-9.]+) per video at \$3\.6000/h", text).group(1))
+    latency = jobs[17].timings.get("total_s", jobs[17].timings.get("wall_s"))
+    assert cost == pytest.approx(latency / 1000, rel=1e-3)
+    assert "cost per video unknown" in text

@@ -1,0 +1,97 @@
+"""The video page's Compare: the motion prompt and reference of the form above on 2–4 variants at once
+(services/compare.py), each frames / steps / guidance and a target, the videos side by side with their
+figures and cost per video. Form state under `vcmp_*` keys (variant i's under `vcmp_<i>_*`)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from protocol.errors import StudioError
+from protocol.limits import VIDEO_FRAMES, VIDEO_GUIDANCE, VIDEO_STEPS
+from services.base import Backend
+from services.compare import VARIANTS, Outcome, Target, VideoVariant, compare_videos
+from services.history import History
+from services.load.report import usd
+from services.settings import Settings
+from services.videos import DEFAULT_FRAMES, DEFAULT_GUIDANCE, DEFAULT_STEPS, VIDEO_FILE, VideoRequest
+from ui.forms import bounded_number, optional_number, optional_seed
+from ui.image_compare_views import LABELS, PRICE, TARGETS
+from ui.media_views import seconds, video_summary
+from ui.resources import plain
+from ui.video_views import chosen_reference
+
+
+def init_video_compare_state() -> None:
+    state = st.session_state
+    state.setdefault("vcmp_count", int(VARIANTS.lo))
+    for i in range(int(VARIANTS.hi)):
+        for name, value in {"label": LABELS[i], "target": "default", "where": "", "price": "",
+                            "frames": DEFAULT_FRAMES, "steps": DEFAULT_STEPS, "guidance": DEFAULT_GUIDANCE}.items():
+            state.setdefault(f"vcmp_{i}_{name}", value)
+
+
+def run_video_compare(settings: Settings, history: History, backend: Backend, gallery) -> None:
+    """Compare's callback: the form above's prompt, size, fps, seed and reference; each variant's own frames,
+    steps, guidance and target. A refusal goes to `vcmp_error` and nothing runs."""
+    state = st.session_state
+    state["vcmp_error"] = None
+    try:
+        reference, name = chosen_reference(gallery)
+        seed = optional_seed(state["video_seed"])
+        variants = []
+        for i in range(int(state["vcmp_count"])):
+            label = str(state[f"vcmp_{i}_label"]).strip() or LABELS[i]
+            try:
+                price = optional_number(state[f"vcmp_{i}_price"], "the price per hour (USD)", PRICE, blank="no price")
+            except StudioError as exc:
+                raise type(exc)(f"variant {label}: {exc}") from None
+            request = VideoRequest(prompt=state["video_prompt"], width=int(state["video_width"]),
+                                   height=int(state["video_height"]), fps=int(state["video_fps"]), seed=seed,
+                                   frames=int(state[f"vcmp_{i}_frames"]), steps=int(state[f"vcmp_{i}_steps"]),
+                                   guidance=float(state[f"vcmp_{i}_guidance"]), reference=reference,
+                                   reference_name=name)
+            kind, where = state[f"vcmp_{i}_target"], str(state.get(f"vcmp_{i}_where") or "").strip() or None
+            target = Target(kind, url=where if kind == "omni" else None, endpoint=where if kind == "sagemaker" else None,
+                            usd_per_hour=price)
+            variants.append(VideoVariant(label, request, target))
+        with st.spinner(f"Generating {len(variants)} videos at once…"):
+            state["vcmp_outcomes"] = compare_videos(variants, settings=settings, history=history, default=backend)
+    except StudioError as exc:
+        state["vcmp_error"] = str(exc)
+
+
+def video_compare(on_compare) -> None:
+    """The variants' columns, Compare, its error, and the last compare's videos side by side."""
+    state = st.session_state
+    st.caption("Uses the motion prompt, size, FPS, seed and reference above; each variant sets its own frames, "
+               "steps, guidance and target.")
+    st.segmented_control("Variants", list(range(int(VARIANTS.lo), int(VARIANTS.hi) + 1)), key="vcmp_count",
+                         required=True)
+    for i, col in enumerate(st.columns(int(state["vcmp_count"]))):
+        with col.container(border=True):
+            st.text_input("Label", key=f"vcmp_{i}_label", max_chars=40)
+            st.selectbox("Target", list(TARGETS), key=f"vcmp_{i}_target", format_func=TARGETS.get)
+            if state[f"vcmp_{i}_target"] != "default":
+                st.text_input("URL" if state[f"vcmp_{i}_target"] == "omni" else "Endpoint name", key=f"vcmp_{i}_where")
+            bounded_number(st, "Frames", f"vcmp_{i}_frames", VIDEO_FRAMES, step=4)
+            bounded_number(st, "Steps", f"vcmp_{i}_steps", VIDEO_STEPS, step=1)
+            bounded_number(st, "Guidance", f"vcmp_{i}_guidance", VIDEO_GUIDANCE, step=0.5, integer=False)
+            st.text_input("Price per hour (USD)", key=f"vcmp_{i}_price", placeholder="from the price table, or none")
+    st.button("Compare", type="primary", on_click=on_compare, key="vcmp_go")
+    if state.get("vcmp_error"):
+        st.error(plain(state["vcmp_error"]))
+    outcomes: list[Outcome] = state.get("vcmp_outcomes") or []
+    for outcome, col in zip(outcomes, st.columns(max(1, len(outcomes)))):
+        with col.container(border=True):
+            st.markdown(f"**{plain(outcome.variant.label)}**")
+            st.caption(plain(outcome.target))
+            job = outcome.job
+            if outcome.error or job is None or not job.path(VIDEO_FILE).exists():
+                st.error(plain(outcome.error or "no video"))
+                continue
+            st.video(job.path(VIDEO_FILE).read_bytes(), format="video/mp4", muted=True)
+            st.markdown(f"Latency **{seconds(outcome.latency_s)}** · model time **{seconds(outcome.model_s)}**")
+            st.caption(plain(video_summary(job)))
+            cost = outcome.cost_per_item_usd
+            st.caption(plain(f"{usd(cost)} per video at ${outcome.usd_per_hour:.4f}/h" if cost is not None
+                             else f"cost per video unknown: {outcome.price_note or 'no video'}"))
