@@ -11,6 +11,7 @@ from services.speech import SpeechRun
 from ui import resources
 from ui.speech_runs import session_id, speech_runs
 from ui.voice_modes import PREVIEW, build_config, current_reference, describe, first_chunk_slider, mode_fields, mode_picker
+from ui.voice_compare_views import init_voice_compare_state, run_voice_compare, voice_compare
 from ui.voice_player import CONNECT_LABEL, voice_player
 from ui.voice_views import Take, now_speaking, session_takes, take_view
 
@@ -92,6 +93,9 @@ with left:
     b2.button("Stop", disabled=not running, width="stretch", on_click=_stop_speaking)
     if error := state.pop("voice_error", None):  # shown once: the next change on the page clears it
         st.error(resources.plain(error))
+    init_voice_compare_state()
+    with st.expander("Compare 2–4 variants side by side", expanded=bool(state.get("vocmp_outcomes"))):
+        voice_compare(voices, task_types, lambda: run_voice_compare(resources.settings(), backend, state["voice_text"]))
 
 with right:
     st.markdown("**Player**")

@@ -13,6 +13,10 @@ settings). Everything is checked before anything is sent: a bad variant is named
 Videos the same way (`compare_videos`, VideoVariant with a VideoRequest): each a job of its own (VideoJobs),
 waited for here, recorded like the video page's.
 
+Voices too (`compare_voices`, VoiceVariant with the options of services.speech.speech_config): the text spoken
+by each variant at once; the WAV and its figures (TTFA, RTF, latency) come back in the outcome (the history
+keeps images and videos only).
+
 Cost per item: the target's hourly price (given by hand, or for a SageMaker endpoint the shipped table's rate
 for the instance type it runs on, services/pricing.py) times the time the image took, spread over the images
 of the request — the share of an hour of instance time the item used. Unknown price: no cost, and why.
@@ -23,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from protocol.errors import InvalidInput, StudioError
 from protocol.limits import Range
@@ -71,7 +75,18 @@ class VideoVariant:
     target: Target = field(default_factory=Target)
 
 
-Variant = ImageVariant | VideoVariant
+@dataclass(frozen=True)
+class VoiceVariant:
+    """`options`: speech_config's keywords (voice, language, task_type, instructions, split_granularity,
+    initial_codec_chunk_frames); `request` is the text, so every variant speaks the same."""
+
+    label: str
+    request: str
+    options: dict = field(default_factory=dict)
+    target: Target = field(default_factory=Target)
+
+
+Variant = ImageVariant | VideoVariant | VoiceVariant
 
 
 @dataclass
@@ -85,22 +100,26 @@ class Outcome:
     error: str | None = None
     usd_per_hour: float | None = None
     price_note: str | None = None
+    media: bytes | None = None  # a voice's WAV (images and videos are the job's files)
+    figures: dict = field(default_factory=dict)  # a voice's ttfa_ms, rtf, audio_seconds, latency_s
 
     @property
     def latency_s(self) -> float | None:
         if self.job is None:
-            return None
+            return self.figures.get("latency_s")
         return self.job.timings.get("total_s", self.job.timings.get("wall_s"))
 
     @property
     def model_s(self) -> float | None:
-        return self.job.timings.get("model_s") if self.job else None
+        return self.job.timings.get("model_s") if self.job else self.figures.get("model_s")
 
     @property
     def cost_per_item_usd(self) -> float | None:
-        if self.usd_per_hour is None or self.latency_s is None or self.job is None or self.job.status != "succeeded":
+        if self.usd_per_hour is None or self.latency_s is None or self.error:
             return None
-        items = max(1, len(self.job.outputs))
+        if self.job is None and self.media is None:
+            return None
+        items = max(1, len(self.job.outputs)) if self.job is not None else 1
         return self.usd_per_hour * self.latency_s / 3600 / items
 
 
@@ -129,7 +148,15 @@ def check_variants(variants: list[Variant]) -> list[Variant]:
     out = []
     for v in variants:
         try:
-            request = v.request.validated()
+            if isinstance(v, VoiceVariant):
+                from services.speech import speech_config
+
+                if not v.request.strip():
+                    raise InvalidInput("the text is empty: type what to say")
+                speech_config(**v.options)  # every rule checked before anything is sent
+                request = v.request.strip()
+            else:
+                request = v.request.validated()
         except InvalidInput as exc:
             raise InvalidInput(f"variant {v.label}: {exc}") from None
         if v.target.kind not in TARGET_KINDS:
@@ -180,8 +207,31 @@ def compare_videos(variants: list[VideoVariant], *, settings: Settings, history:
     return _compare(variants, "video", run, settings=settings, default=default, build=build)
 
 
-def _compare(variants: list, modality: str, make: Callable[[Backend, Variant], Job], *, settings: Settings,
-             default: Backend, build: Callable[[Settings], Backend]) -> list[Outcome]:
+def compare_voices(variants: list[VoiceVariant], *, settings: Settings, default: Backend,
+                   build: Callable[[Settings], Backend] = create_backend) -> list[Outcome]:
+    """Every variant speaks the text at once; each outcome holds the WAV and its figures, in order."""
+    import asyncio
+    import time
+
+    from services.speech import speech_config
+
+    def run(backend: Backend, v: Variant, outcome: Outcome) -> None:
+        started = time.perf_counter()
+        utterance = asyncio.run(backend.speech.say(speech_config(**v.options), v.request))
+        if not utterance.ok:
+            raise StudioError(str(utterance.error))
+        stats = utterance.stats
+        outcome.media = utterance.wav()
+        outcome.figures = {"latency_s": time.perf_counter() - started, "ttfa_ms": stats.ttfa_ms, "rtf": stats.rtf,
+                           "audio_seconds": stats.audio_seconds}
+
+    return _compare(variants, "voice", run, settings=settings, default=default, build=build, fills=True)
+
+
+def _compare(variants: list, modality: str, make: Callable[..., Any], *, settings: Settings,
+             default: Backend, build: Callable[[Settings], Backend], fills: bool = False) -> list[Outcome]:
+    """`make(backend, variant)` returns the recorded job; with `fills`, `make(backend, variant, outcome)` fills
+    the outcome itself."""
     variants = check_variants(list(variants))
     built: dict[tuple[str, str | None], Backend | StudioError] = {}
     for v in variants:  # one backend per distinct target, built before the run
@@ -200,7 +250,10 @@ def _compare(variants: list, modality: str, make: Callable[[Backend, Variant], J
         own = settings if v.target.kind == "default" else target_settings(settings, v.target, modality)
         outcome.usd_per_hour, outcome.price_note = _price(backend, own, v.target, modality)
         try:
-            outcome.job = make(backend, v)
+            if fills:
+                make(backend, v, outcome)
+            else:
+                outcome.job = make(backend, v)
         except StudioError as exc:
             outcome.error = str(exc)  # recorded as a failed job with its settings
         return outcome

@@ -1,7 +1,8 @@
-"""The image page's Compare tab with Streamlit's AppTest (the real app.py navigation) against the real
-offline engine: one prompt on two variants at once, each recorded in the history with its own settings, the
-columns showing their figures and cost per image; a variant whose target is down fails alone; bad input is
-named and nothing runs. tests/test_browser_image_compare.py shows the columns in Chromium."""
+"""Compare on the image page (a tab), the video and the voice pages (expanders) with Streamlit's AppTest (the
+real app.py navigation) against the real offline engine: one prompt on two variants at once, each image or
+video recorded in the history with its own settings, the columns showing their figures and cost per item; a
+variant whose target is down fails alone; bad input is named and nothing runs.
+tests/test_browser_image_compare.py shows the image columns in Chromium."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 from services.history import History
 from tests.conftest import free_port
 from tests.test_media_pages import IMAGE, VIDEO, _button, _ok, _open
+from tests.test_voice_page import _page as _voice_page
+from tests.test_voice_page import webrtc_inert  # noqa: F401  (fixture)
 
 
 def _variant(at, i: int, **fields: str) -> None:
@@ -121,3 +124,41 @@ def test_two_video_variants_side_by_side(engine_url: str, monkeypatch: pytest.Mo
     latency = jobs[17].timings.get("total_s", jobs[17].timings.get("wall_s"))
     assert cost == pytest.approx(latency / 1000, rel=1e-3)
     assert "cost per video unknown" in text
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The voice page's Compare: the text above spoken by each variant at once, the takes side by side.
+@pytest.fixture
+def voice_page(engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webrtc_inert: None):  # noqa: F811
+    return _voice_page(monkeypatch, tmp_path, engine_url)
+
+
+def test_two_voice_variants_side_by_side_with_ttfa_rtf_and_cost(voice_page) -> None:
+    at = voice_page
+    at.text_area(key="voice_text").input("Hello there. The ship sails at dawn, and we sail with it.")
+    at.selectbox(key="vocmp_0_split").set_value("clause")
+    at.text_input(key="vocmp_0_first").set_value("2")
+    at.selectbox(key="vocmp_1_split").set_value("none")
+    at.selectbox(key="vocmp_1_voice").set_value("joe")
+    at.text_input(key="vocmp_1_price").set_value("3.6")
+    _button(at, "Compare").click().run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    outcomes = at.session_state["vocmp_outcomes"]
+    assert [o.variant.options["split_granularity"] for o in outcomes] == ["clause", "none"]
+    assert outcomes[0].variant.options["initial_codec_chunk_frames"] == 2 and outcomes[1].variant.options["voice"] == "joe"
+    assert all(o.media and o.media[:4] == b"RIFF" and o.figures["ttfa_ms"] > 0 for o in outcomes)
+    text = (" ".join(m.value for m in at.markdown) + " " + " ".join(c.value for c in at.caption)).replace("\\", "")
+    assert text.count("TTFA") == 2 and text.count("RTF") >= 2
+    cost = float(re.search(r"\$([0-9.]+) per take at \$3\.6000/h", text).group(1))
+    assert cost == pytest.approx(outcomes[1].latency_s / 1000, rel=1e-3)
+    assert "cost per take unknown" in text
+
+
+def test_a_bad_voice_variant_is_named_and_nothing_is_spoken(voice_page) -> None:
+    at = voice_page
+    at.text_input(key="vocmp_1_first").set_value("lots")
+    _button(at, "Compare").click().run()
+    _ok(at)
+    assert any("variant B: the first-audio frames must be a number" in e.value.replace("\\", "") for e in at.error)
+    assert "vocmp_outcomes" not in at.session_state  # nothing was spoken
