@@ -97,3 +97,15 @@ def test_a_bad_definition_is_named_and_nothing_is_created(engine_url: str, monke
     assert any(message in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
     assert EvalStore(tmp_path).list() == []
     assert at.text_input(key="ev_name").value == "bad"
+
+
+def test_a_csv_prompt_file_adds_to_the_typed_prompts(engine_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, PAGE)
+    at.file_uploader(key="ev_upload").set_value(("prompts.csv", b"prompt,notes\na red fox,x\n\"a boat, blue\",y\n",
+                                                  "text/csv")).run()
+    _define(at, "file", "typed one", [{"label": "x"}, {"label": "y"}])
+    assert not at.error, [e.value for e in at.error]
+    (ev,) = EvalStore(tmp_path).list()
+    assert EvalStore(tmp_path).get(ev["id"]).spec.prompts == ["typed one", "a red fox", "a boat, blue"]
+    assert ev["items"] == 6
