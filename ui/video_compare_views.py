@@ -1,6 +1,7 @@
 """The video page's Compare: the motion prompt and reference of the form above on 2–4 variants at once
 (services/compare.py), each frames / steps / guidance and a target, the videos side by side with their
-figures and cost per video. Form state under `vcmp_*` keys (variant i's under `vcmp_<i>_*`)."""
+figures and cost per video. Its fields say "Variant frames" etc.: the form above has its own Frames, Steps and
+Guidance. Form state under `vcmp_*` keys (variant i's under `vcmp_<i>_*`)."""
 
 from __future__ import annotations
 
@@ -73,9 +74,9 @@ def video_compare(on_compare) -> None:
             st.selectbox("Target", list(TARGETS), key=f"vcmp_{i}_target", format_func=TARGETS.get)
             if state[f"vcmp_{i}_target"] != "default":
                 st.text_input("URL" if state[f"vcmp_{i}_target"] == "omni" else "Endpoint name", key=f"vcmp_{i}_where")
-            bounded_number(st, "Frames", f"vcmp_{i}_frames", VIDEO_FRAMES, step=4)
-            bounded_number(st, "Steps", f"vcmp_{i}_steps", VIDEO_STEPS, step=1)
-            bounded_number(st, "Guidance", f"vcmp_{i}_guidance", VIDEO_GUIDANCE, step=0.5, integer=False)
+            bounded_number(st, "Variant frames", f"vcmp_{i}_frames", VIDEO_FRAMES, step=4)
+            bounded_number(st, "Variant steps", f"vcmp_{i}_steps", VIDEO_STEPS, step=1)
+            bounded_number(st, "Variant guidance", f"vcmp_{i}_guidance", VIDEO_GUIDANCE, step=0.5, integer=False)
             st.text_input("Price per hour (USD)", key=f"vcmp_{i}_price", placeholder="from the price table, or none")
     st.button("Compare", type="primary", on_click=on_compare, key="vcmp_go")
     if state.get("vcmp_error"):

@@ -76,9 +76,9 @@ def voice_compare(voices: list[str], task_types: tuple[str, ...], on_compare) ->
                 st.text_input("URL" if state[f"vocmp_{i}_target"] == "omni" else "Endpoint name", key=f"vocmp_{i}_where")
             if state[f"vocmp_{i}_mode"] not in modes:
                 state[f"vocmp_{i}_mode"] = modes[0]
-            st.selectbox("Mode", modes, key=f"vocmp_{i}_mode")
-            st.selectbox("Voice", [DEFAULT_VOICE, *voices], key=f"vocmp_{i}_voice")
-            st.text_input("Style", key=f"vocmp_{i}_style", placeholder="slow and warm")
+            st.selectbox("Variant mode", modes, key=f"vocmp_{i}_mode")
+            st.selectbox("Variant voice", [DEFAULT_VOICE, *voices], key=f"vocmp_{i}_voice")
+            st.text_input("Variant style", key=f"vocmp_{i}_style", placeholder="slow and warm")
             st.selectbox("Split into", list(SPLITS), key=f"vocmp_{i}_split", format_func=SPLITS.get)
             st.text_input("First-audio frames", key=f"vocmp_{i}_first", placeholder="server default",
                           help=f"{FIRST_CHUNK_FRAMES.lo:g}–{FIRST_CHUNK_FRAMES.hi:g}: smaller is earlier first audio")
