@@ -9,6 +9,7 @@ downloads the ZIP export.
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 
 from tests.browser_support import poll
@@ -99,3 +100,47 @@ def test_voice_evaluation_rated_blind_revealed_and_exported_in_chromium(tmp_path
     assert sorted(x.winner for x in store.ratings(ev["id"])) == ["a", "b"]
     assert {"items.csv", "ratings.csv", "report.html"} <= set(r["zip_names"])
     assert sum(n.endswith(".wav") for n in r["zip_names"]) == 4
+
+
+def stop_scenario(studio) -> dict:
+    """Run an image evaluation of many items, press Stop after the first ones: the run ends, Continue is offered."""
+    page = studio.page
+    out: dict = {}
+    page.set_viewport_size({"width": 1400, "height": 1100})
+    for attempt in range(3):
+        page.get_by_role("link", name="Evaluations").first.click()
+        try:
+            page.wait_for_url("**/evaluations", timeout=15_000)
+            break
+        except Exception:
+            if attempt == 2:
+                raise
+    page.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
+    page.get_by_role("textbox", name="Name", exact=True).fill("stop me")
+    page.get_by_role("textbox", name="Prompts, one per line").fill("\n".join(f"prompt {n}" for n in range(30)))
+    settings = page.get_by_role("textbox", name="Settings (name = value)")
+    settings.nth(0).fill('size = "256x256"')
+    settings.nth(1).fill('size = "256x256"\nsteps = 8')
+    settings.nth(1).press("Tab")
+    page.wait_for_timeout(500)
+    page.get_by_role("button", name="Create evaluation").click()
+    page.get_by_role("button", name="Run", exact=True).click(timeout=30_000)
+    poll(lambda: _main_text(page), lambda t: " of 60 · " in t, 60)  # the progress bar moves
+    page.get_by_role("button", name="Stop").click()
+    out["after_stop"] = poll(lambda: _main_text(page), lambda t: "Continue (only what is missing)" in t, 60)
+    return out
+
+
+def test_stop_ends_an_evaluation_run_and_continue_is_offered_in_chromium(tmp_path) -> None:
+    from services.eval.store import EvalStore
+    from tests.browser_support import require_browser, run_browser_scenario
+
+    require_browser()
+    data = tmp_path / "data"
+    r = run_browser_scenario("tests.test_browser_evaluation:stop_scenario", timeout=300,
+                             env={"OMNI_STUDIO_DATA_DIR": str(data), "OMNI_STUDIO_CONFIG": ""})
+    store = EvalStore(data)
+    (ev,) = store.list()
+    assert ev["pending"] > 0 and ev["succeeded"] > 0, ev  # stopped part way, what was made is kept
+    shown = int(re.search(r"(\d+) of 60 items made", r["after_stop"]).group(1))
+    assert ev["succeeded"] - 1 <= shown <= ev["succeeded"]  # the item in flight at the click may land just after

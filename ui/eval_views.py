@@ -125,6 +125,8 @@ def run_section(store: EvalStore, eval_id: str, settings: Settings) -> None:
     if done < len(items):
         label = "Run" if done == 0 and not failed else "Continue (only what is missing)"
         if st.button(label, type="primary", key="ev_run"):
+            # any click reruns the page, which stops the run at the next item's progress: the rest stays pending
+            st.button("Stop (Continue picks up the rest)", key="ev_stop")
             bar = st.progress(done / len(items), text="Generating…")
 
             def progress(p: dict[str, Any]) -> None:
