@@ -73,11 +73,37 @@ class DeleteReport:
                 "bucket_deleted": self.bucket_deleted, "errors": [str(e) for e in self.errors]}
 
 
-def deletion_plan(state: DeploymentState, roles: list[Role] | None = None) -> list[tuple[Role, Kind, str]]:
-    """What `delete_deployment` will delete, in order: for the confirmation that names it."""
-    return [(role, kind, rec.name)  # type: ignore[misc]
-            for role, ep in state.endpoints.items() if roles is None or role in roles
-            for kind, rec in ep.resources()]
+def deletion_plan(state: DeploymentState, roles: list[Role] | None = None) -> list[tuple[str, str, str]]:
+    """What `delete_deployment` will delete, for the confirmation that names it: per endpoint its scaling
+    (target, policies, alarms), the endpoint, config and model, the other versions' configs and models and the
+    rollback alarm; then the TTL's schedules, schedule group and the role deploy made."""
+    plan: list[tuple[str, str, str]] = []
+    chosen = [r for r in state.endpoints if roles is None or r in roles]
+    for role in chosen:
+        ep = state.endpoints[role]
+        scaling = state.scaling.get(role) or {}
+        if scaling.get("registered"):
+            plan.append((role, "scalable target", scaling["resource_id"]))
+        plan += [(role, "scaling policy", name) for name in scaling.get("policies", [])]
+        plan += [(role, "alarm", name) for name in scaling.get("alarms", [])]
+        plan += [(role, kind, rec.name) for kind, rec in ep.resources()]
+        history = state.versions.get(role) or {}
+        current = {ep.config.name, ep.model.name}
+        for v in history.get("versions", []):
+            if v.get("resources_deleted"):
+                continue
+            plan += [(role, kind, name) for kind, name in (("endpoint config", v["config_name"]),
+                                                          ("model", v["model_name"])) if name not in current]
+        if history.get("alarm") and history.get("alarm_created"):
+            plan.append((role, "alarm", history["alarm"]))
+    ttl = state.ttl or {}
+    plan += [(role, "schedule", name) for role, name in (ttl.get("schedules") or {}).items() if role in chosen]
+    if roles is None or set(chosen) == set(state.endpoints):
+        if ttl.get("schedule_group"):
+            plan.append(("deployment", "schedule group", ttl["schedule_group"]))
+        if ttl.get("role_arn") and ttl.get("role_created"):
+            plan.append(("deployment", "iam role", ttl["role_arn"].rsplit("/", 1)[-1]))
+    return plan
 
 
 def _quiet(_: Progress) -> None:

@@ -393,7 +393,7 @@ def _smoke(run: _Run, report: VersionReport, smoke_dir: Path, smoke_progress: Sm
     roles = [r for r, o in report.outcomes.items() if o.ok]
     if not roles:
         return []
-    run.progress(Progress(None, "smoke", f"smoke test of {', '.join(roles)} on the new version"))
+    run.progress(Progress(None, "smoke", f"smoke test of {', '.join(roles)} on the version now in service"))
     try:
         smoke = smoke_deployment(run.state, smoke_dir, roles, progress=smoke_progress)
     except StudioError as exc:  # the backend could not be built: the test did not run

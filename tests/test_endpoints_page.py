@@ -4,6 +4,8 @@ cost and smoke result, the banner on other pages, and a delete that names what g
 
 from __future__ import annotations
 
+import re
+
 import time
 from pathlib import Path
 
@@ -94,9 +96,14 @@ def test_deploy_status_banner_and_delete_from_the_page(emulator_env: EmulatorHan
     at = _open(monkeypatch, tmp_path)
     _button(at, "delete_ask").click().run()
     warning = next(w.value for w in at.warning if "This deletes" in w.value)
-    assert "This deletes 6 resources" in warning
     listed = " ".join(m.value for m in at.markdown)
     assert "endpoint `omni-studio-" in listed and "endpoint config" in listed and "model" in listed
+    # two endpoints' endpoint/config/model, and what the lifecycle added: their schedules and rollback alarms,
+    # the schedule group and the TTL role deploy made
+    assert "schedule group" in listed and "alarm" in listed and "schedule `" in listed and "iam role" in listed
+    n = int(re.search(r"This deletes (\d+) resources", warning).group(1))  # type: ignore[union-attr]
+    plan_block = next(m.value for m in at.markdown if "endpoint config" in m.value)
+    assert n == len(plan_block.splitlines()) and n >= 6 + 2 + 2 + 2, (n, plan_block)
     _button(at, "delete_go").click().run()
     _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)
     assert any("everything is gone" in s.value for s in at.success)

@@ -48,7 +48,7 @@ def ttl_panel(deployment: DeploymentState, runner, busy: bool) -> None:  # noqa:
     """The deployment's TTL (loud when there is none) and Extend."""
     st.subheader("Time to live")
     enabled = bool((deployment.ttl or {}).get("enabled"))
-    (st.info if enabled else st.error)(plain(ttl_line(deployment)), icon="⏳" if enabled else "⚠️")
+    (st.info if enabled else st.error)(ttl_line(deployment), icon="⏳" if enabled else "⚠️")
     left, right = st.columns([1, 2])
     value = left.text_input("Extend to (from now)", value="4h", key=EXTEND_KEY,
                             help="every endpoint still there deletes itself this long from now (90m, 4h, 2d, a time)")
