@@ -36,15 +36,12 @@ from protocol.errors import InvalidInput
 from protocol.images import EDIT_IMAGE_FIELD, ImageEditForm, ImageOutputFormat, parse_size
 from protocol.limits import (
     IMAGE_EDIT_REFERENCES,
-    IMAGE_GUIDANCE,
-    IMAGE_N,
     IMAGE_SIZE,
-    IMAGE_STEPS,
     REFERENCE_PART_LIMIT,
     SEED,
 )
 from services import imaging
-from services.images.request import DEFAULT_STEPS, FORMATS
+from services.images.request import DEFAULT_STEPS, check_settings
 
 if TYPE_CHECKING:
     from services.history import Job
@@ -116,21 +113,7 @@ class ImageEditRequest:
         if len(refs) not in IMAGE_EDIT_REFERENCES:
             raise InvalidInput(f"an edit takes {IMAGE_EDIT_REFERENCES.lo:g} to {IMAGE_EDIT_REFERENCES.hi:g} reference "
                                f"images; got {len(refs)}" + (" — pick at least one" if not refs else " — remove some"))
-        size = self.size
-        if size is not None:
-            try:
-                w, h = parse_size(str(size).strip())
-            except ValueError as exc:
-                raise InvalidInput(f"{exc}; width and height between {IMAGE_SIZE.lo:g} and {IMAGE_SIZE.hi:g}") from None
-            size = f"{w}x{h}"
-        IMAGE_STEPS.check("steps", self.steps, hint="FLUX.2-klein wants about 4")
-        IMAGE_N.check("n (images per request)", self.n)
-        if self.guidance is not None:
-            IMAGE_GUIDANCE.check("guidance", self.guidance, integer=False)
-        if self.seed is not None:
-            SEED.check("seed", self.seed)
-        if self.output_format not in FORMATS:
-            raise InvalidInput(f"output format {self.output_format!r} is not one of {', '.join(FORMATS)}")
+        size = check_settings(self.size, self.steps, self.n, self.guidance, self.seed, self.output_format)
         if check_references:
             infos = [imaging.check_image(r.data, _label(r, i)) for i, r in enumerate(refs, 1)]
             if size is None:

@@ -44,20 +44,9 @@ class ImageRequest:
     def validated(self) -> ImageRequest:
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise InvalidInput("the prompt is empty: describe the image you want")
-        try:
-            w, h = parse_size(str(self.size).strip())
-        except ValueError as exc:
-            raise InvalidInput(f"{exc}; width and height between {IMAGE_SIZE.lo:g} and {IMAGE_SIZE.hi:g}") from None
-        IMAGE_STEPS.check("steps", self.steps, hint="FLUX.2-klein wants about 4")
-        IMAGE_N.check("n (images per request)", self.n)
-        if self.guidance is not None:
-            IMAGE_GUIDANCE.check("guidance", self.guidance, integer=False)
-        if self.seed is not None:
-            SEED.check("seed", self.seed)
-        if self.output_format not in FORMATS:
-            raise InvalidInput(f"output format {self.output_format!r} is not one of {', '.join(FORMATS)}")
+        size = check_settings(self.size, self.steps, self.n, self.guidance, self.seed, self.output_format)
         neg = self.negative_prompt.strip() if isinstance(self.negative_prompt, str) else None
-        return replace(self, prompt=self.prompt.strip(), size=f"{w}x{h}", negative_prompt=neg or None)
+        return replace(self, prompt=self.prompt.strip(), size=size, negative_prompt=neg or None)
 
     @property
     def width(self) -> int:
@@ -81,3 +70,23 @@ class ImageRequest:
     def params(self) -> dict[str, Any]:
         """The parameters as plain values (history, --json, "reuse these settings")."""
         return asdict(self)
+
+
+def check_settings(size: Any, steps: Any, n: Any, guidance: Any, seed: Any, output_format: Any) -> str | None:
+    """The settings generations and edits share, each checked (InvalidInput naming what to fix); the size
+    normalised to "WxH" (None stays None: an edit then takes its first reference's proportions)."""
+    if size is not None:
+        try:
+            w, h = parse_size(str(size).strip())
+        except ValueError as exc:
+            raise InvalidInput(f"{exc}; width and height between {IMAGE_SIZE.lo:g} and {IMAGE_SIZE.hi:g}") from None
+        size = f"{w}x{h}"
+    IMAGE_STEPS.check("steps", steps, hint="FLUX.2-klein wants about 4")
+    IMAGE_N.check("n (images per request)", n)
+    if guidance is not None:
+        IMAGE_GUIDANCE.check("guidance", guidance, integer=False)
+    if seed is not None:
+        SEED.check("seed", seed)
+    if output_format not in FORMATS:
+        raise InvalidInput(f"output format {output_format!r} is not one of {', '.join(FORMATS)}")
+    return size
