@@ -99,7 +99,7 @@ def scenario(studio) -> dict:
     page.get_by_role("button", name="Delete…").click()
     confirm = page.get_by_role("button", name=re.compile(r"^Yes, delete these \d+$"))
     confirm.wait_for(timeout=30_000)
-    out["confirmation"] = _main_text(page)[-2500:]
+    out["confirmation"] = _main_text(page)  # the whole list: it names every resource
     confirm.click()
     out["after_delete"] = poll(lambda: _main_text(page), lambda t: "No deployment yet" in t and "delete — done" in t,
                                 90)[-2500:]
