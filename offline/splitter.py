@@ -291,8 +291,10 @@ def next_piece(
 
     A piece never goes past the end of its sentence. Among the cuts of at least `min_strength` leaving
     `min_words`..`max_words` words in the piece, the most natural one (highest strength) wins — or, with
-    `rank=False`, any of them; of equals, the first (`prefer="short"`) or the last (`"long"`). When none is in
-    range: the first cut past `max_words` of at least `min_strength`, or the sentence's end.
+    `rank=False`, any of them; of equals, the first (`prefer="short"`) or the last (`"long"`). A long piece
+    looks for its natural cut in the upper half of the range only (a much shorter piece is no better for
+    being cut at a comma). When none is in range: the first cut past `max_words` of at least `min_strength`,
+    or the sentence's end.
     """
     before = 0
     candidates: list[Cut] = []
@@ -314,6 +316,9 @@ def next_piece(
     if not fitting:
         later = [c for c in candidates if c.strength >= min_strength and c.words - before >= min_words]
         return later[0].end if later else limit.end
+    if prefer == "long":
+        half = (fitting[-1].words - before + 1) // 2
+        fitting = [c for c in fitting if c.words - before >= half]
     best = max(c.strength for c in fitting) if rank else min_strength
     chosen = [c for c in fitting if c.strength >= best]
     return (chosen[0] if prefer == "short" else chosen[-1]).end

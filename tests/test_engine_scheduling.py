@@ -89,8 +89,8 @@ def test_concurrent_sessions_all_complete_with_all_their_text(engine: str, monke
     lock = threading.Lock()
     synthesize = voice.Stream.synthesize
 
-    def watched(self: voice.Stream, start: int, end: int) -> list[bytes]:
-        frames = synthesize(self, start, end)
+    def watched(self: voice.Stream, start: int, end: int, piper: Any = None) -> list[bytes]:
+        frames = synthesize(self, start, end, piper)
         with lock:
             made.setdefault(self, []).append((self.text, start, end))
         return frames

@@ -287,3 +287,21 @@ def test_cuts_prefer_natural_boundaries() -> None:
     hello = "Hello there, studio."
     assert hello[: next_piece(cut_points(hello), 0, min_strength=CLAUSE, rank=False)] == "Hello there,"
     assert hello[: next_piece(cut_points(hello), 0, min_strength=CLAUSE)] == "Hello there, studio."
+
+
+def test_a_second_worker_is_wanted_only_while_the_first_makes_a_piece_for_one_of_several() -> None:
+    clock = Clock()
+    scheduler = Scheduler(clock)
+    first = listener(scheduler)
+    assert not scheduler.wanted()  # nothing is being made (the first worker is free, or held)
+    taken = scheduler.take(0)
+    assert not scheduler.wanted()  # one listener, nothing else asked
+    second = listener(scheduler)
+    assert scheduler.wanted() and scheduler.parallel(0)
+    assert scheduler.take(1, busy_only=True)[0].stream is second
+    scheduler.finished(*taken, 0.5)
+    assert not scheduler.wanted()
+    # With only one listener left, the second worker takes nothing: one 2-thread worker serves it best.
+    scheduler.close(second)
+    scheduler.ask(first)
+    assert scheduler.take(1, busy_only=True) is None and scheduler.take(0)[0].stream is first
