@@ -49,11 +49,15 @@ class CountingWriter:
 
 
 def messages_in(write: bytes) -> list[dict[str, Any]]:
-    """The JSON messages of the PayloadPart events in one write (signed outer frames around inner events)."""
+    """The JSON messages of the PayloadPart events in one write (signed outer frames around inner events);
+    an empty signed frame, the end of the client's input, is {"end": True}."""
     outer = EventStreamBuffer()
     outer.add_data(write)
-    found = []
+    found: list[dict[str, Any]] = []
     for frame in outer:
+        if not frame.payload:
+            found.append({"end": True})
+            continue
         inner = EventStreamBuffer()
         inner.add_data(frame.payload)
         for event in inner:
@@ -86,6 +90,8 @@ def test_config_text_and_input_done_leave_in_one_write_over_http2(emulator_env: 
     spy, events, session = asyncio.run(asyncio.wait_for(go(), 90))
     first = messages_in(spy.writes[0])
     assert [m["type"] for m in first] == ["session.config", "input.text", "input.done"]
+    # Closing: session.close and the end of the input stream leave together too.
+    assert len(spy.writes) == 2 and messages_in(spy.writes[1]) == [{"type": "session.close"}, {"end": True}]
     assert first[0]["voice"] == "default" and first[1]["text"] == TEXT
     # The container took them as three messages: it spoke both sentences and finished the utterance.
     assert session.stats.state == "done" and session.stats.sentences == 2 and session.stats.bytes > 2000

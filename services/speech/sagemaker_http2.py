@@ -127,6 +127,9 @@ class _Collector:
     async def write(self, data: bytes) -> None:
         self.chunks.append(bytes(data))
 
+    async def close(self) -> None:  # the real writer is closed once the collected bytes are written
+        pass
+
 
 class BotoCredentialsResolver:
     """The SDK's identity resolver, answering with boto3's current credentials (never cached here)."""
@@ -211,19 +214,21 @@ class Http2SpeechTransport:
     async def send_text(self, message: str) -> None:
         await self.send_texts([message])
 
-    async def send_texts(self, messages: list[str]) -> None:
+    async def send_texts(self, messages: list[str], *, end: bool = False) -> None:
         """Each message as its own COMPLETE UTF8 PayloadPart (the container still gets one WebSocket message per
-        message, in order), all of them in one write to the HTTP/2 stream."""
+        message, in order), all of them in one write to the HTTP/2 stream; with `end`, the signed end of the
+        input stream too (a session's last words, session.close, and its end leave together: no small write
+        is left behind the last one, waiting for its ACK in front of the next stream on the connection)."""
         if self._stream is None:
             raise StreamError(f"the speech stream to {self.target} is not open")
         try:
-            await asyncio.wait_for(self._publish(messages), self.connect_timeout)
+            await asyncio.wait_for(self._publish(messages, end=end), self.connect_timeout)
         except TimeoutError:
             raise StreamError(f"sending to {self.target} stalled for {self.connect_timeout:.0f} s") from None
         except Exception as exc:
             raise self._error(exc, "sending on the speech stream", stream=True) from None
 
-    async def _publish(self, messages: list[str]) -> None:
+    async def _publish(self, messages: list[str], *, end: bool = False) -> None:
         from aws_sdk_sagemaker_runtime_http2.models import (
             RequestPayloadPart,
             RequestStreamEventPayloadPart,
@@ -236,18 +241,25 @@ class Http2SpeechTransport:
         # send(). Its writer is swapped for a collector while they are signed, then the signed events go to the
         # real writer as one chunk. An SDK without that writer gets one write per event, as before.
         writer = getattr(publisher, "_writer", None)
-        if len(events) == 1 or writer is None or not asyncio.iscoroutinefunction(getattr(writer, "write", None)):
+        if (len(events) + end == 1 or writer is None
+                or not asyncio.iscoroutinefunction(getattr(writer, "write", None))):
             for event in events:
                 await publisher.send(event)
+            if end:
+                await publisher.close()
             return
         collected = _Collector()
         publisher._writer = collected
         try:
             for event in events:
                 await publisher.send(event)
+            if end:
+                await publisher.close()  # signs the empty end frame into the collector
         finally:
             publisher._writer = writer
         await writer.write(b"".join(collected.chunks))
+        if end and (close := getattr(writer, "close", None)) is not None:
+            await close()  # the request body ends: the HTTP/2 stream's END_STREAM
 
     async def receive(self) -> str | bytes | None:
         from aws_sdk_sagemaker_runtime_http2.models import (

@@ -350,8 +350,9 @@ class SpeechSession:
         except StudioError as exc:  # the reader reports a broken stream to whoever waits for events
             log.info("sending the held session.config failed: %s", exc)
 
-    async def _send(self, messages: list[str]) -> None:
-        """Send `messages` (after the held config, if any) in order, together when the transport can."""
+    async def _send(self, messages: list[str], *, end: bool = False) -> None:
+        """Send `messages` (after the held config, if any) in order, together when the transport can; `end`:
+        they are the last, and a transport that can end its input in the same write does (close() follows)."""
         async with self._send_lock:
             if self._held_config is not None:
                 messages = [self._held_config, *messages]
@@ -362,6 +363,9 @@ class SpeechSession:
             if not messages:
                 return
             send_texts = getattr(self.transport, "send_texts", None)
+            if send_texts is not None and end:
+                await send_texts(messages, end=True)
+                return
             if send_texts is not None and len(messages) > 1:
                 await send_texts(messages)
                 return
@@ -390,7 +394,7 @@ class SpeechSession:
             self._config_timer = None
         if self._connected and not self._cancelled:
             try:
-                await asyncio.wait_for(self._send([dumps(SessionClose())]), timeout=2.0)
+                await asyncio.wait_for(self._send([dumps(SessionClose())], end=True), timeout=2.0)
             except (StudioError, TimeoutError):
                 pass
         self._stop_config_timer()
