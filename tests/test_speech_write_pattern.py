@@ -140,3 +140,37 @@ def test_without_send_texts_each_message_is_sent_in_order() -> None:
     assert [m["type"] for m in received] == ["session.config", "input.text", "input.text", "input.done",
                                              "session.close"]
     assert [m.get("text") for m in received[1:3]] == [InputText(text="One piece.").text, "Another piece."]
+
+
+def test_the_http2_connection_socket_has_tcp_nodelay(emulator_env: EmulatorHandle, voice: str) -> None:
+    """The CRT client leaves Nagle on; the transport turns it off on its own connection (and only there)."""
+    import os
+    import socket
+
+    from services.speech.sagemaker_http2 import sockets_to
+
+    backend = create_backend(Settings.model_validate({
+        "backend": "sagemaker", "voice_endpoint": voice, "image_endpoint": "sm-image", "video_endpoint": "sm-video",
+        "connect_timeout_s": 5.0, "request_timeout_s": 30.0, "state_file": "/nonexistent/state.json"}))
+
+    def no_delay_of_connections(peers: set[tuple[str, int]]) -> list[int]:
+        found = sockets_to(peers)
+        values = []
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                info = os.fstat(int(name))
+            except (ValueError, OSError):
+                continue
+            if (info.st_dev, info.st_ino) in found:
+                with socket.socket(fileno=os.dup(int(name))) as sock:
+                    values.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        return values
+
+    async def go() -> list[int]:
+        session = backend.speech.open(speech_config("default"))
+        async with session:
+            await session.say("Short.")
+            return no_delay_of_connections(await session.transport.clients.peers())
+
+    values = asyncio.run(asyncio.wait_for(go(), 60))
+    assert values and all(values), values

@@ -14,16 +14,25 @@ logic is the one the WebSocket path uses:
   temporary credentials) and handed to the SDK in memory;
 - TLS trusts the system store, or the PEM file in `AWS_CA_BUNDLE` when it is set (corporate proxies,
   the local emulator's test CA);
-- every await has a timeout: a rejected certificate fails in `connect_timeout`, not the CRT's ~20 s.
+- every await has a timeout: a rejected certificate fails in `connect_timeout`, not the CRT's ~20 s;
+- the CRT connection's socket gets TCP_NODELAY (awscrt has no option for it; the socket is found among the
+  process's own descriptors by its peer address). Without it every small frame the client sends right
+  after traffic (a session's END_STREAM and WINDOW_UPDATEs, the next stream's HEADERS and first events)
+  waits for the server's delayed ACK: a session started right after another on the connection lost ~40 ms
+  of first audio. Best effort: where descriptors cannot be listed, nothing changes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import socket
+import stat
 import weakref
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from protocol.common import error_text
 from protocol.errors import (
@@ -34,6 +43,8 @@ from protocol.errors import (
     StudioError,
 )
 from services.aws import AwsSession, aws_error, http2_endpoint
+
+log = logging.getLogger(__name__)
 
 SPEECH_INVOCATION_PATH = "v1/audio/speech/stream"
 CLOSE_TIMEOUT_S = 2.0
@@ -81,6 +92,9 @@ class Http2Clients:
         self.aws = aws
         self.endpoint_uri = endpoint_uri
         self._clients: dict[int, tuple[weakref.ref, Any]] = {}
+        self.tcp_no_delay = True  # False: leave the sockets as the CRT made them (a benchmark's old pattern)
+        self._peers: set[tuple[str, int]] | None = None  # the endpoint's addresses, resolved once
+        self._no_delay_done: set[tuple[int, int]] = set()  # (device, inode) of sockets set, or to leave alone
 
     async def get(self) -> Any:
         from aws_sdk_sagemaker_runtime_http2.client import (
@@ -104,12 +118,70 @@ class Http2Clients:
         self._clients[id(loop)] = (weakref.ref(loop), client)
         return client
 
+    async def peers(self) -> set[tuple[str, int]]:
+        """The endpoint's (address, port) pairs."""
+        if self._peers is None:
+            parts = urlsplit(self.endpoint_uri)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            try:
+                infos = await asyncio.get_running_loop().getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+            except OSError:
+                infos = []
+            self._peers = {(info[4][0], port) for info in infos}
+        return self._peers
+
+    async def no_delay(self) -> None:
+        """TCP_NODELAY on this process's sockets to the endpoint that do not have it yet (see the module doc)."""
+        if self.tcp_no_delay and (peers := await self.peers()):
+            self._no_delay_done |= sockets_to(peers, self._no_delay_done, no_delay=True)
+
+    def leave_alone(self, sockets: set[tuple[int, int]]) -> None:
+        """Never set TCP_NODELAY on these sockets (another client's connection to the same endpoint)."""
+        self._no_delay_done |= sockets
+
     def discard(self) -> None:
         """Forget this loop's client (after a failure: the next session builds a fresh connection)."""
         try:
             self._clients.pop(id(asyncio.get_running_loop()), None)
         except RuntimeError:
             pass
+
+
+def sockets_to(peers: set[tuple[str, int]], skip: set[tuple[int, int]] = frozenset(), *,
+               no_delay: bool = False) -> set[tuple[int, int]]:
+    """This process's TCP sockets connected to one of `peers` ((address, port)), as (device, inode), except
+    those in `skip`; with `no_delay`, TCP_NODELAY is set on each."""
+    fd_dir = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return set()
+    found = set()
+    for name in names:
+        try:
+            info = os.fstat(int(name))
+        except (ValueError, OSError):
+            continue
+        key = (info.st_dev, info.st_ino)
+        if not stat.S_ISSOCK(info.st_mode) or (info.st_ino and key in skip):
+            continue
+        try:
+            sock = socket.socket(fileno=os.dup(int(name)))  # a second handle: closing it leaves the socket open
+        except OSError:
+            continue
+        try:
+            if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
+                continue
+            address, port = sock.getpeername()[:2]
+            if (address.removeprefix("::ffff:"), port) in peers or (address, port) in peers:
+                if no_delay:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                found.add(key)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+    return found
 
 
 def _discard(task: asyncio.Future) -> None:
@@ -190,6 +262,13 @@ class Http2SpeechTransport:
             raise self._error(exc, "opening the speech stream") from None
         # The response headers may only come once the container took the stream: wait for them in receive().
         self._output_task = asyncio.get_running_loop().create_task(self._stream.await_output())
+        await self._no_delay()
+
+    async def _no_delay(self) -> None:
+        try:
+            await self.clients.no_delay()
+        except Exception:  # never a reason to fail a session
+            log.debug("setting TCP_NODELAY on the HTTP/2 connection failed", exc_info=True)
 
     async def _timed(self, aw: Any, doing: str) -> Any:
         # Shielded: cancelling a CRT connection attempt makes awscrt raise later, unraisably, when the
@@ -221,6 +300,7 @@ class Http2SpeechTransport:
         is left behind the last one, waiting for its ACK in front of the next stream on the connection)."""
         if self._stream is None:
             raise StreamError(f"the speech stream to {self.target} is not open")
+        await self._no_delay()  # a fresh connection's socket may only exist now
         try:
             await asyncio.wait_for(self._publish(messages, end=end), self.connect_timeout)
         except TimeoutError:
