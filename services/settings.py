@@ -28,6 +28,7 @@ from pydantic_settings import (
 from pydantic_settings.sources.utils import parse_env_vars
 
 from protocol.errors import ConfigError
+from services.access import AccessPolicy
 
 BackendName = Literal["offline", "omni", "sagemaker"]
 ENV_PREFIX = "OMNI_STUDIO_"
@@ -42,6 +43,19 @@ class IceServer(BaseModel):
     urls: list[str] | str
     username: str | None = None
     credential: str | None = None
+
+
+PageName = Literal["voice", "image", "video", "endpoints", "capacity", "evaluations"]
+
+
+class DemoMode(BaseModel):
+    """A studio locked for a customer-facing screen: only these pages, these voices, no uploads."""
+
+    model_config = {"extra": "forbid"}
+    pages: list[PageName] = Field(default_factory=lambda: ["voice"], min_length=1)
+    voices: list[str] = Field(default_factory=list)  # empty: every voice the target offers
+    uploads: bool = False  # reference images, voice recordings
+    title: str | None = None  # shown instead of "Omni Studio"
 
 
 class Settings(BaseSettings):
@@ -73,6 +87,11 @@ class Settings(BaseSettings):
     # the rehearsal's emulator seconds), and whether the cost banner looks for running endpoints.
     infra_poll_s: float = Field(default=15.0, gt=0)
     cost_banner: Literal["auto", "always", "off"] = "auto"  # auto: when a state file exists or on SageMaker
+
+    # Team studio (docs/team.md): who gets which role once signed in ([access] in studio.toml), and the demo
+    # lock for customer-facing screens ([demo]).
+    access: AccessPolicy = Field(default_factory=AccessPolicy)
+    demo: DemoMode | None = None
 
     @field_validator("omni_url")
     @classmethod
