@@ -4,9 +4,13 @@ The endpoints page starts `deploy`, `resume`, `smoke`, `delete`, `upgrade` or `r
 each refresh: what is running, the CLI command it corresponds to, its progress lines so far, and how it
 ended. Nothing here knows about Streamlit; every operation is the infra library call the CLI makes.
 
-    runner = ActionRunner(state_file)
-    runner.deploy(DeployOptions(...), wait=WaitSettings(poll_s=5))   # returns at once; InfraError if busy
+    runner = ActionRunner(state_file, audit=AuditLog(history))
+    runner.deploy(DeployOptions(...), actor=who, wait=WaitSettings(poll_s=5))  # at once; InfraError if busy
     action = runner.current()   # Action: kind, command, lines, done, ok, summary, error
+
+Every action names who asks (`actor`, services/access.py): only an admin may start one (or stop one);
+anyone else gets Forbidden before anything is touched. Each start, refusal and outcome goes to the audit log
+when the runner has one.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from infra.smoke import SmokeCheck, smoke_deployment
 from infra.state import DeploymentState
 from infra.upgrade import DEFAULT_BAKE_S, rollback, upgrade
 from protocol.errors import StudioError
+from services.access import Forbidden, Principal, require
+from services.audit import AuditLog
 
 MAX_LINES = 400  # progress lines kept per action (a long wait repeats itself)
 
@@ -66,8 +72,9 @@ def smoke_line(check: SmokeCheck) -> str:
 class ActionRunner:
     """At most one running action per state file; the last one stays readable after it ends."""
 
-    def __init__(self, state_file: Path, *, smoke_dir: Path | None = None) -> None:
+    def __init__(self, state_file: Path, *, smoke_dir: Path | None = None, audit: AuditLog | None = None) -> None:
         self.state_file = Path(state_file)
+        self.audit = audit
         self.smoke_dir = Path(smoke_dir) if smoke_dir else self.state_file.parent / "smoke"
         self._lock = threading.Lock()
         self._action: Action | None = None
@@ -89,30 +96,30 @@ class ActionRunner:
             return self._action is not None and not self._action.done
 
     # -- starting -----------------------------------------------------------------------------------
-    def deploy(self, options: DeployOptions, *, wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
+    def deploy(self, options: DeployOptions, *, actor: Principal, wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
         def work(action: Action) -> tuple[bool, str]:
             result = deploy(options, state_file=self.state_file, wait=wait, progress=self._progress(action),
                             stop=self._stop)
             return self._finish_deploy(action, result, smoke)
 
-        return self._start("deploy", deploy_command(options, str(self.state_file)), work)
+        return self._start("deploy", deploy_command(options, str(self.state_file)), work, actor)
 
-    def resume(self, *, wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
+    def resume(self, *, actor: Principal, wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
         def work(action: Action) -> tuple[bool, str]:
             result = resume(self.state_file, wait=wait, progress=self._progress(action), stop=self._stop)
             return self._finish_deploy(action, result, smoke)
 
-        return self._start("resume", shell_command("resume", ["--state-file", str(self.state_file)]), work)
+        return self._start("resume", shell_command("resume", ["--state-file", str(self.state_file)]), work, actor)
 
-    def smoke(self) -> Action:
+    def smoke(self, *, actor: Principal) -> Action:
         def work(action: Action) -> tuple[bool, str]:
             report = self._smoke(action)
             return report.ok, "smoke test passed" if report.ok else "smoke test FAILED"
 
         return self._start("smoke", shell_command("smoke", ["--state-file", str(self.state_file),
-                                                            "--out-dir", str(self.smoke_dir)]), work)
+                                                            "--out-dir", str(self.smoke_dir)]), work, actor)
 
-    def delete(self, *, wait: WaitSettings = WaitSettings(), purge_s3: bool = False) -> Action:
+    def delete(self, *, actor: Principal, wait: WaitSettings = WaitSettings(), purge_s3: bool = False) -> Action:
         def work(action: Action) -> tuple[bool, str]:
             report = delete_deployment(self.state_file, wait=wait, purge_s3=purge_s3, progress=self._progress(action))
             for d in report.deletions:
@@ -122,9 +129,9 @@ class ActionRunner:
             return False, "still there: " + ", ".join(report.remaining)
 
         args = ["--state-file", str(self.state_file)] + (["--purge-s3"] if purge_s3 else [])
-        return self._start("delete", shell_command("delete", args), work)
+        return self._start("delete", shell_command("delete", args), work, actor)
 
-    def upgrade(self, image_tag: str, roles: Sequence[Role] = (), *, bake_s: float = DEFAULT_BAKE_S,
+    def upgrade(self, image_tag: str, roles: Sequence[Role] = (), *, actor: Principal, bake_s: float = DEFAULT_BAKE_S,
                 wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
         """`python -m infra upgrade` (infra/upgrade.py): a new version per endpoint, blue/green, smoke-tested."""
         def work(action: Action) -> tuple[bool, str]:
@@ -135,9 +142,9 @@ class ActionRunner:
 
         args = [*roles, "--image-tag", image_tag, "--state-file", str(self.state_file)]
         args += ([] if bake_s == DEFAULT_BAKE_S else ["--bake-seconds", f"{bake_s:g}"]) + ([] if smoke else ["--no-smoke"])
-        return self._start("upgrade", shell_command("upgrade", args), work)
+        return self._start("upgrade", shell_command("upgrade", args), work, actor)
 
-    def rollback(self, roles: Sequence[Role] = (), *, wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
+    def rollback(self, roles: Sequence[Role] = (), *, actor: Principal, wait: WaitSettings = WaitSettings(), smoke: bool = True) -> Action:
         """`python -m infra rollback`: back to the version the current one superseded."""
         def work(action: Action) -> tuple[bool, str]:
             report = rollback(self.state_file, tuple(roles) or None, smoke=smoke, smoke_dir=self.smoke_dir, wait=wait,
@@ -146,9 +153,9 @@ class ActionRunner:
             return self._finish_versions(action, report, "back on the previous version")
 
         args = [*roles, "--state-file", str(self.state_file)] + ([] if smoke else ["--no-smoke"])
-        return self._start("rollback", shell_command("rollback", args), work)
+        return self._start("rollback", shell_command("rollback", args), work, actor)
 
-    def extend(self, ttl: str, *, yes: bool = False) -> Action:
+    def extend(self, ttl: str, *, actor: Principal, yes: bool = False) -> Action:
         """`python -m infra extend --ttl` (infra/ttl.py): every remaining endpoint deletes itself at now + ttl."""
         from infra.ttl import extend_deployment, iso
 
@@ -159,10 +166,14 @@ class ActionRunner:
             return True, f"the endpoints now delete themselves at {iso(report.expires_at)}"
 
         args = ["--ttl", ttl, "--state-file", str(self.state_file)] + (["--yes"] if yes else [])
-        return self._start("extend", shell_command("extend", args), work)
+        return self._start("extend", shell_command("extend", args), work, actor)
 
-    def stop(self) -> None:
+    def stop(self, *, actor: Principal) -> None:
         """Ask a running deploy/resume to stop waiting (what exists stays recorded; resume goes on)."""
+        self._allowed(actor, "stop", "")
+        if self.audit is not None:
+            self.audit.record(actor, "stop", target=str(self.state_file), outcome="ok",
+                              summary="asked the running action to stop waiting")
         self._stop.set()
 
     # -- internals ----------------------------------------------------------------------------------
@@ -198,12 +209,25 @@ class ActionRunner:
             action.lines.append(line)
             del action.lines[:-MAX_LINES]
 
-    def _start(self, kind: str, command: str, work: Callable[[Action], tuple[bool, str]]) -> Action:
+    def _allowed(self, actor: Principal, kind: str, command: str) -> None:
+        """Forbidden (and a refusal in the audit log) unless `actor` may do `kind`."""
+        try:
+            require(actor, kind)  # type: ignore[arg-type]
+        except Forbidden as exc:
+            if self.audit is not None:
+                self.audit.record(actor, kind, target=str(self.state_file), detail={"command": command},
+                                  outcome="refused", summary=str(exc))
+            raise
+
+    def _start(self, kind: str, command: str, work: Callable[[Action], tuple[bool, str]], actor: Principal) -> Action:
+        self._allowed(actor, kind, command)
         with self._lock:
             if self._action is not None and not self._action.done:
                 raise InfraError(f"{self._action.kind} is still running for {self.state_file}; wait for it to end")
             action = self._action = Action(kind, command)
             self._stop.clear()
+        entry = None if self.audit is None else \
+            self.audit.record(actor, kind, target=str(self.state_file), detail={"command": command})
 
         def run() -> None:
             try:
@@ -216,6 +240,11 @@ class ActionRunner:
             with self._lock:
                 action.ok, action.summary, action.error = ok, summary, error
                 action.done, action.finished_at = True, time.time()
+            if entry is not None:
+                try:
+                    self.audit.finish(entry, ok=ok, summary=error or summary)
+                except StudioError:  # the outcome is on the page either way; the start was recorded
+                    pass
 
         threading.Thread(target=run, name=f"infra-{kind}", daemon=True).start()
         return action

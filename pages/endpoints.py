@@ -12,7 +12,8 @@ from infra import DeployOptions, WaitSettings, deploy_command
 from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES
 from protocol.errors import StudioError
 from ui import resources
-from ui.endpoints_views import action_panel, delete_plan, load_state, status_panel, voice_model_picker
+from ui.auth import principal
+from ui.endpoints_views import action_panel, audit_panel, delete_plan, load_state, status_panel, voice_model_picker
 from ui.lifecycle_views import lifecycle_options, ttl_panel
 from ui.versions_views import versions_panel
 
@@ -46,6 +47,11 @@ def live() -> None:
 
 
 live()
+me = principal()
+if not me.can("deploy"):
+    st.info(f"You are {resources.plain(me.label)}: only an admin deploys, upgrades, extends, rolls back or deletes "
+            "endpoints. Ask one of the studio's admins.", icon="🔒")
+    st.stop()
 wait = WaitSettings(poll_s=settings.infra_poll_s)
 deployment = load_state(state_file)
 
@@ -75,7 +81,7 @@ if deployment is None:
     st.code(deploy_command(options, str(state_file)) + ("" if smoke else " --no-smoke"), language="bash")
     if st.button("Deploy", type="primary", disabled=busy or not roles, key="deploy_go"):
         try:
-            runner.deploy(options, wait=wait, smoke=smoke)
+            runner.deploy(options, actor=me, wait=wait, smoke=smoke)
         except StudioError as exc:
             st.error(resources.plain(exc))
         else:
@@ -85,10 +91,10 @@ else:
     c1, c2, c3 = st.columns(3)
     if c1.button("Resume", disabled=busy, key="resume_go",
                  help="create what is missing, wait for what is Creating, recreate what Failed"):
-        runner.resume(wait=wait)
+        runner.resume(actor=me, wait=wait)
         st.rerun()
     if c2.button("Run smoke test", disabled=busy, key="smoke_go"):
-        runner.smoke()
+        runner.smoke(actor=me)
         st.rerun()
     if c3.button("Delete…", disabled=busy, key="delete_ask"):
         state["confirm_delete"] = True
@@ -98,10 +104,11 @@ else:
             y, n = st.columns(2)
             if y.button(f"Yes, delete these {count}", type="primary", key="delete_go"):
                 state["confirm_delete"] = False
-                runner.delete(wait=wait)
+                runner.delete(actor=me, wait=wait)
                 st.rerun()
             if n.button("Cancel", key="delete_cancel"):
                 state["confirm_delete"] = False
                 st.rerun()
-    versions_panel(deployment, runner, wait, busy)  # the version in use, Upgrade, Roll back
-    ttl_panel(deployment, runner, busy)  # the time left, Extend
+    versions_panel(deployment, runner, wait, busy, me)  # the version in use, Upgrade, Roll back
+    ttl_panel(deployment, runner, busy, me)  # the time left, Extend
+audit_panel(resources.audit_entries())  # who did what to the endpoints, who cloned which voice

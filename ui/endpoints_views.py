@@ -4,6 +4,7 @@ its CLI line and output, and the delete confirmation that names what goes."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -132,3 +133,16 @@ def delete_plan(deployment: DeploymentState, state_file: Path) -> int:
     st.markdown("\n".join(f"- {plain(role)}: {kind} {code(name)}" for role, kind, name in plan))
     st.code(f"python -m infra delete --state-file {state_file}", language="bash")
     return len(plan)
+
+
+def audit_panel(entries: list) -> None:
+    """The audit log: who deployed, upgraded, extended, rolled back or deleted (or was refused), and who saved
+    which cloned voice with which consent — newest first."""
+    with st.expander(f"Audit log ({len(entries)} latest)"):
+        if not entries:
+            st.caption("Nothing yet: endpoint actions and saved voices are recorded here, with who did them.")
+            return
+        rows = [{"when (UTC)": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)),
+                 "who": e.who + (f" ({e.role})" if e.role else ""), "action": e.action, "outcome": e.outcome,
+                 "what": e.summary or e.detail.get("command", ""), "target": e.target} for e in entries]
+        st.dataframe(rows, hide_index=True, width="stretch")

@@ -44,7 +44,7 @@ def lifecycle_options() -> dict:
     return {"ttl": None if no_ttl else (ttl.strip() or DEFAULT_TTL), "max_instances": int(most), "scale_to_zero": zero}
 
 
-def ttl_panel(deployment: DeploymentState, runner, busy: bool) -> None:  # noqa: ANN001
+def ttl_panel(deployment: DeploymentState, runner, busy: bool, actor) -> None:  # noqa: ANN001
     """The deployment's TTL (loud when there is none) and Extend."""
     st.subheader("Time to live")
     enabled = bool((deployment.ttl or {}).get("enabled"))
@@ -58,7 +58,7 @@ def ttl_panel(deployment: DeploymentState, runner, busy: bool) -> None:  # noqa:
     if left.button("Extend", disabled=busy, key="extend_go"):
         try:
             parse_ttl(value, yes=yes)  # named here, before the runner starts
-            runner.extend(value.strip(), yes=yes)
+            runner.extend(value.strip(), actor=actor, yes=yes)
         except StudioError as exc:
             st.error(plain(exc))
         else:

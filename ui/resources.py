@@ -173,15 +173,25 @@ def cost_banner() -> None:
 
 
 @st.cache_resource(show_spinner=False)
-def _infra_actions(state_file: str):
+def _infra_actions(state_file: str, data_dir: str):
     from infra.actions import ActionRunner
+    from services.audit import AuditLog
 
-    return ActionRunner(Path(state_file))
+    return ActionRunner(Path(state_file), audit=AuditLog(_history(data_dir)))
 
 
 def infra_actions():
-    """The background runner of deploy/resume/smoke/delete for the settings' state file (process-wide)."""
-    return _infra_actions(str(settings().state_file))
+    """The background runner of deploy/resume/smoke/delete for the settings' state file (process-wide); each
+    action names who asks, and only an admin may start one. Starts, refusals and outcomes go to the audit log."""
+    s = settings()
+    return _infra_actions(str(s.state_file), str(s.data_dir))
+
+
+def audit_entries(limit: int = 50) -> list:
+    """The audit log, newest first (endpoint actions and voice clones)."""
+    from services.audit import AuditLog
+
+    return AuditLog(_history(str(settings().data_dir))).entries(limit=limit)
 
 
 @st.cache_data(ttl=30, show_spinner=False)

@@ -16,7 +16,7 @@ from ui.resources import code, plain
 TAG_KEY, ROLES_KEY, BAKE_KEY, SMOKE_KEY = "upgrade_tag", "upgrade_roles", "upgrade_bake", "upgrade_smoke"
 
 
-def versions_panel(deployment: DeploymentState, runner, wait: WaitSettings, busy: bool) -> None:
+def versions_panel(deployment: DeploymentState, runner, wait: WaitSettings, busy: bool, actor) -> None:  # noqa: ANN001
     """The versions in use, the upgrade form and the rollback button (each with its CLI line)."""
     roles = list(deployment.endpoints)
     st.subheader("Versions")
@@ -38,7 +38,7 @@ def versions_panel(deployment: DeploymentState, runner, wait: WaitSettings, busy
         if st.button("Upgrade", type="primary", disabled=busy or not chosen or not tag.strip(), key="upgrade_go"):
             try:
                 runner.upgrade(check_image_tag(tag), [] if chosen == roles else chosen, bake_s=float(bake),
-                               wait=wait, smoke=smoke)
+                               actor=actor, wait=wait, smoke=smoke)
             except StudioError as exc:
                 st.error(plain(exc))
             else:
@@ -53,5 +53,5 @@ def versions_panel(deployment: DeploymentState, runner, wait: WaitSettings, busy
         st.code(shell_command("rollback", [*([] if can_roll_back == roles else can_roll_back),
                                            "--state-file", str(runner.state_file)]), language="bash")
         if st.button("Roll back", disabled=busy or not can_roll_back, key="rollback_go"):
-            runner.rollback([] if can_roll_back == roles else can_roll_back, wait=wait)
+            runner.rollback([] if can_roll_back == roles else can_roll_back, actor=actor, wait=wait)
             st.rerun()
