@@ -9,6 +9,7 @@ from protocol.errors import StudioError
 from services.playback import Playback
 from services.speech import SpeechRun
 from ui import resources
+from ui.auth import principal
 from ui.speech_runs import session_id, speech_runs
 from ui.voice_modes import PREVIEW, build_config, current_reference, describe, first_chunk_slider, mode_fields, mode_picker
 from ui.voice_compare_views import init_voice_compare_state, run_voice_compare, voice_compare
@@ -56,6 +57,7 @@ def _start_speaking() -> None:
             speech,
             config,
             state["voice_text"],
+            actor=principal(),  # a viewer is refused here, before anything is sent
             on_audio=lambda c: playback.push(c.data, c.sample_rate, c.channels),  # on arrival, loop thread
         )
     except StudioError as exc:

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from services.access import LOCAL, Forbidden, Principal
 from services.runtime import BackgroundLoop
 from services.speech import omni_client, speech_config
 from services.speech.client import SpeechRuns
@@ -77,7 +78,7 @@ def test_a_run_whose_session_is_gone_is_cancelled_and_the_engine_stops(engine_ur
     port = urlparse(engine_url).port
     before = set(_engine_side(port))
 
-    a = runs.start("A", client, speech_config(), LONG_TEXT)
+    a = runs.start("A", client, speech_config(), LONG_TEXT, actor=LOCAL)
     a_port = _streaming_from(port, before, a)
     assert runs.get("A") is a
     alive.discard("A")  # the tab closed or reloaded: Streamlit no longer has session A
@@ -88,7 +89,7 @@ def test_a_run_whose_session_is_gone_is_cancelled_and_the_engine_stops(engine_ur
     assert runs.get("A") is None
     _until(lambda: _engine_side(port).get(a_port) not in OPEN_STATES)  # the engine ended its side: no more synthesis
 
-    b = runs.start("B", client, speech_config(), "The engine is free for the next one.")
+    b = runs.start("B", client, speech_config(), "The engine is free for the next one.", actor=LOCAL)
     ub = b.result(timeout=30)
     assert ub.ok and ub.stats.state == "done" and ub.stats.chunks > 0  # a live session's run is left alone
     _until(lambda: len(runs) == 0)  # finished runs are forgotten
@@ -98,14 +99,14 @@ def test_a_run_whose_session_is_gone_is_cancelled_and_the_engine_stops(engine_ur
 def test_a_session_back_within_the_grace_keeps_its_run(engine_url: str, make_runs: MakeRuns) -> None:
     alive = {"A"}
     runs = make_runs(alive.__contains__, sweep_s=3600, grace_s=3600)  # swept by hand below
-    a = runs.start("A", omni_client(engine_url), speech_config(), "A connection that drops for a moment.")
+    a = runs.start("A", omni_client(engine_url), speech_config(), "A connection that drops for a moment.", actor=LOCAL)
     alive.discard("A")
     assert runs.sweep() == []  # gone, but not for the grace yet
     alive.add("A")  # reconnected
     assert runs.sweep() == []
     assert a.result(timeout=30).ok
     runs.grace_s = 0.0
-    b = runs.start("A", omni_client(engine_url), speech_config(), LONG_TEXT)
+    b = runs.start("A", omni_client(engine_url), speech_config(), LONG_TEXT, actor=LOCAL)
     alive.discard("A")
     assert runs.sweep() == ["A"]
     assert b.result(timeout=30).stats.state == "cancelled"
@@ -114,8 +115,19 @@ def test_a_session_back_within_the_grace_keeps_its_run(engine_url: str, make_run
 def test_a_new_run_replaces_the_sessions_running_one(engine_url: str, make_runs: MakeRuns) -> None:
     runs = make_runs(lambda _: True, sweep_s=0.1)
     client = omni_client(engine_url)
-    first = runs.start("A", client, speech_config(), LONG_TEXT)
+    first = runs.start("A", client, speech_config(), LONG_TEXT, actor=LOCAL)
     _until(lambda: first.stats().chunks >= 1)
-    second = runs.start("A", client, speech_config(), "Only this one is heard.")
+    second = runs.start("A", client, speech_config(), "Only this one is heard.", actor=LOCAL)
     assert first.result(timeout=30).stats.state == "cancelled"
     assert second.result(timeout=30).ok and runs.get("A") in (second, None)
+
+
+def test_a_viewer_cannot_start_speech_and_nothing_reaches_the_engine(engine_url: str, make_runs: MakeRuns) -> None:
+    runs = make_runs(lambda _: True)
+    port = urlparse(engine_url).port
+    before = set(_engine_side(port))
+    viewer = Principal(id="vic@example.com", name="Vic", role="viewer", signed_in=True)
+    with pytest.raises(Forbidden, match="Vic \\(viewer\\) may not generate"):
+        runs.start("V", omni_client(engine_url), speech_config(), "Not for viewers.", actor=viewer)
+    assert runs.get("V") is None and len(runs) == 0
+    assert not set(_engine_side(port)) - before  # no connection was opened

@@ -36,6 +36,7 @@ from protocol.speech import (
     models_for_task,
     task_types_for_model,
 )
+from services.access import Principal, require
 from services.speech.session import (
     OnAudio,
     SessionStats,
@@ -268,8 +269,10 @@ class SpeechRuns:
         self._sweeper: concurrent.futures.Future[None] | None = None
 
     def start(self, session_id: str, client: SpeechClient, config: SessionConfig | None, text: str, *,
-              on_audio: OnAudio | None = None) -> SpeechRun:
-        """A new run for `session_id` (a run the session still had is cancelled: one voice per session)."""
+              actor: Principal, on_audio: OnAudio | None = None) -> SpeechRun:
+        """A new run for `session_id` (a run the session still had is cancelled: one voice per session).
+        Forbidden, before anything is sent, unless `actor` may generate."""
+        require(actor, "generate")
         run = SpeechRun(self._loop, client, config, text, on_audio=on_audio)
         with self._lock:
             previous = self._runs.get(session_id)
