@@ -54,8 +54,23 @@ class DemoMode(BaseModel):
     model_config = {"extra": "forbid"}
     pages: list[PageName] = Field(default_factory=lambda: ["voice"], min_length=1)
     voices: list[str] = Field(default_factory=list)  # empty: every voice the target offers
-    uploads: bool = False  # reference images, voice recordings
+    uploads: bool = False  # reference images, voice recordings (so no cloning)
     title: str | None = None  # shown instead of "Omni Studio"
+
+    def voices_shown(self, voices: list[str]) -> list[str]:
+        """The target's voices this demo offers, in the demo's order (matched case-insensitively)."""
+        if not self.voices:
+            return voices
+        have = {v.lower(): v for v in voices}
+        shown = [have[v.lower()] for v in self.voices if v.lower() in have]
+        if not shown:
+            raise ConfigError(f"demo.voices {self.voices} names none of this target's voices ({', '.join(voices)}); "
+                              "set demo.voices to some of them")
+        return shown
+
+    def task_types_shown(self, task_types: tuple[str, ...]) -> tuple[str, ...]:
+        """Without uploads there is no reference recording, so no cloning (Base)."""
+        return tuple(t for t in task_types if self.uploads or t != "Base")
 
 
 class Settings(BaseSettings):

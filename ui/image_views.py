@@ -24,7 +24,7 @@ from services.images import DEFAULT_STEPS, EditReference, ImageEditRequest, reco
 from services.imaging import ACCEPTED_SUFFIXES, check_image
 from ui.forms import as_text, bounded_number, optional_number, optional_seed
 from ui.media_views import image_summary, when
-from ui.resources import plain
+from ui.resources import plain, uploads_allowed
 from ui.text import shorten
 
 GENERATE, EDIT = "Generate", "Edit"
@@ -132,8 +132,10 @@ def edit_form(picks: dict[str, Pick], on_edit: Callable[[], None]) -> None:
                        max_selections=MAX_REFS, on_change=_clear_error, wrap=True,
                        placeholder="pick images from the gallery" if picks else "the gallery is empty: upload instead",
                        help=f"{IMAGE_EDIT_REFERENCES.lo:g} to {MAX_REFS} references in all, gallery images and uploads")
-        st.file_uploader("Or upload reference images", type=list(ACCEPTED_SUFFIXES), accept_multiple_files=True,
-                         key="edit_uploads", on_change=_clear_error, max_upload_size=MAX_UPLOAD_BYTES // (1024 * 1024))
+        if uploads_allowed():
+            st.file_uploader("Or upload reference images", type=list(ACCEPTED_SUFFIXES), accept_multiple_files=True,
+                             key="edit_uploads", on_change=_clear_error,
+                             max_upload_size=MAX_UPLOAD_BYTES // (1024 * 1024))
         shown, captions = [], []
         for n, key in enumerate(state["edit_picks"], 1):
             shown.append(str(picks[key].path))

@@ -201,8 +201,11 @@ def _speech_catalog(name: str, url: str | None, targets: str | None = None) -> t
 
 
 def speech_catalog() -> tuple[list[str], list[str]]:
-    """(voices, languages) of the chosen backend's speech model, cached briefly. Raises StudioError."""
-    return _speech_catalog(*backend_choice())
+    """(voices, languages) of the chosen backend's speech model, cached briefly (only the demo's voices in a
+    demo studio). Raises StudioError."""
+    voices, languages = _speech_catalog(*backend_choice())
+    demo = settings().demo
+    return (voices if demo is None else demo.voices_shown(voices)), languages
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -211,8 +214,17 @@ def _speech_task_types(name: str, url: str | None, targets: str | None = None) -
 
 
 def speech_task_types() -> tuple[str, ...]:
-    """What the chosen backend's voice model can do (CustomVoice, VoiceDesign, Base), cached briefly."""
-    return _speech_task_types(*backend_choice())
+    """What the chosen backend's voice model can do (CustomVoice, VoiceDesign, Base), cached briefly; a demo
+    studio without uploads offers no cloning."""
+    task_types = _speech_task_types(*backend_choice())
+    demo = settings().demo
+    return task_types if demo is None else demo.task_types_shown(task_types)
+
+
+def uploads_allowed() -> bool:
+    """Whether pages offer uploads (reference images, recordings): always, except in a demo studio without them."""
+    demo = settings().demo
+    return demo is None or demo.uploads
 
 
 @st.cache_data(ttl=30, show_spinner=False)

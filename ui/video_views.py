@@ -14,7 +14,7 @@ from services.history import History, Job
 from services.imaging import ACCEPTED_SUFFIXES, check_image
 from services.videos import VIDEO_FILE
 from ui.media_views import label, seconds, video_summary, video_timings, when
-from ui.resources import plain
+from ui.resources import plain, uploads_allowed
 from ui.text import shorten
 
 GALLERY = "From the gallery"
@@ -40,7 +40,10 @@ def gallery_choices(history: History) -> Gallery:
 def reference_picker(gallery: Gallery, on_change: Callable[[], None]) -> None:
     """Where the reference comes from (state `video_ref_source`), and the image chosen or uploaded."""
     state = st.session_state
-    st.radio("Reference image", [GALLERY, UPLOAD, NO_REFERENCE], key="video_ref_source", on_change=on_change)
+    sources = [GALLERY, UPLOAD, NO_REFERENCE] if uploads_allowed() else [GALLERY, NO_REFERENCE]
+    if state.get("video_ref_source") not in sources:
+        state["video_ref_source"] = GALLERY
+    st.radio("Reference image", sources, key="video_ref_source", on_change=on_change)
     source = state["video_ref_source"]
     if source == GALLERY:
         if gallery:

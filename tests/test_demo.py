@@ -1,0 +1,94 @@
+"""Demo mode (`[demo]` in the settings): a studio locked for a customer-facing screen — only the demo's
+voices, no uploads (so no cloning), checked on the real pages with AppTest against the offline engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from protocol.errors import ConfigError
+from services.settings import DemoMode, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_demo_voices_keep_the_demos_order_and_name_what_is_missing() -> None:
+    demo = DemoMode(voices=["Vivian", "joe"])
+    assert demo.voices_shown(["default", "joe", "vivian", "ryan"]) == ["vivian", "joe"]
+    assert DemoMode().voices_shown(["a", "b"]) == ["a", "b"]  # no list: every voice
+    with pytest.raises(ConfigError, match=r"demo.voices \['Vivian', 'joe'\] names none of this target's voices "
+                                          r"\(ryan\)"):
+        demo.voices_shown(["ryan"])
+
+
+def test_without_uploads_there_is_no_cloning() -> None:
+    everything = ("CustomVoice", "VoiceDesign", "Base")
+    assert DemoMode().task_types_shown(everything) == ("CustomVoice", "VoiceDesign")
+    assert DemoMode(uploads=True).task_types_shown(everything) == everything
+
+
+def test_demo_settings_are_checked() -> None:
+    s = load_settings({"OMNI_STUDIO_DEMO": json.dumps({"pages": ["voice", "image"], "voices": ["joe"]})})
+    assert s.demo == DemoMode(pages=["voice", "image"], voices=["joe"])
+    with pytest.raises(ConfigError, match=r"OMNI_STUDIO_DEMO.pages\[0\]"):
+        load_settings({"OMNI_STUDIO_DEMO": json.dumps({"pages": ["settings"]})})
+    with pytest.raises(ConfigError, match="OMNI_STUDIO_DEMO.pages"):
+        load_settings({"OMNI_STUDIO_DEMO": json.dumps({"pages": []})})
+    with pytest.raises(ConfigError, match="OMNI_STUDIO_DEMO.upload"):
+        load_settings({"OMNI_STUDIO_DEMO": json.dumps({"upload": True})})  # a typo is named, not ignored
+
+
+@pytest.fixture
+def webrtc_inert(monkeypatch: pytest.MonkeyPatch) -> None:
+    import streamlit_webrtc.component
+    import streamlit_webrtc.shutdown
+
+    monkeypatch.setattr(streamlit_webrtc.component, "get_this_session_info", lambda: None)
+    monkeypatch.setattr(streamlit_webrtc.shutdown, "get_this_session_info", lambda: None)
+
+
+def _page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, page: str, demo: dict | None) -> AppTest:
+    monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
+    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp_path / "data"))
+    if demo is None:
+        monkeypatch.delenv("OMNI_STUDIO_DEMO", raising=False)
+    else:
+        monkeypatch.setenv("OMNI_STUDIO_DEMO", json.dumps(demo))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=30)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.usefixtures("webrtc_inert")
+def test_the_voice_page_offers_only_the_demos_voices_and_no_cloning(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                    engine_url: str) -> None:
+    at = _page(monkeypatch, tmp_path, engine_url, "voice.py", None)
+    assert "Clone a voice" in at.radio(key="voice_mode").options
+    assert len(at.selectbox(key="voice_voice").options) > 1
+    at = _page(monkeypatch, tmp_path, engine_url, "voice.py", {"voices": ["Joe"]})
+    assert at.selectbox(key="voice_voice").options == ["joe"]
+    assert at.radio(key="voice_mode").options == ["Preset voice", "Design a voice"]
+
+
+def test_image_and_video_pages_offer_no_uploads_in_a_demo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                          engine_url: str) -> None:
+    def uploaders(at: AppTest) -> int:
+        return len(at.get("file_uploader"))
+
+    assert uploaders(_page(monkeypatch, tmp_path, engine_url, "image.py", None)) == 1
+    assert uploaders(_page(monkeypatch, tmp_path, engine_url, "image.py", {"pages": ["image"]})) == 0
+    at = _page(monkeypatch, tmp_path, engine_url, "video.py", None)
+    assert "Upload" in " ".join(at.radio(key="video_ref_source").options)
+    at = _page(monkeypatch, tmp_path, engine_url, "video.py", {"pages": ["video"], "uploads": False})
+    assert "Upload" not in " ".join(at.radio(key="video_ref_source").options)
+    at = _page(monkeypatch, tmp_path, engine_url, "video.py", {"pages": ["video"], "uploads": True})
+    assert "Upload" in " ".join(at.radio(key="video_ref_source").options)
