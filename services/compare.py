@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from protocol.errors import InvalidInput, StudioError
 from protocol.limits import Range
+from services.access import require
 from services.backend import create_backend
 from services.base import Backend
 from services.history import History, Job
@@ -187,15 +188,19 @@ def _price(backend: Backend, settings: Settings, target: Target, modality: str) 
 
 def compare_images(variants: list[ImageVariant], *, settings: Settings, history: History, default: Backend,
                    build: Callable[[Settings], Backend] = create_backend) -> list[Outcome]:
-    """Run every variant at once and record each image; outcomes in the variants' order. One variant's
-    failure (its target down, a refusal) is its outcome's error; the others go on."""
+    """Run every variant at once and record each image (as `history`'s actor: Forbidden before any target is built
+    when their role may not generate); outcomes in the variants' order. One variant's failure (its target down, a
+    refusal) is its outcome's error; the others go on."""
+    require(history.actor, "generate")
     return _compare(variants, "image", lambda backend, v: record_image(backend.images, history, v.request),
                     settings=settings, default=default, build=build)
 
 
 def compare_videos(variants: list[VideoVariant], *, settings: Settings, history: History, default: Backend,
                    build: Callable[[Settings], Backend] = create_backend, timeout_s: float | None = None) -> list[Outcome]:
-    """Every variant as a video job at once (recorded like the video page's), waited for; outcomes in order."""
+    """Every variant as a video job at once (recorded like the video page's, as `history`'s actor: Forbidden first
+    when their role may not generate), waited for; outcomes in order."""
+    require(history.actor, "generate")
 
     def run(backend: Backend, v: Variant) -> Job:
         jobs = VideoJobs(backend.videos, history, recover=False)

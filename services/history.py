@@ -9,6 +9,18 @@ the reports of load sweeps (`save_load_report`, `load_reports`, `load_report`: s
     history.fail(job.id, "the server said …")          # the record and its inputs stay
     history.jobs(kind="image")                         # newest first; a new History on the same folder sees them
 
+Every record belongs to the person who made it (`user_id`: services.access.Principal.id) and is theirs alone
+until they share it (`shared`, `set_shared`). A History acts for one person (`actor`):
+
+    mine = history.acting_as(principal)               # a cheap view over the same database and connections
+    mine.create(...)                                   # Forbidden unless the role may "generate"; stamped with their id
+    mine.jobs()                                        # their own records and those others shared, newest first
+    mine.set_shared("job", job.id, True)               # only the owner (or an admin) may, with "share"
+
+Without sign-in (`LOCAL`, the command line: `Principal.signed_in` false) one person owns the studio and sees
+every record, as before workspaces. A database made before workspaces is migrated when opened (the columns
+added in one transaction; its rows belong to `local`).
+
 Jobs survive page reloads and restarts. Each job records the process that runs it (`owner`); a job left
 `queued`/`running` by a process that is gone is an orphan: `recover()` marks it `interrupted` with a
 message, unless its transport said it can be polled again (`handle["resumable"]`), in which case a runner
@@ -18,26 +30,35 @@ for that target claims it (`claim`) and carries on. Every write is one transacti
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 import socket
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from protocol.errors import InvalidInput, StudioError
+from services.access import LOCAL, Forbidden, Principal, require
 
 JobKind = Literal["image", "video"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
 UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
 DB_NAME = "history.sqlite3"
 MEDIA_DIR = "media"
+Shareable = Literal["job", "voice", "load_report", "evaluation"]
+SHAREABLE: dict[str, str] = {"job": "jobs", "voice": "voices", "load_report": "load_reports",
+                             "evaluation": "evaluations"}  # what set_shared takes → its table
+# Who owns a record, and whether the team sees it: added to each owned table (an old database's rows: local's).
+OWNER_COLUMNS = {"user_id": f"TEXT NOT NULL DEFAULT '{LOCAL.id}'", "shared": "INTEGER NOT NULL DEFAULT 0"}
+OWNED_TABLES = ("jobs", "voices", "load_reports")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -86,6 +107,19 @@ CREATE TABLE IF NOT EXISTS load_reports (
 );
 CREATE INDEX IF NOT EXISTS load_reports_created ON load_reports (created_at DESC);
 """
+# Every table above also has OWNER_COLUMNS (user_id, shared): added by `_ensure`, for new and old databases alike.
+_NAMED = re.compile(r"CREATE\s+(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE)
+
+
+def _statements(script: str) -> list[str]:
+    """The SQL statements of `script`, one by one (to run them inside one transaction)."""
+    out, pending = [], ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            out.append(pending.strip())
+            pending = ""
+    return out + ([pending.strip()] if pending.strip() else [])
 
 
 class HistoryError(StudioError):
@@ -143,6 +177,8 @@ class Job:
     started_at: float | None
     finished_at: float | None
     folder: Path = field(repr=False)
+    user_id: str = LOCAL.id  # who made it (the person; `owner` is the process running it)
+    shared: bool = False
 
     @property
     def finished(self) -> bool:
@@ -179,6 +215,8 @@ class VoiceRecord:
     created_at: float
     removed_at: float | None = None
     removal: Literal["deleted", "forgotten"] | None = None
+    user_id: str = LOCAL.id
+    shared: bool = False
 
     @property
     def active(self) -> bool:
@@ -197,16 +235,18 @@ class LoadReportRecord:
     title: str | None
     created_at: float
     report: dict[str, Any]
+    user_id: str = LOCAL.id
+    shared: bool = False
 
 
 def _load_report(row: sqlite3.Row) -> LoadReportRecord:
     return LoadReportRecord(id=row["id"], modality=row["modality"], backend=row["backend"], target=row["target"],
                             instance_type=row["instance_type"], title=row["title"], created_at=row["created_at"],
-                            report=json.loads(row["report"]))
+                            report=json.loads(row["report"]), user_id=row["user_id"], shared=bool(row["shared"]))
 
 
 def _voice(row: sqlite3.Row) -> VoiceRecord:
-    return VoiceRecord(**{k: row[k] for k in row.keys()})
+    return VoiceRecord(**{k: row[k] for k in row.keys()} | {"shared": bool(row["shared"])})
 
 
 def _job(row: sqlite3.Row, media: Path) -> Job:
@@ -217,7 +257,7 @@ def _job(row: sqlite3.Row, media: Path) -> Job:
         inputs=json.loads(row["inputs"]), outputs=json.loads(row["outputs"]),
         timings=json.loads(row["timings"]), meta=json.loads(row["meta"]), error=row["error"],
         created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
-        folder=media / row["id"],
+        folder=media / row["id"], user_id=row["user_id"], shared=bool(row["shared"]),
     )
 
 
@@ -228,20 +268,75 @@ def _safe_name(name: str) -> str:
 
 
 class History:
-    """The history in `data_dir`. Thread-safe and multi-process-safe (SQLite WAL, one connection per call)."""
+    """The history in `data_dir`, acting for `actor` (LOCAL unless told: the single-user studio). Thread-safe and
+    multi-process-safe (SQLite WAL, one connection per thread, every write one BEGIN IMMEDIATE transaction)."""
 
-    def __init__(self, data_dir: Path | str) -> None:
+    def __init__(self, data_dir: Path | str, *, actor: Principal = LOCAL) -> None:
         self.data_dir = Path(data_dir)
         self.db_path = self.data_dir / DB_NAME
         self.media_dir = self.data_dir / MEDIA_DIR
         self.owner = current_owner()
+        self.actor = actor
         self._local = threading.local()
         try:
             self.media_dir.mkdir(parents=True, exist_ok=True)
-            self._connect().executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
+            self._ensure(_SCHEMA, owned=OWNED_TABLES)
         except (OSError, sqlite3.Error) as exc:
             raise HistoryError(f"cannot open the history in {self.data_dir} ({exc}); check the data_dir setting "
                                "(OMNI_STUDIO_DATA_DIR) points at a writable folder") from None
+
+    # -- who acts -------------------------------------------------------------------------------------
+    def acting_as(self, actor: Principal) -> History:
+        """This history acting for `actor`: a cheap view sharing the database, its connections and the process."""
+        if actor == self.actor:
+            return self
+        view = copy.copy(self)
+        view.actor = actor
+        return view
+
+    def acting_for_owner(self, job: Job) -> History:
+        """A view acting for the person who made `job`, for a background runner carrying it on (a resumed or
+        claimed job of any user). It may change that person's jobs, and do nothing that needs a role."""
+        if self.owns(job):
+            return self
+        return self.acting_as(Principal(id=job.user_id, name=job.user_id, role="viewer", signed_in=True))
+
+    @property
+    def sees_everything(self) -> bool:
+        """Without sign-in (LOCAL, the command line) one person owns the studio: every record is theirs."""
+        return not self.actor.signed_in
+
+    def owns(self, record: Any) -> bool:
+        """Whether `record` (a Job, VoiceRecord, LoadReportRecord, Evaluation) is the actor's to change and share."""
+        return self.sees_everything or record.user_id == self.actor.id
+
+    def visible(self) -> tuple[str, list[Any]]:
+        """The SQL condition (and its arguments) of the records the actor sees: their own and the shared ones."""
+        if self.sees_everything:
+            return "1", []
+        return "(user_id = ? OR shared = 1)", [self.actor.id]
+
+    def _sees(self, row: sqlite3.Row) -> bool:
+        return self.sees_everything or row["user_id"] == self.actor.id or bool(row["shared"])
+
+    def set_shared(self, kind: Shareable, record_id: str | int, shared: bool) -> None:
+        """Share a record with the team, or stop sharing it: only its owner (or an admin), whose role may share."""
+        table = SHAREABLE.get(kind)
+        if table is None:
+            raise InvalidInput(f"{kind!r} cannot be shared: one of {', '.join(SHAREABLE)}")
+        require(self.actor, "share")
+        what = kind.replace("_", " ")
+        try:
+            with self._tx() as db:
+                row = db.execute(f"SELECT user_id, shared FROM {table} WHERE id = ?", (record_id,)).fetchone()
+                if row is None or not self._sees(row):
+                    raise InvalidInput(f"there is no {what} {record_id!r} in the history at {self.data_dir}")
+                if row["user_id"] != self.actor.id and not self.sees_everything and self.actor.role != "admin":
+                    raise Forbidden(f"{self.actor.label} may not change the sharing of {row['user_id']}'s {what}: "
+                                    "only the one who made it (or an admin) may")
+                db.execute(f"UPDATE {table} SET shared = ? WHERE id = ?", (int(bool(shared)), record_id))
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot share the {what} in {self.data_dir} ({exc})") from None
 
     # -- plumbing -------------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -257,7 +352,8 @@ class History:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE: writers queue instead of failing mid-way)."""
+        """One write transaction (BEGIN IMMEDIATE: writers queue instead of failing mid-way). Every write of the
+        history, and of the packages that keep tables in it (services/eval), goes through here."""
         db = self._connect()
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -267,6 +363,24 @@ class History:
             raise
         else:
             db.execute("COMMIT")
+
+    def _ensure(self, schema: str, *, owned: Sequence[str] = (), stamped: Sequence[str] = ()) -> None:
+        """Create `schema`'s tables and indexes where missing, and give the `owned` tables OWNER_COLUMNS (the
+        `stamped` ones `user_id` only): an old database is migrated in place, its rows `local`'s and unshared.
+        One transaction; nothing is written when everything is there already."""
+        columns = {t: tuple(OWNER_COLUMNS) for t in owned} | {t: ("user_id",) for t in stamped}
+        wanted = set(_NAMED.findall(schema)) | {f"{t}_user" for t in columns}  # the index comes after its column
+        if wanted <= {r[0] for r in self._connect().execute("SELECT name FROM sqlite_master")}:
+            return
+        with self._tx() as db:
+            for statement in _statements(schema):
+                db.execute(statement)
+            for table, cols in columns.items():
+                present = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
+                for col in cols:
+                    if col not in present:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {OWNER_COLUMNS[col]}")
+                db.execute(f"CREATE INDEX IF NOT EXISTS {table}_user ON {table} (user_id)")
 
     def _write_files(self, job_id: str, files: Mapping[str, bytes]) -> list[str]:
         folder = self.media_dir / job_id
@@ -291,11 +405,20 @@ class History:
         with self._tx() as db:
             return db.execute(sql, args).rowcount == 1
 
+    def _own_job(self, job_id: str) -> Job:
+        """The job, when the actor may carry it on: the one who made it (or anyone without sign-in)."""
+        job = self.get(job_id)
+        if not self.owns(job):
+            raise Forbidden(f"job {job_id} is {job.user_id}'s: only their own runs change it")
+        return job
+
     # -- writes ---------------------------------------------------------------------------------------
     def create(self, kind: JobKind, prompt: str, params: Mapping[str, Any], *, target: str,
                inputs: Mapping[str, bytes] | None = None, status: JobStatus = "queued",
                meta: Mapping[str, Any] | None = None) -> Job:
-        """A new job, owned by this process; `inputs` (e.g. the reference image) are saved with it."""
+        """A new job of the actor's (Forbidden unless their role may generate), run by this process; `inputs`
+        (e.g. the reference image) are saved with it."""
+        require(self.actor, "generate")
         job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         now = time.time()
         try:
@@ -303,15 +426,16 @@ class History:
             with self._tx() as db:
                 db.execute(
                     "INSERT INTO jobs (id, kind, status, prompt, params, target, owner, inputs, meta, created_at,"
-                    " started_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " started_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (job_id, kind, status, prompt, json.dumps(dict(params)), target, self.owner, json.dumps(names),
-                     json.dumps(dict(meta or {})), now, now if status == "running" else None, now),
+                     json.dumps(dict(meta or {})), now, now if status == "running" else None, now, self.actor.id),
                 )
         except (OSError, sqlite3.Error) as exc:
             raise HistoryError(f"cannot record the job in {self.data_dir} ({exc})") from None
         return self.get(job_id)
 
     def mark_running(self, job_id: str, handle: Mapping[str, Any] | None = None) -> Job:
+        self._own_job(job_id)
         sets: dict[str, Any] = {"status": "running", "started_at": time.time()}
         if handle is not None:
             sets["handle"] = json.dumps(dict(handle))
@@ -321,7 +445,7 @@ class History:
     def note(self, job_id: str, notice: str | None) -> None:
         """What a person should see while the job runs (meta["notice"], e.g. "starting an instance (about
         8 min)"); None removes it. Only while the job is unfinished."""
-        meta = dict(self.get(job_id).meta)
+        meta = dict(self._own_job(job_id).meta)
         if notice is None:
             meta.pop("notice", None)
         else:
@@ -331,12 +455,12 @@ class History:
     def succeed(self, job_id: str, outputs: Mapping[str, bytes], *, timings: Mapping[str, float] | None = None,
                 meta: Mapping[str, Any] | None = None) -> Job:
         """Save the result files, then mark the job succeeded with its timings (one transaction)."""
+        old = self._own_job(job_id)
         try:
             names = self._write_files(job_id, outputs)
         except OSError as exc:
             self.fail(job_id, f"the result could not be saved in {self.data_dir} ({exc})")
             raise HistoryError(f"cannot save the result of job {job_id} in {self.data_dir} ({exc})") from None
-        old = self.get(job_id)
         self._update(job_id, {
             "status": "succeeded", "outputs": json.dumps(names), "finished_at": time.time(), "error": None,
             "timings": json.dumps({**old.timings, **dict(timings or {})}),
@@ -347,23 +471,24 @@ class History:
     def fail(self, job_id: str, error: str, *, status: Literal["failed", "interrupted"] = "failed",
              timings: Mapping[str, float] | None = None) -> Job:
         """Mark an unfinished job failed (or interrupted) with the error text; everything else stays."""
-        old = self.get(job_id)
+        old = self._own_job(job_id)
         self._update(job_id, {"status": status, "error": error, "finished_at": time.time(),
                               "timings": json.dumps({**old.timings, **dict(timings or {})})}, only_if=UNFINISHED)
         return self.get(job_id)
 
     def claim(self, job: Job) -> bool:
-        """Take over an orphaned job for this process; False if another process claimed it first."""
+        """Take over an orphaned job (of any user) for this process; False if another process claimed it first."""
         with self._tx() as db:
             cur = db.execute("UPDATE jobs SET owner = ?, updated_at = ? WHERE id = ? AND owner = ? AND status IN "
                              "('queued', 'running')", (self.owner, time.time(), job.id, job.owner))
             return cur.rowcount == 1
 
     def recover(self) -> list[Job]:
-        """Deal with jobs whose process is gone: mark the ones nobody can pick up again `interrupted`; return
-        the resumable ones (their transport can poll them again), for a runner of their target to claim."""
+        """Deal with jobs (of every user) whose process is gone: mark the ones nobody can pick up again
+        `interrupted`; return the resumable ones (their transport can poll them again), for a runner of their
+        target to claim and carry on for their owner (`acting_for_owner`)."""
         resumable = []
-        for job in self.jobs(statuses=UNFINISHED, limit=None):
+        for job in self._select_jobs(None, UNFINISHED, None, everyone=True):
             if job.owner == self.owner or owner_alive(job.owner):
                 continue
             if job.status == "running" and job.handle and job.handle.get("resumable"):
@@ -380,22 +505,28 @@ class History:
 
     # -- reads ----------------------------------------------------------------------------------------
     def get(self, job_id: str) -> Job:
+        """The job; someone else's unshared job is refused like a missing one."""
         row = self._connect().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None:
+        if row is None or not self._sees(row):
             raise InvalidInput(f"there is no job {job_id!r} in the history at {self.data_dir}")
         return _job(row, self.media_dir)
 
     def jobs(self, kind: JobKind | None = None, *, statuses: tuple[JobStatus, ...] | None = None,
              limit: int | None = 100) -> list[Job]:
-        """Newest first."""
-        where, args = [], []
+        """The actor's jobs and those others shared, newest first."""
+        return self._select_jobs(kind, statuses, limit, everyone=False)
+
+    def _select_jobs(self, kind: JobKind | None, statuses: tuple[JobStatus, ...] | None, limit: int | None, *,
+                     everyone: bool) -> list[Job]:
+        condition, args = ("1", []) if everyone else self.visible()
+        where = [condition]
         if kind is not None:
             where.append("kind = ?")
             args.append(kind)
         if statuses:
             where.append(f"status IN ({', '.join('?' * len(statuses))})")
             args += list(statuses)
-        sql = "SELECT * FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "") + \
+        sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)}" + \
               " ORDER BY created_at DESC, rowid DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
@@ -405,7 +536,9 @@ class History:
     def record_voice(self, target: str, name: str, consent_id: str, *, who: str, ref_text: str | None = None,
                      speaker_description: str | None = None) -> VoiceRecord:
         """Record a voice saved on `target` under the speaker's consent (before it is uploaded: no voice without
-        its record). InvalidInput when the consent id is empty or `target` already has a voice of that name."""
+        its record), the actor's (Forbidden unless their role may clone voices). InvalidInput when the consent id
+        is empty or `target` already has a voice of that name (anyone's: a target has one set of names)."""
+        require(self.actor, "clone_voice")
         if not (consent_id or "").strip():
             raise InvalidInput("a saved voice needs the speaker's consent: give the id of their consent recording")
         try:
@@ -415,9 +548,9 @@ class History:
                     raise InvalidInput(f"a voice named {name!r} is already saved on {target}: pick another name, or "
                                        "delete that voice first")
                 cur = db.execute(
-                    "INSERT INTO voices (target, name, consent_id, who, ref_text, speaker_description, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (target, name, consent_id.strip(), who, ref_text, speaker_description, time.time()))
+                    "INSERT INTO voices (target, name, consent_id, who, ref_text, speaker_description, created_at,"
+                    " user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (target, name, consent_id.strip(), who, ref_text, speaker_description, time.time(), self.actor.id))
                 row_id = cur.lastrowid
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot record the voice in {self.data_dir} ({exc})") from None
@@ -425,14 +558,16 @@ class History:
 
     def voice_record(self, record_id: int) -> VoiceRecord:
         row = self._connect().execute("SELECT * FROM voices WHERE id = ?", (record_id,)).fetchone()
-        if row is None:
+        if row is None or not self._sees(row):
             raise InvalidInput(f"there is no voice record {record_id} in the history at {self.data_dir}")
         return _voice(row)
 
     def voice_records(self, target: str | None = None, *, name: str | None = None,
                       include_removed: bool = False) -> list[VoiceRecord]:
-        """The voices the studio saved (on `target`; named `name`, any case), newest first."""
-        where, args = [], []
+        """The voices the studio saved (on `target`; named `name`, any case) that the actor sees (their own and
+        the shared ones), newest first."""
+        condition, args = self.visible()
+        where = [condition]
         if target is not None:
             where.append("target = ?")
             args.append(target)
@@ -441,63 +576,105 @@ class History:
             args.append(name)
         if not include_removed:
             where.append("removed_at IS NULL")
-        sql = "SELECT * FROM voices" + (f" WHERE {' AND '.join(where)}" if where else "") + \
-              " ORDER BY created_at DESC, id DESC"
+        sql = f"SELECT * FROM voices WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC"
         return [_voice(r) for r in self._connect().execute(sql, args).fetchall()]
 
-    def remove_voice_record(self, target: str, name: str, removal: Literal["deleted", "forgotten"]) -> int:
-        """Mark the active record(s) of `name` on `target` removed (kept, with when and how); how many were."""
+    def unseen_voice_names(self, target: str) -> set[str]:
+        """Names (lower case) of the voices on `target` that others saved and did not share: a server's own list
+        (which names every voice) leaves them out for this actor."""
+        if self.sees_everything:
+            return set()
+        rows = self._connect().execute(
+            "SELECT lower(name) FROM voices WHERE target = ? AND removed_at IS NULL AND user_id != ? AND shared = 0",
+            (target, self.actor.id)).fetchall()
+        return {r[0] for r in rows}
+
+    def check_voice_removal(self, target: str, name: str) -> None:
+        """Forbidden unless the actor may remove the voice `name` on `target`: a role that may clone voices, and
+        the voice theirs (or they an admin, or the voice without a record)."""
+        require(self.actor, "clone_voice")
+        if self.sees_everything or self.actor.role == "admin":
+            return
+        others = self._connect().execute(
+            "SELECT DISTINCT user_id FROM voices WHERE target = ? AND lower(name) = lower(?) AND removed_at IS NULL"
+            " AND user_id != ?", (target, name, self.actor.id)).fetchall()
+        if others:
+            raise Forbidden(f"{self.actor.label} may not remove the voice {name!r}: {others[0][0]} saved it, and only "
+                            "they (or an admin) may remove it")
+
+    def remove_voice_record(self, target: str, name: str, removal: Literal["deleted", "forgotten"], *,
+                            gone: bool = False) -> int:
+        """Mark the active record(s) of `name` on `target` removed (kept, with when and how); how many were.
+        Only by whom `check_voice_removal` allows, unless the target no longer has the voice (`gone`: a fact
+        about the server that any user may record)."""
+        if not gone:
+            self.check_voice_removal(target, name)
         with self._tx() as db:
             return db.execute("UPDATE voices SET removed_at = ?, removal = ? WHERE target = ? AND lower(name) = lower(?)"
                               " AND removed_at IS NULL", (time.time(), removal, target, name)).rowcount
 
     def drop_voice_record(self, record_id: int) -> None:
-        """Drop the record of an upload that did not happen (the server refused it, or could not be reached)."""
+        """Drop the actor's record of an upload that did not happen (the server refused it, or could not be
+        reached)."""
+        condition, args = ("1", []) if self.sees_everything else ("user_id = ?", [self.actor.id])
         with self._tx() as db:
-            db.execute("DELETE FROM voices WHERE id = ?", (record_id,))
+            db.execute(f"DELETE FROM voices WHERE id = ? AND {condition}", (record_id, *args))
 
     # -- load sweep reports (services/load) ------------------------------------------------------------
     def save_load_report(self, report: Mapping[str, Any]) -> str:
-        """Keep a load sweep's report (its JSON, samples included); its id. Saving the same id again replaces it."""
+        """Keep a load sweep's report (its JSON, samples included), the actor's (Forbidden unless their role may
+        run load sweeps); its id. Saving the same id again replaces it (only its owner may), sharing kept."""
+        require(self.actor, "load_test")
         try:
             with self._tx() as db:
+                old = db.execute("SELECT user_id FROM load_reports WHERE id = ?", (str(report["id"]),)).fetchone()
+                if old is not None and old["user_id"] != self.actor.id and not self.sees_everything:
+                    raise Forbidden(f"{self.actor.label} may not replace load report {report['id']}: it is "
+                                    f"{old['user_id']}'s")
                 db.execute(
-                    "INSERT OR REPLACE INTO load_reports (id, modality, backend, target, instance_type, title, report,"
-                    " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO load_reports (id, modality, backend, target, instance_type, title, report, created_at,"
+                    " user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+                    " modality = excluded.modality, backend = excluded.backend, target = excluded.target,"
+                    " instance_type = excluded.instance_type, title = excluded.title, report = excluded.report,"
+                    " created_at = excluded.created_at",
                     (str(report["id"]), str(report["modality"]), str(report["backend"]), str(report["target"]),
                      report.get("instance_type"), report.get("title"), json.dumps(dict(report)),
-                     float(report.get("created_at") or time.time())))
+                     float(report.get("created_at") or time.time()), self.actor.id))
         except (sqlite3.Error, KeyError, TypeError, ValueError) as exc:
             raise HistoryError(f"cannot record the load report in {self.data_dir} ({exc})") from None
         return str(report["id"])
 
     def load_reports(self, *, modality: str | None = None, limit: int | None = 50) -> list[LoadReportRecord]:
-        """Saved load reports, newest first (their JSON in `report`)."""
-        sql = "SELECT * FROM load_reports" + (" WHERE modality = ?" if modality else "") + \
-              " ORDER BY created_at DESC, rowid DESC" + (f" LIMIT {int(limit)}" if limit is not None else "")
-        rows = self._connect().execute(sql, (modality,) if modality else ()).fetchall()
-        return [_load_report(r) for r in rows]
+        """The actor's saved load reports and those others shared, newest first (their JSON in `report`)."""
+        condition, args = self.visible()
+        if modality:
+            condition += " AND modality = ?"
+            args.append(modality)
+        sql = f"SELECT * FROM load_reports WHERE {condition} ORDER BY created_at DESC, rowid DESC" + \
+              (f" LIMIT {int(limit)}" if limit is not None else "")
+        return [_load_report(r) for r in self._connect().execute(sql, args).fetchall()]
 
     def load_report(self, report_id: str) -> LoadReportRecord:
         row = self._connect().execute("SELECT * FROM load_reports WHERE id = ?", (report_id,)).fetchone()
-        if row is None:
+        if row is None or not self._sees(row):
             raise InvalidInput(f"there is no load report {report_id!r} in the history at {self.data_dir}")
         return _load_report(row)
 
     # -- other packages' tables (services/eval): additive, in the same file --------------------------------
-    def add_tables(self, schema: str) -> None:
-        """Create another package's tables (idempotent `CREATE TABLE IF NOT EXISTS …` statements)."""
+    def add_tables(self, schema: str, *, owned: Sequence[str] = (), stamped: Sequence[str] = ()) -> None:
+        """Create another package's tables (`CREATE TABLE IF NOT EXISTS …` statements); the `owned` ones get
+        `user_id` and `shared`, the `stamped` ones `user_id` (an old database is migrated: rows `local`'s)."""
         try:
-            self._connect().executescript(schema)
+            self._ensure(schema, owned=owned, stamped=stamped)
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot create tables in the history at {self.data_dir} ({exc})") from None
 
     def transaction(self) -> Any:
-        """One write transaction on the history (a context manager yielding the connection)."""
+        """One write transaction on the history (a context manager yielding the connection): the one writer path."""
         return self._tx()
 
     def reader(self) -> sqlite3.Connection:
-        """This thread's connection, for reads."""
+        """This thread's connection, for reads (writes go through `transaction`)."""
         return self._connect()
 
     def close(self) -> None:

@@ -84,10 +84,11 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
 
     `on_progress({"done", "total", "item", "variant", "status", "error"})` is called after each item; raising
     from it (or Ctrl-C) stops the run, and what was stored stays stored. `stop` (a threading.Event, for a page's
-    Stop button) ends the run before the next item: `outcome.stopped`, the rest left `pending`."""
+    Stop button) ends the run before the next item: `outcome.stopped`, the rest left `pending`. Only the
+    evaluation's owner runs it, with a role that may evaluate (`store.check_runner`: Forbidden otherwise)."""
     from services.backend import create_backend
     factory = backend_factory or create_backend
-    ev = store.get(eval_id)
+    ev = store.check_runner(eval_id)  # Forbidden before anything is built or sent: not the owner, or no role
     spec: EvalSpec = ev.spec
     all_items = store.items(eval_id)
     todo = [i for i in all_items if i.status != "succeeded"]

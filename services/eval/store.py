@@ -5,6 +5,12 @@ variant × prompt × repeat, created up front as `pending`: its settings, then i
 and error), `eval_ratings` (item_a, item_b, winner a|b|tie, rater). A run only generates the items that are not
 `succeeded`, so an interrupted run continues where it stopped. Item ids are random (they say nothing of the
 variant: a blind sheet shows them).
+
+An evaluation belongs to whoever made it (`user_id`; `shared` with the team by `set_shared`), and each rating
+records who rated (`user_id`, beside the rater's name). The store acts for its history's actor
+(services/history.py): creating or rating needs the role to "evaluate", running an evaluation's items is its
+owner's, `list` and `get` show their own and the shared ones. Every write goes through the history's one
+write transaction (`History.transaction`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from protocol.errors import InvalidInput
+from services.access import LOCAL, Forbidden, require
 from services.eval.spec import EvalSpec
 from services.history import History
 
@@ -58,6 +65,7 @@ CREATE TABLE IF NOT EXISTS eval_ratings (
 );
 CREATE INDEX IF NOT EXISTS eval_ratings_eval ON eval_ratings (evaluation_id);
 """
+OWNED, STAMPED = ("evaluations",), ("eval_ratings",)  # + user_id and shared; + user_id (who rated)
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,7 @@ class Rating:
     winner: Literal["a", "b", "tie"]
     rater: str
     created_at: float
+    user_id: str = LOCAL.id  # who rated (the signed-in person; `rater` is the name they gave)
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,8 @@ class Evaluation:
     modality: str
     spec: EvalSpec
     created_at: float
+    user_id: str = LOCAL.id
+    shared: bool = False
 
 
 def _item(row: Any) -> Item:
@@ -99,22 +110,41 @@ def _item(row: Any) -> Item:
 
 
 class EvalStore:
-    """Evaluations in the history at `data_dir` (or an open History)."""
+    """Evaluations in the history at `data_dir` (or an open History, acting for its actor)."""
 
     def __init__(self, history: History | Path | str) -> None:
         self.history = history if isinstance(history, History) else History(history)
-        self.history.add_tables(SCHEMA)
+        self.history.add_tables(SCHEMA, owned=OWNED, stamped=STAMPED)
+
+    @property
+    def actor(self):
+        return self.history.actor
 
     # -- evaluations ----------------------------------------------------------------------------------
     def create(self, spec: EvalSpec) -> Evaluation:
-        """A new evaluation with every item `pending`."""
+        """A new evaluation of the actor's (Forbidden unless their role may evaluate) with every item `pending`."""
+        require(self.actor, "evaluate")
         eval_id = f"ev-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         now = time.time()
         with self.history.transaction() as db:
-            db.execute("INSERT INTO evaluations (id, name, modality, spec, created_at) VALUES (?, ?, ?, ?, ?)",
-                       (eval_id, spec.name, spec.modality, spec.model_dump_json(), now))
+            db.execute("INSERT INTO evaluations (id, name, modality, spec, created_at, user_id)"
+                       " VALUES (?, ?, ?, ?, ?, ?)",
+                       (eval_id, spec.name, spec.modality, spec.model_dump_json(), now, self.actor.id))
             self._add_items(db, eval_id, spec, now)
         return self.get(eval_id)
+
+    def set_shared(self, eval_id: str, shared: bool) -> None:
+        """Share the evaluation (its outputs, ratings and results) with the team, or stop: its owner or an admin."""
+        self.history.set_shared("evaluation", eval_id, shared)
+
+    def check_runner(self, eval_id: str) -> Evaluation:
+        """The evaluation, when the actor may generate its items: a role that may evaluate, and it theirs."""
+        require(self.actor, "evaluate")
+        ev = self.get(eval_id)
+        if not self.history.owns(ev):
+            raise Forbidden(f"{self.actor.label} may not run {ev.user_id}'s evaluation {eval_id}: only the one who "
+                            "made it runs its items (rate it, or make your own from its SPEC)")
+        return ev
 
     def _add_items(self, db: Any, eval_id: str, spec: EvalSpec, now: float) -> None:
         for label in spec.labels:
@@ -127,25 +157,32 @@ class EvalStore:
                         (uuid.uuid4().hex[:10], eval_id, label, pi, r, prompt, settings, now))
 
     def get(self, eval_id: str) -> Evaluation:
-        row = self.history.reader().execute("SELECT * FROM evaluations WHERE id = ?", (eval_id,)).fetchone()
+        """The evaluation; someone else's unshared one is refused like a missing one."""
+        condition, args = self.history.visible()
+        row = self.history.reader().execute(f"SELECT * FROM evaluations WHERE id = ? AND {condition}",
+                                            (eval_id, *args)).fetchone()
         if row is None:
             raise InvalidInput(f"there is no evaluation {eval_id!r} in the history at {self.history.data_dir}; "
                                "`python -m services eval list` shows them")
         return Evaluation(row["id"], row["name"], row["modality"], EvalSpec.model_validate_json(row["spec"]),
-                          row["created_at"])
+                          row["created_at"], row["user_id"], bool(row["shared"]))
 
     def list(self) -> list[dict[str, Any]]:
-        """Every evaluation, newest first, with its item counts by status and its number of ratings."""
+        """The actor's evaluations and those others shared, newest first, with their item counts by status, their
+        number of ratings, whose they are (`user_id`) and `shared`."""
         db = self.history.reader()
+        condition, args = self.history.visible()
         out = []
-        for row in db.execute("SELECT * FROM evaluations ORDER BY created_at DESC, rowid DESC").fetchall():
+        for row in db.execute(f"SELECT * FROM evaluations WHERE {condition} ORDER BY created_at DESC, rowid DESC",
+                              args).fetchall():
             counts = dict(db.execute("SELECT status, COUNT(*) FROM eval_items WHERE evaluation_id = ? GROUP BY status",
                                      (row["id"],)).fetchall())
             ratings = db.execute("SELECT COUNT(*) FROM eval_ratings WHERE evaluation_id = ?", (row["id"],)).fetchone()[0]
             out.append({"id": row["id"], "name": row["name"], "modality": row["modality"],
                         "created_at": row["created_at"], "items": sum(counts.values()),
                         "succeeded": counts.get("succeeded", 0), "failed": counts.get("failed", 0),
-                        "pending": counts.get("pending", 0), "ratings": ratings})
+                        "pending": counts.get("pending", 0), "ratings": ratings, "user_id": row["user_id"],
+                        "shared": bool(row["shared"])})
         return out
 
     def check_resume(self, eval_id: str, spec: EvalSpec) -> Evaluation:
@@ -196,14 +233,18 @@ class EvalStore:
 
     # -- ratings --------------------------------------------------------------------------------------
     def add_ratings(self, eval_id: str, rows: list[tuple[str, str, str, str]]) -> int:
-        """(item_a, item_b, winner, rater) rows, all in one transaction (checked by the caller)."""
+        """(item_a, item_b, winner, rater) rows (checked by the caller), all in one transaction, the actor's
+        (Forbidden unless their role may evaluate) on an evaluation they see (their own or a shared one)."""
+        require(self.actor, "evaluate")
+        self.get(eval_id)
         now = time.time()
         with self.history.transaction() as db:
-            db.executemany("INSERT INTO eval_ratings (evaluation_id, item_a, item_b, winner, rater, created_at)"
-                           " VALUES (?, ?, ?, ?, ?, ?)", [(eval_id, a, b, w, r, now) for a, b, w, r in rows])
+            db.executemany("INSERT INTO eval_ratings (evaluation_id, item_a, item_b, winner, rater, created_at,"
+                           " user_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           [(eval_id, a, b, w, r, now, self.actor.id) for a, b, w, r in rows])
         return len(rows)
 
     def ratings(self, eval_id: str) -> list[Rating]:
         rows = self.history.reader().execute(
             "SELECT * FROM eval_ratings WHERE evaluation_id = ? ORDER BY id", (eval_id,)).fetchall()
-        return [Rating(r["item_a"], r["item_b"], r["winner"], r["rater"], r["created_at"]) for r in rows]
+        return [Rating(r["item_a"], r["item_b"], r["winner"], r["rater"], r["created_at"], r["user_id"]) for r in rows]

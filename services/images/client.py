@@ -28,6 +28,7 @@ from PIL import Image
 
 from protocol.errors import ServerError, StudioError
 from protocol.images import ImageGenerationResponse
+from services.access import require
 from services.images.edits import EditBody, ImageEditRequest, prepare_edit
 from services.images.request import ImageRequest
 from services.images.transports import ImageTransport, OmniImageTransport, TransportTimings, _number
@@ -168,7 +169,9 @@ def omni_client(url: str, settings: Settings) -> ImageClient:
 def record_image(client: ImageClient, history: History, request: ImageRequest) -> Job:
     """Generate and record: the job row is written first (running), then the images and timings — or the
     failure text, so a failed attempt stays in the history with its settings. Raises the StudioError after
-    recording it; bad input raises before anything is recorded."""
+    recording it; bad input raises before anything is recorded, and so does a `history` acting for someone whose
+    role may not generate (Forbidden: nothing reaches the server)."""
+    require(history.actor, "generate")
     request = request.validated().with_seed()
     job = history.create("image", request.prompt, request.params(), target=client.target, status="running")
     return _record(history, job, lambda: client.generate(request))
@@ -178,7 +181,8 @@ def record_edit(client: ImageClient, history: History, request: ImageEditRequest
     """Edit and record, like record_image: an image job (so the gallery and "Use for video" take it) whose
     params carry the references (name, gallery job id, format and size, what was sent) and whose inputs are
     the reference files (`reference-1.png`, …, as prepared, before any fitting); meta says `edit: true` and
-    `fitting`. Bad input raises before anything is recorded."""
+    `fitting`. Bad input (or a role that may not generate: Forbidden) raises before anything is recorded."""
+    require(history.actor, "generate")
     t0 = time.perf_counter()
     request, body = client.prepare_edit(request)
     described = [{**kept.describe(), "sent": sent.describe()["sent"]} for kept, sent in zip(body.prepared, body.references)]

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import StudioError
+from services.access import require
 from services.base import Backend
 from services.load.plan import LoadPlan, image_request, video_request
 from services.load.report import LevelReport, LoadReport, Sample
@@ -237,10 +238,13 @@ async def _run_level(index: int, c: int, plan: LoadPlan, one: Callable[[], Await
 
 class SweepRun:
     """A sweep running on the process's background loop, watched from a UI thread: `progress()`, `done`,
-    `result()`, `stop()`. With a history, the finished report is saved there (`saved_id`)."""
+    `result()`, `stop()`. With a history, the finished report is saved there (`saved_id`), as its actor's: one
+    whose role may not run load sweeps is refused (Forbidden) before any request is sent."""
 
     def __init__(self, loop: BackgroundLoop, backend: Backend, plan: LoadPlan, target: LoadTarget, *,
                  history: History | None = None, title: str | None = None) -> None:
+        if history is not None:
+            require(history.actor, "load_test")
         self.plan, self.target = plan, target
         self._progress: Progress | None = None
         self._lock = threading.Lock()

@@ -11,6 +11,11 @@ Cloning someone's voice needs their consent: every `add` takes the id of the spe
 consent id, who, when, transcript) before anything is uploaded. A name the target already has is refused
 before the upload (vLLM-Omni would silently replace that voice).
 
+The records are a person's (services/history.py): `backend.voices.acting(history)` is the library as the
+person that history acts for — saving needs a role that may clone voices (Forbidden before anything is
+uploaded), the list shows their voices, the shared ones and those no studio record names, and removing a voice
+is for the one who saved it (or an admin).
+
 - OmniVoices (the offline engine, a vLLM-Omni URL): multipart `POST /v1/audio/voices`, `GET` lists,
   `DELETE /v1/audio/voices/{name}` removes (docs/protocols.md, "Voices").
 - SageMakerVoices: the upload goes through `invoke_endpoint` with `CustomAttributes=route=/v1/audio/voices`
@@ -21,6 +26,7 @@ before the upload (vLLM-Omni would silently replace that voice).
 
 from __future__ import annotations
 
+import copy
 import getpass
 import threading
 from dataclasses import dataclass
@@ -44,6 +50,7 @@ from protocol.speech import (
     voice_name_error,
     voice_path,
 )
+from services.access import require
 from services.speech.reference import ReferenceAudio, load_reference
 
 if TYPE_CHECKING:
@@ -65,11 +72,15 @@ class SavedVoice:
     ref_text: str | None = None
     speaker_description: str | None = None
     source: Literal["server", "record"] = "server"
+    user_id: str | None = None  # whose it is (the studio's record); None when another client saved it
+    shared: bool = False
+    record_id: int | None = None  # the studio's record (History.set_shared("voice", record_id, …))
 
     def figures(self) -> dict[str, Any]:
         """Plain JSON-able values (the CLI's --json)."""
         return {"name": self.name, "consent_id": self.consent_id, "created_at": self.created_at, "who": self.who,
-                "ref_text": self.ref_text, "speaker_description": self.speaker_description, "source": self.source}
+                "ref_text": self.ref_text, "speaker_description": self.speaker_description, "source": self.source,
+                "user_id": self.user_id, "shared": self.shared}
 
 
 def current_user() -> str:
@@ -108,15 +119,25 @@ class VoiceLibrary:
                 self._history = source() if callable(source) else source
             return self._history
 
+    def acting(self, history: History) -> VoiceLibrary:
+        """This library recording in `history` (a History acting for one person): a cheap copy, same target."""
+        view = copy.copy(self)
+        view._history_source, view._history, view._lock = history, history, threading.Lock()
+        return view
+
     def records(self, *, include_removed: bool = False) -> list[VoiceRecord]:
-        """The studio's records of the voices it saved on this target (with consent id, who, when), newest first."""
+        """The studio's records of the voices saved on this target that its person sees (their own and the shared
+        ones, with consent id, who, when), newest first."""
         return self.history.voice_records(self.record_target, include_removed=include_removed)
 
     # -- add --------------------------------------------------------------------------------------------
     def add(self, name: str, reference_wav: ReferenceAudio | bytes, consent_id: str, ref_text: str | None = None,
             speaker_description: str | None = None, who: str | None = None) -> SavedVoice:
         """Save `reference_wav` (a ReferenceAudio, or recording bytes, checked by load_reference) as voice `name`
-        under the speaker's consent; InvalidInput for what to fix, ServerError with the server's words."""
+        under the speaker's consent; InvalidInput for what to fix, ServerError with the server's words, Forbidden
+        (before anything is checked or uploaded) when the history's person may not clone voices."""
+        history = self.history
+        require(history.actor, "clone_voice")
         if (problem := voice_name_error(name)) is not None:
             raise InvalidInput(f"{problem}; pick another name")
         name = name.strip()
@@ -130,8 +151,8 @@ class VoiceLibrary:
                                f"{INSTRUCTIONS_MAX_CHARS}: shorten it")
         reference = reference_wav if isinstance(reference_wav, ReferenceAudio) else load_reference(reference_wav)
         self._check_free(name)
-        who = _clean(who) or current_user()
-        record = self.history.record_voice(self.record_target, name, consent_id, who=who, ref_text=ref_text,
+        who = _clean(who) or (history.actor.name if history.actor.signed_in else current_user())
+        record = history.record_voice(self.record_target, name, consent_id, who=who, ref_text=ref_text,
                                            speaker_description=speaker_description)
         form = VoiceUploadForm(name=name, consent=consent_id, ref_text=ref_text,
                                speaker_description=speaker_description)
@@ -141,12 +162,13 @@ class VoiceLibrary:
         try:
             answer = self._upload(body, content_type)
         except BaseException:
-            self.history.drop_voice_record(record.id)  # nothing was saved: no record of it either
+            history.drop_voice_record(record.id)  # nothing was saved: no record of it either
             raise
         voice = answer.voice
         return SavedVoice(name=voice.name if voice else name, consent_id=consent_id, created_at=record.created_at,
                           who=who, ref_text=ref_text, speaker_description=speaker_description,
-                          source="server" if self.server_lists else "record")
+                          source="server" if self.server_lists else "record", user_id=record.user_id,
+                          shared=record.shared, record_id=record.id)
 
     def _answer(self, status: int, raw: bytes, doing: str) -> VoiceUploadResponse:
         """The upload answer, or ServerError with the server's words (vLLM-Omni may refuse with HTTP 200)."""
@@ -176,7 +198,8 @@ class VoiceLibrary:
 
 def _from_record(r: VoiceRecord) -> SavedVoice:
     return SavedVoice(name=r.name, consent_id=r.consent_id, created_at=r.created_at, who=r.who, ref_text=r.ref_text,
-                      speaker_description=r.speaker_description, source="record")
+                      speaker_description=r.speaker_description, source="record", user_id=r.user_id, shared=r.shared,
+                      record_id=r.id)
 
 
 class OmniVoices(VoiceLibrary):
@@ -215,7 +238,7 @@ class OmniVoices(VoiceLibrary):
         if name.lower() in {v.lower() for v in listed.voices}:
             raise InvalidInput(f"{name!r} is a preset voice of {self.url}: pick another name")
         # A record the server no longer has (deleted by another client, or the server's storage was reset).
-        self.history.remove_voice_record(self.record_target, name, "deleted")
+        self.history.remove_voice_record(self.record_target, name, "deleted", gone=True)
 
     def _upload(self, body: bytes, content_type: str) -> VoiceUploadResponse:
         doing = f"saving the voice on {self.url}"
@@ -223,29 +246,35 @@ class OmniVoices(VoiceLibrary):
         return self._answer(resp.status_code, resp.content, doing)
 
     def list(self) -> list[SavedVoice]:
-        """The server's uploaded voices, with who saved them and when from the studio's records where it has one."""
+        """The server's uploaded voices, with who saved them and when from the studio's records where it has one;
+        without the ones others saved in the studio and did not share."""
         records = {r.name.lower(): r for r in reversed(self.records())}  # the newest record per name wins
+        unseen = self.history.unseen_voice_names(self.record_target) - set(records)
         voices = []
         for v in self._server_voices().uploaded_voices:
+            if v.name.lower() in unseen:
+                continue
             r = records.get(v.name.lower())
             voices.append(SavedVoice(
                 name=v.name, consent_id=v.consent or (r.consent_id if r else None),
                 created_at=float(v.created_at) if v.created_at else (r.created_at if r else None),
                 who=r.who if r else None, ref_text=v.ref_text or (r.ref_text if r else None),
-                speaker_description=v.speaker_description or (r.speaker_description if r else None)))
+                speaker_description=v.speaker_description or (r.speaker_description if r else None),
+                user_id=r.user_id if r else None, shared=r.shared if r else False, record_id=r.id if r else None))
         return voices
 
     def delete(self, name: str) -> str:
         doing = f"deleting the voice {name!r} on {self.url}"
         if (problem := voice_name_error(name)) is not None:
             raise InvalidInput(problem)
+        self.history.check_voice_removal(self.record_target, name)  # Forbidden before the server is asked
         resp = self._request("DELETE", voice_path(name.strip()), doing)
         try:
             answer = VoiceDeleteResponse.model_validate_json(resp.content)
         except ValidationError:
             answer = VoiceDeleteResponse(success=False, error=error_text(resp.text) or f"HTTP {resp.status_code}")
         if resp.status_code == 404:
-            self.history.remove_voice_record(self.record_target, name, "deleted")
+            self.history.remove_voice_record(self.record_target, name, "deleted", gone=True)
             raise InvalidInput(f"there is no saved voice {name!r} on {self.url} (the server said: "
                                f"{answer.error or 'not found'}); `python -m services voices list` shows them")
         if resp.status_code >= 400 or not answer.success:

@@ -3,6 +3,11 @@
     jobs = VideoJobs(client, history)          # resumes or marks jobs a previous process left running
     job = jobs.start(VideoRequest(...))        # recorded (queued → running → succeeded | failed) at once
     history.get(job.id).status                 # a page polls the history; jobs.wait(job.id) blocks
+    jobs.start(request, history=mine)          # one runner per process, each job for the person it is started as
+
+A job is recorded by the history it is started with (`history.acting_as(person)`: Forbidden before anything is
+sent when their role may not generate), and its worker carries it on as that person. Jobs a previous process
+left are resumed for whoever made them (`History.acting_for_owner`).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from protocol.errors import StudioError
+from services.access import require
 from services.videos.client import JOB_TIMEOUT_S, VideoClient, check_mp4
 from services.videos.request import MultipartBody, VideoRequest
 from services.videos.transports import JobHandle, JobState
@@ -47,24 +53,27 @@ class VideoJobs:
             self.resumed = self.recover()
 
     # -- public -----------------------------------------------------------------------------------------
-    def start(self, request: VideoRequest) -> Job:
-        """Record the job and start it. Bad input raises InvalidInput and records nothing."""
+    def start(self, request: VideoRequest, *, history: History | None = None) -> Job:
+        """Record the job (in `history`, the person's view; else the runner's own) and start it. Bad input
+        raises InvalidInput, a role that may not generate Forbidden, and neither records or sends anything."""
+        history = history or self.history
+        require(history.actor, "generate")
         t0 = time.perf_counter()
         request, body = self.client.prepare(request)
         params = request.params() | {"body_bytes": len(body)}
         inputs = {REFERENCE_FILE: body.reference_jpeg} if body.reference_jpeg else None
-        job = self.history.create("video", request.prompt, params, target=self.client.target, inputs=inputs,
-                                  meta={"seed": request.seed, "smoke_test": request.smoke_test})
-        self._spawn(job.id, lambda: self._run(job.id, body, t0))
+        job = history.create("video", request.prompt, params, target=self.client.target, inputs=inputs,
+                             meta={"seed": request.seed, "smoke_test": request.smoke_test})
+        self._spawn(job.id, history, lambda: self._run(history, job.id, body, t0))
         return job
 
-    def wait(self, job_id: str, timeout: float | None = None) -> Job:
-        """Block until the job's worker is done here; the job as recorded."""
+    def wait(self, job_id: str, timeout: float | None = None, *, history: History | None = None) -> Job:
+        """Block until the job's worker is done here; the job as recorded (as `history`'s person sees it)."""
         with self._lock:
             thread = self._threads.get(job_id)
         if thread is not None:
             thread.join(timeout)
-        return self.history.get(job_id)
+        return (history or self.history).get(job_id)
 
     def running(self) -> list[str]:
         with self._lock:
@@ -76,28 +85,30 @@ class VideoJobs:
 
     def recover(self) -> list[str]:
         resumed = []
-        for job in self.history.recover():
+        for job in self.history.recover():  # of every user
             handle = JobHandle.from_dict(job.handle or {})
             if job.kind != "video" or handle.target != self.client.target:
                 continue  # a runner for that target picks it up
+            owner = self.history.acting_for_owner(job)  # carried on for whoever made it
             if not self.client.transport.can_resume(handle):
-                self.history.fail(job.id, f"the studio stopped while this job ran on {handle.target}, and it "
-                                          "cannot be polled again; generate it again (its settings are kept)",
-                                  status="interrupted")
+                owner.fail(job.id, f"the studio stopped while this job ran on {handle.target}, and it "
+                                   "cannot be polled again; generate it again (its settings are kept)",
+                           status="interrupted")
                 continue
-            if self.history.claim(job):
+            if owner.claim(job):
                 started = job.started_at or job.created_at
-                self._spawn(job.id, lambda j=job.id, h=handle, s=started: self._follow(j, h, wall_from=s))
+                self._spawn(job.id, owner,
+                            lambda o=owner, j=job.id, h=handle, s=started: self._follow(o, j, h, wall_from=s))
                 resumed.append(job.id)
         return resumed
 
     # -- workers ----------------------------------------------------------------------------------------
-    def _spawn(self, job_id: str, work: Callable[[], None]) -> None:
+    def _spawn(self, job_id: str, history: History, work: Callable[[], None]) -> None:
         def run() -> None:
             try:
                 work()
             except BaseException as exc:  # nothing may leave a job unrecorded
-                self._record_failure(job_id, f"unexpected error: {type(exc).__name__}: {exc}")
+                self._record_failure(history, job_id, f"unexpected error: {type(exc).__name__}: {exc}")
 
         thread = threading.Thread(target=run, name=f"video-job-{job_id}", daemon=True)
         with self._lock:
@@ -105,16 +116,16 @@ class VideoJobs:
             self._threads[job_id] = thread
         thread.start()
 
-    def _run(self, job_id: str, body: MultipartBody, t0: float) -> None:
+    def _run(self, history: History, job_id: str, body: MultipartBody, t0: float) -> None:
         try:
             handle = self.client.submit(body)
         except StudioError as exc:
-            self._record_failure(job_id, str(exc))
+            self._record_failure(history, job_id, str(exc))
             return
-        self.history.mark_running(job_id, handle.to_dict())
-        self._follow(job_id, handle, perf_t0=t0)
+        history.mark_running(job_id, handle.to_dict())
+        self._follow(history, job_id, handle, perf_t0=t0)
 
-    def _follow(self, job_id: str, handle: JobHandle, *, perf_t0: float | None = None,
+    def _follow(self, history: History, job_id: str, handle: JobHandle, *, perf_t0: float | None = None,
                 wall_from: float | None = None) -> None:
         def wall() -> float:
             return time.perf_counter() - perf_t0 if perf_t0 is not None else time.time() - (wall_from or time.time())
@@ -125,23 +136,23 @@ class VideoJobs:
             def notice(running: JobState) -> None:  # e.g. "starting an instance": kept with the job for the page
                 if running.notice != shown[0]:
                     shown[0] = running.notice
-                    self.history.note(job_id, running.notice)
+                    history.note(job_id, running.notice)
 
             state = self.client.wait(handle, timeout_s=self.job_timeout_s, stop=self._stop, on_running=notice)
             if shown[0] is not None:
-                self.history.note(job_id, None)  # over: the notice is no longer true
+                history.note(job_id, None)  # over: the notice is no longer true
             if state.state == "lost":
-                self._record_failure(job_id, state.error or "the server lost the job", status="interrupted")
+                self._record_failure(history, job_id, state.error or "the server lost the job", status="interrupted")
                 return
             if state.state == "failed":
-                self._record_failure(job_id, state.error or "the server reported a failure", wall_s=wall())
+                self._record_failure(history, job_id, state.error or "the server reported a failure", wall_s=wall())
                 return
             payload = self.client.result(handle)
             info = check_mp4(payload.mp4, where=f"the video server at {handle.target}")
         except StudioError as exc:
             if self._stop.is_set():
                 return  # closing: leave it running in the record, for the next process
-            self._record_failure(job_id, str(exc), wall_s=wall())
+            self._record_failure(history, job_id, str(exc), wall_s=wall())
             return
         wall_s = wall()
         timings = {"wall_s": round(wall_s, 4)}
@@ -153,12 +164,12 @@ class VideoJobs:
             meta["request_id"] = payload.request_id
         if payload.stage_durations:
             meta["stage_durations"] = payload.stage_durations
-        self.history.succeed(job_id, {VIDEO_FILE: payload.mp4}, timings=timings, meta=meta)
+        history.succeed(job_id, {VIDEO_FILE: payload.mp4}, timings=timings, meta=meta)
 
-    def _record_failure(self, job_id: str, message: str, *, status: Literal["failed", "interrupted"] = "failed",
-                        wall_s: float | None = None) -> None:
+    def _record_failure(self, history: History, job_id: str, message: str, *,
+                        status: Literal["failed", "interrupted"] = "failed", wall_s: float | None = None) -> None:
         try:
-            self.history.fail(job_id, message, status=status,
+            history.fail(job_id, message, status=status,
                               timings={"wall_s": round(wall_s, 4)} if wall_s is not None else None)
         except Exception:  # the history itself is broken: nothing more can be recorded
             pass
