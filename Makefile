@@ -11,10 +11,11 @@ setup:
 setup-dev:
 	@bash scripts/setup.sh --dev
 
-## Run the studio (offline engine by default), bound to 127.0.0.1.
+## Run the studio (offline engine by default), bound to 127.0.0.1. Any other HOST needs sign-in (docs/team.md):
+## scripts/studio.py refuses to start without it, then runs streamlit; STUDIO_ARGS adds streamlit run flags.
 studio: setup
-	$(PY) -m streamlit run app.py --server.address $(HOST) --server.port $(PORT) \
-	  --server.headless true --browser.gatherUsageStats false
+	$(PY) scripts/studio.py --server.address $(HOST) --server.port $(PORT) \
+	  --server.headless true --browser.gatherUsageStats false $(STUDIO_ARGS)
 
 ## The embedded offline vLLM-Omni engine on its own (http://127.0.0.1:8091).
 engine: setup

@@ -1,0 +1,87 @@
+"""`make studio`: check where the studio would listen, then run `streamlit run app.py` with the same flags.
+
+    python scripts/studio.py [--check] [streamlit run flags...]     e.g. --server.address 0.0.0.0 --server.port 8501
+
+The server address and the secrets files are read as `streamlit run` reads them — its own flag parser
+(flags, then STREAMLIT_* variables), then .streamlit/config.toml — and handed to services.signin.bind_problem:
+listening beyond loopback without sign-in, or with an incomplete [auth] table, exits 2 with the message
+saying how to configure sign-in (docs/team.md, "Sign-in"). Otherwise this process becomes
+`python -m streamlit run app.py <the same flags>` (with --check: exits 0 instead). app.py checks the same
+again, for whoever runs streamlit directly.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from protocol.errors import StudioError  # noqa: E402
+from services import signin  # noqa: E402
+
+EXIT_REFUSED = 2
+
+
+def streamlit_view(args: list[str]) -> tuple[str | None, list[str]]:
+    """(server.address, secrets.files) as `streamlit run app.py <args>` would see them. click.UsageError for
+    a flag streamlit does not know."""
+    from streamlit import config
+    from streamlit.web import bootstrap, cli
+
+    ctx = cli.main_run.make_context("run", ["app.py", *args])
+    options = {k: v for k, v in ctx.params.items() if k not in ("target", "args")}
+    config._main_script_path = str(ROOT / "app.py")  # the script's own .streamlit/ is read too, as `run` does
+    bootstrap.load_config_options(options)
+    return config.get_option("server.address"), list(config.get_option("secrets.files") or [])
+
+
+def check(args: list[str]) -> str | None:
+    """The reason not to start, or None."""
+    address, files = streamlit_view(args)
+    problem = signin.bind_problem(address, files)
+    if problem:
+        return problem
+    config = signin.sign_in(files)
+    if config is None:
+        print(f"studio: no sign-in; listening on {signin.describe_address(address)} only", file=sys.stderr)
+        return None
+    print(f"studio: sign-in on ({', '.join(config.providers)}; secrets from {', '.join(config.files)})",
+          file=sys.stderr)
+    try:
+        from services.settings import load_settings
+
+        if load_settings().access.empty:
+            print("studio: warning: the access policy names nobody, so nobody who signs in gets in: add [access] "
+                  "to studio.toml (docs/team.md)", file=sys.stderr)
+    except StudioError:
+        pass  # a bad setting: the studio's pages name it
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    import click
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    check_only = "--check" in args
+    args = [a for a in args if a != "--check"]
+    os.chdir(ROOT)
+    try:
+        problem = check(args)
+    except click.ClickException as exc:
+        print(f"studio: {exc.format_message()} (flags are streamlit run's: --server.address 127.0.0.1 ...)",
+              file=sys.stderr)
+        return EXIT_REFUSED
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_REFUSED
+    if check_only:
+        return 0
+    os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", "app.py", *args])
+    return 0  # unreachable: execv replaces this process
+
+
+if __name__ == "__main__":
+    sys.exit(main())
