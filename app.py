@@ -1,4 +1,4 @@
-"""Omni Studio — the entry file: navigation and the home page."""
+"""Omni Studio — the entry file: the door (sign-in, ui/auth.py), navigation and the home page."""
 
 from __future__ import annotations
 
@@ -6,7 +6,17 @@ import streamlit as st
 
 st.set_page_config(page_title="Omni Studio", page_icon="🎛️", layout="wide")
 
-from ui.resources import require_settings  # noqa: E402  (after set_page_config)
+from ui import auth  # noqa: E402  (after set_page_config)
+from ui.resources import require_settings  # noqa: E402
+
+LINKS = {  # the home page's line for each page
+    "voice": ("Voice — text in, speech out while it is generated", "🗣️"),
+    "image": ("Image — FLUX.2-klein, realtime", "🖼️"),
+    "video": ("Video — Wan2.1-VACE jobs, conditioned on your images", "🎬"),
+    "endpoints": ("Endpoints — the SageMaker deployment: status, cost, deploy, delete", "☁️"),
+    "capacity": ("Capacity — load sweeps: how much a target holds, what a unit costs", "📈"),
+    "evaluations": ("Evaluations — variants rated blind, win rates with their uncertainty", "⚖️"),
+}
 
 
 def home() -> None:
@@ -18,15 +28,11 @@ def home() -> None:
         "Try multimodal vLLM-Omni models in the browser — streaming **voice**, realtime **images**, and "
         "asynchronous **video** — on the embedded offline engine, a vLLM-Omni server, or SageMaker AI."
     )
-    st.page_link(PAGES["voice"], label="Voice — text in, speech out while it is generated", icon="🗣️")
-    st.page_link(PAGES["image"], label="Image — FLUX.2-klein, realtime", icon="🖼️")
-    st.page_link(PAGES["video"], label="Video — Wan2.1-VACE jobs, conditioned on your images", icon="🎬")
-    st.page_link(PAGES["endpoints"], label="Endpoints — the SageMaker deployment: status, cost, deploy, delete",
-                 icon="☁️")
-    st.page_link(PAGES["capacity"], label="Capacity — load sweeps: how much a target holds, what a unit costs",
-                 icon="📈")
-    st.page_link(PAGES["evaluations"], label="Evaluations — variants rated blind, win rates with their uncertainty",
-                 icon="⚖️")
+    for name in VISIBLE:
+        label, icon = LINKS[name]
+        st.page_link(PAGES[name], label=label, icon=icon)
+    if not VISIBLE:
+        st.info(f"Your role ({ACTOR.role}) opens no page of this studio; ask a studio admin for more.", icon="🔒")
 
 
 PAGES = {
@@ -37,7 +43,21 @@ PAGES = {
     "capacity": st.Page("pages/capacity.py", title="Capacity", icon="📈", url_path="capacity"),
     "evaluations": st.Page("pages/evaluations.py", title="Evaluations", icon="⚖️", url_path="evaluations"),
 }
-nav = st.navigation([st.Page(home, title="Home", icon="🏠", default=True), *PAGES.values()])
+# Off loopback without sign-in, signed out, or named by no entry of the access policy: that screen and
+# nothing else. Otherwise who this is (LOCAL without sign-in).
+ACTOR = auth.gate(lambda: require_settings().access, url_paths=list(PAGES))
 # A bad setting (a variable, studio.toml): one message naming it on whichever page opens, no traceback.
-require_settings()
-nav.run()
+settings = require_settings()
+if settings.demo is not None and settings.demo.title:
+    st.set_page_config(page_title=settings.demo.title)
+# The pages this role and the demo lock allow; the others' URLs open a hidden page saying why not. A demo
+# opens on its first page, without the home page.
+VISIBLE = auth.pages_for(ACTOR, settings.demo, list(PAGES))
+entries = [PAGES[name] for name in VISIBLE] + [
+    auth.closed_page(ACTOR, name, PAGES[name].title, settings.demo, settings.access)
+    for name in PAGES if name not in VISIBLE]
+if settings.demo is None or not VISIBLE:
+    entries.insert(0, st.Page(home, title="Home", icon="🏠", default=True))
+nav = st.navigation(entries)
+with auth.entered():
+    nav.run()

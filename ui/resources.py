@@ -11,6 +11,7 @@ from protocol.errors import ConfigError, StudioError
 from services.backend import Backend, BackendHealth, create_backend
 from services.runtime import BackgroundLoop, background_loop
 from services.settings import Settings, load_settings
+from ui import auth
 
 
 @st.cache_resource(show_spinner=False)
@@ -92,11 +93,14 @@ def backend_health() -> BackendHealth:
 
 
 def sidebar() -> None:
-    """Backend picker and health, on every page (and the cost banner above the page, when endpoints run)."""
-    require_settings()
-    cost_banner()
+    """Who is signed in, the backend picker and health, on every page (and the cost banner above the page, when
+    endpoints run, for whoever may open the Endpoints page). A page run without app.py meets the door here."""
+    actor = auth.guard(lambda: require_settings().access)
+    if auth.page_allowed(actor, "endpoints", require_settings().demo):
+        cost_banner()
     name, url, _ = backend_choice()
     with st.sidebar:
+        auth.account(actor)
         st.subheader("Backend")
         options = ["offline", "omni", "sagemaker"]
         labels = {"offline": "Offline engine (this machine)", "omni": "vLLM-Omni server (URL)", "sagemaker": "SageMaker AI"}

@@ -1,0 +1,159 @@
+"""The studio's door with Streamlit's AppTest (the real app.py): with an [auth] table in the secrets files,
+signed out is a sign-in screen and nothing else; signed in, the access policy's role decides the pages
+offered (the Endpoints page for admins only) and the sidebar names who is signed in; someone the policy
+does not name is told so, whom to ask, and may sign out. Off loopback without sign-in, every page shows
+the refusal and nothing else. Without sign-in on loopback, the studio is today's single-user one.
+
+AppTest plays the signed-in person (`at.user`, what Streamlit's own sign-in would put in `st.user`); the
+browser tests (test_browser_signin.py) sign in through the local OpenID Connect provider.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit import config as st_config
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+AUTH = """[auth]
+redirect_uri = "http://127.0.0.1:{port}/oauth2callback"
+cookie_secret = "0123456789abcdef0123456789abcdef"
+client_id = "omni-studio"
+client_secret = "s3cret"
+server_metadata_url = "http://127.0.0.1:9/.well-known/openid-configuration"
+"""
+POLICY = {"admins": ["group:studio-admins"], "creators": ["bob@example.com"], "viewers": ["*@example.com"]}
+VIC = {"is_logged_in": True, "email": "vic@example.com", "name": "Vic Viewer", "groups": []}
+BOB = {"is_logged_in": True, "email": "bob@example.com", "name": "Bob Creator", "groups": ["creative"]}
+ANN = {"is_logged_in": True, "email": "ann@example.com", "name": "Ann Admin", "groups": ["studio-admins"]}
+EVE = {"is_logged_in": True, "email": "eve@other.org", "name": "Eve", "groups": []}
+ALL_PAGES = ["Voice", "Image", "Video", "Endpoints", "Capacity", "Evaluations"]
+
+
+@pytest.fixture
+def option():
+    """Set Streamlit config options for one test (AppTest reads the process's config), put back after."""
+    saved: dict[str, object] = {}
+
+    def set_option(name: str, value: object) -> None:
+        saved.setdefault(name, st_config.get_option(name))
+        st_config.set_option(name, value)
+
+    yield set_option
+    for name, value in saved.items():
+        st_config.set_option(name, value)
+
+
+@pytest.fixture
+def studio(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, option) -> Path:
+    monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
+    monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OMNI_STUDIO_STATE_FILE", str(tmp_path / "none.json"))
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")  # nothing is generated here: no engine needed
+    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("OMNI_STUDIO_ACCESS", json.dumps(POLICY))
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(AUTH)
+    option("secrets.files", [str(secrets)])
+    option("server.address", "127.0.0.1")
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    return secrets
+
+
+def _run(user: dict | None = None, page: str | None = None, script: str = APP) -> AppTest:
+    at = AppTest.from_file(script, default_timeout=30)
+    if user is not None:
+        at.user = user
+    if page:
+        at.switch_page(page)
+    at.run()
+    assert not at.exception, at.exception[0].message
+    return at
+
+
+def _links(at: AppTest) -> list[str]:
+    """The home page's links to pages, by the page's title."""
+    return [el.proto.label.split(" — ")[0] for el in at.get("page_link")]
+
+
+def _texts(at: AppTest) -> str:
+    return "\n".join(str(e.value) for kind in ("markdown", "warning", "error", "info", "code")
+                     for e in at.get(kind))
+
+
+def test_signed_out_is_a_sign_in_screen_and_nothing_else(studio: Path) -> None:
+    at = _run()
+    assert [b.label for b in at.button] == ["Sign in"]
+    assert not _links(at) and not at.sidebar.get("markdown") and not at.sidebar.get("selectbox")
+    assert "Sign in to use the team studio." in _texts(at)
+
+
+def test_each_role_is_offered_its_pages_and_the_sidebar_names_who_is_signed_in(studio: Path) -> None:
+    for user, role, pages in [(VIC, "viewer", ["Capacity", "Evaluations"]),
+                              (BOB, "creator", ["Voice", "Image", "Video", "Capacity", "Evaluations"]),
+                              (ANN, "admin", ALL_PAGES)]:
+        at = _run(user)
+        assert _links(at) == pages, (role, _links(at))
+        account = "\n".join(str(m.value) for m in at.sidebar.markdown)
+        assert f"Signed in as **{user['name']}**" in account and f"`{user['email']}` · {role}" in account, account
+        assert "Sign out" in [b.label for b in at.sidebar.button]
+
+
+def test_someone_the_policy_does_not_name_sees_who_they_are_whom_to_ask_and_sign_out(studio: Path) -> None:
+    at = _run(EVE)
+    text = _texts(at)
+    assert "You are signed in as **Eve** (`eve@other.org`), but you have **no access**" in text
+    assert "Ask a studio admin (a member of the group `studio-admins`) to add you" in text
+    assert [b.label for b in at.button] == ["Sign out"]
+    assert not _links(at) and not at.sidebar.get("selectbox")
+
+
+def test_a_role_from_the_group_claim_the_policy_names(studio: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMNI_STUDIO_ACCESS", json.dumps({**POLICY, "group_claim": "roles"}))
+    st.cache_resource.clear()
+    at = _run({**VIC, "roles": ["studio-admins"]})  # "groups" is not read now, "roles" is
+    assert _links(at) == ALL_PAGES
+
+
+def test_a_page_started_on_its_own_does_not_pass_the_door(studio: Path) -> None:
+    at = _run(ANN, script=str(ROOT / "pages" / "endpoints.py"))
+    assert "Open the studio from its home page" in _texts(at)
+    assert not at.get("dataframe") and [b.label for b in at.button] == []
+    at = _run(None, script=str(ROOT / "pages" / "image.py"))
+    assert [b.label for b in at.button] == ["Sign in"]
+
+
+def test_off_loopback_without_sign_in_every_page_shows_the_refusal_only(studio: Path, option, tmp_path: Path) -> None:
+    option("secrets.files", [str(tmp_path / "none.toml")])
+    option("server.address", "0.0.0.0")
+    for page in (None, "pages/image.py", "pages/endpoints.py"):
+        at = _run(ANN, page)
+        (code,) = at.code
+        assert "Omni Studio will not listen on 0.0.0.0 without sign-in" in code.value
+        assert "[auth]" in code.value and "HOST=127.0.0.1" in code.value
+        assert [e.value for e in at.error] == [
+            "**The studio will not start here.** It says why below; fix that and start it again."]
+        assert not _links(at) and not at.button and not at.sidebar.get("selectbox")
+
+
+def test_without_sign_in_on_loopback_the_studio_is_the_single_user_one(studio: Path, option, tmp_path: Path) -> None:
+    option("secrets.files", [str(tmp_path / "none.toml")])
+    at = _run()
+    assert _links(at) == ALL_PAGES
+    assert not any("Signed in as" in str(m.value) for m in at.sidebar.markdown)
+    assert not [b for b in at.button if b.label in ("Sign in", "Sign out")]
+
+
+def test_the_demo_lock_narrows_the_pages_further(studio: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMNI_STUDIO_DEMO", json.dumps({"pages": ["image", "endpoints"]}))
+    st.cache_resource.clear()
+    # a demo opens on its first page, without the home page; a creator's is Image (Endpoints is an admin's)
+    assert [t.value for t in _run(BOB).title] == ["Image"]
+    assert [t.value for t in _run(VIC).title] == ["Omni Studio"]  # nothing of this demo is a viewer's
+    assert "Your role (viewer) opens no page of this studio" in _texts(_run(VIC))
