@@ -6,9 +6,10 @@ from __future__ import annotations
 import streamlit as st
 
 from protocol.errors import StudioError
-from services.load import MODALITIES, LoadPlan, LoadReport, SweepRun, describe_target
+from services.load import MODALITIES, LoadPlan, SweepRun, describe_target
 from ui import resources
-from ui.capacity_views import charts, optional_price, progress, report_choices, summary, work_inputs, work_values
+from ui.capacity_views import optional_price, progress, reports_section, work_inputs, work_values
+from ui.workspace_views import may
 
 REFRESH_S = 1.0
 state = st.session_state
@@ -24,6 +25,9 @@ try:
     history = resources.history()
 except StudioError as exc:
     st.error(f"The backend is not available: {resources.plain(exc)}")
+    st.stop()
+if not may("load_test"):  # the sweep is for those who may run one; the team's reports are for everyone
+    reports_section(history, None, empty="No load reports shared with the team yet.")
     st.stop()
 
 modality = st.segmented_control("What to load", MODALITIES, default="voice", key="cap_modality") or "voice"
@@ -108,29 +112,4 @@ if run is not None and run.done:
             st.warning(f"The report could not be kept in the history: {resources.plain(run.save_error)}")
     state["cap_run"] = None
 
-st.divider()
-st.subheader("Reports")
-records = history.load_reports(limit=50)
-choices = report_choices(records)
-if not choices and state.get("cap_last") is None:
-    st.info("No sweeps yet: run one above (or `python -m services load …`); every report is kept here.")
-    st.stop()
-by_id = {r.id: r for r in records}
-if choices:
-    if state.get("cap_pick") not in choices:
-        state["cap_pick"] = next(iter(choices))
-    shown_id = st.selectbox("Report", list(choices), format_func=choices.__getitem__, key="cap_pick")
-    report = LoadReport.from_dict(by_id[shown_id].report)
-else:  # the history could not keep it: show the one in hand
-    shown_id, report = None, state["cap_last"]
-same_kind = {i: label for i, label in choices.items() if i != shown_id and by_id[i].modality == report.modality}
-if state.get("cap_overlay") not in same_kind:
-    state["cap_overlay"] = None
-overlay = st.selectbox("Overlay another report", [None, *same_kind], key="cap_overlay",
-                       format_func=lambda i: "—" if i is None else same_kind[i],
-                       help="e.g. g6 against g6e, or before and after an upgrade")
-shown = [report] + ([LoadReport.from_dict(by_id[overlay].report)] if overlay else [])
-charts(shown)
-for r in shown:
-    with st.container(border=True):
-        summary(r)
+reports_section(history, state.get("cap_last"))

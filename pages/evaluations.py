@@ -8,9 +8,9 @@ import streamlit as st
 from protocol.errors import StudioError
 from services.eval.store import EvalStore
 from ui import resources
-from ui.eval_views import create_from_form, define_form, init_define_state, results_section, review_section, \
-    run_section
-from ui.media_views import when
+from ui.eval_views import create_from_form, define_form, evaluation_label, init_define_state, results_section, \
+    review_section, run_section
+from ui.workspace_views import by_line, may, share_toggle
 
 NEW = "➕ New evaluation"
 state = st.session_state
@@ -26,17 +26,19 @@ except StudioError as exc:
     st.error(f"The history is not available: {resources.plain(exc)}")
     st.stop()
 
-evaluations = {e["id"]: e for e in store.list()}
-options = [NEW, *evaluations]
-if state.get("ev_id") not in evaluations:
-    state["ev_id"] = NEW
+can_evaluate = may("evaluate")  # else one line why: the team's shared evaluations stay to look at
+evaluations = {e["id"]: e for e in store.list()}  # this person's and the shared ones
+options = [NEW, *evaluations] if can_evaluate else list(evaluations)
+if not options:
+    st.info("No evaluations shared with the team yet.")
+    st.stop()
+if state.get("ev_id") not in options:
+    state["ev_id"] = options[0]
 # keyed by the number of evaluations: a new one makes a new picker, showing it (an old picker kept its choice)
 pick = f"ev_pick_{len(options)}"
 st.selectbox("Evaluation", options, index=options.index(state["ev_id"]), key=pick,
              on_change=lambda: state.update(ev_id=state[pick]),
-             # stable labels (no counts): a label that changes makes the browser send the picker back to its first
-             format_func=lambda k: k if k == NEW else f"{evaluations[k]['name']} · {evaluations[k]['modality']} · "
-             f"{evaluations[k]['items']} items · {when(evaluations[k]['created_at'])}")
+             format_func=lambda k: k if k == NEW else evaluation_label(evaluations[k]))
 
 if state["ev_id"] == NEW:
     init_define_state()
@@ -48,6 +50,8 @@ eval_id = state["ev_id"]
 ev = store.get(eval_id)
 st.caption(resources.plain(f"{ev.modality} · {len(ev.spec.prompts)} prompts × {ev.spec.repeats} repeats × "
                            f"{len(ev.spec.labels)} variants · id {eval_id}"))
+by_line(ev.user_id)
+share_toggle(store.history, "evaluation", ev.id, ev.user_id, ev.shared)
 
 st.subheader("1 · Run")
 run_section(store, eval_id, resources.settings())

@@ -11,6 +11,7 @@ from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest, record_im
 from ui import resources
 from ui.image_compare_views import COMPARE, compare_form, compare_results, init_compare_state, run_compare
 from ui.forms import as_text, bounded_number, optional_number, optional_seed
+from ui.workspace_views import may
 from ui.image_views import EDIT, GENERATE, MODE_KEY, edit_form, gallery, gallery_picks, init_edit_state, reuse_edit, \
     run_edit
 
@@ -65,6 +66,20 @@ def _generate() -> None:
         state["image_error"] = str(exc)
 
 
+def _gallery(empty: str = "No images yet: write a prompt and press **Generate**.") -> None:
+    jobs = history.jobs("image", limit=GALLERY_SIZE)  # this person's images and the team's shared ones
+    if not jobs:
+        st.info(empty)
+        st.stop()
+    st.subheader("Gallery")
+    st.caption("Newest first, with the exact settings that made each image (and, for an edit, its references).")
+    gallery(jobs, on_reuse=_reuse, history=history)
+
+
+if not may("generate"):  # the forms are for those who may generate; the gallery is for everyone
+    _gallery("No images shared with the team yet.")
+    st.stop()
+
 generate_tab, edit_tab, compare_tab = st.tabs([GENERATE, EDIT, COMPARE], key=MODE_KEY, on_change="rerun")  # both drawn: nothing lost
 with generate_tab:
     with st.form("image_form", border=False):
@@ -92,11 +107,4 @@ with compare_tab:
     if state.get("cmp_outcomes"):
         compare_results(state["cmp_outcomes"])
 
-jobs = history.jobs("image", limit=GALLERY_SIZE)
-if not jobs:
-    st.info("No images yet: write a prompt and press **Generate**.")
-    st.stop()
-
-st.subheader("Gallery")
-st.caption("Newest first, with the exact settings that made each image (and, for an edit, its references).")
-gallery(jobs, on_reuse=_reuse)
+_gallery()

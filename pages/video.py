@@ -6,7 +6,6 @@ from __future__ import annotations
 import streamlit as st
 
 from protocol.errors import StudioError
-from protocol.limits import VIDEO_FPS, VIDEO_FRAMES, VIDEO_GUIDANCE, VIDEO_SIZE, VIDEO_STEPS
 from services.history import UNFINISHED
 from services.videos import (
     DEFAULT_FPS,
@@ -15,14 +14,14 @@ from services.videos import (
     DEFAULT_HEIGHT,
     DEFAULT_STEPS,
     DEFAULT_WIDTH,
-    SMOKE_TEST_STEPS,
     VIDEO_FILE,
     VideoRequest,
 )
 from ui import resources
-from ui.forms import bounded_number, optional_seed
-from ui.video_views import GALLERY, chosen_reference, gallery_choices, job_list, player, reference_picker, running_jobs
+from ui.forms import optional_seed
+from ui.video_views import GALLERY, chosen_reference, gallery_choices, job_list, player, running_jobs, video_form
 from ui.video_compare_views import init_video_compare_state, run_video_compare, video_compare
+from ui.workspace_views import may
 
 JOB_LIST_SIZE = 20
 REFRESH_S = 1.0
@@ -67,7 +66,7 @@ def _generate() -> None:
                                fps=int(state["video_fps"]), steps=int(state["video_steps"]),
                                guidance=float(state["video_guidance"]), seed=optional_seed(state["video_seed"]),
                                reference=reference, reference_name=name)
-        state["video_current"] = jobs.start(request).id
+        state["video_current"] = jobs.start(request, history=history).id  # recorded as this person's
     except StudioError as exc:
         state["video_error"] = str(exc)
 
@@ -88,34 +87,14 @@ def _play(job_id: str) -> None:
     state["video_current"] = job_id
 
 
-left, right = st.columns([3, 2], gap="large")
-with right:
-    reference_picker(gallery, on_change=_clear_error)
-
-with left:  # number inputs carry value= as well as key= (why: ui.forms.bounded_number)
-    st.text_area("Motion prompt", key="video_prompt", height=100,
-                 placeholder="The camera slowly pushes in while the waves roll onto the beach")
-    c = st.columns(3)
-    bounded_number(c[0], "Width", "video_width", VIDEO_SIZE, step=16, help="rounded down to a multiple of 16")
-    bounded_number(c[1], "Height", "video_height", VIDEO_SIZE, step=16, help="rounded down to a multiple of 16")
-    bounded_number(c[2], "Frames", "video_frames", VIDEO_FRAMES, step=4, help="Wan rounds to 4k+1: 17, 33, 49, …")
-    c = st.columns(3)
-    bounded_number(c[0], "FPS", "video_fps", VIDEO_FPS, step=1)
-    bounded_number(c[1], "Steps", "video_steps", VIDEO_STEPS, step=1,
-                   help=f"{DEFAULT_STEPS} keeps the reference's composition; {SMOKE_TEST_STEPS} is a smoke test only")
-    bounded_number(c[2], "Guidance", "video_guidance", VIDEO_GUIDANCE, step=0.5, integer=False)
-    st.text_input("Seed", key="video_seed", placeholder="random", help="blank: a random seed (recorded with the job)")
-    if int(state["video_steps"]) <= SMOKE_TEST_STEPS:
-        st.warning(f"{int(state['video_steps'])} steps is a **smoke test only**: the video will not keep the "
-                   f"reference's composition. Use {DEFAULT_STEPS} for a real result.", icon="⚠️")
-    seconds_long = int(state["video_frames"]) / max(1, int(state["video_fps"]))
-    st.caption(f"About {seconds_long:.1f} s of video.")
-    st.button("Generate", type="primary", on_click=_generate)
-    if state.get("video_error"):
-        st.error(resources.plain(state["video_error"]))
+def _compare() -> None:
     init_video_compare_state()
     with st.expander("Compare 2–4 variants side by side", expanded=bool(state.get("vcmp_outcomes"))):
         video_compare(on_compare=lambda: run_video_compare(resources.settings(), history, backend, gallery))
+
+
+if may("generate"):  # the form is for those who may generate; the jobs below are for everyone
+    video_form(gallery, on_generate=_generate, on_clear_error=_clear_error, below=_compare)
 
 active_at_start = {j.id for j in history.jobs("video", statuses=UNFINISHED, limit=None)}
 
@@ -139,4 +118,4 @@ if current is None or current.status != "succeeded":
 if current is not None and current.path(VIDEO_FILE).exists():
     player(current)
 
-job_list(history.jobs("video", limit=JOB_LIST_SIZE), on_play=_play, on_reuse=_reuse)
+job_list(history.jobs("video", limit=JOB_LIST_SIZE), on_play=_play, on_reuse=_reuse, history=history)

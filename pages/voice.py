@@ -15,6 +15,7 @@ from ui.voice_modes import PREVIEW, build_config, current_reference, describe, f
 from ui.voice_compare_views import init_voice_compare_state, run_voice_compare, voice_compare
 from ui.voice_player import CONNECT_LABEL, voice_player
 from ui.voice_views import Take, now_speaking, session_takes, take_view
+from ui.workspace_views import may
 
 HISTORY_SIZE = 5
 REFRESH_S = 0.25
@@ -90,14 +91,17 @@ with left:
         st.radio("The server speaks in units of", list(SPLITS), format_func=SPLITS.__getitem__,
                  horizontal=True, key="voice_split")
         first_chunk_slider()
+    can_speak = may("generate")  # else one line why, and Speak and Compare are not offered
     b1, b2, _ = st.columns([1, 1, 3])
-    b1.button("Speak", type="primary", disabled=running, width="stretch", on_click=_start_speaking)
+    b1.button("Speak", type="primary", disabled=running or not can_speak, width="stretch", on_click=_start_speaking)
     b2.button("Stop", disabled=not running, width="stretch", on_click=_stop_speaking)
     if error := state.pop("voice_error", None):  # shown once: the next change on the page clears it
         st.error(resources.plain(error))
-    init_voice_compare_state()
-    with st.expander("Compare 2–4 variants side by side", expanded=bool(state.get("vocmp_outcomes"))):
-        voice_compare(voices, task_types, lambda: run_voice_compare(resources.settings(), backend, state["voice_text"]))
+    if can_speak:
+        init_voice_compare_state()
+        with st.expander("Compare 2–4 variants side by side", expanded=bool(state.get("vocmp_outcomes"))):
+            voice_compare(voices, task_types,
+                          lambda: run_voice_compare(resources.settings(), backend, state["voice_text"]))
 
 with right:
     st.markdown("**Player**")

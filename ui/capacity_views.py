@@ -1,6 +1,7 @@
 """The Capacity page's views: the work item's inputs, a sweep's live progress, and a report — its figures, the
 TTFA/latency p50 and p95 and the throughput versus concurrency (altair, Streamlit's own chart library) with the
-SLO line, the cost per unit, and a second report overlaid on the same charts."""
+SLO line, the cost per unit, and a second report overlaid on the same charts; the saved reports, each with
+whose it is and, on one's own, Share with the team."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from services.images import DEFAULT_SIZE
 from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modality, usd
 from services.load.plan import DEFAULT_IMAGE_PROMPT, DEFAULT_TEXT, DEFAULT_VIDEO_PROMPT
 from ui.resources import plain
+from ui.workspace_views import by_line, owner_of, share_toggle
 
 THROUGHPUT_TITLE = {"voice": "audio seconds per second", "image": "images per minute",
                     "video": "video seconds per hour"}
@@ -169,10 +171,50 @@ def summary(report: LoadReport) -> None:
 
 
 def report_choices(records: list[Any]) -> dict[str, str]:
-    """Saved reports for a select box: id -> label."""
+    """Saved reports for a select box: id -> label (with whose it is, when not this person's)."""
     out = {}
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
         where = r.instance_type or ("this machine" if r.report.get("machine") else r.target)
-        out[r.id] = f"{(r.title + ' · ') if r.title else ''}{r.modality} · {where} · {when}"  # as LoadReport.label()
+        by = owner_of(r.user_id)
+        out[r.id] = f"{(r.title + ' · ') if r.title else ''}{r.modality} · {where} · {when}" + \
+            (f" · {by}" if by else "")  # as LoadReport.label()
     return out
+
+
+def reports_section(history: Any, last: LoadReport | None, *,
+                    empty: str = "No sweeps yet: run one above (or `python -m services load …`); every report is "
+                                 "kept here.") -> None:
+    """The saved reports this person sees (their own and the team's shared ones): one picked, another of the same
+    kind overlaid, the charts and each one's summary; whose the picked one is, and Share with the team on one's
+    own. `last`: the sweep in hand, shown when the history could not keep it."""
+    state = st.session_state
+    st.divider()
+    st.subheader("Reports")
+    records = history.load_reports(limit=50)
+    choices = report_choices(records)
+    if not choices and last is None:
+        st.info(empty)
+        return
+    by_id = {r.id: r for r in records}
+    if choices:
+        if state.get("cap_pick") not in choices:
+            state["cap_pick"] = next(iter(choices))
+        shown_id = st.selectbox("Report", list(choices), format_func=choices.__getitem__, key="cap_pick")
+        record = by_id[shown_id]
+        report = LoadReport.from_dict(record.report)
+        by_line(record.user_id)
+        share_toggle(history, "load_report", record.id, record.user_id, record.shared)
+    else:  # the history could not keep it: show the one in hand
+        shown_id, report = None, last
+    same_kind = {i: label for i, label in choices.items() if i != shown_id and by_id[i].modality == report.modality}
+    if state.get("cap_overlay") not in same_kind:
+        state["cap_overlay"] = None
+    overlay = st.selectbox("Overlay another report", [None, *same_kind], key="cap_overlay",
+                           format_func=lambda i: "—" if i is None else same_kind[i],
+                           help="e.g. g6 against g6e, or before and after an upgrade")
+    shown = [report] + ([LoadReport.from_dict(by_id[overlay].report)] if overlay else [])
+    charts(shown)
+    for r in shown:
+        with st.container(border=True):
+            summary(r)

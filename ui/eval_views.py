@@ -23,7 +23,9 @@ from services.eval.runner import run_items
 from services.eval.spec import SETTINGS, parse_spec, read_prompts_file
 from services.eval.store import EvalStore
 from services.settings import Settings
+from ui.media_views import when
 from ui.resources import plain
+from ui.workspace_views import owner_of
 
 TARGETS = {"default": "Sidebar backend", "omni": "vLLM-Omni URL", "sagemaker": "SageMaker endpoint"}
 EXAMPLES = {"voice": 'voice = "vivian"\ninstructions = "slow and warm"', "image": "steps = 8\nseed = 1",
@@ -116,13 +118,25 @@ def define_form(on_create) -> None:
         st.error(plain(state["ev_error"]))
 
 
+def evaluation_label(e: dict[str, Any]) -> str:
+    """The picker's label: stable (no counts: a label that changes makes the browser send the picker back to its
+    first option), with whose it is when not this person's."""
+    by = owner_of(e.get("user_id"))
+    label = f"{e['name']} · {e['modality']} · {e['items']} items · {when(e['created_at'])}"
+    return f"{label} · {by}" if by else label
+
+
 def run_section(store: EvalStore, eval_id: str, settings: Settings) -> None:
-    """Counts by status, Run (or Continue / Retry the failed) with a progress bar, the failed items."""
+    """Counts by status, Run (or Continue / Retry the failed) with a progress bar, the failed items. Only the
+    evaluation's owner runs it (the service checks again: EvalStore.check_runner)."""
     items = store.items(eval_id)
     done = sum(i.status == "succeeded" for i in items)
     failed = [i for i in items if i.status == "failed"]
     st.caption(f"{done} of {len(items)} items made · {len(failed)} failed · {len(items) - done - len(failed)} to do")
-    if done < len(items):
+    ev = store.get(eval_id)
+    if done < len(items) and not (store.history.owns(ev) and store.actor.can("evaluate")):
+        st.caption(plain(f"Only {ev.user_id}, who made it, runs its items."))
+    elif done < len(items):
         label = "Run" if done == 0 and not failed else "Continue (only what is missing)"
         if st.button(label, type="primary", key="ev_run"):
             # any click reruns the page, which stops the run at the next item's progress: the rest stays pending
@@ -159,8 +173,15 @@ def _rate(store: EvalStore, eval_id: str, pair: Pair, winner: str, rater: str) -
 
 
 def review_section(store: EvalStore, eval_id: str, modality: str) -> None:
-    """The rater's name (asked once), then the next unrated pair as 1 and 2 with the four buttons."""
+    """The rater's name (asked once; a signed-in person's own name), then the next unrated pair as 1 and 2 with
+    the four buttons. Rating needs a role that may evaluate."""
     state = st.session_state
+    actor = store.actor
+    if not actor.can("evaluate"):
+        st.caption(f"Rating is for creators and admins; you are a {actor.role}. The results below are open to you.")
+        return
+    if not state.get("ev_rater") and actor.signed_in:
+        state["ev_rater"] = actor.name
     if not state.get("ev_rater"):
         name = st.text_input("Your name (asked once; your ratings are kept under it)", key="ev_rater_input")
         if st.button("Start rating", key="ev_rater_go") and name.strip():
@@ -217,6 +238,8 @@ def results_section(store: EvalStore, eval_id: str) -> None:
                          on_click="ignore", key="ev_html")
     c[3].download_button("Results JSON", render(res, "json"), file_name=f"{eval_id}.json", mime="application/json",
                          on_click="ignore", key="ev_json")
+    if not store.actor.can("evaluate"):
+        return
     upload = st.file_uploader("Import a filled ratings CSV (item_a, item_b, winner, rater)", type=["csv"],
                               key="ev_import")
     if upload is not None and st.button("Import ratings", key="ev_import_go"):

@@ -26,6 +26,7 @@ from ui.forms import as_text, bounded_number, optional_number, optional_seed
 from ui.media_views import image_summary, when
 from ui.resources import plain, uploads_allowed
 from ui.text import shorten
+from ui.workspace_views import by_line, share_toggle
 
 GENERATE, EDIT = "Generate", "Edit"
 MODE_KEY = "image_mode"  # the tabs' state: GENERATE or EDIT
@@ -192,9 +193,10 @@ def _references(job: Job, prompts: dict[str, str]) -> None:
         st.caption(plain(f"ℹ️ {job.meta['fitting']}"))
 
 
-def gallery(jobs: list[Job], on_reuse: Callable[[str], None]) -> None:
-    """Every image job's tiles, newest first: the image, its prompt and settings, an edit's references, and
-    Use for video / Edit with this / Reuse these settings / Download."""
+def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History | None = None) -> None:
+    """Every image job's tiles, newest first: the image, its prompt and settings (and whose it is, when not this
+    person's), an edit's references, and Use for video / Edit with this / Reuse these settings / Download — and,
+    on this person's own images, Share with the team (one per job, on its first tile)."""
     state = st.session_state
     prompts = {job.id: job.prompt for job in jobs}
     tiles = [(job, i, path) for job in jobs for i, path in enumerate(job.output_paths() or [None])]
@@ -212,6 +214,7 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None]) -> None:
                     st.error(plain(f"{job.status}: {job.error or 'no image'}"))
                 st.text(shorten(job.prompt, PROMPT_SHOWN))
                 st.caption(plain(f"{image_summary(job)} · {when(job.created_at)}"))
+                by_line(job.user_id)
                 if job.params.get("references"):
                     _references(job, prompts)
                 if data is not None and st.button("Use for video", key=f"video-{key}", type="primary",
@@ -227,3 +230,5 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None]) -> None:
                     st.download_button(f"Download {ext.upper()}", data, file_name=f"{job.id}-{index}.{ext}",
                                        mime=f"image/{'jpeg' if ext == 'jpg' else ext}", key=f"download-{key}",
                                        on_click="ignore", width="stretch")
+                if history is not None and index == 0:
+                    share_toggle(history, "job", job.id, job.user_id, job.shared)

@@ -232,13 +232,19 @@ def uploads_allowed() -> bool:
 
 
 @st.cache_data(ttl=30, show_spinner=False)
-def _saved_voices(name: str, url: str | None, targets: str | None = None) -> list:
-    return _backend(name, url, targets).voices.list()
+def _saved_voices(name: str, url: str | None, targets: str | None, actor) -> list:
+    return _backend(name, url, targets).voices.acting(_history(str(settings().data_dir)).acting_as(actor)).list()
 
 
 def saved_voices() -> list:
-    """The chosen backend's saved voices (services.speech.SavedVoice), cached briefly. Raises StudioError."""
-    return _saved_voices(*backend_choice())
+    """The chosen backend's saved voices this person sees (services.speech.SavedVoice), cached briefly. Raises
+    StudioError."""
+    return _saved_voices(*backend_choice(), auth.principal())
+
+
+def voices():
+    """The chosen backend's voice library, saving and deleting as this session's person."""
+    return backend().voices.acting(history())
 
 
 def forget_saved_voices() -> None:
@@ -290,15 +296,19 @@ def _history(data_dir: str):
 
 
 def history():
-    """The studio's history (SQLite in the data_dir setting). Raises StudioError naming a bad folder."""
-    return _history(str(settings().data_dir))
+    """The studio's history (SQLite in the data_dir setting) acting for this session's person (`auth.principal()`:
+    their records and the shared ones; their role checked on every write). The connection is the process's;
+    the view is cheap. Raises StudioError naming a bad folder."""
+    return _history(str(settings().data_dir)).acting_as(auth.principal())
 
 
 @st.cache_resource(show_spinner=False)
 def _video_jobs(name: str, url: str | None, targets: str | None = None):
     from services.videos import VideoJobs
 
-    return VideoJobs(_backend(name, url, targets).videos, history())  # resumes what its transport can poll again
+    # the process's runner: resumes what its transport can poll again, for whoever started it; pages start jobs
+    # with their person's history (`start(request, history=history())`)
+    return VideoJobs(_backend(name, url, targets).videos, _history(str(settings().data_dir)))
 
 
 def video_jobs():

@@ -1,5 +1,5 @@
-"""The video page's views: the reference image picker (gallery, upload or none), running jobs, the player
-and the job list."""
+"""The video page's views: the form (the reference image picker — gallery, upload or none — the prompt and the
+settings), running jobs, the player and the job list (whose each job is, and Share with the team on one's own)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from pathlib import Path
 import streamlit as st
 
 from protocol.errors import InvalidInput
-from protocol.limits import MAX_UPLOAD_BYTES
+from protocol.limits import MAX_UPLOAD_BYTES, VIDEO_FPS, VIDEO_FRAMES, VIDEO_GUIDANCE, VIDEO_SIZE, VIDEO_STEPS
 from services.history import History, Job
 from services.imaging import ACCEPTED_SUFFIXES, check_image
-from services.videos import VIDEO_FILE
+from services.videos import DEFAULT_STEPS, SMOKE_TEST_STEPS, VIDEO_FILE
+from ui.forms import bounded_number
 from ui.media_views import label, seconds, video_summary, video_timings, when
 from ui.resources import plain, uploads_allowed
 from ui.text import shorten
+from ui.workspace_views import by_line, share_toggle
 
 GALLERY = "From the gallery"
 UPLOAD = "Upload an image"
@@ -63,6 +65,40 @@ def reference_picker(gallery: Gallery, on_change: Callable[[], None]) -> None:
                 st.error(plain(exc))
 
 
+def video_form(gallery: Gallery, *, on_generate: Callable[[], None], on_clear_error: Callable[[], None],
+               below: Callable[[], None]) -> None:
+    """The reference (right), the motion prompt, the settings, Generate and its error (left), then `below()` in
+    the left column. Number inputs carry value= as well as key= (why: ui.forms.bounded_number)."""
+    state = st.session_state
+    left, right = st.columns([3, 2], gap="large")
+    with right:
+        reference_picker(gallery, on_change=on_clear_error)
+    with left:
+        st.text_area("Motion prompt", key="video_prompt", height=100,
+                     placeholder="The camera slowly pushes in while the waves roll onto the beach")
+        c = st.columns(3)
+        bounded_number(c[0], "Width", "video_width", VIDEO_SIZE, step=16, help="rounded down to a multiple of 16")
+        bounded_number(c[1], "Height", "video_height", VIDEO_SIZE, step=16, help="rounded down to a multiple of 16")
+        bounded_number(c[2], "Frames", "video_frames", VIDEO_FRAMES, step=4, help="Wan rounds to 4k+1: 17, 33, 49, …")
+        c = st.columns(3)
+        bounded_number(c[0], "FPS", "video_fps", VIDEO_FPS, step=1)
+        bounded_number(c[1], "Steps", "video_steps", VIDEO_STEPS, step=1,
+                       help=f"{DEFAULT_STEPS} keeps the reference's composition; {SMOKE_TEST_STEPS} is a smoke test "
+                            "only")
+        bounded_number(c[2], "Guidance", "video_guidance", VIDEO_GUIDANCE, step=0.5, integer=False)
+        st.text_input("Seed", key="video_seed", placeholder="random",
+                      help="blank: a random seed (recorded with the job)")
+        if int(state["video_steps"]) <= SMOKE_TEST_STEPS:
+            st.warning(f"{int(state['video_steps'])} steps is a **smoke test only**: the video will not keep the "
+                       f"reference's composition. Use {DEFAULT_STEPS} for a real result.", icon="⚠️")
+        seconds_long = int(state["video_frames"]) / max(1, int(state["video_fps"]))
+        st.caption(f"About {seconds_long:.1f} s of video.")
+        st.button("Generate", type="primary", on_click=on_generate)
+        if state.get("video_error"):
+            st.error(plain(state["video_error"]))
+        below()
+
+
 def chosen_reference(gallery: Gallery) -> tuple[bytes | None, str | None]:
     """(image bytes, name for the record) of the picked reference; InvalidInput saying what to pick."""
     state = st.session_state
@@ -98,11 +134,13 @@ def player(job: Job) -> None:
                alt=f"Generated video: {shorten(job.prompt, PROMPT_TEXT)}")
     about.text(job.prompt)
     about.caption(plain(f"{video_summary(job)} · {video_timings(job)}"))
+    by_line(job.user_id, about)
     about.download_button("Download MP4", mp4, file_name=f"{job.id}.mp4", mime="video/mp4", on_click="ignore",
                           key="video_download")
 
 
-def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Callable[[str], None]) -> None:
+def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Callable[[str], None],
+             history: History | None = None) -> None:
     if not jobs:
         return
     st.subheader("Jobs")
@@ -112,6 +150,9 @@ def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Calla
             a.markdown(f"**{label(job)}** · {plain(when(job.created_at))}")
             a.text(shorten(job.prompt, PROMPT_TEXT))
             a.caption(plain(f"{video_summary(job)} · {video_timings(job)}"))
+            by_line(job.user_id, a)
+            if history is not None:
+                share_toggle(history, "job", job.id, job.user_id, job.shared, a)
             if job.error:
                 a.error(plain(job.error))
             if job.status == "succeeded":

@@ -26,9 +26,10 @@ from protocol.limits import FIRST_CHUNK_FRAMES, INSTRUCTIONS_MAX_CHARS, REFERENC
 from protocol.speech import SessionConfig, models_for_task
 from services.base import Backend
 from services.speech import ReferenceAudio, SavedVoice, load_reference, speech_config
-from ui import resources
+from ui import auth, resources
 from ui.resources import code, plain
 from ui.text import shorten
+from ui.workspace_views import by_line, owner_of, share_toggle
 
 MODES = {"CustomVoice": "Preset voice", "VoiceDesign": "Design a voice", "Base": "Clone a voice"}
 NEW, SAVED = "new", "saved"
@@ -126,8 +127,8 @@ def _new_clone_fields() -> None:
     with st.container(border=True):
         c1, c2 = st.columns(2)
         c1.text_input("Name for the saved voice", key="voice_save_name", persist_state=KEEP, placeholder="e.g. anna")
-        c2.text_input("Saved by", key="voice_who", persist_state=KEEP, placeholder=STUDIO_USER)
-        st.button("Save voice", key="voice_save", on_click=save_voice)
+        c2.text_input("Saved by", key="voice_who", persist_state=KEEP, placeholder=_saver())
+        st.button("Save voice", key="voice_save", on_click=save_voice, disabled=not auth.principal().can("clone_voice"))
         _notice("voice_save_error", "voice_save_notice")
 
 
@@ -142,11 +143,17 @@ def _saved_fields(backend: Backend, saved: list[SavedVoice], problem: str | None
         by_name = {v.name: v for v in saved}
         c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
         name = c1.selectbox("Saved voices", list(by_name), key="voice_saved", persist_state=KEEP)
-        c2.button("Delete" if backend.voices.server_lists else "Forget", key="voice_delete", on_click=delete_voice)
-        if (v := by_name.get(name)) is not None:
+        v, actor = by_name.get(name), auth.principal()
+        theirs = v is not None and owner_of(v.user_id) is not None and actor.role != "admin"  # for them to remove
+        c2.button("Delete" if backend.voices.server_lists else "Forget", key="voice_delete", on_click=delete_voice,
+                  disabled=theirs or not actor.can("clone_voice"))
+        if v is not None:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(v.created_at)) if v.created_at else "unknown"
             st.caption(plain(f"consent id {v.consent_id or 'not recorded'} · saved by {v.who or 'another client'} "
                              f"· {when} · {'with' if v.ref_text else 'no'} transcript"))
+            by_line(v.user_id)
+            share_toggle(resources.history(), "voice", v.record_id, v.user_id, v.shared,
+                         after=resources.forget_saved_voices)
     _notice("voice_save_error", "voice_save_notice")
 
 
@@ -236,6 +243,12 @@ def describe(values: Mapping[str, Any]) -> str:
 
 
 # -- saving and deleting voices (button callbacks) ------------------------------------------------------
+def _saver() -> str:
+    """Who saves a voice when the field is blank: the signed-in person's name, else "studio user"."""
+    actor = auth.principal()
+    return actor.name if actor.signed_in else STUDIO_USER
+
+
 def _library_action(action: Callable[[], str]) -> None:
     state = st.session_state
     state["voice_save_error"] = state["voice_save_notice"] = None
@@ -250,8 +263,8 @@ def save_voice() -> None:
     def save() -> str:
         state = st.session_state
         reference = _reference_for_clone(state, current_reference(state))
-        who = str(state.get("voice_who") or "").strip() or STUDIO_USER
-        v = resources.backend().voices.add(str(state.get("voice_save_name") or ""), reference,
+        who = str(state.get("voice_who") or "").strip() or _saver()
+        v = resources.voices().add(str(state.get("voice_save_name") or ""), reference,
                                            state["voice_consent_id"], ref_text=state.get("voice_ref_text"), who=who)
         state["voice_clone_source"], state["voice_saved"] = SAVED, v.name  # show it where it is picked
         return f"Saved the voice {v.name!r} (consent id {v.consent_id}, saved by {who}): it is now chosen under “A saved voice”."
@@ -261,7 +274,7 @@ def save_voice() -> None:
 
 def delete_voice() -> None:
     def delete() -> str:
-        said = resources.backend().voices.delete(str(st.session_state.get("voice_saved") or ""))
+        said = resources.voices().delete(str(st.session_state.get("voice_saved") or ""))
         return said[:1].upper() + said[1:] + "."
 
     _library_action(delete)
