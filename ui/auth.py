@@ -109,6 +109,8 @@ def closed_page(actor: Principal, name: str, title: str, demo: DemoMode | None, 
     """A hidden page at `name`'s URL saying why this person may not open it (their role, or the demo lock):
     what a typed or bookmarked URL of a page they do not see opens."""
     def closed() -> None:
+        with st.sidebar:
+            account(actor)
         st.title(title)
         needed = PAGE_ROLES.get(name, "admin")
         if demo is not None and name not in demo.pages:

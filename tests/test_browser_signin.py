@@ -1,0 +1,266 @@
+"""Sign-in in a real browser: the studio with an [auth] table in its secrets (Streamlit's `secrets.files`
+pointed at a temporary secrets.toml), the local OpenID Connect provider (emulator/oidc.py) and Debian
+Chromium, all inside the loopback-only namespace of tests/browser_support.py.
+
+One browser signs in through the provider's page as a viewer, a creator and an admin in turn (signing out
+between them, through the provider's end-session endpoint) and checks what each may see and do: the viewer
+no Image page (its URL says the page is for creators) and no Endpoints page; the creator generates an image
+and has no Endpoints page; the admin has the Endpoints page. Someone the policy does not name is told so.
+
+And the refusal: `make studio`'s launcher exits 2 with the message on 0.0.0.0 without sign-in, and
+`streamlit run app.py --server.address 0.0.0.0` run directly shows that message on every page and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+OIDC_PORT_ENV = "OMNI_TEST_OIDC_PORT"
+OIDC_PORT = 18093  # inside the namespace every port is free
+USERS = [
+    {"email": "vic@example.com", "name": "Vic Viewer", "groups": []},
+    {"email": "bob@example.com", "name": "Bob Creator", "groups": ["creative"]},
+    {"email": "ann@example.com", "name": "Ann Admin", "groups": ["studio-admins"]},
+    {"email": "eve@elsewhere.org", "name": "Eve Outsider", "groups": []},
+]
+POLICY = {"admins": ["group:studio-admins"], "creators": ["group:creative"], "viewers": ["*@example.com"]}
+COOKIE_SECRET = "browser-test-cookie-secret-0123456789abcdef"
+SCREENSHOT = "/tmp/omni-studio-signin-browser.png"
+
+
+def secrets_toml(oidc_port: int, client_id: str = "omni-studio",
+                 client_secret: str = "local-oidc-secret-not-for-real-use") -> str:
+    """[auth] for the studio: Streamlit fills {port} in redirect_uri with its own port."""
+    return (f'[auth]\nredirect_uri = "http://127.0.0.1:{{port}}/oauth2callback"\ncookie_secret = "{COOKIE_SECRET}"\n'
+            f'client_id = "{client_id}"\nclient_secret = "{client_secret}"\n'
+            f'server_metadata_url = "http://127.0.0.1:{oidc_port}/.well-known/openid-configuration"\n')
+
+
+def team_env(tmp_path: Path, oidc_port: int = OIDC_PORT) -> dict[str, str]:
+    """The environment of a team studio for run_browser_scenario: its secrets, policy and data in tmp_path."""
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(secrets_toml(oidc_port))
+    return {"STREAMLIT_SECRETS_FILES": str(secrets), "OMNI_STUDIO_ACCESS": json.dumps(POLICY),
+            "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_STATE_FILE": str(tmp_path / "state.json"),
+            "OMNI_STUDIO_CONFIG": "",
+            OIDC_PORT_ENV: str(oidc_port)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Inside the namespace: helpers a scenario uses
+def sign_in(page, name: str) -> None:
+    """From the sign-in screen, through the provider's page as `name`, back to the studio signed in."""
+    page.get_by_role("button", name="Sign in").click(timeout=30_000)
+    page.get_by_role("button", name=name).click(timeout=30_000)  # the provider's page: one button per user
+    page.get_by_text("Signed in as").or_(page.get_by_text("no access")).first.wait_for(timeout=30_000)
+
+
+def sign_out(page) -> None:
+    page.get_by_role("button", name="Sign out").first.click()  # the sidebar's, or the no-access screen's
+    page.get_by_role("button", name="Sign in").wait_for(timeout=30_000)
+
+
+def nav_links(page) -> list[str]:
+    """The page titles the sidebar's navigation offers."""
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    if not nav.count():
+        return []
+    return [t.strip().splitlines()[-1] for t in nav.locator("a").all_inner_texts() if t.strip()]  # not the icon
+
+
+def main_text(page) -> str:
+    return page.locator('[data-testid="stMain"]').inner_text()
+
+
+def open_page(studio, url_path: str, wait_text: str) -> str:
+    """Open `url_path` by its URL (as a typed or bookmarked link would), wait for `wait_text`; the main text."""
+    studio.goto(url_path)
+    page = studio.page
+    page.get_by_text(wait_text).first.wait_for(timeout=60_000)
+    return main_text(page)
+
+
+def provider(studio):
+    """The local OpenID Connect provider, on the port the studio's secrets name."""
+    from emulator.oidc import start_oidc
+
+    return start_oidc(USERS, port=int(os.environ[OIDC_PORT_ENV]),
+                      redirect_uris=[f"{studio.url}/oauth2callback"])
+
+
+def generate_image(page, prompt: str) -> str:
+    """On the Image page: generate one image; the caption of the first gallery tile."""
+    box = page.get_by_role("textbox", name="Prompt", exact=True)
+    box.wait_for(timeout=60_000)
+    box.fill(prompt)
+    page.get_by_role("textbox", name="Seed").fill("7")
+    page.get_by_role("button", name="Generate").click()
+    page.get_by_text("Offline preview", exact=False).first.wait_for(timeout=60_000)
+    page.locator('[data-testid="stImage"] img').first.wait_for(timeout=20_000)
+    return main_text(page)
+
+
+# ---------------------------------------------------------------------------------------------------------
+def roles(studio) -> dict:
+    """Runs inside the namespace (see tests/browser_support.py)."""
+    page = studio.page
+    out: dict = {}
+    with provider(studio):
+        page.get_by_role("button", name="Sign in").wait_for(timeout=30_000)
+        out["signed_out"] = {"nav": nav_links(page), "main": main_text(page)}
+        out["signed_out_deep_link"] = open_page(studio, "endpoints", "Sign in to use the team studio")
+
+        sign_in(page, "Vic Viewer")
+        out["viewer"] = {"nav": nav_links(page),
+                         "sidebar": page.locator('[data-testid="stSidebar"]').inner_text(),
+                         "image": open_page(studio, "image", "is for creators"),
+                         "image_form": page.get_by_role("button", name="Generate").count()
+                         + page.get_by_role("textbox", name="Prompt", exact=True).count(),
+                         "endpoints": open_page(studio, "endpoints", "is for admins")}
+        sign_out(page)
+
+        sign_in(page, "Bob Creator")
+        out["creator"] = {"nav": nav_links(page)}
+        page.get_by_role("link", name="Image").first.click()
+        page.wait_for_url("**/image", timeout=15_000)
+        out["creator"]["image"] = generate_image(page, "A red kite over a green hill")
+        out["creator"]["endpoints"] = open_page(studio, "endpoints", "is for admins")
+        sign_out(page)
+
+        sign_in(page, "Ann Admin")
+        out["admin"] = {"nav": nav_links(page)}
+        studio.goto("endpoints")
+        page.get_by_role("button", name="Deploy").first.wait_for(timeout=60_000)  # the page's own form
+        out["admin"]["endpoints"] = main_text(page)
+        sign_out(page)
+
+        sign_in(page, "Eve Outsider")
+        out["outsider"] = {"main": main_text(page), "nav": nav_links(page)}
+        page.screenshot(path=SCREENSHOT)
+        sign_out(page)
+        out["after_sign_out"] = main_text(page)
+    return out
+
+
+def test_viewer_creator_and_admin_sign_in_and_see_what_their_role_allows(tmp_path: Path) -> None:
+    from tests.browser_support import require_browser, run_browser_scenario
+
+    require_browser()
+    r = run_browser_scenario("tests.test_browser_signin:roles", timeout=300, env=team_env(tmp_path))
+    assert r["signed_out"]["nav"] == [] and "Sign in to use the team studio." in r["signed_out"]["main"]
+    assert "Endpoints" not in r["signed_out_deep_link"].replace("Omni Studio", "")
+
+    viewer = r["viewer"]
+    assert viewer["nav"] == ["Home", "Capacity", "Evaluations"], viewer["nav"]
+    assert "Signed in as Vic Viewer" in viewer["sidebar"] and "vic@example.com · viewer" in viewer["sidebar"]
+    assert "The Image page is for creators and admins; you are signed in as Vic Viewer (viewer)" in viewer["image"]
+    assert viewer["image_form"] == 0  # no Generate button, no prompt
+    assert "The Endpoints page is for admins" in viewer["endpoints"]
+
+    creator = r["creator"]
+    assert creator["nav"] == ["Home", "Voice", "Image", "Video", "Capacity", "Evaluations"], creator["nav"]
+    assert "Offline preview" in creator["image"] and "seed 7" in creator["image"]
+    assert "The Endpoints page is for admins; you are signed in as Bob Creator (creator)" in creator["endpoints"]
+
+    admin = r["admin"]
+    assert admin["nav"] == ["Home", "Voice", "Image", "Video", "Endpoints", "Capacity", "Evaluations"], admin["nav"]
+    assert "Deploy" in admin["endpoints"] and "is for admins" not in admin["endpoints"]
+
+    outsider = r["outsider"]
+    assert "You are signed in as Eve Outsider (eve@elsewhere.org), but you have no access" in outsider["main"]
+    assert "Ask a studio admin (a member of the group studio-admins)" in outsider["main"]
+    assert outsider["nav"] == []
+    assert "Sign in to use the team studio." in r["after_sign_out"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The refusal: the launcher, and app.py run directly on 0.0.0.0
+def test_the_launcher_refuses_0_0_0_0_without_sign_in(tmp_path: Path) -> None:
+    """`make studio HOST=0.0.0.0` without [auth]: exit 2 and the message, before anything listens."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_")}
+    # -o setup: the venv is this one (no install from a test)
+    proc = subprocess.run(["make", "-s", "-o", "setup", "studio", "HOST=0.0.0.0", f"PY={sys.executable}"],
+                          cwd=Path(__file__).resolve().parent.parent, env={**env, "HOME": str(tmp_path)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])  # make passes the launcher's code on
+    assert "Omni Studio will not listen on 0.0.0.0 without sign-in" in proc.stderr
+    assert "[auth]" in proc.stderr and "HOST=127.0.0.1" in proc.stderr and 'docs/team.md, "Sign-in"' in proc.stderr
+
+
+def _direct_on_all_interfaces() -> dict:
+    """In the namespace: `streamlit run app.py --server.address 0.0.0.0` (no launcher), each page in Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    from offline.launch import free_port, spawn, wait_http_ok
+    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
+
+    port = free_port()
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="omni-refusal-") as tmp:
+        env = {**os.environ, "HOME": tmp, "OMNI_STUDIO_DATA_DIR": f"{tmp}/data", "OMNI_STUDIO_CONFIG": ""}
+        env.pop("STREAMLIT_SECRETS_FILES", None)
+        log = Path(tmp) / "streamlit.log"
+        with open(log, "wb") as stdout:
+            proc = spawn("streamlit", ["run", "app.py", "--server.address", "0.0.0.0", "--server.port", str(port),
+                                       "--server.headless", "true", "--logger.hideWelcomeMessage", "true"],
+                         name="streamlit on 0.0.0.0", env=env, stdout=stdout)
+        try:
+            wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=60, what="streamlit",
+                         log_tail=lambda: log.read_text(errors="replace")[-2000:])
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+                page = browser.new_page()
+                for path in ("", "image", "endpoints"):
+                    page.goto(f"http://127.0.0.1:{port}/{path}")
+                    page.get_by_text("will not listen on").first.wait_for(timeout=30_000)
+                    out[path or "home"] = {
+                        "main": page.locator('[data-testid="stMain"]').inner_text(),
+                        "sidebar": page.locator('[data-testid="stSidebar"]').count(),
+                        "buttons": page.locator('[data-testid="stMain"] button').count()
+                        - page.locator('[data-testid="stMain"] [data-testid="stCode"] button').count()}
+                browser.close()
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return out
+
+
+def test_app_py_run_directly_on_0_0_0_0_shows_the_refusal_on_every_page(tmp_path: Path) -> None:
+    from tests.browser_support import RESULT_MARK, require_browser, run_in_netns
+
+    require_browser()
+    proc = run_in_netns([sys.executable, "-m", "tests.test_browser_signin", "refusal"], timeout=180)
+    results = [json.loads(line[len(RESULT_MARK):]) for line in proc.stdout.splitlines() if line.startswith(RESULT_MARK)]
+    assert results, f"exit {proc.returncode}; stderr ends with:\n{proc.stderr[-3000:]}"
+    pages = results[-1]
+    assert "error" not in pages, pages
+    for name in ("home", "image", "endpoints"):
+        shown = pages[name]
+        assert "The studio will not start here." in shown["main"], (name, shown)
+        assert "Omni Studio will not listen on 0.0.0.0 without sign-in" in shown["main"]
+        assert "[auth]" in shown["main"] and "HOST=127.0.0.1" in shown["main"]
+        assert shown["sidebar"] == 0 and shown["buttons"] == 0, (name, shown)  # nothing else: no pages, no forms
+        for other in ("Generate", "Deploy", "Backend", "Sign in"):
+            assert other not in shown["main"], (name, other)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.browser_support import RESULT_MARK
+
+    try:
+        result = {"refusal": _direct_on_all_interfaces}[sys.argv[1]]()
+    except Exception as exc:  # reported, so the test fails with the reason
+        import traceback
+
+        traceback.print_exc()
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    print(RESULT_MARK + json.dumps(result), flush=True)
