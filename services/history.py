@@ -310,14 +310,20 @@ class History:
         """Whether `record` (a Job, VoiceRecord, LoadReportRecord, Evaluation) is the actor's to change and share."""
         return self.sees_everything or record.user_id == self.actor.id
 
+    def _mine(self) -> tuple[str, ...]:
+        """Whose records the actor sees as their own: theirs, and for an admin also `local`'s (made before sign-in
+        was turned on, which nobody else could see or share)."""
+        return (self.actor.id, LOCAL.id) if self.actor.role == "admin" else (self.actor.id,)
+
     def visible(self) -> tuple[str, list[Any]]:
         """The SQL condition (and its arguments) of the records the actor sees: their own and the shared ones."""
         if self.sees_everything:
             return "1", []
-        return "(user_id = ? OR shared = 1)", [self.actor.id]
+        mine = self._mine()
+        return f"(user_id IN ({', '.join('?' * len(mine))}) OR shared = 1)", list(mine)
 
     def _sees(self, row: sqlite3.Row) -> bool:
-        return self.sees_everything or row["user_id"] == self.actor.id or bool(row["shared"])
+        return self.sees_everything or row["user_id"] in self._mine() or bool(row["shared"])
 
     def set_shared(self, kind: Shareable, record_id: str | int, shared: bool) -> None:
         """Share a record with the team, or stop sharing it: only its owner (or an admin), whose role may share."""
@@ -584,9 +590,10 @@ class History:
         (which names every voice) leaves them out for this actor."""
         if self.sees_everything:
             return set()
+        mine = self._mine()
         rows = self._connect().execute(
-            "SELECT lower(name) FROM voices WHERE target = ? AND removed_at IS NULL AND user_id != ? AND shared = 0",
-            (target, self.actor.id)).fetchall()
+            f"SELECT lower(name) FROM voices WHERE target = ? AND removed_at IS NULL AND shared = 0 AND user_id NOT IN "
+            f"({', '.join('?' * len(mine))})", (target, *mine)).fetchall()
         return {r[0] for r in rows}
 
     def check_voice_removal(self, target: str, name: str) -> None:

@@ -322,9 +322,13 @@ def test_a_database_from_before_workspaces_is_migrated_in_place_and_its_rows_are
     assert (ev["id"], ev["name"], ev["ratings"], ev["user_id"], ev["shared"]) == ("ev-old", "old one", 1, "local",
                                                                                   False)
     assert [(r.rater, r.user_id) for r in store.ratings("ev-old")] == [("Ann", "local")]
-    # theirs alone: a signed-in person sees none of it until it is shared
+    # local's: once sign-in is on, a signed-in creator sees none of it, an admin sees it and may share it
     assert History(tmp_path, actor=ALICE).jobs() == [] and EvalStore(History(tmp_path, actor=ALICE)).list() == []
-    history.set_shared("job", job.id, True)
+    ada = History(tmp_path, actor=ADA)
+    assert [j.id for j in ada.jobs()] == [job.id] and [e["id"] for e in EvalStore(ada).list()] == ["ev-old"]
+    assert [v.name for v in ada.voice_records()] == ["anna"] and ada.unseen_voice_names("offline engine") == set()
+    assert History(tmp_path, actor=ALICE).unseen_voice_names("offline engine") == {"anna"}
+    ada.set_shared("job", job.id, True)
     assert [j.id for j in History(tmp_path, actor=ALICE).jobs()] == [job.id]
 
     # opened again (another process, a later start): nothing to do, nothing changed; new rows work as usual

@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 
 from protocol.errors import StudioError
-from services.access import DOING, NEEDS, Action
+from services.access import DOING, LOCAL, NEEDS, Action
 from ui import auth
 from ui.resources import plain
 
@@ -56,11 +56,12 @@ def _toggled(history: Any, kind: str, record_id: Any, key: str, after: Callable[
 
 def share_toggle(history: Any, kind: str, record_id: Any, user_id: str | None, shared: bool,
                  container: Any = st, *, after: Callable[[], None] | None = None) -> None:
-    """"Share with the team" on an item this person made (signed in, with a role that may share); its change is
-    kept at once (`History.set_shared`), then `after()` (e.g. a cached list forgotten). `kind`: job, voice,
-    load_report or evaluation."""
+    """"Share with the team" on an item this person made (signed in, with a role that may share) — for an admin
+    also on `local`'s, made before sign-in; its change is kept at once (`History.set_shared`), then `after()`
+    (e.g. a cached list forgotten). `kind`: job, voice, load_report or evaluation."""
     actor = auth.principal()
-    if record_id is None or not actor.signed_in or user_id != actor.id or not actor.can("share"):
+    theirs = user_id == actor.id or (actor.role == "admin" and user_id == LOCAL.id)
+    if record_id is None or not actor.signed_in or not theirs or not actor.can("share"):
         return
     key = f"share-{kind}-{record_id}"
     container.toggle(SHARE_LABEL, value=bool(shared), key=key, on_change=_toggled,
