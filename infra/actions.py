@@ -237,14 +237,14 @@ class ActionRunner:
                 ok, summary, error = False, f"{kind} failed", str(exc)
             except Exception as exc:  # nothing may leave the action "running" forever
                 ok, summary, error = False, f"{kind} failed", f"unexpected {type(exc).__name__}: {exc}"
-            with self._lock:
-                action.ok, action.summary, action.error = ok, summary, error
-                action.done, action.finished_at = True, time.time()
-            if entry is not None:
+            if entry is not None:  # on record before anyone sees the action done
                 try:
                     self.audit.finish(entry, ok=ok, summary=error or summary)
                 except StudioError:  # the outcome is on the page either way; the start was recorded
                     pass
+            with self._lock:
+                action.ok, action.summary, action.error = ok, summary, error
+                action.done, action.finished_at = True, time.time()
 
         threading.Thread(target=run, name=f"infra-{kind}", daemon=True).start()
         return action
