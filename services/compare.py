@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from protocol.errors import InvalidInput, StudioError
 from protocol.limits import Range
-from services.access import require
+from services.access import Principal, require
 from services.backend import create_backend
 from services.base import Backend
 from services.history import History, Job
@@ -212,9 +212,11 @@ def compare_videos(variants: list[VideoVariant], *, settings: Settings, history:
     return _compare(variants, "video", run, settings=settings, default=default, build=build)
 
 
-def compare_voices(variants: list[VoiceVariant], *, settings: Settings, default: Backend,
+def compare_voices(variants: list[VoiceVariant], *, settings: Settings, default: Backend, actor: Principal,
                    build: Callable[[Settings], Backend] = create_backend) -> list[Outcome]:
-    """Every variant speaks the text at once; each outcome holds the WAV and its figures, in order."""
+    """Every variant speaks the text at once; each outcome holds the WAV and its figures, in order. Forbidden
+    before any target is built unless `actor` may generate."""
+    require(actor, "generate")
     import asyncio
     import time
 

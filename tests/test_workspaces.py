@@ -21,7 +21,7 @@ import pytest
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, Forbidden, Principal
-from services.compare import ImageVariant, compare_images
+from services.compare import ImageVariant, compare_images, compare_voices
 from services.eval import pairing
 from services.eval.runner import run_items
 from services.eval.spec import parse_spec
@@ -108,6 +108,19 @@ def test_a_viewer_cannot_compare_and_no_target_is_built(engine_url: str, tmp_pat
     outcomes = compare_images(variants, settings=settings, history=History(tmp_path, actor=ALICE), default=default)
     assert [o.job.user_id for o in outcomes] == [ALICE.id, ALICE.id]
     assert History(tmp_path, actor=BOB).jobs() == []
+
+
+def test_a_viewer_cannot_compare_voices_and_no_target_is_built(engine_url: str, tmp_path: Path) -> None:
+    from services.compare import Target, VoiceVariant
+
+    settings = Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url)
+    built = []
+    variants = [VoiceVariant("A", "Hello there.", {"voice": "joe"}),
+                VoiceVariant("B", "Hello there.", {"voice": "joe"}, Target("omni", url=engine_url))]
+    with pytest.raises(Forbidden, match="Vic \\(viewer\\) may not generate"):
+        compare_voices(variants, settings=settings, default=backend_for(engine_url, tmp_path), actor=VIC,
+                       build=lambda s: built.append(s))
+    assert built == []
 
 
 # -- video jobs: one runner for everyone, each job for its maker, resumed for its maker -----------------------

@@ -12,6 +12,7 @@ from services.base import Backend
 from services.compare import VARIANTS, Outcome, Target, VoiceVariant, compare_voices
 from services.load.report import usd
 from services.settings import Settings
+from ui.auth import principal
 from ui.forms import optional_number
 from ui.image_compare_views import LABELS, PRICE, TARGETS
 from ui.media_views import seconds
@@ -55,7 +56,7 @@ def run_voice_compare(settings: Settings, backend: Backend, text: str) -> None:
                             usd_per_hour=price)
             variants.append(VoiceVariant(label, text, options, target))
         with st.spinner(f"Speaking with {len(variants)} variants at once…"):
-            state["vocmp_outcomes"] = compare_voices(variants, settings=settings, default=backend)
+            state["vocmp_outcomes"] = compare_voices(variants, settings=settings, default=backend, actor=principal())
     except StudioError as exc:
         state["vocmp_error"] = str(exc)
 
