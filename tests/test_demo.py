@@ -92,3 +92,23 @@ def test_image_and_video_pages_offer_no_uploads_in_a_demo(monkeypatch: pytest.Mo
     assert "Upload" not in " ".join(at.radio(key="video_ref_source").options)
     at = _page(monkeypatch, tmp_path, engine_url, "video.py", {"pages": ["video"], "uploads": True})
     assert "Upload" in " ".join(at.radio(key="video_ref_source").options)
+
+
+def test_the_target_is_locked_in_a_demo_and_only_an_admin_types_a_server_url(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str) -> None:
+    from services.access import Principal
+    from ui import auth
+
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", {"pages": ["image"]})
+    assert not [s for s in at.selectbox if s.key == "_backend_pick"]  # no picker in a demo
+    assert any(engine_url in c.value for c in at.sidebar.caption)  # the settings' target, shown
+
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", None)  # without sign-in: LOCAL, an admin
+    assert [t for t in at.sidebar.text_input if t.label == "Server URL"]
+    creator = Principal(id="bob@example.com", name="Bob", role="creator", signed_in=True)
+    monkeypatch.setattr(auth, "guard", lambda policy: creator)
+    monkeypatch.setattr(auth, "principal", lambda: creator)
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", None)
+    assert at.selectbox(key="_backend_pick").value == "omni"
+    assert not [t for t in at.sidebar.text_input if t.label == "Server URL"]
+    assert any("only an admin points it at another" in c.value for c in at.sidebar.caption)

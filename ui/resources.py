@@ -102,15 +102,8 @@ def sidebar() -> None:
     with st.sidebar:
         auth.account(actor)
         st.subheader("Backend")
-        options = ["offline", "omni", "sagemaker"]
-        labels = {"offline": "Offline engine (this machine)", "omni": "vLLM-Omni server (URL)", "sagemaker": "SageMaker AI"}
-        picked = st.selectbox("Target", options, index=options.index(name), format_func=labels.__getitem__, key="_backend_pick")
-        new_url = url
-        if picked == "omni":
-            new_url = st.text_input("Server URL", value=url or "", placeholder="http://gpu-box:8091").strip() or None
-        if (picked, new_url) != (name, url):
-            st.session_state["backend_name"], st.session_state["backend_url"] = picked, new_url
-            st.rerun()
+        if require_settings().demo is None:  # a demo studio stays on the target its settings name
+            _backend_picker(name, url, typed_url=actor.role == "admin")
         try:
             b = backend()
         except StudioError as exc:
@@ -119,6 +112,24 @@ def sidebar() -> None:
         h = backend_health()
         (st.success if h.ok else st.error)(plain(f"{b.label}: {h.detail}"), icon="🟢" if h.ok else "🔴")
         st.caption(f"Target: {code(b.target)}")
+
+
+def _backend_picker(name: str, url: str | None, *, typed_url: bool) -> None:
+    """Offline, vLLM-Omni or SageMaker for this browser session. Only an admin types a server URL (the studio's
+    server connects to it): others get the settings' one."""
+    options = ["offline", "omni", "sagemaker"]
+    labels = {"offline": "Offline engine (this machine)", "omni": "vLLM-Omni server (URL)", "sagemaker": "SageMaker AI"}
+    picked = st.selectbox("Target", options, index=options.index(name), format_func=labels.__getitem__,
+                          key="_backend_pick")
+    new_url = url
+    if picked == "omni" and typed_url:
+        new_url = st.text_input("Server URL", value=url or "", placeholder="http://gpu-box:8091").strip() or None
+    elif picked == "omni":
+        new_url = settings().omni_url
+        st.caption("The server the studio's settings name (`omni_url`); only an admin points it at another.")
+    if (picked, new_url) != (name, url):
+        st.session_state["backend_name"], st.session_state["backend_url"] = picked, new_url
+        st.rerun()
 
 
 # ---------------------------------------------------------------------------------------------------------
