@@ -4,8 +4,12 @@ Chromium, all inside the loopback-only namespace of tests/browser_support.py.
 
 One browser signs in through the provider's page as a viewer, a creator and an admin in turn (signing out
 between them, through the provider's end-session endpoint) and checks what each may see and do: the viewer
-no Image page (its URL says the page is for creators) and no Endpoints page; the creator generates an image
-and has no Endpoints page; the admin has the Endpoints page. Someone the policy does not name is told so.
+no generate form (the Image page says why) and no Endpoints page (its URL says it is for admins); the creator
+generates an image and has no Endpoints page; the admin has the Endpoints page. Someone the policy does not
+name is told so.
+
+Done when (issue #16): two people signed in at once, in two browser contexts, each with their own image
+history; one shares an evaluation that the other then sees; only the admin reaches the Endpoints page.
 
 And the refusal: `make studio`'s launcher exits 2 with the message on 0.0.0.0 without sign-in, and
 `streamlit run app.py --server.address 0.0.0.0` run directly shows that message on every page and nothing else.
@@ -18,7 +22,12 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+from tests.browser_support import poll
 
 OIDC_PORT_ENV = "OMNI_TEST_OIDC_PORT"
 OIDC_PORT = 18093  # inside the namespace every port is free
@@ -77,6 +86,18 @@ def main_text(page) -> str:
     return page.locator('[data-testid="stMain"]').inner_text()
 
 
+def settled_text(page, ready, timeout: float = 30) -> str:
+    """The main text once `ready(text)` and the page has stopped drawing (the same text twice, 0.5 s apart)."""
+    last = [None]
+
+    def read() -> str:
+        text = main_text(page)
+        settled, last[0] = text == last[0], text
+        return text if settled else ""
+
+    return poll(read, lambda text: bool(text) and ready(text), timeout, step=0.5)
+
+
 def open_page(studio, url_path: str, wait_text: str) -> str:
     """Open `url_path` by its URL (as a typed or bookmarked link would), wait for `wait_text`; the main text."""
     studio.goto(url_path)
@@ -118,7 +139,7 @@ def roles(studio) -> dict:
         sign_in(page, "Vic Viewer")
         out["viewer"] = {"nav": nav_links(page),
                          "sidebar": page.locator('[data-testid="stSidebar"]').inner_text(),
-                         "image": open_page(studio, "image", "is for creators"),
+                         "image": open_page(studio, "image", "only a creator or an admin may generate"),
                          "image_form": page.get_by_role("button", name="Generate").count()
                          + page.get_by_role("textbox", name="Prompt", exact=True).count(),
                          "endpoints": open_page(studio, "endpoints", "is for admins")}
@@ -156,10 +177,10 @@ def test_viewer_creator_and_admin_sign_in_and_see_what_their_role_allows(tmp_pat
     assert "Endpoints" not in r["signed_out_deep_link"].replace("Omni Studio", "")
 
     viewer = r["viewer"]
-    assert viewer["nav"] == ["Home", "Capacity", "Evaluations"], viewer["nav"]
+    assert viewer["nav"] == ["Home", "Voice", "Image", "Video", "Capacity", "Evaluations"], viewer["nav"]
     assert "Signed in as Vic Viewer" in viewer["sidebar"] and "vic@example.com · viewer" in viewer["sidebar"]
-    assert "The Image page is for creators and admins; you are signed in as Vic Viewer (viewer)" in viewer["image"]
-    assert viewer["image_form"] == 0  # no Generate button, no prompt
+    assert "You are signed in as Vic Viewer (viewer): only a creator or an admin may generate" in viewer["image"]
+    assert viewer["image_form"] == 0  # no Generate button, no prompt: the team's shared images only
     assert "The Endpoints page is for admins" in viewer["endpoints"]
 
     creator = r["creator"]
@@ -252,12 +273,156 @@ def test_app_py_run_directly_on_0_0_0_0_shows_the_refusal_on_every_page(tmp_path
             assert other not in shown["main"], (name, other)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Done when: two people at once, in two browser contexts
+def _team_studio(tmp: Path) -> Any:
+    """In the namespace: the provider and a team studio (its own secrets, the test's policy and data folder)."""
+    from emulator.oidc import start_oidc
+    from offline.launch import free_port, spawn, wait_http_ok
+
+    @contextmanager
+    def running() -> Iterator[str]:
+        oidc_port, port = free_port(), free_port()
+        env = {**os.environ, **{k: v for k, v in team_env(tmp, oidc_port).items() if k != OIDC_PORT_ENV},
+               "OMNI_STUDIO_DATA_DIR": os.environ["OMNI_STUDIO_DATA_DIR"], "HOME": str(tmp)}
+        url = f"http://127.0.0.1:{port}"
+        log = tmp / "streamlit.log"
+        with start_oidc(USERS, port=oidc_port, redirect_uris=[f"{url}/oauth2callback"]), open(log, "wb") as out:
+            proc = spawn("streamlit", ["run", "app.py", "--server.address", "127.0.0.1", "--server.port", str(port),
+                                       "--server.headless", "true", "--global.developmentMode", "false"],
+                         name="the team studio", env=env, stdout=out)
+            try:
+                wait_http_ok(f"{url}/_stcore/health", proc, timeout=60, what="the team studio",
+                             log_tail=lambda: log.read_text(errors="replace")[-2000:])
+                yield url
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                sys.stderr.write("---- studio log ----\n" + log.read_text(errors="replace")[-3000:])
+
+    return running()
+
+
+def _evaluation_options(page) -> list[str]:
+    """The Evaluations page's picker: the labels it offers (this person's and the team's shared ones)."""
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Evaluation").first.click()
+    options = page.get_by_role("option")
+    options.first.wait_for(timeout=10_000)
+    labels = options.all_inner_texts()
+    page.keyboard.press("Escape")
+    return labels
+
+
+def _two_people() -> dict:
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
+
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="omni-team-") as tmp, _team_studio(Path(tmp)) as url, \
+            sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        ann, bob = (browser.new_context(viewport={"width": 1400, "height": 1100}).new_page() for _ in range(2))
+        try:
+            for page, name in ((ann, "Ann Admin"), (bob, "Bob Creator")):  # both signed in, both sessions open
+                page.goto(url)
+                sign_in(page, name)
+            for page, prompt in ((ann, "A lighthouse at dusk"), (bob, "A red kite over a green hill")):
+                page.goto(f"{url}/image")
+                box = page.get_by_role("textbox", name="Prompt", exact=True)
+                box.wait_for(timeout=60_000)
+                box.fill(prompt)
+                page.get_by_role("button", name="Generate").click()  # both run at once
+            for page in (ann, bob):
+                page.get_by_text("Offline preview", exact=False).first.wait_for(timeout=60_000)
+            for page, who, own in ((ann, "ann", "lighthouse"), (bob, "bob", "kite")):
+                page.reload()
+                page.get_by_text("Gallery").first.wait_for(timeout=30_000)
+                out[f"{who}_gallery"] = settled_text(page, lambda text, own=own: own in text)
+
+            ann.goto(f"{url}/evaluations")
+            ann.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
+            out["ann_before"] = _evaluation_options(ann)
+            bob.goto(f"{url}/evaluations")
+            bob.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
+            bob.get_by_role("textbox", name="Name", exact=True).fill("kite study")
+            bob.locator('[data-testid="stButtonGroup"]').filter(has_text="video").get_by_text(
+                "image", exact=True).click()
+            bob.wait_for_timeout(500)
+            bob.get_by_role("textbox", name="Prompts, one per line").fill("A kite\nTwo kites")
+            labels, settings = (bob.get_by_role("textbox", name="Label"),
+                                bob.get_by_role("textbox", name="Settings (name = value)"))
+            for i, (label, steps) in enumerate((("four-steps", 4), ("two-steps", 2))):
+                labels.nth(i).fill(label)
+                settings.nth(i).fill(f"steps = {steps}")
+            settings.nth(1).press("Tab")
+            bob.wait_for_timeout(500)
+            bob.get_by_role("button", name="Create evaluation").click()
+            bob.get_by_text("Share with the team").wait_for(timeout=30_000)
+            ann.reload()
+            ann.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
+            out["ann_unshared"] = _evaluation_options(ann)  # Bob's, not shared yet: not Ann's to see
+            bob.get_by_text("Share with the team").click()
+            bob.wait_for_timeout(1500)
+            ann.reload()
+            ann.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
+            out["ann_shared"] = _evaluation_options(ann)
+
+            for page, who in ((ann, "ann"), (bob, "bob")):
+                page.goto(f"{url}/endpoints")
+                page.get_by_role("button", name="Deploy").or_(page.get_by_text("is for admins")).first.wait_for(
+                    timeout=60_000)
+                out[f"{who}_endpoints"] = main_text(page)
+        except Exception:
+            for page, who in ((ann, "ann"), (bob, "bob")):
+                page.screenshot(path=f"/tmp/omni-studio-team-{who}.png", full_page=True)
+                print(f"---- {who}'s page ----\n" + page.inner_text("body")[:3000], file=sys.stderr)
+            raise
+        finally:
+            browser.close()
+    return out
+
+
+def test_done_when_two_people_at_once_own_histories_a_shared_evaluation_and_only_the_admin_on_endpoints(
+        tmp_path: Path) -> None:
+    from services.eval.store import EvalStore
+    from services.history import History
+    from tests.browser_support import RESULT_MARK, require_browser, run_in_netns
+
+    require_browser()
+    data = tmp_path / "data"
+    proc = run_in_netns([sys.executable, "-m", "tests.test_browser_signin", "two_people"], timeout=400,
+                        env={"OMNI_STUDIO_DATA_DIR": str(data)})
+    results = [json.loads(line[len(RESULT_MARK):]) for line in proc.stdout.splitlines() if line.startswith(RESULT_MARK)]
+    assert results, f"exit {proc.returncode}; stderr ends with:\n{proc.stderr[-4000:]}"
+    r = results[-1]
+    assert "error" not in r, f"{r}\n{proc.stderr[-4000:]}"
+    # each person's image history is their own
+    assert "lighthouse" in r["ann_gallery"] and "kite" not in r["ann_gallery"]
+    assert "kite" in r["bob_gallery"] and "lighthouse" not in r["bob_gallery"]
+    owners = sorted((job.user_id, job.prompt) for job in History(data).jobs("image"))
+    assert owners == [("ann@example.com", "A lighthouse at dusk"), ("bob@example.com", "A red kite over a green hill")]
+    # Bob's evaluation: Ann sees it once he shares it, with whose it is
+    assert not any("kite study" in o for o in r["ann_before"] + r["ann_unshared"]), r["ann_unshared"]
+    (shared,) = [o for o in r["ann_shared"] if "kite study" in o]
+    assert "by bob@example.com" in shared
+    (ev,) = EvalStore(data).list()
+    assert ev["user_id"] == "bob@example.com" and ev["shared"]
+    # only the admin reaches the Endpoints page
+    assert "Deploy" in r["ann_endpoints"] and "is for admins" not in r["ann_endpoints"]
+    assert "The Endpoints page is for admins; you are signed in as Bob Creator (creator)" in r["bob_endpoints"]
+    assert "Deploy" not in r["bob_endpoints"]
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tests.browser_support import RESULT_MARK
 
     try:
-        result = {"refusal": _direct_on_all_interfaces}[sys.argv[1]]()
+        result = {"refusal": _direct_on_all_interfaces, "two_people": _two_people}[sys.argv[1]]()
     except Exception as exc:  # reported, so the test fails with the reason
         import traceback
 

@@ -34,10 +34,11 @@ from services.access import GROUP_PREFIX, LOCAL, ROLES, AccessPolicy, Principal,
 from services.settings import DemoMode
 
 ENTRY = Path(__file__).resolve().parent.parent / "app.py"
-# Which role sees which page. Viewers see the team's evaluations and load reports; generating needs a
-# creator (the services check again: services.access.require); the endpoints are the admins'.
+# Which role sees which page. Every page shows a viewer what the team shared (galleries, saved voices,
+# evaluations, load reports) and offers the forms only to whoever may use them (ui/workspace_views.may; the
+# services check again: services.access.require); the Endpoints page is the admins' alone.
 PAGE_ROLES: dict[str, Role] = {
-    "voice": "creator", "image": "creator", "video": "creator",
+    "voice": "viewer", "image": "viewer", "video": "viewer",
     "evaluations": "viewer", "capacity": "viewer", "endpoints": "admin",
 }
 _PRINCIPAL_KEY = "_auth_principal"
