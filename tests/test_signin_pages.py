@@ -47,6 +47,10 @@ def option():
     yield set_option
     for name, value in saved.items():
         st_config.set_option(name, value)
+    if "secrets.files" in saved:
+        from streamlit.runtime.secrets import secrets_singleton
+
+        secrets_singleton._reset()  # st.user read the test's [auth] through it: forget it with the files
 
 
 @pytest.fixture
@@ -154,6 +158,9 @@ def test_the_demo_lock_narrows_the_pages_further(studio: Path, monkeypatch: pyte
     st.cache_resource.clear()
     # a demo opens on its first page, without the home page: Image, the one a creator may see
     assert [t.value for t in _run(BOB).title] == ["Image"]
+    monkeypatch.setenv("OMNI_STUDIO_DEMO", json.dumps({"pages": ["image"], "title": "Acme × Omni"}))
+    st.cache_resource.clear()
+    assert [t.value for t in _run(BOB).title] == ["Image"]  # the demo's title is the browser tab's
     monkeypatch.setenv("OMNI_STUDIO_DEMO", json.dumps({"pages": ["endpoints"]}))
     st.cache_resource.clear()
     assert [t.value for t in _run(ANN).title] == ["Endpoints"]

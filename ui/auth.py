@@ -143,7 +143,7 @@ def guard(policy: Callable[[], AccessPolicy]) -> Principal:
         return principal()
     d = door(policy)
     if d.actor is not None and d.sign_in is None:
-        return d.actor
+        return principal()  # LOCAL: who the session acts as, asked the one way every page asks
     try:
         st.switch_page(ENTRY)
     except StreamlitAPIException:  # app.py is not a page here: this page was started on its own
