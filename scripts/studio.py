@@ -61,6 +61,21 @@ def check(args: list[str]) -> str | None:
     return None
 
 
+def quiet_banner(args: list[str], address: str | None) -> list[str]:
+    """Listening on every interface, headless, Streamlit's start-up banner looks the machine's public address up
+    on the internet (an HTTP request to a checkip service). The studio sends nothing beyond what its users ask
+    for: on every interface the banner is off, unless the flags or the environment set it themselves, and the
+    launcher says where it listens."""
+    if address not in (None, "", "0.0.0.0", "::"):  # noqa: S104 — one address: no lookup
+        return args
+    if any(a.startswith("--logger.hideWelcomeMessage") for a in args) or \
+            "STREAMLIT_LOGGER_HIDE_WELCOME_MESSAGE" in os.environ:
+        return args
+    print("studio: listening on every interface; open it at the address your users reach (sign-in's "
+          "redirect_uri names it)", file=sys.stderr)
+    return [*args, "--logger.hideWelcomeMessage", "true"]
+
+
 def main(argv: list[str] | None = None) -> int:
     import click
 
@@ -77,9 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return EXIT_REFUSED
+    args = quiet_banner(args, streamlit_view(args)[0])
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", *args]
     if check_only:
+        print(f"studio: would run {' '.join(command[1:])}", file=sys.stderr)
         return 0
-    os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", "app.py", *args])
+    os.execv(sys.executable, command)
     return 0  # unreachable: execv replaces this process
 
 

@@ -140,6 +140,11 @@ def test_the_launcher_reads_the_address_and_secrets_as_streamlit_does(tmp_path: 
                              "--secrets.files", str(secrets)], env=env, capture_output=True, text=True, timeout=60)
     assert passed.returncode == 0, passed.stderr
     assert f"sign-in on (default; secrets from {secrets})" in passed.stderr
+    # On every interface Streamlit's banner would look the public address up on the internet: it is off.
+    assert passed.stderr.rstrip().endswith("--logger.hideWelcomeMessage true"), passed.stderr
+    local = subprocess.run([sys.executable, str(LAUNCHER), "--check", "--server.address", "127.0.0.1"], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert local.returncode == 0 and "hideWelcomeMessage" not in local.stderr, local.stderr
     broken = _write(tmp_path / "broken" / "secrets.toml", WHOLE.replace('client_id = "omni-studio"\n', ""))
     incomplete = subprocess.run([sys.executable, str(LAUNCHER), "--check", "--secrets.files", str(broken)], env=env,
                                 capture_output=True, text=True, timeout=60)
