@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from offline.launch import free_port, spawn
+from offline.launch import free_port, spawn, stop
 
 # Credentials the emulator accepts; they are not AWS credentials and open nothing anywhere else.
 FAKE_ACCESS_KEY_ID = "AKIAEMULATORTEST0001"
@@ -107,12 +107,7 @@ def start_emulator(work_dir: Path, *, engine_url: str | None = None, s3_url: str
     try:
         yield _wait_ready(proc, lines, log_file, timeout_s)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop(proc)
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], lines: queue.Queue[bytes], log_file: Path, timeout_s: float) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
-from offline.launch import free_port, spawn, wait_http_ok
+from offline.launch import free_port, spawn, stop, wait_http_ok
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8093
@@ -339,11 +339,7 @@ def start_oidc(users: Sequence[dict[str, Any]] | None = None, *, redirect_uris: 
         wait_http_ok(f"{url}/.well-known/openid-configuration", proc, timeout=timeout, what="the OIDC provider")
         yield RunningProvider(url, client_id, client_secret, proc)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def main(argv: list[str] | None = None) -> int:

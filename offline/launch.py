@@ -130,6 +130,16 @@ def spawn(module: str, args: list[str], *, name: str, cwd: Path = ROOT, env: dic
     return box["proc"]
 
 
+def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """End a child `spawn` started: SIGTERM, then SIGKILL if it is still there after `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 def _wait_healthy(engine: Engine, timeout: float) -> None:
     try:
         wait_http_ok(f"{engine.url}/health", engine.process, timeout=timeout,

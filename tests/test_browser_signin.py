@@ -217,7 +217,7 @@ def _direct_on_all_interfaces() -> dict:
     """In the namespace: `streamlit run app.py --server.address 0.0.0.0` (no launcher), each page in Chromium."""
     from playwright.sync_api import sync_playwright
 
-    from offline.launch import free_port, spawn, wait_http_ok
+    from offline.launch import free_port, spawn, stop, wait_http_ok
     from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
 
     port = free_port()
@@ -246,11 +246,7 @@ def _direct_on_all_interfaces() -> dict:
                         - page.locator('[data-testid="stMain"] [data-testid="stCode"] button').count()}
                 browser.close()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
     return out
 
 
@@ -278,7 +274,7 @@ def test_app_py_run_directly_on_0_0_0_0_shows_the_refusal_on_every_page(tmp_path
 def _team_studio(tmp: Path) -> Any:
     """In the namespace: the provider and a team studio (its own secrets, the test's policy and data folder)."""
     from emulator.oidc import start_oidc
-    from offline.launch import free_port, spawn, wait_http_ok
+    from offline.launch import free_port, spawn, stop, wait_http_ok
 
     @contextmanager
     def running() -> Iterator[str]:
@@ -296,11 +292,7 @@ def _team_studio(tmp: Path) -> Any:
                              log_tail=lambda: log.read_text(errors="replace")[-2000:])
                 yield url
             finally:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                stop(proc)
                 sys.stderr.write("---- studio log ----\n" + log.read_text(errors="replace")[-3000:])
 
     return running()

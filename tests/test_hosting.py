@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from offline.launch import free_port, spawn, wait_http_ok
+from offline.launch import free_port, spawn, stop, wait_http_ok
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -381,11 +381,7 @@ def studio_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
                          log_tail=lambda: log.read_text(errors="replace")[-3000:])
             yield port
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc, 15)
 
 
 def test_healthcheck_passes_on_a_running_studio(studio_port: int) -> None:
