@@ -14,7 +14,7 @@ from ui.speech_runs import session_id, speech_runs
 from ui.voice_modes import PREVIEW, build_config, current_reference, describe, first_chunk_slider, mode_fields, mode_picker
 from ui.voice_compare_views import init_voice_compare_state, run_voice_compare, voice_compare
 from ui.voice_player import CONNECT_LABEL, voice_player
-from ui.voice_views import Take, now_speaking, session_takes, take_view
+from ui.voice_views import Take, keep_take, kept_takes, now_speaking, take_view
 from ui.workspace_views import may
 
 HISTORY_SIZE = 5
@@ -53,6 +53,7 @@ def _start_speaking() -> None:
         config = speech.check(build_config(state, current_reference(state)))  # what the model can do, first
         playback.start_utterance()  # a new utterance: drop what the previous one still had queued
         state["voice_run_label"] = describe(state)
+        state["voice_run_where"] = (resources.backend().target, config)  # kept with the take
         state["voice_run"] = speech_runs().start(
             session_id(),
             speech,
@@ -72,10 +73,10 @@ def _stop_speaking() -> None:
         state["voice_playback"].start_utterance()  # silence now, not after the queued audio drains
 
 
-# A run that finished since the last script run becomes the newest take.
+# A run that finished since the last script run becomes the newest take, kept in the history for its person.
 run: SpeechRun | None = state.setdefault("voice_run", None)
 if run is not None and run.done:
-    history.insert(0, Take.of(run.result(), state.get("voice_run_label")))
+    history.insert(0, keep_take(run.result(), state.get("voice_run_label"), *state.get("voice_run_where", ("?", None))))
     del history[HISTORY_SIZE:]
     state["voice_run"] = run = None
 running = run is not None
@@ -130,4 +131,4 @@ def utterance_panel() -> None:
 
 utterance_panel()
 
-session_takes(history if run is not None else history[1:])
+kept_takes(skip=None if run is not None or not history else history[0].record_id)  # the rest, from the history

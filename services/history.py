@@ -1,6 +1,7 @@
 """The studio's history: every image and video job, in one SQLite file with the media files beside it, and the
 record of every voice the studio saved for cloning (`record_voice`, `voice_records`: who, when, which consent), and
-the reports of load sweeps (`save_load_report`, `load_reports`, `load_report`: services/load).
+the reports of load sweeps (`save_load_report`, `load_reports`, `load_report`: services/load), and the Voice page's
+speech takes (`record_take`, `takes`, `take`: the text, what spoke, the figures and the WAV, also of a take cut short).
 
     history = History(settings.data_dir)               # <data_dir>/history.sqlite3 and <data_dir>/media/<job id>/
     job = history.create("video", prompt, params, target="http://127.0.0.1:8091", inputs={"reference.jpg": b"…"})
@@ -31,6 +32,7 @@ for that target claims it (`claim`) and carries on. Every write is one transacti
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import re
@@ -39,6 +41,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import wave
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,12 +56,14 @@ JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
 UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
 DB_NAME = "history.sqlite3"
 MEDIA_DIR = "media"
-Shareable = Literal["job", "voice", "load_report", "evaluation"]
+Shareable = Literal["job", "voice", "load_report", "evaluation", "take"]
 SHAREABLE: dict[str, str] = {"job": "jobs", "voice": "voices", "load_report": "load_reports",
-                             "evaluation": "evaluations"}  # what set_shared takes → its table
+                             "evaluation": "evaluations", "take": "speech_takes"}  # what set_shared takes → its table
 # Who owns a record, and whether the team sees it: added to each owned table (an old database's rows: local's).
 OWNER_COLUMNS = {"user_id": f"TEXT NOT NULL DEFAULT '{LOCAL.id}'", "shared": "INTEGER NOT NULL DEFAULT 0"}
-OWNED_TABLES = ("jobs", "voices", "load_reports")
+OWNED_TABLES = ("jobs", "voices", "load_reports", "speech_takes")
+TAKE_FILE = "take.wav"  # a speech take's audio, in media/<take id>/
+TakeState = Literal["done", "failed", "cancelled"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -106,6 +111,19 @@ CREATE TABLE IF NOT EXISTS load_reports (
     created_at  REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS load_reports_created ON load_reports (created_at DESC);
+CREATE TABLE IF NOT EXISTS speech_takes (
+    id          TEXT PRIMARY KEY,
+    text        TEXT NOT NULL,
+    voice_label TEXT,                      -- what spoke, as the page says it ("voice joe, style …"); never audio
+    config      TEXT NOT NULL DEFAULT '{}',-- JSON: the session.config sent, without a reference recording
+    target      TEXT NOT NULL,             -- where it was spoken (URL or endpoint)
+    figures     TEXT NOT NULL DEFAULT '{}',-- JSON: SessionStats.figures() — ttfa_ms, rtf, audio_seconds, chunks, …
+    state       TEXT NOT NULL CHECK (state IN ('done', 'failed', 'cancelled')),
+    error       TEXT,                      -- why it stopped early (its audio until then is kept)
+    audio       TEXT NOT NULL,             -- file name (in media/<id>/) of the WAV
+    created_at  REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS speech_takes_created ON speech_takes (created_at DESC);
 """
 # Every table above also has OWNER_COLUMNS (user_id, shared): added by `_ensure`, for new and old databases alike.
 _NAMED = re.compile(r"CREATE\s+(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE)
@@ -239,6 +257,56 @@ class LoadReportRecord:
     shared: bool = False
 
 
+@dataclass(frozen=True)
+class SpeechTake:
+    """One take of the Voice page: what was said, by which voice, where, its figures and its WAV (`wav()`)."""
+
+    id: str
+    text: str
+    voice_label: str | None
+    config: dict[str, Any]
+    target: str
+    figures: dict[str, Any]
+    state: TakeState
+    error: str | None
+    audio: str
+    created_at: float
+    folder: Path = field(repr=False)
+    user_id: str = LOCAL.id
+    shared: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "done" and self.error is None
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.audio
+
+    def wav(self) -> bytes:
+        """The WAV bytes; HistoryError naming the file when it is gone."""
+        try:
+            return self.path.read_bytes()
+        except OSError as exc:
+            raise HistoryError(f"the audio of take {self.id} cannot be read at {self.path} ({exc})") from None
+
+
+def _take(row: sqlite3.Row, media: Path) -> SpeechTake:
+    return SpeechTake(id=row["id"], text=row["text"], voice_label=row["voice_label"], config=json.loads(row["config"]),
+                      target=row["target"], figures=json.loads(row["figures"]), state=row["state"], error=row["error"],
+                      audio=row["audio"], created_at=row["created_at"], folder=media / row["id"],
+                      user_id=row["user_id"], shared=bool(row["shared"]))
+
+
+def _wav_frames(wav: bytes) -> int:
+    """The audio frames in `wav`; InvalidInput when it is not a WAV."""
+    try:
+        with wave.open(io.BytesIO(wav)) as w:
+            return w.getnframes()
+    except (wave.Error, EOFError) as exc:
+        raise InvalidInput(f"a speech take's audio must be a WAV file ({exc})") from None
+
+
 def _load_report(row: sqlite3.Row) -> LoadReportRecord:
     return LoadReportRecord(id=row["id"], modality=row["modality"], backend=row["backend"], target=row["target"],
                             instance_type=row["instance_type"], title=row["title"], created_at=row["created_at"],
@@ -307,7 +375,7 @@ class History:
         return not self.actor.signed_in
 
     def owns(self, record: Any) -> bool:
-        """Whether `record` (a Job, VoiceRecord, LoadReportRecord, Evaluation) is the actor's to change and share."""
+        """Whether `record` (a Job, VoiceRecord, LoadReportRecord, SpeechTake, Evaluation) is the actor's to change."""
         return self.sees_everything or record.user_id == self.actor.id
 
     def _mine(self) -> tuple[str, ...]:
@@ -666,6 +734,45 @@ class History:
         if row is None or not self._sees(row):
             raise InvalidInput(f"there is no load report {report_id!r} in the history at {self.data_dir}")
         return _load_report(row)
+
+    # -- speech takes (the Voice page) ------------------------------------------------------------------
+    def record_take(self, text: str, wav: bytes, *, target: str, state: TakeState = "done", error: str | None = None,
+                    voice_label: str | None = None, config: Mapping[str, Any] | None = None,
+                    figures: Mapping[str, Any] | None = None, created_at: float | None = None) -> SpeechTake:
+        """Keep a finished take, the actor's (Forbidden unless their role may generate): its WAV in
+        media/<id>/take.wav (written, atomically, before the row), the text, what spoke, the config sent (keep a
+        reference recording out of it), the figures. A take that failed or was stopped keeps the audio that
+        arrived (`state`, `error`); one with no audio at all is refused (InvalidInput): nothing to keep."""
+        require(self.actor, "generate")
+        if _wav_frames(wav) == 0:
+            raise InvalidInput("this take has no audio: nothing arrived before it ended, so it is not kept")
+        take_id = f"take-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        try:
+            [name] = self._write_files(take_id, {TAKE_FILE: wav})
+            with self._tx() as db:
+                db.execute(
+                    "INSERT INTO speech_takes (id, text, voice_label, config, target, figures, state, error, audio,"
+                    " created_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (take_id, text, voice_label, json.dumps(dict(config or {})), target,
+                     json.dumps(dict(figures or {})), state, error, name, float(created_at or time.time()),
+                     self.actor.id))
+        except (OSError, sqlite3.Error, TypeError, ValueError) as exc:
+            raise HistoryError(f"cannot record the speech take in {self.data_dir} ({exc})") from None
+        return self.take(take_id)
+
+    def takes(self, *, limit: int | None = 50) -> list[SpeechTake]:
+        """The actor's speech takes and those others shared, newest first."""
+        condition, args = self.visible()
+        sql = f"SELECT * FROM speech_takes WHERE {condition} ORDER BY created_at DESC, rowid DESC" + \
+              (f" LIMIT {int(limit)}" if limit is not None else "")
+        return [_take(r, self.media_dir) for r in self._connect().execute(sql, args).fetchall()]
+
+    def take(self, take_id: str) -> SpeechTake:
+        """The take; someone else's unshared take is refused like a missing one."""
+        row = self._connect().execute("SELECT * FROM speech_takes WHERE id = ?", (take_id,)).fetchone()
+        if row is None or not self._sees(row):
+            raise InvalidInput(f"there is no take {take_id!r} in the history at {self.data_dir}")
+        return _take(row, self.media_dir)
 
     # -- other packages' tables (services/eval): additive, in the same file --------------------------------
     def add_tables(self, schema: str, *, owned: Sequence[str] = (), stamped: Sequence[str] = ()) -> None:

@@ -1,17 +1,27 @@
-"""The voice page's views: the figures of an utterance, the last take, and this session's earlier takes."""
+"""The voice page's views: the figures of an utterance, the last take, and the earlier takes — this person's and
+those the team shared, kept in the history (services/history.py `record_take`), so they survive reloads and
+restarts. Others' takes say whose they are; one's own have the "Share with the team" toggle (ui/workspace_views)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
+from protocol.errors import StudioError
+from protocol.speech import SessionConfig
+from services.history import SpeechTake
 from services.speech import SessionStats, Utterance, waveform_png
+from ui import resources
 from ui.resources import plain
 from ui.text import shorten
+from ui.workspace_views import by_line, share_toggle
 
 TEXT_SHOWN = 400  # characters of an utterance's text shown with it
+TAKES_SHOWN = 10  # earlier takes listed from the history
+NOT_KEPT = {"type", "ref_audio", "speaker_embedding"}  # a reference recording is never kept with a take
 STATE_TEXT = {"idle": "connecting…", "streaming": "streaming…", "done": "done", "failed": "stopped by an error",
               "cancelled": "stopped"}
 
@@ -24,6 +34,7 @@ class Take:
     wav: bytes
     picture: bytes | None
     voice_label: str | None = None  # what spoke ("voice joe, style …", "clone of a recording"); never the audio
+    record_id: str | None = None  # its id in the history, once kept
 
     @classmethod
     def of(cls, u: Utterance, voice_label: str | None = None) -> Take:
@@ -32,6 +43,25 @@ class Take:
     @property
     def voice(self) -> str:
         return self.voice_label or f"voice {self.utterance.voice or 'default'}"
+
+
+def keep_take(u: Utterance, voice_label: str | None, target: str, config: SessionConfig | None) -> Take:
+    """The finished utterance as this session's newest take, kept in the history for the signed-in person (with
+    the audio that arrived when it failed or was stopped; one with no audio is not kept). When it cannot be kept,
+    the page says so once (`voice_error`) and the take still shows for this session."""
+    take = Take.of(u, voice_label)
+    if not u.pcm:
+        return take
+    state = "failed" if u.error is not None else ("cancelled" if u.stats.state == "cancelled" else "done")
+    try:
+        record = resources.history().record_take(
+            u.text, take.wav, target=target, state=state, error=None if u.error is None else str(u.error),
+            voice_label=take.voice, figures=u.stats.figures(), created_at=u.created_at,
+            config={} if config is None else config.model_dump(mode="json", exclude_none=True, exclude=NOT_KEPT))
+        take.record_id = record.id
+    except StudioError as exc:
+        st.session_state["voice_error"] = f"This take plays here but could not be kept in the history: {exc}"
+    return take
 
 
 def figures(stats: SessionStats) -> None:
@@ -69,22 +99,52 @@ def take_view(take: Take) -> None:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(u.created_at))
         st.download_button("Download WAV", take.wav, file_name=f"speech-{stamp}.wav", mime="audio/wav",
                            key="voice_download_latest", on_click="ignore")
+    if take.record_id is not None:
+        try:
+            history = resources.history()
+            kept = history.take(take.record_id)
+        except StudioError:
+            return  # the list below says what is wrong with the history
+        share_toggle(history, "take", kept.id, kept.user_id, kept.shared)
 
 
-def session_takes(takes: list[Take]) -> None:
-    """Earlier takes of this session, newest first, each with its summary and a download."""
+def _summary(t: SpeechTake) -> str:
+    f: dict[str, Any] = t.figures
+    ttfa = "—" if f.get("ttfa_ms") is None else f"{f['ttfa_ms']:.0f} ms"
+    how = {"done": "ok", "failed": "error", "cancelled": "stopped"}[t.state]
+    return (f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t.created_at))} · {t.voice_label or 'voice'} · "
+            f"{t.config.get('language') or 'Auto'} · {f.get('audio_seconds', 0):.1f} s · first audio {ttfa} · "
+            f"{f.get('chunks', 0)} chunks · {how}")
+
+
+def kept_takes(skip: str | None = None) -> None:
+    """Earlier takes from the history, newest first: this person's and those the team shared (not `skip`, the
+    one shown above), each with its summary, whose it is when not one's own, a player, a download and, on one's
+    own, the share toggle."""
+    try:
+        history = resources.history()
+        takes = [t for t in history.takes(limit=TAKES_SHOWN + 1) if t.id != skip][:TAKES_SHOWN]
+    except StudioError as exc:
+        st.error(plain(f"Earlier takes cannot be shown: {exc}"))
+        return
     if not takes:
         return
     st.divider()
-    st.subheader("This session")
-    for i, take in enumerate(takes):
-        u = take.utterance
+    st.subheader("Takes")
+    st.caption("Yours and those the team shared, newest first; kept in the studio's history.")
+    for t in takes:
         with st.container(border=True):
-            st.text(shorten(u.text, TEXT_SHOWN))
-            ttfa = "—" if u.stats.ttfa_ms is None else f"{u.stats.ttfa_ms:.0f} ms"
-            st.caption(plain(f"{time.strftime('%H:%M:%S', time.localtime(u.created_at))} · {take.voice} · "
-                             f"{u.language or 'Auto'} · {u.stats.audio_seconds:.1f} s · "
-                             f"first audio {ttfa} · {u.stats.chunks} chunks · {'ok' if u.ok else 'error'}"))
-            if take.picture:
-                st.download_button("Download WAV", take.wav, file_name=f"speech-{i + 1}.wav", mime="audio/wav",
-                                   key=f"voice_download_{u.created_at}", on_click="ignore")
+            st.text(shorten(t.text, TEXT_SHOWN))
+            by_line(t.user_id)
+            st.caption(plain(_summary(t)))
+            if t.error:
+                st.caption(plain(f"Stopped by an error; the audio before it is kept: {t.error}"))
+            try:
+                wav = t.wav()
+            except StudioError as exc:
+                st.warning(plain(exc))
+            else:
+                st.audio(wav, format="audio/wav")
+                st.download_button("Download WAV", wav, file_name=f"speech-{t.id.removeprefix('take-')}.wav",
+                                   mime="audio/wav", key=f"voice_download_{t.id}", on_click="ignore")
+            share_toggle(history, "take", t.id, t.user_id, t.shared)

@@ -58,7 +58,7 @@ def share_toggle(history: Any, kind: str, record_id: Any, user_id: str | None, s
                  container: Any = st, *, after: Callable[[], None] | None = None) -> None:
     """"Share with the team" on an item this person made (signed in, with a role that may share) — for an admin
     also on `local`'s, made before sign-in; its change is kept at once (`History.set_shared`), then `after()`
-    (e.g. a cached list forgotten). `kind`: job, voice, load_report or evaluation."""
+    (e.g. a cached list forgotten). `kind`: job, voice, load_report, evaluation or take."""
     actor = auth.principal()
     theirs = user_id == actor.id or (actor.role == "admin" and user_id == LOCAL.id)
     if record_id is None or not actor.signed_in or not theirs or not actor.can("share"):
