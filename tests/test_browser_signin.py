@@ -123,7 +123,8 @@ def generate_image(page, prompt: str) -> str:
     page.get_by_role("button", name="Generate").click()
     page.get_by_text("Offline preview", exact=False).first.wait_for(timeout=60_000)
     page.locator('[data-testid="stImage"] img').first.wait_for(timeout=20_000)
-    return main_text(page)
+    # The gallery tile's caption (the seed) may be drawn a moment after the image: read once it has settled.
+    return settled_text(page, lambda text: "seed 7" in text and "Offline preview" in text, timeout=30)
 
 
 # ---------------------------------------------------------------------------------------------------------
