@@ -30,6 +30,19 @@ def _main_text(page) -> str:
     return page.locator('[data-testid="stMain"]').inner_text()
 
 
+def _ended(page, kind: str, timeout: float) -> str:
+    """The page once `kind`'s action shows done or failed and has finished drawing its panel: Streamlit draws
+    the title before the outcome line below it, so the text must read the same twice, half a second apart."""
+    last = [None]
+
+    def read() -> str:
+        text = _main_text(page)
+        settled, last[0] = text == last[0], text
+        return text if settled else ""
+
+    return poll(read, lambda t: f"{kind} — done" in t or f"{kind} — failed" in t, timeout, step=0.5)
+
+
 def _table(page) -> list[dict[str, str]] | None:
     """The status table as rows of {column: cell}; None until it is drawn."""
     rows = page.evaluate(_TABLE)
@@ -79,7 +92,7 @@ def scenario(studio) -> dict:
         lambda: page.locator("pre code").filter(has_text="python -m infra deploy").first.inner_text(),
         lambda c: "--ttl 2h" in c, 30)
     page.get_by_role("button", name="Deploy", exact=True).click()
-    out["after_deploy"] = poll(lambda: _main_text(page), lambda t: "deploy — done" in t or "deploy — failed" in t, 150)
+    out["after_deploy"] = _ended(page, "deploy", 150)
     out["ttl_deployed"] = poll(lambda: _ttl_by_role(page),
                                lambda t: t is not None and len(t) == 3 and all("deletes itself in" in v for v in t.values()), 60)
     out["table_deployed"] = _table(page)
@@ -104,7 +117,7 @@ def scenario(studio) -> dict:
     poll(lambda: page.locator("pre code").filter(has_text="python -m infra extend").first.inner_text(),
          lambda c: "--ttl 4h" in c, 30)
     page.get_by_role("button", name="Extend", exact=True).click()
-    out["after_extend"] = poll(lambda: _main_text(page), lambda t: "extend — done" in t or "extend — failed" in t, 90)
+    out["after_extend"] = _ended(page, "extend", 90)
     out["ttl_extended"] = poll(
         lambda: _ttl_by_role(page),
         lambda t: t is not None and len(t) == 3 and all(_minutes_left(v) > 200 for v in t.values()), 60)
@@ -124,14 +137,13 @@ def scenario(studio) -> dict:
     out["upgrade_command"] = poll(upgrade_line, lambda c: f"upgrade voice --image-tag {NEW_TAG}" in c, 30)
     out["versions_before"] = page.get_by_text("voice: v1 (").first.inner_text()
     page.get_by_role("button", name="Upgrade", exact=True).click()
-    out["after_upgrade"] = poll(lambda: _main_text(page), lambda t: "upgrade — done" in t or "upgrade — failed" in t, 180)
+    out["after_upgrade"] = _ended(page, "upgrade", 180)
     out["versions_upgraded"] = poll(lambda: _main_text(page), lambda t: f"voice: v2 ({NEW_TAG}" in t, 60)
     _shot(page, "upgraded", 'h3:has-text("Versions")')
 
     # 5. Roll back: the previous version is in use again.
     page.get_by_role("button", name="Roll back", exact=True).click()
-    out["after_rollback"] = poll(lambda: _main_text(page), lambda t: "rollback — done" in t or "rollback — failed" in t,
-                                 180)
+    out["after_rollback"] = _ended(page, "rollback", 180)
     out["versions_rolled_back"] = poll(lambda: _main_text(page),
                                        lambda t: "voice: v1 (" in t and f"v2 ({NEW_TAG}) rolled back" in t, 60)
     _shot(page, "rolled-back", 'h3:has-text("Versions")')
@@ -180,7 +192,8 @@ def test_endpoints_lifecycle_in_chromium(tmp_path) -> None:
     # Deployed with a 2 h TTL and the video endpoint to zero when idle.
     assert r["scale_to_zero_checked"] and "--ttl 2h" in r["deploy_command"]
     assert "--no-scale-to-zero" not in r["deploy_command"]
-    assert "deploy — done" in r["after_deploy"] and "all endpoints InService, smoke test passed" in r["after_deploy"]
+    assert "deploy — done" in r["after_deploy"] and "all endpoints InService, smoke test passed" in r["after_deploy"], \
+        r["after_deploy"]
     before = {role: _minutes_left(v) for role, v in r["ttl_deployed"].items()}
     assert set(before) == {"voice", "image", "video"} and all(100 <= m <= 120 for m in before.values()), before
     rows = {row["endpoint"]: row for row in r["table_deployed"]}
