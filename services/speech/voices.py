@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import getpass
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -95,7 +96,7 @@ def _clean(text: str | None) -> str | None:
     return (text or "").strip() or None
 
 
-class VoiceLibrary:
+class VoiceLibrary(ABC):
     """What every target's library does; subclasses upload, list and delete."""
 
     #: False where the server cannot list or delete voices (SageMaker): the UI says `notice`.
@@ -183,17 +184,21 @@ class VoiceLibrary:
         return answer
 
     # -- subclasses -------------------------------------------------------------------------------------
+    @abstractmethod
     def _check_free(self, name: str) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _upload(self, body: bytes, content_type: str) -> VoiceUploadResponse:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def list(self) -> list[SavedVoice]:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def delete(self, name: str) -> str:
-        raise NotImplementedError
+        ...
 
 
 def _from_record(r: VoiceRecord) -> SavedVoice:
