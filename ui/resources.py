@@ -203,10 +203,9 @@ def infra_actions():
 
 
 def audit_entries(limit: int = 50) -> list:
-    """The audit log, newest first (endpoint actions and voice clones)."""
-    from services.audit import AuditLog
-
-    return AuditLog(_history(str(settings().data_dir))).entries(limit=limit)
+    """The audit log, newest first (endpoint actions and voice clones): the runner's own, made once per process
+    (making one creates its table: a write, not for every page run)."""
+    return infra_actions().audit.entries(limit=limit)
 
 
 @st.cache_data(ttl=30, show_spinner=False)
