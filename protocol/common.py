@@ -21,29 +21,42 @@ def dumps(message: BaseModel) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
+# How much of a target's error text the studio shows (its own words, never its raw body: a target an admin
+# registered may still answer with an internal page).
+ERROR_EXCERPT_CHARS = 300
+
+
+def plain_excerpt(text: str, limit: int = ERROR_EXCERPT_CHARS) -> str:
+    """`text` on one line, control characters out, at most `limit` characters (an ellipsis says it was cut)."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
 def error_text(body: str) -> str:
-    """The server's own words from a vLLM-Omni/OpenAI/FastAPI error body (or the start of the body)."""
+    """The server's own words from a vLLM-Omni/OpenAI/FastAPI JSON error body — its `error` (or `error.message`),
+    `detail` or `message` field — as a bounded plain excerpt; "" when the body is not such JSON (an HTML page,
+    a stack trace): the caller then shows the status alone."""
     try:
         data = json.loads(body)
-    except ValueError:
-        return body.strip()[:500]
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-        detail = data.get("detail")
-        if isinstance(detail, str):
-            return detail
-        if isinstance(detail, list):  # FastAPI validation errors
-            return "; ".join(
-                f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: {d.get('msg')}"
-                for d in detail if isinstance(d, dict)
-            ) or str(detail)
-        if data.get("message"):
-            return str(data["message"])
-    return str(data)[:500]
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    err = data.get("error")
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return plain_excerpt(err["message"])
+    if isinstance(err, str):
+        return plain_excerpt(err)
+    detail = data.get("detail")
+    if isinstance(detail, str):
+        return plain_excerpt(detail)
+    if isinstance(detail, list):  # FastAPI validation errors
+        return plain_excerpt("; ".join(
+            f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: {d.get('msg')}"
+            for d in detail if isinstance(d, dict)))
+    if isinstance(data.get("message"), str):
+        return plain_excerpt(data["message"])
+    return ""
 
 
 class ErrorInfo(BaseModel):

@@ -86,8 +86,9 @@ class OmniImageTransport:
         try:
             payload = ImageGenerationResponse.model_validate_json(resp.content)
         except ValidationError:
-            raise ServerError(f"the image server at {self.url} sent a response that is not an image result: "
-                              f"{resp.text[:200]!r}", status=resp.status_code) from None
+            raise ServerError(f"the image server at {self.url} sent a response that is not an image result "
+                              f"(HTTP {resp.status_code}, {resp.headers.get('content-type') or 'no content type'})",
+                              status=resp.status_code) from None
         return payload, TransportTimings(model_s=_float_header(resp.headers.get(HEADER_INFERENCE_TIME)),
                                          request_s=request_s)
 

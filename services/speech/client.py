@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import httpx
 
-from protocol.common import ModelList
+from protocol.common import ModelList, error_text
 from protocol.errors import BackendUnreachable, InvalidInput, ServerError, StudioError
 from protocol.speech import (
     OFFLINE_TASK_TYPES,
@@ -116,7 +116,8 @@ class OmniCatalog:
         except httpx.HTTPError as exc:
             raise BackendUnreachable(f"cannot reach {self.url} ({type(exc).__name__}: {exc}); is the server running?") from None
         if resp.status_code != 200:
-            raise ServerError(f"{self.url}{path} answered HTTP {resp.status_code}: {resp.text[:300]}", status=resp.status_code)
+            raise ServerError(f"{self.url}{path} answered HTTP {resp.status_code}"
+                              + (f": {text}" if (text := error_text(resp.text)) else ""), status=resp.status_code)
         return resp.json()
 
     def voices(self) -> list[str]:

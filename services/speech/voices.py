@@ -177,8 +177,9 @@ class VoiceLibrary(ABC):
             answer = VoiceUploadResponse.model_validate_json(raw)
         except ValidationError:
             text = error_text(raw.decode("utf-8", "replace"))
-            raise ServerError(f"{doing}: HTTP {status}: {text}" if status >= 400 else
-                              f"{doing}: the answer is not a voice upload result: {text[:200]}", status=status) from None
+            raise ServerError(f"{doing}: HTTP {status}" + (f": {text}" if text else "") if status >= 400 else
+                              f"{doing}: the answer is not a voice upload result" + (f": {text}" if text else ""),
+                              status=status) from None
         if not answer.success or status >= 400:
             raise ServerError(f"{doing}: {answer.error or f'HTTP {status}'}", status=status)
         return answer
@@ -228,11 +229,13 @@ class OmniVoices(VoiceLibrary):
         doing = f"listing the voices of {self.url}"
         resp = self._request("GET", VOICES_PATH, doing)
         if resp.status_code != 200:
-            raise ServerError(f"{doing}: HTTP {resp.status_code}: {error_text(resp.text)}", status=resp.status_code)
+            text = error_text(resp.text)
+            raise ServerError(f"{doing}: HTTP {resp.status_code}" + (f": {text}" if text else ""), status=resp.status_code)
         try:
             return VoicesResponse.model_validate_json(resp.content)
         except ValidationError:
-            raise ServerError(f"{doing}: the answer is not a voice list: {resp.text[:200]}") from None
+            raise ServerError(f"{doing}: the answer is not a voice list (HTTP {resp.status_code}, "
+                              f"{resp.headers.get('content-type') or 'no content type'})") from None
 
     def _check_free(self, name: str) -> None:
         listed = self._server_voices()
