@@ -6,7 +6,8 @@
         outcome.job, outcome.error, outcome.cost_per_item_usd, outcome.price_note
 
 A target is the backend the caller already has (`default`: the sidebar's), a vLLM-Omni server by URL, or a
-SageMaker endpoint by name; the others are built with `create_backend(settings.with_overrides(...))` and
+SageMaker endpoint by name — from the studio's closed set only (services/targets.py: a registered server, the
+deployment's endpoint; Forbidden otherwise, before anything is built or sent); the others are built with `create_backend(settings.with_overrides(...))` and
 closed afterwards. Every image is recorded in the history like any other (a failed one too, with its
 settings). Everything is checked before anything is sent: a bad variant is named and nothing runs.
 
@@ -37,6 +38,7 @@ from services.base import Backend
 from services.history import History, Job
 from services.images import ImageRequest, record_image
 from services.settings import Settings
+from services.targets import TargetBook
 from services.videos import VideoJobs, VideoRequest
 
 VARIANTS = Range(2, 4)
@@ -193,7 +195,8 @@ def compare_images(variants: list[ImageVariant], *, settings: Settings, history:
     refusal) is its outcome's error; the others go on."""
     require(history.actor, "generate")
     return _compare(variants, "image", lambda backend, v: record_image(backend.images, history, v.request),
-                    settings=settings, default=default, build=build)
+                    settings=settings, default=default, build=build, actor=history.actor,
+                    book=TargetBook(settings, history))
 
 
 def compare_videos(variants: list[VideoVariant], *, settings: Settings, history: History, default: Backend,
@@ -209,11 +212,13 @@ def compare_videos(variants: list[VideoVariant], *, settings: Settings, history:
             raise StudioError(job.error or f"the video job is {job.status}")
         return job
 
-    return _compare(variants, "video", run, settings=settings, default=default, build=build)
+    return _compare(variants, "video", run, settings=settings, default=default, build=build, actor=history.actor,
+                    book=TargetBook(settings, history))
 
 
 def compare_voices(variants: list[VoiceVariant], *, settings: Settings, default: Backend, actor: Principal,
-                   build: Callable[[Settings], Backend] = create_backend) -> list[Outcome]:
+                   build: Callable[[Settings], Backend] = create_backend, book: TargetBook | None = None,
+                   ) -> list[Outcome]:
     """Every variant speaks the text at once; each outcome holds the WAV and its figures, in order. Forbidden
     before any target is built unless `actor` may generate."""
     require(actor, "generate")
@@ -232,14 +237,19 @@ def compare_voices(variants: list[VoiceVariant], *, settings: Settings, default:
         outcome.figures = {"latency_s": time.perf_counter() - started, "ttfa_ms": stats.ttfa_ms, "rtf": stats.rtf,
                            "audio_seconds": stats.audio_seconds}
 
-    return _compare(variants, "voice", run, settings=settings, default=default, build=build, fills=True)
+    return _compare(variants, "voice", run, settings=settings, default=default, build=build, fills=True, actor=actor,
+                    book=book or TargetBook(settings, History(settings.data_dir)))
 
 
 def _compare(variants: list, modality: str, make: Callable[..., Any], *, settings: Settings,
-             default: Backend, build: Callable[[Settings], Backend], fills: bool = False) -> list[Outcome]:
+             default: Backend, build: Callable[[Settings], Backend], actor: Principal, book: TargetBook,
+             fills: bool = False) -> list[Outcome]:
     """`make(backend, variant)` returns the recorded job; with `fills`, `make(backend, variant, outcome)` fills
-    the outcome itself."""
+    the outcome itself. Every target is checked against the closed set before any is built."""
     variants = check_variants(list(variants))
+    for v in variants:
+        book.check(actor, v.target.kind, url=v.target.url, endpoint=v.target.endpoint, modality=modality,
+                   who=f"variant {v.label}")
     built: dict[tuple[str, str | None], Backend | StudioError] = {}
     for v in variants:  # one backend per distinct target, built before the run
         if v.target.kind != "default" and v.target.key() not in built:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
@@ -45,6 +47,9 @@ class IceServer(BaseModel):
     credential: str | None = None
 
 
+SERVER_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
+SERVER_URL_MAX = 2048
+
 PageName = Literal["voice", "image", "video", "endpoints", "capacity", "evaluations"]
 
 
@@ -73,6 +78,52 @@ class DemoMode(BaseModel):
         return tuple(t for t in task_types if self.uploads or t != "Base")
 
 
+class ServerEntry(BaseModel):
+    """A vLLM-Omni server an admin registered in the settings (`[[servers]]` in studio.toml): the studio's
+    closed set of targets (services/targets.py) offers it by its name."""
+
+    model_config = {"extra": "forbid"}
+    url: str
+    name: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return check_server_url(v)
+
+
+def check_server_url(url: str) -> str:
+    """A vLLM-Omni server's base URL, normalised (ws/wss become http/https: the clients derive the WebSocket
+    address themselves), or ValueError naming what to fix. The studio's server sends requests to it, so only a
+    plain base is accepted: http, https, ws or wss; a host; no user name or password; no query or fragment; a
+    path of plain segments at most (a server behind a proxy prefix), never `..` or escapes."""
+    raw = str(url).strip()
+    if not raw or len(raw) > SERVER_URL_MAX:
+        raise ValueError(f"a server URL is 1 to {SERVER_URL_MAX} characters, e.g. http://gpu-box:8091")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in raw):
+        raise ValueError("a server URL has no spaces or control characters")
+    parts = urlsplit(raw)
+    scheme = parts.scheme.lower()
+    if scheme not in SERVER_SCHEMES:
+        raise ValueError(f"a server URL must start with http:// or https:// (ws:// and wss:// are taken too; "
+                         f"got {raw!r}), e.g. http://gpu-box:8091")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValueError("a server URL carries no user name or password (nothing before @)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"the port in {raw!r} is not a number from 0 to 65535") from None
+    if not parts.hostname:
+        raise ValueError(f"a server URL names a host, e.g. http://gpu-box:8091 (got {raw!r})")
+    if parts.query or parts.fragment or raw.endswith(("?", "#")):
+        raise ValueError("a server URL is the server's base only: no ?query or #fragment")
+    path = parts.path.rstrip("/")
+    if path and not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", path) or any(s in (".", "..") for s in path.split("/")):
+        raise ValueError(f"a server URL's path is plain segments at most, like /omni (got {parts.path!r})")
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    return f"{SERVER_SCHEMES[scheme]}://{host}{'' if port is None else f':{port}'}{path}"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid")
 
@@ -80,6 +131,9 @@ class Settings(BaseSettings):
     backend: BackendName = "offline"
     # `omni`: any vLLM-Omni server, e.g. http://gpu-box:8091
     omni_url: str | None = None
+    # More vLLM-Omni servers an admin registered ([[servers]] url, name): with omni_url and the servers added on
+    # the sidebar, the only URLs the studio's server sends requests to (services/targets.py).
+    servers: list[ServerEntry] = Field(default_factory=list)
     # Where the history database and generated files live.
     data_dir: Path = Path(".studio-data")
     # WebRTC ICE servers: empty for local use (no outbound STUN); STUN/TURN entries for remote users.
@@ -113,9 +167,7 @@ class Settings(BaseSettings):
     def _url_shape(cls, v: str | None) -> str | None:
         if v is None or v == "":
             return None
-        if not v.startswith(("http://", "https://")):
-            raise ValueError(f"omni_url must start with http:// or https:// (got {v!r}), e.g. http://gpu-box:8091")
-        return v.rstrip("/")
+        return check_server_url(v)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

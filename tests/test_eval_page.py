@@ -5,6 +5,7 @@ is named and nothing is created."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,8 @@ def _define(at, name: str, prompts: str, variants: list[dict[str, str]]) -> None
     at.text_input(key="ev_name").input(name)
     at.text_area(key="ev_prompts").input(prompts)
     for i, v in enumerate(variants):
-        if "target" in v:
+        if "target" in v:  # a registered server, picked by its key
             at.selectbox(key=f"ev_{i}_target").set_value(v["target"]).run()
-            at.text_input(key=f"ev_{i}_where").input(v["where"])
         at.text_input(key=f"ev_{i}_label").input(v["label"])
         at.text_area(key=f"ev_{i}_settings").input(v.get("settings", ""))
     _button(at, "Create evaluation").click().run()
@@ -71,10 +71,11 @@ def test_define_run_review_blind_reveal_and_export(engine_url: str, monkeypatch:
 
 def test_a_down_target_fails_alone_and_the_run_continues_later(engine_url: str, monkeypatch: pytest.MonkeyPatch,
                                                               tmp_path: Path) -> None:
-    at = _open(monkeypatch, tmp_path, engine_url, PAGE)
     down = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("OMNI_STUDIO_SERVERS", json.dumps([{"url": down}]))  # an admin registered it
+    at = _open(monkeypatch, tmp_path, engine_url, PAGE)
     _define(at, "down", "a cat", [{"label": "here", "settings": 'size = "128x128"'},
-                                  {"label": "gone", "target": "omni", "where": down}])
+                                  {"label": "gone", "target": f"omni:{down}"}])
     _button(at, "Run").click().run()
     _ok(at)
     store = EvalStore(tmp_path)
@@ -89,6 +90,9 @@ def test_a_down_target_fails_alone_and_the_run_continues_later(engine_url: str, 
     ([{"label": "x"}, {"label": "x"}], "a cat", "two variants are labelled 'x'"),
     ([{"label": "x", "settings": "colour = 3"}, {"label": "y"}], "a cat", "unknown setting(s) colour"),
     ([{"label": "x"}, {"label": "y"}], "", "the prompt set is empty"),
+    ([{"label": "x", "settings": 'state_file = "/etc/passwd"'}, {"label": "y"}], "a cat",
+     "state_file cannot be set here"),
+    ([{"label": "x", "settings": 'url = "http://127.0.0.1:9/admin"'}, {"label": "y"}], "a cat", "url cannot be set here"),
 ])
 def test_a_bad_definition_is_named_and_nothing_is_created(engine_url: str, monkeypatch: pytest.MonkeyPatch,
                                                           tmp_path: Path, variants, prompts, message) -> None:

@@ -6,6 +6,7 @@ tests/test_browser_image_compare.py shows the image columns in Chromium."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -22,8 +23,10 @@ def _variant(at, i: int, **fields: str) -> None:
     for name, value in fields.items():
         if name == "steps":
             at.number_input(key=f"cmp_{i}_steps").set_value(int(value))
-        elif name == "target":
-            at.selectbox(key=f"cmp_{i}_target").set_value(value).run()  # its URL field appears
+        elif name == "target":  # a registered server, picked by its key (there is no URL to type)
+            at.selectbox(key=f"cmp_{i}_target").set_value(value).run()
+        elif name == "where":
+            pass
         else:
             at.text_input(key=f"cmp_{i}_{name}").set_value(value)
 
@@ -61,12 +64,13 @@ def test_two_variants_side_by_side_are_recorded_with_figures_and_cost(
 
 def test_a_variant_on_a_down_target_fails_alone_and_another_url_works(
         engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("OMNI_STUDIO_SERVERS", json.dumps([{"url": down, "name": "gone"}]))  # an admin registered it
     at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
     at.segmented_control(key="cmp_count").set_value(3).run()
-    down = f"http://127.0.0.1:{free_port()}"
     _variant(at, 0, size="128x128", seed="1")
-    _variant(at, 1, target="omni", where=engine_url, size="160x128", seed="1")  # a second backend, same server
-    _variant(at, 2, target="omni", where=down, size="192x128", seed="1")
+    _variant(at, 1, target=f"omni:{engine_url}", size="160x128", seed="1")  # a second backend, same server
+    _variant(at, 2, target=f"omni:{down}", size="192x128", seed="1")
     at.run()
     _compare(at, "a boat")
     jobs = History(tmp_path).jobs("image")
@@ -80,11 +84,21 @@ def test_a_variant_on_a_down_target_fails_alone_and_another_url_works(
     assert f"vLLM-Omni {engine_url}" in captions.replace("`", "")
 
 
+def test_the_compare_targets_are_the_closed_set_and_the_form_has_no_url_field(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A creator once typed http://127.0.0.1:PORT/admin/secret?q= as a variant's URL and the page showed what the
+    internal service answered. Now a target is picked from the studio's set (the service checks again:
+    tests/test_targets.py)."""
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    assert at.selectbox(key="cmp_1_target").options[0] == "Sidebar backend"
+    assert all(o == "Sidebar backend" or engine_url in o for o in at.selectbox(key="cmp_1_target").options)
+    assert not [t for t in at.text_input if t.label in ("URL", "Endpoint name")]
+
+
 @pytest.mark.parametrize("fields, message", [
     ({0: {"label": "same"}, 1: {"label": "same"}}, "variant labels must differ"),
     ({1: {"seed": "abc"}}, "variant B: seed must be a whole number"),
     ({0: {"size": "10x10"}}, "variant A:"),
-    ({1: {"target": "omni"}}, "variant B: a vLLM-Omni target needs its URL"),
     ({1: {"price": "lots"}}, "variant B: the price per hour (USD) must be a number"),
 ])
 def test_bad_variants_are_named_and_nothing_runs(engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

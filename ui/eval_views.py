@@ -20,14 +20,14 @@ from services.eval.export import export_zip, import_ratings
 from services.eval.pairing import Pair, next_pair, record_rating
 from services.eval.report import render, results, variant_rows, verdicts
 from services.eval.runner import run_items
-from services.eval.spec import SETTINGS, parse_spec, read_prompts_file
+from services.eval.spec import SETTINGS, TARGET_KEYS, parse_spec, read_prompts_file
 from services.eval.store import EvalStore
 from services.settings import Settings
 from ui.media_views import when
 from ui.resources import plain
+from ui.target_views import picked_target, target_book, target_picker
 from ui.workspace_views import owner_of
 
-TARGETS = {"default": "Sidebar backend", "omni": "vLLM-Omni URL", "sagemaker": "SageMaker endpoint"}
 EXAMPLES = {"voice": 'voice = "vivian"\ninstructions = "slow and warm"', "image": "steps = 8\nseed = 1",
             "video": "frames = 17\nsteps = 4"}
 VERDICT = {"a": "1 is better", "b": "2 is better", "tie": "Tie"}
@@ -39,8 +39,7 @@ def init_define_state() -> None:
     for key, value in {"ev_name": "", "ev_modality": "image", "ev_prompts": "", "ev_repeats": 1, "ev_count": 2}.items():
         state.setdefault(key, value)
     for i in range(4):
-        for name, value in {"label": "ABCD"[i], "target": "default", "where": "",
-                            "settings": ""}.items():
+        for name, value in {"label": "ABCD"[i], "target": "default", "settings": ""}.items():
             state.setdefault(f"ev_{i}_{name}", value)
 
 
@@ -57,7 +56,15 @@ def _settings_text(text: str, label: str) -> dict[str, Any]:
         except tomllib.TOMLDecodeError:
             key, value = line.split("=", 1)
             out[key.strip()] = value.strip()
+    # Where a variant runs is its Target picker's (the studio's closed set); the price keys stay settings.
+    aimed = [k for k in out if str(k).replace("-", "_") in TARGET_KEYS and k not in PRICE_KEYS]
+    if aimed:
+        raise InvalidInput(f"variant {label}: {', '.join(aimed)} cannot be set here — pick the variant's Target "
+                           "above (a state file, profile or region only on the command line)")
     return out
+
+
+PRICE_KEYS = ("instance_type", "price_per_hour")
 
 
 def create_from_form(store: EvalStore, backend_name: str, backend_url: str | None) -> None:
@@ -75,21 +82,24 @@ def create_from_form(store: EvalStore, backend_name: str, backend_url: str | Non
                 path = Path(tmp) / Path(upload.name).name
                 path.write_bytes(upload.getvalue())
                 prompts += read_prompts_file(path)
-        variants = []
+        variants, book, modality = [], target_book(), state["ev_modality"]
         for i in range(int(state["ev_count"])):
             label = str(state[f"ev_{i}_label"]).strip()
             variant: dict[str, Any] = {"label": label, **_settings_text(state[f"ev_{i}_settings"], label or str(i + 1))}
-            kind, where = state[f"ev_{i}_target"], str(state.get(f"ev_{i}_where") or "").strip()
-            if kind == "default":
+            try:
+                target = picked_target(book, modality, f"ev_{i}_target")
+            except StudioError as exc:
+                raise type(exc)(f"variant {label or i + 1}: {exc}") from None
+            if target.kind == "default":
                 variant |= {"backend": backend_name} | ({"url": backend_url} if backend_name == "omni" else {})
-            elif kind == "omni":
-                variant |= {"backend": "omni", "url": where}
+            elif target.kind == "omni":
+                variant |= {"backend": "omni", "url": target.url}
             else:
-                variant |= {"backend": "sagemaker", "endpoint": where}
+                variant |= {"backend": "sagemaker", "endpoint": target.endpoint}
             variants.append(variant)
-        spec = parse_spec({"name": state["ev_name"], "modality": state["ev_modality"], "prompts": prompts,
+        spec = parse_spec({"name": state["ev_name"], "modality": modality, "prompts": prompts,
                            "repeats": int(state["ev_repeats"]), "variants": variants})
-        state["ev_id"] = store.create(spec).id
+        state["ev_id"] = store.create(spec, targets=book).id
     except StudioError as exc:
         state["ev_error"] = str(exc)
 
@@ -104,13 +114,11 @@ def define_form(on_create) -> None:
     st.text_area("Prompts, one per line", key="ev_prompts", height=120)
     st.file_uploader("Or a prompt file (.txt one per line, .csv first column)", type=["txt", "csv"], key="ev_upload")
     st.segmented_control("Variants", [2, 3, 4], key="ev_count", required=True)
-    modality = state["ev_modality"]
+    modality, book = state["ev_modality"], target_book()
     for i, col in enumerate(st.columns(int(state["ev_count"]))):
         with col.container(border=True):
             st.text_input("Label", key=f"ev_{i}_label", max_chars=40)
-            st.selectbox("Target", list(TARGETS), key=f"ev_{i}_target", format_func=TARGETS.get)
-            if state[f"ev_{i}_target"] != "default":
-                st.text_input("URL" if state[f"ev_{i}_target"] == "omni" else "Endpoint name", key=f"ev_{i}_where")
+            target_picker(book, modality, f"ev_{i}_target")
             st.text_area("Settings (name = value)", key=f"ev_{i}_settings", height=110, placeholder=EXAMPLES[modality],
                          help=f"{modality} settings: {', '.join(SETTINGS[modality])}")
     st.button("Create evaluation", type="primary", on_click=on_create, key="ev_create")

@@ -12,7 +12,7 @@ import streamlit as st
 from protocol.errors import StudioError
 from protocol.limits import IMAGE_GUIDANCE, IMAGE_SIZE, IMAGE_STEPS, Range
 from services.base import Backend
-from services.compare import VARIANTS, ImageVariant, Outcome, Target, compare_images
+from services.compare import VARIANTS, ImageVariant, Outcome, compare_images
 from services.history import History
 from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest
 from services.load.report import usd
@@ -20,15 +20,15 @@ from services.settings import Settings
 from ui.forms import bounded_number, optional_number, optional_seed
 from ui.media_views import image_summary, seconds
 from ui.resources import plain
+from ui.target_views import picked_target, target_book, target_picker
 
 COMPARE = "Compare"
-TARGETS = {"default": "Sidebar backend", "omni": "vLLM-Omni URL", "sagemaker": "SageMaker endpoint"}
 PRICE = Range(0.0001, 1000.0)
 LABELS = "ABCD"
 
 
 def _defaults(i: int) -> dict[str, object]:
-    return {"label": LABELS[i], "target": "default", "where": "", "price": "", "size": DEFAULT_SIZE,
+    return {"label": LABELS[i], "target": "default", "price": "", "size": DEFAULT_SIZE,
             "steps": DEFAULT_STEPS * (i + 1) if DEFAULT_STEPS * (i + 1) <= IMAGE_STEPS.hi else DEFAULT_STEPS,
             "guidance": "", "seed": "", "negative": ""}
 
@@ -42,7 +42,7 @@ def init_compare_state() -> None:
             state.setdefault(f"cmp_{i}_{name}", value)
 
 
-def _variant(i: int, prompt: str) -> ImageVariant:
+def _variant(i: int, prompt: str, book) -> ImageVariant:
     state = st.session_state
     label = str(state[f"cmp_{i}_label"]).strip() or LABELS[i]
     try:
@@ -52,11 +52,9 @@ def _variant(i: int, prompt: str) -> ImageVariant:
                                                         blank="the model's default"),
                                seed=optional_seed(state[f"cmp_{i}_seed"]))
         price = optional_number(state[f"cmp_{i}_price"], "the price per hour (USD)", PRICE, blank="no price")
+        target = picked_target(book, "image", f"cmp_{i}_target", price)
     except StudioError as exc:
         raise type(exc)(f"variant {label}: {exc}") from None
-    kind, where = state[f"cmp_{i}_target"], str(state.get(f"cmp_{i}_where") or "").strip() or None
-    target = Target(kind, url=where if kind == "omni" else None, endpoint=where if kind == "sagemaker" else None,
-                    usd_per_hour=price)
     return ImageVariant(label, request, target)
 
 
@@ -65,7 +63,8 @@ def run_compare(settings: Settings, history: History, backend: Backend) -> None:
     state = st.session_state
     state["cmp_error"] = None
     try:
-        variants = [_variant(i, state["cmp_prompt"]) for i in range(int(state["cmp_count"]))]
+        book = target_book()
+        variants = [_variant(i, state["cmp_prompt"], book) for i in range(int(state["cmp_count"]))]
         with st.spinner(f"Generating {len(variants)} variants at once…"):
             state["cmp_outcomes"] = compare_images(variants, settings=settings, history=history, default=backend)
     except StudioError as exc:
@@ -75,6 +74,7 @@ def run_compare(settings: Settings, history: History, backend: Backend) -> None:
 def compare_form(on_compare) -> None:
     """The prompt, how many variants, each variant's column of settings and target, the Compare button."""
     state = st.session_state
+    book = target_book()
     st.text_area("Compare prompt", key="cmp_prompt", height=80, placeholder="The same prompt goes to every variant")
     st.segmented_control("Variants", list(range(int(VARIANTS.lo), int(VARIANTS.hi) + 1)), key="cmp_count",
                          required=True, help="each variant is a full set of settings and a target")
@@ -82,11 +82,7 @@ def compare_form(on_compare) -> None:
         with col.container(border=True):
             col_text = st.text_input
             col_text("Label", key=f"cmp_{i}_label", max_chars=40)
-            st.selectbox("Target", list(TARGETS), key=f"cmp_{i}_target", format_func=TARGETS.get)
-            kind = state[f"cmp_{i}_target"]
-            if kind != "default":
-                col_text("URL" if kind == "omni" else "Endpoint name", key=f"cmp_{i}_where",
-                         placeholder="http://gpu-box:8091" if kind == "omni" else "omni-image")
+            target_picker(book, "image", f"cmp_{i}_target")
             col_text("Size (WxH)", key=f"cmp_{i}_size",
                      help=f"width x height, each {IMAGE_SIZE.lo:g}–{IMAGE_SIZE.hi:g}")
             bounded_number(st, "Steps", f"cmp_{i}_steps", IMAGE_STEPS, step=1)

@@ -73,11 +73,25 @@ def deployment() -> tuple[str, str]:
 
 
 def backend_choice() -> tuple[str, str | None, str | None]:
-    """(backend, URL, SageMaker targets): a deploy or delete that changes the endpoints makes a new backend."""
+    """(backend, URL, SageMaker targets): a deploy or delete that changes the endpoints makes a new backend. A
+    server URL is one the studio registered (services/targets.py); anything else falls back to the settings'."""
     s = settings()
     name = st.session_state.get("backend_name", s.backend)
+    url = st.session_state.get("backend_url", s.omni_url)
+    if name == "omni" and url != s.omni_url and url not in _target_book().server_urls():
+        name, url = s.backend, s.omni_url  # a server removed meanwhile, or never registered
+        st.session_state.pop("backend_name", None), st.session_state.pop("backend_url", None)
     targets = deployment()[0] if name == "sagemaker" else None
-    return name, st.session_state.get("backend_url", s.omni_url), targets
+    return name, url, targets
+
+
+def _target_book():
+    from services.targets import TargetBook
+
+    try:
+        return TargetBook(settings(), history())
+    except StudioError:  # no usable history: the settings' servers still stand
+        return TargetBook(settings(), None)
 
 
 def backend() -> Backend:
@@ -103,7 +117,7 @@ def sidebar() -> None:
         auth.account(actor)
         st.subheader("Backend")
         if require_settings().demo is None:  # a demo studio stays on the target its settings name
-            _backend_picker(name, url, typed_url=actor.role == "admin")
+            _backend_picker(name, url, admin=actor.can("add_server"))
         try:
             b = backend()
         except StudioError as exc:
@@ -114,22 +128,46 @@ def sidebar() -> None:
         st.caption(f"Target: {code(b.target)}")
 
 
-def _backend_picker(name: str, url: str | None, *, typed_url: bool) -> None:
-    """Offline, vLLM-Omni or SageMaker for this browser session. Only an admin types a server URL (the studio's
-    server connects to it): others get the settings' one."""
-    options = ["offline", "omni", "sagemaker"]
-    labels = {"offline": "Offline engine (this machine)", "omni": "vLLM-Omni server (URL)", "sagemaker": "SageMaker AI"}
-    picked = st.selectbox("Target", options, index=options.index(name), format_func=labels.__getitem__,
-                          key="_backend_pick")
-    new_url = url
-    if picked == "omni" and typed_url:
-        new_url = st.text_input("Server URL", value=url or "", placeholder="http://gpu-box:8091").strip() or None
-    elif picked == "omni":
-        new_url = settings().omni_url
-        st.caption("The server the studio's settings name (`omni_url`); only an admin points it at another.")
-    if (picked, new_url) != (name, url):
-        st.session_state["backend_name"], st.session_state["backend_url"] = picked, new_url
+def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
+    """The offline engine, a registered vLLM-Omni server or SageMaker, for this browser session: a closed set
+    (services/targets.py). Only an admin adds a server, here — the studio's server connects to it."""
+    book = _target_book()
+    servers = book.servers()
+    labels = {"offline": "Offline engine (this machine)", "sagemaker": "SageMaker AI"}
+    labels |= {f"omni:{srv.url}": f"vLLM-Omni {srv.name}" for srv in servers}
+    options = ["offline", *[f"omni:{srv.url}" for srv in servers], "sagemaker"]
+    current = f"omni:{url or ''}" if name == "omni" else name
+    if current not in options:  # the settings name backend "omni" without a URL: shown, and named as a problem below
+        options.insert(1, current)
+        labels[current] = "vLLM-Omni server (no URL set)"
+    picked = st.selectbox("Target", options, index=options.index(current) if current in options else 0,
+                          format_func=labels.__getitem__, key="_backend_pick")
+    if admin:
+        with st.expander("Add a vLLM-Omni server"):
+            st.text_input("Server URL", key="_server_url", placeholder="http://gpu-box:8091")
+            st.text_input("Name", key="_server_name", placeholder="gpu box")
+            st.button("Add server", key="_server_add", on_click=_add_server, args=(book,))
+            if st.session_state.get("_server_error"):
+                st.error(plain(st.session_state["_server_error"]))
+    elif not servers:
+        st.caption("No vLLM-Omni server is registered; an admin adds one here (or `omni_url` in the settings).")
+    new_name, new_url = ("omni", picked.removeprefix("omni:") or None) if picked.startswith("omni:") else (picked, url)
+    if (new_name, new_url) != (name, url):
+        st.session_state["backend_name"], st.session_state["backend_url"] = new_name, new_url
         st.rerun()
+
+
+def _add_server(book) -> None:  # noqa: ANN001
+    state = st.session_state
+    state["_server_error"] = None
+    try:
+        server = book.add_server(auth.principal(), state.get("_server_url") or "", name=state.get("_server_name"))
+    except StudioError as exc:
+        state["_server_error"] = str(exc)
+        return
+    state["_server_url"] = state["_server_name"] = ""
+    state["backend_name"], state["backend_url"] = "omni", server.url
+    state.pop("_backend_pick", None)  # the picker is drawn again on the new server
 
 
 # ---------------------------------------------------------------------------------------------------------

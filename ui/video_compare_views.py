@@ -10,15 +10,16 @@ import streamlit as st
 from protocol.errors import StudioError
 from protocol.limits import VIDEO_FRAMES, VIDEO_GUIDANCE, VIDEO_STEPS
 from services.base import Backend
-from services.compare import VARIANTS, Outcome, Target, VideoVariant, compare_videos
+from services.compare import VARIANTS, Outcome, VideoVariant, compare_videos
 from services.history import History
 from services.load.report import usd
 from services.settings import Settings
 from services.videos import DEFAULT_FRAMES, DEFAULT_GUIDANCE, DEFAULT_STEPS, VIDEO_FILE, VideoRequest
 from ui.forms import bounded_number, optional_number, optional_seed
-from ui.image_compare_views import LABELS, PRICE, TARGETS
+from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds, video_summary
 from ui.resources import plain
+from ui.target_views import picked_target, target_book, target_picker
 from ui.video_views import chosen_reference
 
 
@@ -26,7 +27,7 @@ def init_video_compare_state() -> None:
     state = st.session_state
     state.setdefault("vcmp_count", int(VARIANTS.lo))
     for i in range(int(VARIANTS.hi)):
-        for name, value in {"label": LABELS[i], "target": "default", "where": "", "price": "",
+        for name, value in {"label": LABELS[i], "target": "default", "price": "",
                             "frames": DEFAULT_FRAMES, "steps": DEFAULT_STEPS, "guidance": DEFAULT_GUIDANCE}.items():
             state.setdefault(f"vcmp_{i}_{name}", value)
 
@@ -39,11 +40,12 @@ def run_video_compare(settings: Settings, history: History, backend: Backend, ga
     try:
         reference, name = chosen_reference(gallery)
         seed = optional_seed(state["video_seed"])
-        variants = []
+        variants, book = [], target_book()
         for i in range(int(state["vcmp_count"])):
             label = str(state[f"vcmp_{i}_label"]).strip() or LABELS[i]
             try:
                 price = optional_number(state[f"vcmp_{i}_price"], "the price per hour (USD)", PRICE, blank="no price")
+                target = picked_target(book, "video", f"vcmp_{i}_target", price)
             except StudioError as exc:
                 raise type(exc)(f"variant {label}: {exc}") from None
             request = VideoRequest(prompt=state["video_prompt"], width=int(state["video_width"]),
@@ -51,9 +53,6 @@ def run_video_compare(settings: Settings, history: History, backend: Backend, ga
                                    frames=int(state[f"vcmp_{i}_frames"]), steps=int(state[f"vcmp_{i}_steps"]),
                                    guidance=float(state[f"vcmp_{i}_guidance"]), reference=reference,
                                    reference_name=name)
-            kind, where = state[f"vcmp_{i}_target"], str(state.get(f"vcmp_{i}_where") or "").strip() or None
-            target = Target(kind, url=where if kind == "omni" else None, endpoint=where if kind == "sagemaker" else None,
-                            usd_per_hour=price)
             variants.append(VideoVariant(label, request, target))
         with st.spinner(f"Generating {len(variants)} videos at once…"):
             state["vcmp_outcomes"] = compare_videos(variants, settings=settings, history=history, default=backend)
@@ -64,6 +63,7 @@ def run_video_compare(settings: Settings, history: History, backend: Backend, ga
 def video_compare(on_compare) -> None:
     """The variants' columns, Compare, its error, and the last compare's videos side by side."""
     state = st.session_state
+    book = target_book()
     st.caption("Uses the motion prompt, size, FPS, seed and reference above; each variant sets its own frames, "
                "steps, guidance and target.")
     st.segmented_control("Variants", list(range(int(VARIANTS.lo), int(VARIANTS.hi) + 1)), key="vcmp_count",
@@ -71,9 +71,7 @@ def video_compare(on_compare) -> None:
     for i, col in enumerate(st.columns(int(state["vcmp_count"]))):
         with col.container(border=True):
             st.text_input("Label", key=f"vcmp_{i}_label", max_chars=40)
-            st.selectbox("Target", list(TARGETS), key=f"vcmp_{i}_target", format_func=TARGETS.get)
-            if state[f"vcmp_{i}_target"] != "default":
-                st.text_input("URL" if state[f"vcmp_{i}_target"] == "omni" else "Endpoint name", key=f"vcmp_{i}_where")
+            target_picker(book, "video", f"vcmp_{i}_target")
             bounded_number(st, "Variant frames", f"vcmp_{i}_frames", VIDEO_FRAMES, step=4)
             bounded_number(st, "Variant steps", f"vcmp_{i}_steps", VIDEO_STEPS, step=1)
             bounded_number(st, "Variant guidance", f"vcmp_{i}_guidance", VIDEO_GUIDANCE, step=0.5, integer=False)

@@ -9,14 +9,15 @@ import streamlit as st
 from protocol.errors import InvalidInput, StudioError
 from protocol.limits import FIRST_CHUNK_FRAMES
 from services.base import Backend
-from services.compare import VARIANTS, Outcome, Target, VoiceVariant, compare_voices
+from services.compare import VARIANTS, Outcome, VoiceVariant, compare_voices
 from services.load.report import usd
 from services.settings import Settings
 from ui.auth import principal
 from ui.forms import optional_number
-from ui.image_compare_views import LABELS, PRICE, TARGETS
+from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds
 from ui.resources import plain
+from ui.target_views import picked_target, target_book, target_picker
 
 SPLITS = {"clause": "clauses", "sentence": "sentences", "none": "whole text"}
 DEFAULT_VOICE = "(the model's default)"
@@ -26,7 +27,7 @@ def init_voice_compare_state() -> None:
     state = st.session_state
     state.setdefault("vocmp_count", int(VARIANTS.lo))
     for i in range(int(VARIANTS.hi)):
-        for name, value in {"label": LABELS[i], "target": "default", "where": "", "price": "", "voice": DEFAULT_VOICE,
+        for name, value in {"label": LABELS[i], "target": "default", "price": "", "voice": DEFAULT_VOICE,
                             "mode": "CustomVoice", "style": "", "split": "clause", "first": ""}.items():
             state.setdefault(f"vocmp_{i}_{name}", value)
 
@@ -36,7 +37,7 @@ def run_voice_compare(settings: Settings, backend: Backend, text: str) -> None:
     state = st.session_state
     state["vocmp_error"] = None
     try:
-        variants = []
+        variants, book = [], target_book()
         for i in range(int(state["vocmp_count"])):
             g = lambda name: state.get(f"vocmp_{i}_{name}")  # noqa: E731
             label = str(g("label")).strip() or LABELS[i]
@@ -46,24 +47,26 @@ def run_voice_compare(settings: Settings, backend: Backend, text: str) -> None:
                                         blank="the server's default")
                 if first is not None and first != int(first):
                     raise InvalidInput(f"the first-audio frames must be a whole number, not {first:g}")
+                target = picked_target(book, "voice", f"vocmp_{i}_target", price)
             except StudioError as exc:
                 raise type(exc)(f"variant {label}: {exc}") from None
             options = {"voice": None if g("voice") == DEFAULT_VOICE else g("voice"), "task_type": g("mode"),
                        "instructions": g("style"), "split_granularity": g("split"),
                        "initial_codec_chunk_frames": None if first is None else int(first)}
-            kind, where = g("target"), str(g("where") or "").strip() or None
-            target = Target(kind, url=where if kind == "omni" else None, endpoint=where if kind == "sagemaker" else None,
-                            usd_per_hour=price)
             variants.append(VoiceVariant(label, text, options, target))
         with st.spinner(f"Speaking with {len(variants)} variants at once…"):
-            state["vocmp_outcomes"] = compare_voices(variants, settings=settings, default=backend, actor=principal())
+            state["vocmp_outcomes"] = compare_voices(variants, settings=settings, default=backend, actor=principal(),
+                                                       book=book)
     except StudioError as exc:
         state["vocmp_error"] = str(exc)
 
 
-def voice_compare(voices: list[str], task_types: tuple[str, ...], on_compare) -> None:
-    """The variants' columns, Compare, its error, and the last compare's takes side by side."""
+def voice_compare(voices: list[str], task_types: tuple[str, ...], on_compare, *, model_default: bool = True) -> None:
+    """The variants' columns, Compare, its error, and the last compare's takes side by side. `model_default`:
+    whether "(the model's default)" voice is offered (not in a demo that names its voices)."""
     state = st.session_state
+    choices = [DEFAULT_VOICE, *voices] if model_default or not voices else list(voices)
+    book = target_book()
     st.caption("Speaks the text above with each variant; a style is the preset voice's instructions, or a "
                "designed voice's description (mode VoiceDesign).")
     st.segmented_control("Variants", list(range(int(VARIANTS.lo), int(VARIANTS.hi) + 1)), key="vocmp_count",
@@ -72,13 +75,13 @@ def voice_compare(voices: list[str], task_types: tuple[str, ...], on_compare) ->
     for i, col in enumerate(st.columns(int(state["vocmp_count"]))):
         with col.container(border=True):
             st.text_input("Label", key=f"vocmp_{i}_label", max_chars=40)
-            st.selectbox("Target", list(TARGETS), key=f"vocmp_{i}_target", format_func=TARGETS.get)
-            if state[f"vocmp_{i}_target"] != "default":
-                st.text_input("URL" if state[f"vocmp_{i}_target"] == "omni" else "Endpoint name", key=f"vocmp_{i}_where")
+            target_picker(book, "voice", f"vocmp_{i}_target")
             if state[f"vocmp_{i}_mode"] not in modes:
                 state[f"vocmp_{i}_mode"] = modes[0]
             st.selectbox("Variant mode", modes, key=f"vocmp_{i}_mode")
-            st.selectbox("Variant voice", [DEFAULT_VOICE, *voices], key=f"vocmp_{i}_voice")
+            if state.get(f"vocmp_{i}_voice") not in choices:
+                state[f"vocmp_{i}_voice"] = choices[0]
+            st.selectbox("Variant voice", choices, key=f"vocmp_{i}_voice")
             st.text_input("Variant style", key=f"vocmp_{i}_style", placeholder="slow and warm")
             st.selectbox("Split into", list(SPLITS), key=f"vocmp_{i}_split", format_func=SPLITS.get)
             st.text_input("First-audio frames", key=f"vocmp_{i}_first", placeholder="server default",

@@ -87,9 +87,12 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
     Stop button) ends the run before the next item: `outcome.stopped`, the rest left `pending`. Only the
     evaluation's owner runs it, with a role that may evaluate (`store.check_runner`: Forbidden otherwise)."""
     from services.backend import create_backend
+    from services.targets import TargetBook
     factory = backend_factory or create_backend
     ev = store.check_runner(eval_id)  # Forbidden before anything is built or sent: not the owner, or no role
     spec: EvalSpec = ev.spec
+    # The targets again, as they are now (a server removed, a SPEC made elsewhere): the closed set or nothing.
+    TargetBook(base, store.history).check_variant_keys(store.actor, spec.modality, spec.variants)
     all_items = store.items(eval_id)
     todo = [i for i in all_items if i.status != "succeeded"]
     outcome = RunOutcome(eval_id, len(all_items))

@@ -121,9 +121,13 @@ class EvalStore:
         return self.history.actor
 
     # -- evaluations ----------------------------------------------------------------------------------
-    def create(self, spec: EvalSpec) -> Evaluation:
-        """A new evaluation of the actor's (Forbidden unless their role may evaluate) with every item `pending`."""
+    def create(self, spec: EvalSpec, *, targets: Any = None) -> Evaluation:
+        """A new evaluation of the actor's (Forbidden unless their role may evaluate) with every item `pending`.
+        `targets` (a services.targets.TargetBook) checks the variants' targets against the studio's closed set
+        first, as the pages create them; running it checks again either way."""
         require(self.actor, "evaluate")
+        if targets is not None:
+            targets.check_variant_keys(self.actor, spec.modality, spec.variants)
         eval_id = f"ev-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         now = time.time()
         with self.history.transaction() as db:

@@ -1,0 +1,223 @@
+"""Where the studio's server may send requests: a closed set a person picks from (docs/team.md, "Threat model").
+
+    book = TargetBook(settings, history)
+    book.servers()                      # vLLM-Omni servers: omni_url, [[servers]] in studio.toml, added by admins
+    book.add_server(actor, "http://gpu-box:8091", name="gpu box")   # admins only; the URL checked once, here
+    book.options("image")               # what a variant picker offers: the sidebar's target, servers, endpoints
+    book.check(actor, Target("omni", url="http://10.0.0.5/admin"), "image")   # Forbidden: not registered
+
+The studio's server makes the requests, not the browser: a URL typed into a form would let anyone who can reach
+the studio aim its server at any address it can reach (an internal admin page, a cloud metadata service) and read
+back what answers. So a person never types a target. They pick among the target the settings name (the
+sidebar's), the vLLM-Omni servers an admin registered — `omni_url` and `[[servers]]` in the settings, or added
+on the sidebar, which the history keeps — and the SageMaker endpoints of the deployment (the settings' endpoint
+names and the infra state file's). A demo studio never leaves the target its settings name.
+
+The pages offer only these, to everyone. The services check again (`check`, `check_variant_keys`), so a
+replayed widget message or a hand-made SPEC cannot do what the form does not offer: someone who is not an admin
+gets the closed set only, and never a per-variant state file, AWS profile or region. Admins — and the command
+line, which acts as one (whoever runs it holds the network and the AWS credentials anyway) — may name any
+server in a SPEC; in the studio they add it on the sidebar first, like everyone picks it. A demo studio stays on
+its target for everyone.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.errors import InvalidInput, StudioError
+from services.access import Forbidden, Principal, require
+from services.history import History, HistoryError
+from services.settings import Settings, check_server_url
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS servers (
+    url       TEXT PRIMARY KEY,            -- normalised by check_server_url
+    name      TEXT NOT NULL,
+    added_by  TEXT NOT NULL,               -- the admin's id
+    added_at  REAL NOT NULL
+);
+"""
+# Keys of an evaluation variant that point the studio's server somewhere else: only the command line sets them.
+# (`backend`, `url` and `endpoint` are picked from the closed set; the rest name files and AWS profiles.)
+ELSEWHERE_KEYS = ("region", "profile", "state_file")
+NAME_MAX = 60
+
+
+@dataclass(frozen=True)
+class Server:
+    """A registered vLLM-Omni server: its base URL, a name to show, and where it was registered."""
+
+    url: str
+    name: str
+    source: str  # "settings (omni_url)", "settings ([[servers]])", or "added by ann@example.com"
+
+
+@dataclass(frozen=True)
+class TargetOption:
+    """One entry of a variant's Target picker: `key` is what the widget holds; `kind`/`url`/`endpoint` the target."""
+
+    key: str
+    label: str
+    kind: str  # default | omni | sagemaker
+    url: str | None = None
+    endpoint: str | None = None
+
+
+def names_any_target(actor: Principal) -> bool:
+    """Admins register the servers and run the command line: the services take any target from them."""
+    return actor.can("add_server")
+
+
+class TargetBook:
+    """The closed set of targets of one studio: its settings and the servers its history keeps."""
+
+    def __init__(self, settings: Settings, history: History | None = None) -> None:
+        self.settings = settings
+        self.history = history
+        self._tables = False
+
+    # -- vLLM-Omni servers ------------------------------------------------------------------------------------
+    def _db(self) -> History | None:
+        if self.history is None:
+            return None
+        if not self._tables:
+            self.history.add_tables(SCHEMA)
+            self._tables = True
+        return self.history
+
+    def servers(self) -> list[Server]:
+        """Every registered server, the settings' first; an unreadable history leaves the settings' ones."""
+        out: dict[str, Server] = {}
+        if self.settings.omni_url:
+            out[self.settings.omni_url] = Server(self.settings.omni_url, _host(self.settings.omni_url),
+                                                 "settings (omni_url)")
+        for entry in self.settings.servers:
+            out.setdefault(entry.url, Server(entry.url, entry.name or _host(entry.url), "settings ([[servers]])"))
+        try:
+            db = self._db()
+            rows = [] if db is None else db.reader().execute("SELECT * FROM servers ORDER BY added_at").fetchall()
+        except (HistoryError, sqlite3.Error):
+            rows = []
+        for r in rows:
+            out.setdefault(r["url"], Server(r["url"], r["name"], f"added by {r['added_by']}"))
+        return list(out.values())
+
+    def server_urls(self) -> set[str]:
+        return {s.url for s in self.servers()}
+
+    def add_server(self, actor: Principal, url: str, *, name: str | None = None) -> Server:
+        """Register a vLLM-Omni server (admins only): the one place a URL enters the studio. InvalidInput names
+        what is wrong with the URL."""
+        require(actor, "add_server")
+        try:
+            checked = check_server_url(url)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+        name = " ".join(str(name or "").split())[:NAME_MAX] or _host(checked)
+        db = self._db()
+        if db is None:
+            raise InvalidInput("servers are added to the studio's history, and this studio has none open")
+        try:
+            with db.transaction() as tx:
+                tx.execute("INSERT OR REPLACE INTO servers (url, name, added_by, added_at) VALUES (?, ?, ?, ?)",
+                           (checked, name, actor.id, time.time()))
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot record the server in the history at {db.data_dir} ({exc})") from None
+        return Server(checked, name, f"added by {actor.id}")
+
+    def remove_server(self, actor: Principal, url: str) -> None:
+        """Forget a server added on the sidebar (admins only); the settings' servers stay (edit the settings)."""
+        require(actor, "add_server")
+        db = self._db()
+        if db is None:
+            return
+        with db.transaction() as tx:
+            tx.execute("DELETE FROM servers WHERE url = ?", (url,))
+
+    # -- SageMaker endpoints -------------------------------------------------------------------------------------
+    def endpoints(self, modality: str) -> list[str]:
+        """The deployment's endpoint for `modality` (the settings' name, else the state file's), if any."""
+        from services.sagemaker import resolve_targets
+
+        try:
+            name = resolve_targets(self.settings).endpoints.get(modality)
+        except StudioError:
+            return []
+        return [name] if name else []
+
+    # -- pickers and checks ---------------------------------------------------------------------------------------
+    def options(self, modality: str, *, default_label: str = "Sidebar backend") -> list[TargetOption]:
+        """What a variant's Target picker offers: the sidebar's target; unless a demo, each registered server and
+        the deployment's endpoint for this modality."""
+        out = [TargetOption("default", default_label, "default")]
+        if self.settings.demo is not None:
+            return out
+        out += [TargetOption(f"omni:{s.url}", f"vLLM-Omni {s.name} ({s.url})", "omni", url=s.url)
+                for s in self.servers()]
+        out += [TargetOption(f"sagemaker:{e}", f"SageMaker endpoint {e}", "sagemaker", endpoint=e)
+                for e in self.endpoints(modality)]
+        return out
+
+    def option(self, key: str, modality: str) -> TargetOption:
+        """The picked option by its key; one no longer offered (a server removed meanwhile) is refused."""
+        for o in self.options(modality):
+            if o.key == key:
+                return o
+        raise InvalidInput(f"the target {key!r} is not one this studio offers any more: pick another")
+
+    def check(self, actor: Principal, kind: str, *, url: str | None = None, endpoint: str | None = None,
+              modality: str, who: str = "") -> None:
+        """Forbidden unless the target is in the closed set (an admin may name any; a demo stays on its own)."""
+        if kind == "default":
+            return
+        prefix = f"{who}: " if who else ""
+        if self.settings.demo is not None:
+            raise Forbidden(f"{prefix}a demo studio stays on the target its settings name")
+        if kind == "omni":
+            try:
+                checked = check_server_url(url or "")
+            except ValueError as exc:
+                raise InvalidInput(f"{prefix}{exc}") from None
+            if checked not in self.server_urls() and not names_any_target(actor):
+                raise Forbidden(f"{prefix}{checked} is not a server registered in this studio: pick one of its "
+                                "servers, or ask an admin to add it on the sidebar")
+            return
+        if kind == "sagemaker":
+            if endpoint not in self.endpoints(modality) and not names_any_target(actor):
+                raise Forbidden(f"{prefix}{endpoint!r} is not this studio's {modality} endpoint: pick the "
+                                "deployment's endpoint, or ask an admin to name it in the settings")
+            return
+        if kind == "offline":
+            return
+        raise InvalidInput(f"{prefix}unknown target {kind!r}")
+
+    def check_variant_keys(self, actor: Principal, modality: str, variants: Iterable[Mapping[str, Any]]) -> None:
+        """An evaluation's variants (SPEC tables): their targets in the closed set, no other state file, profile
+        or region (an admin's, from a SPEC file), and in a demo only the settings' own target."""
+        for v in variants:
+            who = f"variant {v.get('label')!r}"
+            elsewhere = [k for k in ELSEWHERE_KEYS if v.get(k) not in (None, "")]
+            if elsewhere and not names_any_target(actor):
+                raise Forbidden(f"{who}: {', '.join(elsewhere)} point the studio elsewhere and are set on the "
+                                "command line only (python -m services eval)")
+            backend = v.get("backend") or ("omni" if v.get("url") else "sagemaker" if v.get("endpoint") else None)
+            if self.settings.demo is not None:
+                same = backend in (None, self.settings.backend) and v.get("url") in (None, self.settings.omni_url)
+                if not same or v.get("endpoint"):
+                    raise Forbidden(f"{who}: a demo studio stays on the target its settings name")
+                continue
+            if backend == "omni":
+                self.check(actor, "omni", url=v.get("url") or self.settings.omni_url, modality=modality, who=who)
+            elif backend == "sagemaker" and v.get("endpoint"):
+                self.check(actor, "sagemaker", endpoint=v.get("endpoint"), modality=modality, who=who)
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).netloc or url
