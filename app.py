@@ -58,6 +58,12 @@ entries = [PAGES[name] for name in VISIBLE] + [
     for name in PAGES if name not in VISIBLE]
 if settings.demo is None or not VISIBLE:
     entries.insert(0, st.Page(home, title="Home", icon="🏠", default=True))
+else:
+    # A demo opens on its first page. That page keeps its own URL (/voice): the default page is a hidden one that
+    # sends the browser there, since Streamlit serves its default page at / only and its URL would be "not found".
+    first = PAGES[VISIBLE[0]]
+    entries.insert(0, st.Page(lambda: st.switch_page(first), title=first.title, icon=first.icon, default=True,
+                              url_path="start", visibility="hidden"))
 nav = st.navigation(entries)
 with auth.entered():
     nav.run()

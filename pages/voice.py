@@ -84,7 +84,7 @@ running = run is not None
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.text_area("Text", value=SAMPLE_TEXT, height=150, key="voice_text", persist_state="session")
-    mode = mode_picker(task_types, backend.name)
+    mode = mode_picker(task_types, backend.name, demo=resources.settings().demo is not None)
     if backend.name == "offline":
         st.caption(PREVIEW)
     mode_fields(mode, backend, voices, languages)
@@ -102,7 +102,8 @@ with left:
         init_voice_compare_state()
         with st.expander("Compare 2–4 variants side by side", expanded=bool(state.get("vocmp_outcomes"))):
             voice_compare(voices, task_types,
-                          lambda: run_voice_compare(resources.settings(), backend, state["voice_text"]))
+                          lambda: run_voice_compare(resources.settings(), backend, state["voice_text"]),
+                          model_default=not (resources.settings().demo and resources.settings().demo.voices))
 
 with right:
     st.markdown("**Player**")

@@ -94,7 +94,7 @@ def test_image_and_video_pages_offer_no_uploads_in_a_demo(monkeypatch: pytest.Mo
     assert "Upload" in " ".join(at.radio(key="video_ref_source").options)
 
 
-def test_the_target_is_locked_in_a_demo_and_only_an_admin_types_a_server_url(
+def test_the_target_is_locked_in_a_demo_and_only_an_admin_adds_a_server(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str) -> None:
     from services.access import Principal
     from ui import auth
@@ -102,6 +102,8 @@ def test_the_target_is_locked_in_a_demo_and_only_an_admin_types_a_server_url(
     at = _page(monkeypatch, tmp_path, engine_url, "image.py", {"pages": ["image"]})
     assert not [s for s in at.selectbox if s.key == "_backend_pick"]  # no picker in a demo
     assert any(engine_url in c.value for c in at.sidebar.caption)  # the settings' target, shown
+    compare_targets = [s for s in at.selectbox if s.key and s.key.startswith("cmp_") and s.key.endswith("_target")]
+    assert compare_targets and all(s.options == ["Sidebar backend"] for s in compare_targets)  # a demo stays put
 
     at = _page(monkeypatch, tmp_path, engine_url, "image.py", None)  # without sign-in: LOCAL, an admin
     assert [t for t in at.sidebar.text_input if t.label == "Server URL"]
@@ -109,6 +111,37 @@ def test_the_target_is_locked_in_a_demo_and_only_an_admin_types_a_server_url(
     monkeypatch.setattr(auth, "guard", lambda policy: creator)
     monkeypatch.setattr(auth, "principal", lambda: creator)
     at = _page(monkeypatch, tmp_path, engine_url, "image.py", None)
-    assert at.selectbox(key="_backend_pick").value == "omni"
-    assert not [t for t in at.sidebar.text_input if t.label == "Server URL"]
-    assert any("only an admin points it at another" in c.value for c in at.sidebar.caption)
+    assert at.selectbox(key="_backend_pick").value == f"omni:{engine_url}"  # the settings' server, by name
+    assert not [t for t in at.sidebar.text_input if t.label == "Server URL"]  # nothing to type
+    # The compare targets are the closed set: the sidebar's and the registered server; no text field for a URL.
+    assert at.selectbox(key="cmp_0_target").options == ["Sidebar backend", f"vLLM-Omni 127.0.0.1:{engine_url.rsplit(':', 1)[1]} ({engine_url})"]
+    assert not [t for t in at.text_input if t.label in ("URL", "Endpoint name")]
+
+
+@pytest.mark.usefixtures("webrtc_inert")
+def test_a_demo_offers_only_its_voices_in_compare_and_no_deploy_advice(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path, engine_url: str) -> None:
+    at = _page(monkeypatch, tmp_path, engine_url, "voice.py", {"voices": ["joe"]})
+    assert at.selectbox(key="vocmp_0_voice").options == ["joe"]  # not "(the model's default)": the demo names joe
+    shown = " ".join(c.value for c in at.caption)
+    assert "vllm serve" not in shown and "Deploy one" not in shown  # a customer's screen gets no deploy advice
+    at = _page(monkeypatch, tmp_path, engine_url, "voice.py", None)
+    assert at.selectbox(key="vocmp_0_voice").options[0] == "(the model's default)"
+
+
+@pytest.mark.usefixtures("webrtc_inert")
+def test_a_demo_opens_on_its_first_page_which_keeps_its_own_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                engine_url: str) -> None:
+    """Streamlit serves the default page at / only: when the demo's first page was the default, /voice opened
+    directly said "Page not found". The default is now a hidden page that switches to it."""
+    monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
+    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", engine_url)
+    monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OMNI_STUDIO_DEMO", json.dumps({"pages": ["voice", "image"], "voices": ["joe"]}))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30)
+    at.run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Voice"]  # / lands on the demo's first page

@@ -49,14 +49,15 @@ PREVIEW = ("**Offline preview**: the offline engine speaks with a CPU voice (Pip
 
 
 # -- what the target offers -----------------------------------------------------------------------------
-def mode_picker(task_types: tuple[str, ...], backend_name: str) -> str:
-    """The modes the model has (others not offered, one caption naming what to deploy); the chosen one."""
+def mode_picker(task_types: tuple[str, ...], backend_name: str, *, demo: bool = False) -> str:
+    """The modes the model has (others not offered, one caption naming what to deploy — not on a demo's
+    customer-facing screen, which offers what it offers); the chosen one."""
     state = st.session_state
     offered = [t for t in MODES if t in task_types] or ["CustomVoice"]
     if state.get("voice_mode") not in offered:  # a new target without the mode chosen before
         state["voice_mode"] = offered[0]
     st.radio("Voice", offered, format_func=MODES.__getitem__, horizontal=True, key="voice_mode", persist_state=KEEP)
-    if missing := [t for t in MODES if t not in offered]:
+    if (missing := [t for t in MODES if t not in offered]) and not demo:
         how = ("`python -m infra deploy --voice-model MODEL`" if backend_name == "sagemaker"
                else "`vllm serve MODEL --omni`, or the offline engine, which previews every mode")
         needs = "; ".join(f"*{MODES[t]}* needs {' or '.join(map(code, models_for_task(t)))}" for t in missing)
