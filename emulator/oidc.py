@@ -2,21 +2,29 @@
 machine (docs/team.md, "Sign-in"). Loopback only; its users are whoever the JSON it is given names.
 
     python -m emulator.oidc [--port 8093] [--users '[{"email": "ann@example.com", "name": "Ann",
-                             "groups": ["studio-admins"]}, ...]'] [--client-id omni-studio]
-                             [--client-secret SECRET] [--redirect-uri http://localhost:8501/oauth2callback]
+                             "groups": ["studio-admins"], "email_verified": true}, ...]'] [--client-id omni-studio]
+                             [--client-secret SECRET] [--redirect-uri http://127.0.0.1:8502/oauth2callback ...]
+                             [--post-logout-uri http://127.0.0.1:8502/ ...]
 
 Once listening it prints one JSON line: {"oidc": "ready", "url": ..., "server_metadata_url": ...,
-"client_id": ..., "client_secret": ...} — the values for `.streamlit/secrets.toml`'s [auth] table.
+"client_id": ..., "client_secret": ..., "redirect_uris": [...]} — the values for `.streamlit/secrets.toml`'s
+[auth] table, and the redirect URIs it serves (the studio's `redirect_uri` must be one of them).
 
 What it serves (the authorization code flow, as Streamlit's Authlib client speaks it):
 - `/.well-known/openid-configuration` — discovery;
 - `/authorize` — a page listing the users, one button each (no passwords: whoever reaches 127.0.0.1 picks);
-  the button sends the browser back to the redirect URI with a one-time code and the state;
+  the button sends the browser back to the redirect URI with a one-time code and the state. Only the
+  registered redirect URIs (`--redirect-uri`, repeatable; by default the studio's local
+  http://127.0.0.1:8501/oauth2callback and http://localhost:8501/oauth2callback) get codes: any other is a
+  400 page naming it and how to register it, never a redirect;
 - `/token` — the code (client authenticated by HTTP Basic or form fields, PKCE S256 checked when the
   authorization asked for it) for an access token and an RS256 id_token signed with a key made at start
-  (iss, aud, sub, iat, exp, nonce, email, name and the groups claim);
+  (iss, aud, sub, iat, exp, nonce, email, email_verified, name and the groups claim; a user may be given
+  `"email_verified": false`, or null to leave the claim out, to try the studio's refusal of unverified e-mails);
 - `/jwks` — that key's public half; `/userinfo` — the claims for an access token;
-- `/logout` — the end-session endpoint: back to `post_logout_redirect_uri`.
+- `/logout` — the end-session endpoint: back to `post_logout_redirect_uri` when it is on a registered
+  redirect URI's origin (Streamlit sends its /oauth2callback) or registered itself (`--post-logout-uri`);
+  any other is a 400 page naming it.
 
 From Python (tests, scripts), started through offline.launch.spawn like every other server:
 
@@ -58,6 +66,9 @@ DEFAULT_USERS: list[dict[str, Any]] = [
     {"email": "bob@example.com", "name": "Bob Creator", "groups": ["creative"]},
     {"email": "vic@example.com", "name": "Vic Viewer", "groups": []},
 ]
+# What a studio started with `make studio` on this machine sends (both hosts: each is its own cookie origin).
+DEFAULT_REDIRECT_URIS: tuple[str, ...] = ("http://127.0.0.1:8501/oauth2callback",
+                                          "http://localhost:8501/oauth2callback")
 CODE_TTL_S = 120
 TOKEN_TTL_S = 3600
 
@@ -68,6 +79,7 @@ class User:
     name: str
     groups: tuple[str, ...] = ()
     sub: str = ""
+    email_verified: bool | None = True  # None: the id_token has no email_verified claim
 
     @property
     def subject(self) -> str:
@@ -75,7 +87,8 @@ class User:
 
 
 def parse_users(text: str) -> list[User]:
-    """Users from JSON: a list of {"email", "name"?, "groups"?, "sub"?}. ValueError naming what is wrong."""
+    """Users from JSON: a list of {"email", "name"?, "groups"?, "sub"?, "email_verified"? (true unless given:
+    true, false, or null for no such claim)}. ValueError naming what is wrong."""
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -90,8 +103,12 @@ def parse_users(text: str) -> list[User]:
         groups = item.get("groups") or []
         if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
             raise ValueError(f"--users[{i}].groups must be a list of strings (got {groups!r})")
+        verified = item.get("email_verified", True)
+        if verified is not None and not isinstance(verified, bool):
+            raise ValueError(f"--users[{i}].email_verified must be true, false or null (no such claim in the "
+                             f"token), got {verified!r}")
         users.append(User(item["email"], str(item.get("name") or item["email"]), tuple(groups),
-                          str(item.get("sub") or "")))
+                          str(item.get("sub") or ""), verified))
     if len({u.email.lower() for u in users}) != len(users):
         raise ValueError("--users names an e-mail twice")
     return users
@@ -116,8 +133,9 @@ class Provider:
     users: list[User]
     client_id: str = DEFAULT_CLIENT_ID
     client_secret: str = DEFAULT_CLIENT_SECRET
-    redirect_uris: tuple[str, ...] = ()  # empty: any http(s) redirect URI is accepted
+    redirect_uris: tuple[str, ...] = DEFAULT_REDIRECT_URIS  # the only ones that get codes
     groups_claim: str = "groups"
+    post_logout_uris: tuple[str, ...] = ()  # besides any URI on a redirect URI's origin
     codes: dict[str, _Grant] = field(default_factory=dict)
     tokens: dict[str, tuple[User, float]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -146,8 +164,11 @@ class Provider:
         return {"keys": [self.key.as_dict(private=False)]}
 
     def claims(self, user: User) -> dict[str, Any]:
-        return {"sub": user.subject, "email": user.email, "email_verified": True, "name": user.name,
-                self.groups_claim: list(user.groups)}
+        claims = {"sub": user.subject, "email": user.email, "email_verified": user.email_verified, "name": user.name,
+                  self.groups_claim: list(user.groups)}
+        if user.email_verified is None:
+            del claims["email_verified"]
+        return claims
 
     def id_token(self, grant: _Grant) -> str:
         from joserfc import jwt
@@ -161,12 +182,38 @@ class Provider:
 
     # -- checks shared by the page and the redirect
     def redirect_allowed(self, uri: str) -> bool:
-        if self.redirect_uris:
-            return uri in self.redirect_uris
-        return uri.startswith(("http://", "https://"))
+        return uri in self.redirect_uris
+
+    def logout_allowed(self, uri: str) -> bool:
+        """A registered post-logout URI, or any URI on the origin of a registered redirect URI (the studio
+        that signs in there is the one signing out)."""
+        if uri in self.post_logout_uris:
+            return True
+        origin = _origin(uri)
+        return origin is not None and origin in {_origin(r) for r in self.redirect_uris}
 
     def user(self, email: str) -> User | None:
         return next((u for u in self.users if u.email.lower() == email.lower()), None)
+
+
+def _origin(uri: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an absolute http(s) URI, or None."""
+    try:
+        parts = urlsplit(uri)
+        scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
+    except ValueError:  # a port that is not a number
+        return None
+    if scheme not in ("http", "https") or not host:
+        return None
+    return scheme, host.lower(), port or (443 if scheme == "https" else 80)
+
+
+def check_uri(uri: str, flag: str) -> str:
+    """A URI given to --redirect-uri / --post-logout-uri: absolute http(s), no fragment. ValueError otherwise."""
+    if _origin(uri) is None or urlsplit(uri).fragment:
+        raise ValueError(f"{flag} {uri!r} must be an absolute http(s) URI without a #fragment, e.g. "
+                         f"{DEFAULT_REDIRECT_URIS[0]}")
+    return uri
 
 
 def _with_query(uri: str, params: dict[str, str]) -> str:
@@ -182,6 +229,9 @@ padding:.8rem;font-size:1rem;text-align:left;cursor:pointer}}small{{color:#666}}
 <small>Client {client}, back to {redirect}</small></p>{buttons}</body></html>"""
 
 
+_VERIFIED_NOTE = {False: "e-mail not verified", None: "no email_verified claim"}
+
+
 def create_app(provider: Provider) -> FastAPI:
     app = FastAPI(title="Local OpenID Connect provider", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -195,9 +245,12 @@ def create_app(provider: Provider) -> FastAPI:
     def check_client(params: dict[str, str]) -> str | None:
         if params.get("client_id") != provider.client_id:
             return f"unknown client_id {params.get('client_id')!r} (this provider knows {provider.client_id!r})"
-        if not provider.redirect_allowed(params.get("redirect_uri", "")):
-            return (f"redirect_uri {params.get('redirect_uri')!r} is not registered "
-                    f"(registered: {', '.join(provider.redirect_uris) or 'any http(s) URI'})")
+        uri = params.get("redirect_uri", "")
+        if not provider.redirect_allowed(uri):
+            return (f"redirect_uri {uri!r} is not registered with this provider (registered: "
+                    f"{', '.join(provider.redirect_uris)}). Register it by starting the provider with "
+                    f"--redirect-uri {uri or '<the studio URL>/oauth2callback'} (repeatable), or "
+                    "start_oidc(redirect_uris=[...]) from Python.")
         return None
 
     def check_request(params: dict[str, str]) -> str | None:
@@ -233,7 +286,9 @@ def create_app(provider: Provider) -> FastAPI:
         buttons = "".join(
             f'<form method="post" action="/authorize">{hidden}<input type="hidden" name="user" '
             f'value="{html.escape(u.email)}"><button type="submit">{html.escape(u.name)} &lt;{html.escape(u.email)}&gt;'
-            f'{" <small>" + html.escape(", ".join(u.groups)) + "</small>" if u.groups else ""}</button></form>'
+            f'{" <small>" + html.escape(", ".join(u.groups)) + "</small>" if u.groups else ""}'
+            f'{" <small>(" + _VERIFIED_NOTE[u.email_verified] + ")</small>" if u.email_verified is not True else ""}'
+            '</button></form>'
             for u in provider.users)
         return HTMLResponse(_PAGE.format(client=html.escape(provider.client_id),
                                          redirect=html.escape(params["redirect_uri"]), buttons=buttons))
@@ -301,9 +356,16 @@ def create_app(provider: Provider) -> FastAPI:
 
     @app.get("/logout")
     def logout(post_logout_redirect_uri: str | None = None, state: str | None = None) -> Any:
-        if post_logout_redirect_uri and provider.redirect_allowed(post_logout_redirect_uri):
-            return RedirectResponse(_with_query(post_logout_redirect_uri, {"state": state}), 302)
-        return HTMLResponse("<!doctype html><h1>Signed out</h1>")
+        if not post_logout_redirect_uri:
+            return HTMLResponse("<!doctype html><h1>Signed out</h1>")
+        if not provider.logout_allowed(post_logout_redirect_uri):
+            return bad_request(
+                f"post_logout_redirect_uri {post_logout_redirect_uri!r} is not registered with this provider: it "
+                f"must be on the origin of a registered redirect URI ({', '.join(provider.redirect_uris)}) or "
+                f"registered itself (registered: {', '.join(provider.post_logout_uris) or 'none'}). Register it by "
+                f"starting the provider with --post-logout-uri {post_logout_redirect_uri}, or "
+                "start_oidc(post_logout_uris=[...]) from Python.")
+        return RedirectResponse(_with_query(post_logout_redirect_uri, {"state": state}), 302)
 
     return app
 
@@ -323,16 +385,19 @@ class RunningProvider:
 
 
 @contextlib.contextmanager
-def start_oidc(users: Sequence[dict[str, Any]] | None = None, *, redirect_uris: Sequence[str] = (),
-               client_id: str = DEFAULT_CLIENT_ID, client_secret: str = DEFAULT_CLIENT_SECRET,
+def start_oidc(users: Sequence[dict[str, Any]] | None = None, *, redirect_uris: Sequence[str] | None = None,
+               post_logout_uris: Sequence[str] = (), client_id: str = DEFAULT_CLIENT_ID, client_secret: str = DEFAULT_CLIENT_SECRET,
                groups_claim: str = "groups", port: int | None = None, timeout: float = 30.0,
                stdout: Any = subprocess.DEVNULL) -> Iterator[RunningProvider]:
-    """`python -m emulator.oidc` as a child that never outlives this process; stopped on leaving."""
+    """`python -m emulator.oidc` as a child that never outlives this process; stopped on leaving. It gives
+    codes to `redirect_uris` only (None: DEFAULT_REDIRECT_URIS, the studio on port 8501)."""
     port = port or free_port()
     args = ["--port", str(port), "--users", json.dumps(list(users or DEFAULT_USERS)), "--client-id", client_id,
             "--client-secret", client_secret, "--groups-claim", groups_claim]
-    for uri in redirect_uris:
+    for uri in redirect_uris or ():
         args += ["--redirect-uri", uri]
+    for uri in post_logout_uris:
+        args += ["--post-logout-uri", uri]
     proc = spawn("emulator.oidc", args, name=f"the OIDC provider on port {port}", stdout=stdout)
     url = f"http://{HOST}:{port}"
     try:
@@ -345,17 +410,23 @@ def start_oidc(users: Sequence[dict[str, Any]] | None = None, *, redirect_uris: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulator.oidc", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"on 127.0.0.1 (default {DEFAULT_PORT})")
-    parser.add_argument("--users", default=None, help="JSON list of {email, name, groups} (default: ann, bob, vic "
-                                                      "@example.com)")
+    parser.add_argument("--users", default=None, help="JSON list of {email, name, groups, email_verified} "
+                                                      "(default: ann, bob, vic @example.com, verified)")
     parser.add_argument("--client-id", default=DEFAULT_CLIENT_ID)
     parser.add_argument("--client-secret", default=DEFAULT_CLIENT_SECRET)
     parser.add_argument("--redirect-uri", action="append", default=[],
-                        help="a redirect URI the client may use (repeatable; default: any http(s) URI)")
+                        help="a redirect URI the client may use, the studio's URL + /oauth2callback (repeatable; "
+                             f"default: {' and '.join(DEFAULT_REDIRECT_URIS)})")
+    parser.add_argument("--post-logout-uri", action="append", default=[],
+                        help="a post-logout redirect URI off the redirect URIs' origins (repeatable; any URI on "
+                             "their origins is allowed already)")
     parser.add_argument("--groups-claim", default="groups", help="the id_token claim listing the groups")
     args = parser.parse_args(argv)
     try:
         users = parse_users(args.users) if args.users is not None else [
             User(u["email"], u["name"], tuple(u["groups"])) for u in DEFAULT_USERS]
+        redirect_uris = tuple(check_uri(u, "--redirect-uri") for u in args.redirect_uri) or DEFAULT_REDIRECT_URIS
+        post_logout_uris = tuple(check_uri(u, "--post-logout-uri") for u in args.post_logout_uri)
     except ValueError as exc:
         parser.error(str(exc))
     import socket
@@ -370,10 +441,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"cannot listen on {HOST}:{args.port}: {exc.strerror} (pick another --port)") from exc
     port = sock.getsockname()[1]
     provider = Provider(f"http://{HOST}:{port}", users, args.client_id, args.client_secret,
-                        tuple(args.redirect_uri), args.groups_claim)
+                        redirect_uris=redirect_uris, groups_claim=args.groups_claim, post_logout_uris=post_logout_uris)
     print(json.dumps({"oidc": "ready", "url": provider.issuer,
                       "server_metadata_url": f"{provider.issuer}/.well-known/openid-configuration",
-                      "client_id": provider.client_id, "client_secret": provider.client_secret}), flush=True)
+                      "client_id": provider.client_id, "client_secret": provider.client_secret,
+                      "redirect_uris": list(provider.redirect_uris)}), flush=True)
     config = uvicorn.Config(create_app(provider), log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -3,6 +3,7 @@ gives each person a role (docs/team.md).
 
     policy = AccessPolicy(admins=["ann@example.com"], creators=["group:creative"], viewers=["*@example.com"])
     actor = policy.principal("bob@example.com", name="Bob", groups=["creative"])   # role "creator", or None
+    actor = policy.admit(st_user_claims)  # the same from a sign-in token's claims; BadToken when they name nobody
     require(actor, "deploy")        # Forbidden: "Bob (creator) may not deploy endpoints: only an admin may …"
 
 The roles are ordered: a viewer sees shared galleries, evaluations and reports; a creator also generates,
@@ -19,9 +20,10 @@ admin who owns everything; the command-line tools act as `cli_principal()`, the 
 from __future__ import annotations
 
 import getpass
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -53,6 +55,11 @@ GROUP_PREFIX = "group:"
 
 class Forbidden(StudioError):
     """The person's role does not allow the action; the message says who may and how to get the role."""
+
+
+class BadToken(StudioError):
+    """The sign-in token names nobody the policy can trust (no usable e-mail, an unverified one, a groups claim
+    that is not a list of names); the message says what is wrong with the token."""
 
 
 @dataclass(frozen=True)
@@ -119,11 +126,24 @@ class AccessPolicy(BaseModel):
     creators: list[str] = Field(default_factory=list)
     viewers: list[str] = Field(default_factory=list)
     group_claim: str = "groups"
+    # Issuers (the token's `iss`) trusted to have checked their users' e-mails although their tokens carry no
+    # `email_verified` claim. Anyone else must say `email_verified: true`; a claim that says false is refused
+    # whoever sent it.
+    trust_unverified_email_from: list[str] = Field(default_factory=list)
 
     @field_validator("admins", "creators", "viewers")
     @classmethod
     def _entries(cls, values: list[str]) -> list[str]:
         return [_entry(v) for v in values]
+
+    @field_validator("trust_unverified_email_from")
+    @classmethod
+    def _issuers(cls, values: list[str]) -> list[str]:
+        issuers = [v.strip().rstrip("/") for v in values]
+        if not all(issuers):
+            raise ValueError("an empty issuer: write the `iss` of the provider's tokens, e.g. "
+                             "https://login.example.com")
+        return issuers
 
     @property
     def empty(self) -> bool:
@@ -153,3 +173,51 @@ class AccessPolicy(BaseModel):
             return None
         email = email.strip().lower()
         return Principal(id=email, name=name or email, role=role, groups=groups, signed_in=True)
+
+    def admit(self, claims: Mapping[str, Any]) -> Principal | None:
+        """The person a sign-in token's claims (`st.user`) name, as a Principal; None when the policy gives
+        them no role. BadToken, saying what is wrong, when the claims cannot name a person: the e-mail is
+        missing or not a string, not verified (`email_verified` must be true — the bool, or the string some
+        providers send — unless the claim is absent and the token's issuer is in
+        `trust_unverified_email_from`), or the groups claim is not a list of names."""
+        email = claims.get("email")
+        if not isinstance(email, str) or email.strip().count("@") != 1:
+            raise BadToken("the sign-in token has no usable e-mail (its email claim is "
+                           f"{'missing' if 'email' not in claims else _shown(email)}, not one address)")
+        if not _verified(claims, self.trust_unverified_email_from):
+            raise BadToken(_unverified(claims, email.strip()))
+        groups = claims.get(self.group_claim)
+        if isinstance(groups, str):
+            groups = [groups]  # a provider that sends one group as a string
+        if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
+            raise BadToken(f"the sign-in token's {self.group_claim} claim is {_shown(groups)}, not a list of "
+                           "group names")
+        name = claims.get("name")
+        return self.principal(email, name=name.strip() if isinstance(name, str) and name.strip() else None,
+                              groups=groups)
+
+
+def _verified(claims: Mapping[str, Any], trusted: Sequence[str]) -> bool:
+    if "email_verified" not in claims:
+        issuer = claims.get("iss")
+        return isinstance(issuer, str) and issuer.strip().rstrip("/") in trusted
+    value = claims["email_verified"]
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def _unverified(claims: Mapping[str, Any], email: str) -> str:
+    if "email_verified" in claims:
+        return (f"the sign-in token's e-mail ({email}) is not verified (its email_verified claim is "
+                f"{_shown(claims['email_verified'])}): verify the address with the sign-in provider, then sign in "
+                "again")
+    issuer = claims.get("iss")
+    return (f"the sign-in token does not say that its e-mail ({email}) is verified: it has no email_verified claim "
+            f"(issuer {'missing' if issuer is None else _shown(issuer)}). If this provider checks e-mails but never "
+            "sends the claim, a studio admin can name its issuer in trust_unverified_email_from of the access "
+            "policy (docs/team.md)")
+
+
+def _shown(value: Any) -> str:
+    """A claim's value in a message, cut short (a token's sender chose it)."""
+    text = json.dumps(value, default=repr, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from infra.actions import ActionRunner
 from infra.deploy import WaitSettings
 from infra.model import DeployOptions
-from services.access import LOCAL, AccessPolicy, Forbidden, Principal, cli_principal, require
+from services.access import LOCAL, AccessPolicy, BadToken, Forbidden, Principal, cli_principal, require
 from services.audit import AuditLog
 from services.history import History
 
@@ -47,6 +47,67 @@ def test_policy_principal_needs_an_email_and_a_role() -> None:
     assert p == Principal(id="cat@example.com", name="Cat", role="creator", groups=("creative",), signed_in=True)
     assert POLICY.principal("eve@example.org") is None
     assert POLICY.principal(None, groups=["creative"]) is None  # a token without an e-mail owns nothing
+
+
+ISSUER = "https://login.example.com"
+VERIFIED = {"iss": ISSUER, "email": "ann@example.com", "email_verified": True, "name": "Ann", "groups": []}
+
+
+@pytest.mark.parametrize("verified", [True, "true", "TRUE"])  # some providers send the claim as a string
+def test_a_token_with_a_verified_email_is_admitted(verified: object) -> None:
+    actor = POLICY.admit({**VERIFIED, "email_verified": verified})
+    assert actor == Principal(id="ann@example.com", name="Ann", role="admin", signed_in=True)
+    assert POLICY.admit({**VERIFIED, "email": "eve@example.org"}) is None  # verified, named by no entry
+
+
+@pytest.mark.parametrize("verified", [False, "false", "", "yes", 1, None, [True]])
+def test_an_email_the_token_does_not_say_is_verified_is_refused_even_from_a_trusted_issuer(verified: object) -> None:
+    trusting = POLICY.model_copy(update={"trust_unverified_email_from": [ISSUER]})
+    for policy in (POLICY, trusting):
+        with pytest.raises(BadToken, match=r"the sign-in token's e-mail \(ann@example.com\) is not verified"):
+            policy.admit({**VERIFIED, "email_verified": verified})
+
+
+def test_a_token_without_the_claim_is_refused_unless_its_issuer_is_trusted_by_name() -> None:
+    silent = {k: v for k, v in VERIFIED.items() if k != "email_verified"}
+    with pytest.raises(BadToken) as err:
+        POLICY.admit(silent)
+    assert "does not say that its e-mail (ann@example.com) is verified" in str(err.value)
+    assert "trust_unverified_email_from" in str(err.value) and ISSUER in str(err.value)
+    trusting = AccessPolicy(admins=["ann@example.com"], trust_unverified_email_from=[f" {ISSUER}/ "])
+    assert trusting.admit(silent).role == "admin"
+    for other in ({**silent, "iss": "https://evil.example"}, {k: v for k, v in silent.items() if k != "iss"},
+                  {**silent, "iss": [ISSUER]}):
+        with pytest.raises(BadToken, match="does not say that its e-mail"):
+            trusting.admit(other)
+    with pytest.raises(ValidationError, match="an empty issuer"):
+        AccessPolicy(trust_unverified_email_from=[" "])
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"email": ["ann@example.com", "eve@example.org"]}, "has no usable e-mail (its email claim is [\"ann@"),
+    ({"email": 42}, "has no usable e-mail (its email claim is 42,"),
+    ({"email": None}, "has no usable e-mail (its email claim is null,"),
+    ({"email": "ann"}, "has no usable e-mail"),
+    ({"email": "a@b@example.com"}, "has no usable e-mail"),
+    ({"groups": "studio-admins,creative"}, None),  # one group as a string: a group of that name
+    ({"groups": {"studio-admins": True}}, "groups claim is {\"studio-admins\": true}, not a list of group names"),
+    ({"groups": 7}, "groups claim is 7, not a list"),
+    ({"groups": ["creative", 7]}, "groups claim is [\"creative\", 7], not a list"),
+    ({"name": ["A", "B"]}, None),  # an odd name is not the person: the e-mail stands in
+])
+def test_claims_of_the_wrong_type_are_a_bad_token_never_a_traceback(change: dict, says: str | None) -> None:
+    claims = {**VERIFIED, **change}
+    if says is None:
+        actor = POLICY.admit(claims)
+        assert actor is not None and isinstance(actor.name, str) and all(isinstance(g, str) for g in actor.groups)
+        return
+    with pytest.raises(BadToken) as err:
+        POLICY.admit(claims)
+    assert says in str(err.value)
+    missing = {k: v for k, v in VERIFIED.items() if k != "email"}
+    with pytest.raises(BadToken, match="its email claim is missing"):
+        POLICY.admit(missing)
 
 
 @pytest.mark.parametrize(("entry", "says"), [

@@ -6,7 +6,8 @@ One browser signs in through the provider's page as a viewer, a creator and an a
 between them, through the provider's end-session endpoint) and checks what each may see and do: the viewer
 no generate form (the Image page says why) and no Endpoints page (its URL says it is for admins); the creator
 generates an image and has no Endpoints page; the admin has the Endpoints page. Someone the policy does not
-name is told so.
+name is told so, and so is someone whose e-mail the provider says is not verified (the policy's domain entry
+would make them a viewer).
 
 Done when (issue #16): two people signed in at once, in two browser contexts, each with their own image
 history; one shares an evaluation that the other then sees; only the admin reaches the Endpoints page.
@@ -36,6 +37,7 @@ USERS = [
     {"email": "bob@example.com", "name": "Bob Creator", "groups": ["creative"]},
     {"email": "ann@example.com", "name": "Ann Admin", "groups": ["studio-admins"]},
     {"email": "eve@elsewhere.org", "name": "Eve Outsider", "groups": []},
+    {"email": "una@example.com", "name": "Una Unverified", "groups": ["studio-admins"], "email_verified": False},
 ]
 POLICY = {"admins": ["group:studio-admins"], "creators": ["group:creative"], "viewers": ["*@example.com"]}
 COOKIE_SECRET = "browser-test-cookie-secret-0123456789abcdef"
@@ -166,6 +168,11 @@ def roles(studio) -> dict:
         page.screenshot(path=SCREENSHOT)
         sign_out(page)
         out["after_sign_out"] = main_text(page)
+
+        sign_in(page, "Una Unverified")
+        out["unverified"] = {"main": main_text(page), "nav": nav_links(page),
+                             "endpoints": open_page(studio, "endpoints", "no access")}
+        sign_out(page)
     return out
 
 
@@ -198,6 +205,13 @@ def test_viewer_creator_and_admin_sign_in_and_see_what_their_role_allows(tmp_pat
     assert "Ask a studio admin (a member of the group studio-admins)" in outsider["main"]
     assert outsider["nav"] == []
     assert "Sign in to use the team studio." in r["after_sign_out"]
+
+    unverified = r["unverified"]  # in the admins' group, at the viewers' domain: refused all the same
+    for shown in (unverified["main"], unverified["endpoints"]):
+        assert ("You are signed in as Una Unverified (una@example.com), but you have no access to this studio: the "
+                "sign-in token's e-mail (una@example.com) is not verified") in shown, shown
+        assert "Deploy" not in shown
+    assert unverified["nav"] == []
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ browser tests (test_browser_signin.py) sign in through the local OpenID Connect 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,10 +29,11 @@ client_secret = "s3cret"
 server_metadata_url = "http://127.0.0.1:9/.well-known/openid-configuration"
 """
 POLICY = {"admins": ["group:studio-admins"], "creators": ["bob@example.com"], "viewers": ["*@example.com"]}
-VIC = {"is_logged_in": True, "email": "vic@example.com", "name": "Vic Viewer", "groups": []}
-BOB = {"is_logged_in": True, "email": "bob@example.com", "name": "Bob Creator", "groups": ["creative"]}
-ANN = {"is_logged_in": True, "email": "ann@example.com", "name": "Ann Admin", "groups": ["studio-admins"]}
-EVE = {"is_logged_in": True, "email": "eve@other.org", "name": "Eve", "groups": []}
+SIGNED_IN = {"is_logged_in": True, "iss": "http://127.0.0.1:9", "email_verified": True}  # as the provider's token
+VIC = {**SIGNED_IN, "email": "vic@example.com", "name": "Vic Viewer", "groups": []}
+BOB = {**SIGNED_IN, "email": "bob@example.com", "name": "Bob Creator", "groups": ["creative"]}
+ANN = {**SIGNED_IN, "email": "ann@example.com", "name": "Ann Admin", "groups": ["studio-admins"]}
+EVE = {**SIGNED_IN, "email": "eve@other.org", "name": "Eve", "groups": []}
 ALL_PAGES = ["Voice", "Image", "Video", "Endpoints", "Capacity", "Evaluations"]
 
 
@@ -91,6 +93,11 @@ def _texts(at: AppTest) -> str:
                      for e in at.get(kind))
 
 
+def _shown(at: AppTest) -> str:
+    """_texts with the escapes that keep a token's text from being read as Markdown taken out."""
+    return re.sub(r"\\(.)", r"\1", _texts(at))
+
+
 def test_signed_out_is_a_sign_in_screen_and_nothing_else(studio: Path) -> None:
     at = _run()
     assert [b.label for b in at.button] == ["Sign in"]
@@ -115,6 +122,37 @@ def test_someone_the_policy_does_not_name_sees_who_they_are_whom_to_ask_and_sign
     assert "Ask a studio admin (a member of the group `studio-admins`) to add you" in text
     assert [b.label for b in at.button] == ["Sign out"]
     assert not _links(at) and not at.sidebar.get("selectbox")
+
+
+@pytest.mark.parametrize(("user", "shown", "why"), [
+    ({**ANN, "email_verified": False}, "You are signed in as **Ann Admin** (`ann@example.com`)",
+     "the sign-in token's e-mail (ann@example.com) is not verified (its email_verified claim is false)"),
+    ({**ANN, "email": ["eve@other.org", "ann@example.com"]}, "(`(no usable e-mail in the sign-in token)`)",
+     'the sign-in token has no usable e-mail (its email claim is ["eve@other.org", "ann@example.com"]'),
+    ({**ANN, "groups": {"studio-admins": True}}, "You are signed in as **Ann Admin** (`ann@example.com`)",
+     'the sign-in token\'s groups claim is {"studio-admins": true}, not a list of group names'),
+])
+def test_a_token_that_names_nobody_it_can_trust_gets_the_no_access_screen(studio: Path, user: dict, shown: str,
+                                                                          why: str) -> None:
+    """An unverified e-mail (whom the policy would make an admin), an e-mail that is a list, groups that are
+    not a list: the no-access screen says what is wrong with the token and offers sign-out, on every page
+    (the sign-in cookie keeps the token for 30 days), never a traceback."""
+    for page in (None, "pages/endpoints.py"):
+        at = _run(user, page)
+        text = _shown(at)
+        assert shown in text and "but you have **no access** to this studio: " + why in text, text
+        assert [b.label for b in at.button] == ["Sign out"]
+        assert not _links(at) and not at.sidebar.get("selectbox") and not at.get("dataframe")
+
+
+def test_an_issuer_named_in_the_policy_may_send_no_email_verified_claim(studio: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    silent = {k: v for k, v in ANN.items() if k != "email_verified"}
+    assert "does not say that its e-mail (ann@example.com) is verified" in _shown(_run(silent))
+    monkeypatch.setenv("OMNI_STUDIO_ACCESS", json.dumps({**POLICY, "trust_unverified_email_from": [ANN["iss"]]}))
+    st.cache_resource.clear()
+    assert _links(_run(silent)) == ALL_PAGES
+    assert "is not verified" in _shown(_run({**ANN, "email_verified": "false"}))  # said false: refused all the same
 
 
 def test_a_role_from_the_group_claim_the_policy_names(studio: Path, monkeypatch: pytest.MonkeyPatch) -> None:

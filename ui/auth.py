@@ -7,8 +7,9 @@ rule. Sign-in is Streamlit's own OpenID Connect support (`st.login`, `st.user`, 
 - Without sign-in, on loopback (`make studio`'s default): every session is LOCAL, an admin who owns everything.
 - Off loopback without sign-in, or with an incomplete [auth] table: every page shows why, and nothing else.
 - With sign-in: app.py calls `gate()` before `nav.run()`. Signed out: a sign-in screen; signed in but named
-  by no entry of the access policy: who they are signed in as, that they have no access, whom to ask, and a
-  sign-out button; otherwise their Principal, and the navigation offers only `pages_for` them (and the
+  by no entry of the access policy, or with a token that names nobody it can trust (an unverified e-mail, no
+  usable e-mail: `AccessPolicy.admit`): who they are signed in as, that they have no access and why, whom to
+  ask, and a sign-out button; otherwise their Principal, and the navigation offers only `pages_for` them (and the
   demo lock's pages). The sidebar shows who is signed in, their role and a sign-out button (`account`).
 
 Every page calls the sidebar, which calls `guard()`: a page that Streamlit runs on its own — it does for
@@ -30,7 +31,7 @@ from streamlit.errors import StreamlitAPIException
 
 from protocol.errors import ConfigError
 from services import signin
-from services.access import GROUP_PREFIX, LOCAL, ROLES, AccessPolicy, Principal, Role
+from services.access import GROUP_PREFIX, LOCAL, ROLES, AccessPolicy, BadToken, Principal, Role
 from services.settings import DemoMode
 
 ENTRY = Path(__file__).resolve().parent.parent / "app.py"
@@ -48,13 +49,14 @@ _run = threading.local()  # `entered`: this script run came through app.py (each
 @dataclass(frozen=True)
 class Door:
     """What the door says for this session: one of refusal, sign_in (not signed in), stranger (signed in,
-    no role), or actor."""
+    no role; `bad_token` says why when the token itself names nobody), or actor."""
 
     actor: Principal | None = None
     refusal: str | None = None
     sign_in: signin.SignIn | None = None
     stranger: dict[str, Any] | None = None
     policy: AccessPolicy | None = None
+    bad_token: str | None = None
 
 
 def secrets_files() -> list[str]:
@@ -82,7 +84,10 @@ def door(policy: Callable[[], AccessPolicy]) -> Door:
     if not user.get("is_logged_in"):
         return Door(sign_in=config)
     access = policy()
-    actor = access.principal(user.get("email"), name=user.get("name"), groups=user.get(access.group_claim))
+    try:
+        actor = access.admit(user)
+    except BadToken as exc:  # the 30-day cookie keeps the token: every page says so, with a way out
+        return Door(stranger=user, policy=access, sign_in=config, bad_token=str(exc))
     if actor is None:
         return Door(stranger=user, policy=access, sign_in=config)
     return Door(actor=actor, sign_in=config)
@@ -202,7 +207,7 @@ def _screen(d: Door) -> None:
     if d.refusal is not None:
         _refusal(d.refusal)
     elif d.stranger is not None:
-        _stranger(d.stranger, d.policy or AccessPolicy())
+        _stranger(d.stranger, d.policy or AccessPolicy(), d.bad_token)
     elif d.sign_in is not None:
         _sign_in(d.sign_in)
 
@@ -240,14 +245,19 @@ def whom_to_ask(policy: AccessPolicy) -> str:
     return f"a studio admin ({', '.join(people)})"
 
 
-def _stranger(user: dict[str, Any], policy: AccessPolicy) -> None:
+def _stranger(user: dict[str, Any], policy: AccessPolicy, bad_token: str | None = None) -> None:
     st.title("Omni Studio")
-    email = str(user.get("email") or "(no e-mail in the sign-in token)")
-    name = str(user.get("name") or email)
-    st.warning(f"You are signed in as **{_text(name)}** ({_code(email)}), but you have **no access** to this "
-               "studio: its access policy gives you no role.", icon="🚫")
-    st.write(f"Ask {whom_to_ask(policy)} to add you to the access policy (`[access]` in studio.toml, "
-             "docs/team.md). Then sign in again.")
+    email = user.get("email") if isinstance(user.get("email"), str) else "(no usable e-mail in the sign-in token)"
+    name = user.get("name") if isinstance(user.get("name"), str) and user["name"].strip() else email
+    if bad_token:  # the token names nobody the policy can trust: no entry would help
+        st.warning(f"You are signed in as **{_text(name)}** ({_code(email)}), but you have **no access** to this "
+                   f"studio: {_text(bad_token)}.", icon="🚫")
+        st.write(f"Sign out, then sign in with an account the studio can use; {whom_to_ask(policy)} can help.")
+    else:
+        st.warning(f"You are signed in as **{_text(name)}** ({_code(email)}), but you have **no access** to this "
+                   "studio: its access policy gives you no role.", icon="🚫")
+        st.write(f"Ask {whom_to_ask(policy)} to add you to the access policy (`[access]` in studio.toml, "
+                 "docs/team.md). Then sign in again.")
     if st.button("Sign out", key="_auth_sign_out"):
         st.logout()
 
