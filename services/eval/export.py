@@ -9,6 +9,9 @@
 - `import_ratings(store, id, csv_bytes)`: columns item_a, item_b, winner (a | b | tie), rater. A row whose
   winner is empty is a pair not rated (skipped). Any bad row (unknown item id, a pair that is not two variants'
   outputs for one prompt, another winner, no rater) rejects the whole file naming its line: nothing imported.
+
+Every CSV cell is written through services/csvcells.py (a text a spreadsheet would run as a formula gets a
+leading quote) and read back through it, so an exported ratings.csv imports exactly as it was.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import zipfile
 from typing import Any
 
 from protocol.errors import InvalidInput
+from services.csvcells import to_csv, unguard
 from services.eval.pairing import check_pair, schedule
 from services.eval.report import results, to_html
 from services.eval.stats import WINNERS
@@ -29,15 +33,6 @@ from services.eval.store import EvalStore, Item
 RATING_COLUMNS = ("item_a", "item_b", "winner", "rater")
 ITEM_COLUMNS = ("id", "variant", "prompt_index", "repeat", "prompt", "status", "media", "latency_s", "ttfa_ms",
                 "rtf", "model_s", "cost_usd", "error", "settings")
-
-
-def _csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    for row in rows:
-        w.writerow({k: "" if row.get(k) is None else row[k] for k in columns})
-    return buf.getvalue()
 
 
 def _media_tag(modality: str, src: str) -> str:
@@ -74,7 +69,7 @@ def export_zip(store: EvalStore, eval_id: str, *, blind: bool = False) -> bytes:
                 sheet.append(f"<tr><td>{n}</td><td>{html.escape(p.prompt)}</td>"
                              f"<td>1 <code>{a.id}</code><br>{_media_tag(ev.modality, f'media/{a.media}')}</td>"
                              f"<td>2 <code>{b.id}</code><br>{_media_tag(ev.modality, f'media/{b.media}')}</td></tr>")
-            z.writestr("ratings.csv", _csv(rows, RATING_COLUMNS))
+            z.writestr("ratings.csv", to_csv(rows, RATING_COLUMNS))
             z.writestr("blind.html", f"""<!doctype html><html><head><meta charset="utf-8">
 <title>Blind sheet: {html.escape(ev.name)}</title><style>body{{font-family:sans-serif;margin:2em}}
 td{{border:1px solid #ccc;padding:6px;vertical-align:top}}table{{border-collapse:collapse}}</style></head><body>
@@ -87,8 +82,8 @@ ratings.csv</code>.</p><table><tr><th>#</th><th>prompt</th><th>1</th><th>2</th><
             wanted = [by_id[i] for i in sorted(shown)]
         else:
             res = results(store, eval_id)
-            z.writestr("items.csv", _csv([_item_row(i) for i in items], ITEM_COLUMNS))
-            z.writestr("ratings.csv", _csv([{"item_a": r.item_a, "item_b": r.item_b, "winner": r.winner,
+            z.writestr("items.csv", to_csv([_item_row(i) for i in items], ITEM_COLUMNS))
+            z.writestr("ratings.csv", to_csv([{"item_a": r.item_a, "item_b": r.item_b, "winner": r.winner,
                                              "rater": r.rater, "created_at": r.created_at}
                                             for r in store.ratings(eval_id)], (*RATING_COLUMNS, "created_at")))
             gallery = "".join(
@@ -120,7 +115,8 @@ def parse_ratings(store: EvalStore, eval_id: str, data: bytes) -> list[tuple[str
     rows = []
     for raw in reader:
         line = reader.line_num
-        row = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if isinstance(v, str | None)}
+        # the guard quote the export put before a formula-like cell comes off first (services/csvcells.py)
+        row = {(k or "").strip(): unguard(v or "").strip() for k, v in raw.items() if isinstance(v, str | None)}
         winner = row.get("winner", "").lower()
         if not winner:
             continue  # not rated
