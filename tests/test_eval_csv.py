@@ -1,19 +1,26 @@
 """The CSVs an evaluation writes (items.csv, ratings.csv, `eval report --format csv`) open in a spreadsheet as data,
-never as formulas, and the ratings CSV imports back exactly as it was written. Real files: the export's ZIP is
-unpacked and read with Python's csv module."""
+never as formulas, and the ratings CSV imports back exactly as it was written; a ratings file imported twice
+counts once. Real files: the export's ZIP is unpacked and read with Python's csv module, the import runs both
+in process and as `python -m services eval import`."""
 
 from __future__ import annotations
 
 import csv
 import io
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+from protocol.errors import InvalidInput
 from services.csvcells import guard, unguard
 from services.eval import report
-from services.eval.export import export_zip, import_ratings
+from services.eval.export import export_zip, import_ratings, import_ratings_outcome
 from services.eval.spec import parse_spec
 from services.eval.store import EvalStore
+from tests.test_speech_cli import ROOT, cli_env
 
 FORMULA = "=cmd|' /C calc'!A0"
 # raters as people might type them: each one a spreadsheet would run, or one that must survive the guard
@@ -97,3 +104,36 @@ def test_exported_ratings_import_back_exactly(tmp_path: Path) -> None:
         db.execute("DELETE FROM eval_ratings WHERE evaluation_id = ?", (eval_id,))
     assert import_ratings(store, eval_id, ratings_csv.read_bytes()) == len(RATERS)
     assert [(r.item_a, r.item_b, r.winner, r.rater) for r in store.ratings(eval_id)] == before
+
+
+def test_a_ratings_file_imported_twice_counts_once(tmp_path: Path) -> None:
+    store, eval_id = made(tmp_path, ("A", "B"))
+    a, b = [i.id for i in store.items(eval_id) if i.prompt_index == 0]
+    sheet = tmp_path / "ratings.csv"
+    sheet.write_text(f"item_a,item_b,winner,rater\n{a},{b},a,X\n{a},{b},tie,Y\n", encoding="utf-8")
+    first = import_ratings_outcome(store, eval_id, sheet.read_bytes())
+    assert (first.added, first.already) == (2, 0)
+    again = import_ratings_outcome(store, eval_id, sheet.read_bytes())
+    assert (again.added, again.already) == (0, 2)
+    assert "imported 0 ratings" in again.text(eval_id) and "2 were already there" in again.text(eval_id)
+    # the same pair in the other order, by X, is X's pair already; Z is new
+    more = tmp_path / "more.csv"
+    more.write_text(f"item_a,item_b,winner,rater\n{b},{a},b,X\n{b},{a},b,Z\n", encoding="utf-8")
+    assert import_ratings_outcome(store, eval_id, more.read_bytes()) == type(first)(1, 1)
+    assert sorted(r.rater for r in store.ratings(eval_id)) == ["X", "Y", "Z"]
+
+    # one rater twice on one pair within a file: the file is refused, naming both lines, nothing imported
+    twice = tmp_path / "twice.csv"
+    twice.write_text(f"item_a,item_b,winner,rater\n{a},{b},a,W\n{b},{a},a,V\n{b},{a},b,W\n", encoding="utf-8")
+    with pytest.raises(InvalidInput) as exc:
+        import_ratings(store, eval_id, twice.read_bytes())
+    assert "line 4: W rated the pair" in str(exc.value) and "on line 2" in str(exc.value)
+    assert "nothing was imported" in str(exc.value) and len(store.ratings(eval_id)) == 3
+
+    # the command says how many were already there
+    env = {**cli_env(), "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data")}
+    p = subprocess.run([sys.executable, "-m", "services", "eval", "import", eval_id, str(sheet)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert f"imported 0 ratings into {eval_id}; 2 were already there" in p.stdout
+    assert len(store.ratings(eval_id)) == 3

@@ -8,7 +8,10 @@
   item_b, winner, rater; winner empty) and the media of those pairs only.
 - `import_ratings(store, id, csv_bytes)`: columns item_a, item_b, winner (a | b | tie), rater. A row whose
   winner is empty is a pair not rated (skipped). Any bad row (unknown item id, a pair that is not two variants'
-  outputs for one prompt, another winner, no rater) rejects the whole file naming its line: nothing imported.
+  outputs for one prompt, another winner, no rater, the same pair by the same rater twice in the file) rejects
+  the whole file naming its line: nothing imported. A rater rates a pair once: a row whose pair (in either order)
+  that rater already has a rating for is not added again, so importing one file twice counts it once
+  (`import_ratings_outcome` says how many were added and how many were already there).
 
 Every CSV cell is written through services/csvcells.py (a text a spreadsheet would run as a formula gets a
 leading quote) and read back through it, so an exported ratings.csv imports exactly as it was.
@@ -21,6 +24,7 @@ import html
 import io
 import json
 import zipfile
+from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import InvalidInput
@@ -113,6 +117,7 @@ def parse_ratings(store: EvalStore, eval_id: str, data: bytes) -> list[tuple[str
                            f"{', '.join(RATING_COLUMNS)}; nothing was imported")
     items = {i.id: i for i in store.items(eval_id)}
     rows = []
+    seen: dict[tuple[frozenset[str], str], int] = {}  # (pair, rater) → the line that rated it
     for raw in reader:
         line = reader.line_num
         # the guard quote the export put before a formula-like cell comes off first (services/csvcells.py)
@@ -127,12 +132,37 @@ def parse_ratings(store: EvalStore, eval_id: str, data: bytes) -> list[tuple[str
             raise InvalidInput(f"line {line}: {problem}; nothing was imported")
         if not row.get("rater"):
             raise InvalidInput(f"line {line}: the rater is empty: name who rated; nothing was imported")
+        key = (frozenset((row["item_a"], row["item_b"])), row["rater"])
+        if key in seen:
+            raise InvalidInput(f"line {line}: {row['rater']} rated the pair {row['item_a']}, {row['item_b']} already "
+                               f"on line {seen[key]}: a rater rates a pair once; keep one of the two rows; nothing "
+                               "was imported")
+        seen[key] = line
         rows.append((row["item_a"], row["item_b"], winner, row["rater"]))
     return rows
 
 
-def import_ratings(store: EvalStore, eval_id: str, data: bytes) -> int:
-    """Import a filled ratings CSV, all or nothing; the number of ratings imported."""
+@dataclass(frozen=True)
+class ImportOutcome:
+    added: int  # ratings added by this import
+    already: int  # rated rows whose pair that rater had rated before: not added again
+
+    def text(self, eval_id: str) -> str:
+        said = f"imported {self.added} ratings into {eval_id}"
+        if self.already:
+            said += (f"; {self.already} were already there (the same pair rated by the same rater) and were not "
+                     "added again")
+        return said
+
+
+def import_ratings_outcome(store: EvalStore, eval_id: str, data: bytes) -> ImportOutcome:
+    """Import a filled ratings CSV, all or nothing: how many were added, and how many were already there."""
     store.get(eval_id)
     rows = parse_ratings(store, eval_id, data)
-    return store.add_ratings(eval_id, rows) if rows else 0
+    added = store.add_ratings(eval_id, rows, skip_rated=True) if rows else 0
+    return ImportOutcome(added, len(rows) - added)
+
+
+def import_ratings(store: EvalStore, eval_id: str, data: bytes) -> int:
+    """Import a filled ratings CSV, all or nothing; the number of ratings added (those already there are not)."""
+    return import_ratings_outcome(store, eval_id, data).added
