@@ -293,6 +293,18 @@ def test_a_failing_warmup_stops_before_any_level(engine_url: str) -> None:
     (["image", "--slo-ttfa-ms", "300"], "first audio (TTFA) is a voice figure"),
     (["image", "--text", "hello"], "--text is for voice"),
     (["voice", "--max-minutes", "0.01"], "wall-clock cap"),
+    # a bad flag value exits 2 naming the flag, in the flag's own unit
+    (["voice", "--max-minutes", "0"], "argument --max-minutes: the wall-clock cap must be a number of minutes from "
+                                      "0.1667 to 240; got '0'"),
+    (["voice", "--max-minutes", "-5"], "argument --max-minutes:"),
+    (["voice", "--max-minutes", "100000"], "argument --max-minutes:"),
+    (["voice", "--max-minutes", "nan"], "argument --max-minutes:"),
+    (["voice", "--price-per-hour", "-3"], "argument --price-per-hour: the price per hour must be a number of USD "
+                                          "from 0.0001 to 1000; got '-3'"),
+    (["voice", "--price-per-hour", "inf"], "argument --price-per-hour:"),
+    (["voice", "--slo-ttfa-ms", "inf"], "argument --slo-ttfa-ms: the first-audio SLO must be a number of "
+                                        "milliseconds above zero"),
+    (["voice", "--slo-latency-s", "nan"], "argument --slo-latency-s:"),
     (["voice", "--endpoint", "x", "--backend", "omni"], "--endpoint names a SageMaker endpoint"),
 ])
 def test_bad_input_is_refused_before_anything_starts(args: list[str], words: str, tmp_path: Path) -> None:
