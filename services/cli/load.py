@@ -297,7 +297,8 @@ def render(report: LoadReport) -> str:
     if report.slo:
         best = d["max_concurrency_within_slo"]
         lines.append(f"SLO {report.slo.label()}: " + (f"held up to concurrency {best}" if best is not None else
-                                                      "not held even at the lowest level"))
+                                                      "not held even at the lowest level" if report.levels else
+                                                      "not measured: no level ran"))
     cost = d["cost"]
     value = cost[COST_KEY[m]]
     if value is not None:
@@ -307,7 +308,8 @@ def render(report: LoadReport) -> str:
     else:
         lines.append(f"cost: none — {cost['note']}")
     if report.stopped:
-        lines.append(f"ended early: {report.stopped}; the levels above were not (fully) run")
+        lines.append(f"ended early: {report.stopped}; " + ("the levels above were not (fully) run" if report.levels
+                                                            else "no level ran"))
     lines.append("percentiles are nearest-rank over the successful requests (n = how many); every sample is in "
                  "--json and --out")
     return "\n".join(lines)
