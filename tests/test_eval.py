@@ -67,6 +67,31 @@ def test_more_than_1000_items_need_yes_and_dashed_names_and_prompts_file(tmp_pat
         load_spec(tmp_path / "bad.toml")
 
 
+@pytest.mark.parametrize("modality, top, variant, needle", [
+    ("voice", "seed = inf", "", "seed must be a whole number from 0 to 4294967295"),
+    ("voice", "seed = nan", "", "seed must be a whole number from 0 to 4294967295"),
+    ("voice", "seed = -inf", "", "seed must be a whole number from 0 to 4294967295"),
+    ("voice", "seed = 1.5", "", "seed must be a whole number from 0 to 4294967295"),
+    ("voice", "", "price_per_hour = inf", "variant 1 ('a'): price_per_hour: the price per hour (USD) must be a number "
+                                          "from 0.0001 to 1000"),
+    ("voice", "", "price_per_hour = nan", "variant 1 ('a'): price_per_hour:"),
+    ("voice", "", "price_per_hour = -3.0", "variant 1 ('a'): price_per_hour:"),
+    ("voice", "", "first_chunk_frames = nan", "variant 1 ('a'): first_chunk_frames must be a whole number from 1 "
+                                              "to 64"),
+    ("image", "", "seed = inf", "variant 1 ('a'): seed must be a whole number from 0 to 4294967295"),
+    ("image", "", "steps = inf", "variant 1 ('a'): steps must be a whole number from 1 to 200"),
+    ("video", "", "fps = nan", "variant 1 ('a'): fps must be a whole number from 1 to 60"),
+    ("video", "", "guidance = -inf", "variant 1 ('a'): guidance must be a number from 0 to 20"),
+])
+def test_inf_and_nan_in_a_spec_are_refused_naming_the_key_and_its_range(modality, top, variant, needle, tmp_path):
+    (tmp_path / "spec.toml").write_text(
+        f'name = "n"\nmodality = "{modality}"\nprompts = ["p"]\n{top}\n'
+        f'[[variants]]\nlabel = "a"\n{variant}\n[[variants]]\nlabel = "b"\n', encoding="utf-8")
+    with pytest.raises(InvalidInput) as exc:
+        load_spec(tmp_path / "spec.toml")
+    assert needle in str(exc.value)
+
+
 # ---- a run on the real engine ------------------------------------------------------------------------------
 def test_voice_run_interrupted_resumed_rated_and_exported(engine_url: str, tmp_path: Path) -> None:
     base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)

@@ -270,6 +270,28 @@ def test_a_stopped_sweep_sends_no_level(engine_url: str) -> None:
     assert d["stopped"] == "stopped by request" and d["levels"] == [] and len(d["warmup"]) == 1
 
 
+def test_a_sweep_stopped_before_its_first_level_says_no_level_ran(engine_url: str) -> None:
+    from services.cli.load import render
+
+    s = settings()
+    backend = omni_backend(engine_url, s, name="omni")
+    plan = LoadPlan.build("voice", levels="1", requests=1, slo="ttfa 300ms", work={"text": TEXT}, warmup=1)
+    stop = threading.Event()
+    stop.set()  # as after Ctrl-C during the warm-up request: it finishes, and no level starts
+    report = asyncio.run(run_sweep(backend, plan, describe_target(backend, s, "voice"), stop=stop))
+    d = report.to_dict()
+    assert d["levels"] == [] and len(d["warmup"]) == 1
+    note = d["cost"]["note"]
+    assert note == ("no level ran (the sweep ended before its first level: stopped by request), so there is no "
+                    "throughput to price")
+    text = render(report)
+    assert "not measured: no level ran" in text and "not held even at the lowest level" not in text
+    assert "ended early: stopped by request; no level ran" in text and "levels above" not in text
+    # no SLO: the same, not "no level ran without errors"
+    report.slo = None
+    assert "without errors" not in report.cost()["note"] and "no level ran (" in report.cost()["note"]
+
+
 def test_a_failing_warmup_stops_before_any_level(engine_url: str) -> None:
     from services.load.runner import WarmupFailed
 
@@ -293,6 +315,18 @@ def test_a_failing_warmup_stops_before_any_level(engine_url: str) -> None:
     (["image", "--slo-ttfa-ms", "300"], "first audio (TTFA) is a voice figure"),
     (["image", "--text", "hello"], "--text is for voice"),
     (["voice", "--max-minutes", "0.01"], "wall-clock cap"),
+    # a bad flag value exits 2 naming the flag, in the flag's own unit
+    (["voice", "--max-minutes", "0"], "argument --max-minutes: the wall-clock cap must be a number of minutes from "
+                                      "0.1667 to 240; got '0'"),
+    (["voice", "--max-minutes", "-5"], "argument --max-minutes:"),
+    (["voice", "--max-minutes", "100000"], "argument --max-minutes:"),
+    (["voice", "--max-minutes", "nan"], "argument --max-minutes:"),
+    (["voice", "--price-per-hour", "-3"], "argument --price-per-hour: the price per hour must be a number of USD "
+                                          "from 0.0001 to 1000; got '-3'"),
+    (["voice", "--price-per-hour", "inf"], "argument --price-per-hour:"),
+    (["voice", "--slo-ttfa-ms", "inf"], "argument --slo-ttfa-ms: the first-audio SLO must be a number of "
+                                        "milliseconds above zero"),
+    (["voice", "--slo-latency-s", "nan"], "argument --slo-latency-s:"),
     (["voice", "--endpoint", "x", "--backend", "omni"], "--endpoint names a SageMaker endpoint"),
 ])
 def test_bad_input_is_refused_before_anything_starts(args: list[str], words: str, tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ empty prompt set, > 1000 items without --yes). A variant whose target is down fa
 are listed, the exit code is 1, and `--resume ID` with the same SPEC retries them and makes only what is
 missing (also after Ctrl-C or a crash). The backend options (--backend, --url, ...) are the defaults of the
 variants that name no target. `--json` prints {"id", "items", "failed", "generated"} at the end.
+`import` adds no row whose pair its rater already rated (a file imported twice counts once) and says how many
+were already there.
 """
 
 from __future__ import annotations
@@ -99,14 +101,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def import_cmd(args: argparse.Namespace) -> int:
-    from services.eval import import_ratings
+    from services.eval import import_ratings_outcome
 
     try:
         data = args.csv.read_bytes()
     except OSError as exc:
         raise InvalidInput(f"cannot read {args.csv} ({exc.strerror or exc}); give the filled ratings CSV") from None
-    n = import_ratings(_store(), args.id, data)
-    print(f"imported {n} ratings into {args.id}")
+    print(import_ratings_outcome(_store(), args.id, data).text(args.id))
     return 0
 
 

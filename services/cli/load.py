@@ -20,7 +20,8 @@ asks (or needs --yes); it never starts an endpoint. The offline engine's figures
 GPU's, and the report says so.
 
 Exit code 0 when the sweep ran (failed requests are in the report); 2 for arguments that cannot be used
-(levels not increasing, fewer requests than the highest level, an SLO without a unit, …); 1 when the target is
+(levels not increasing, fewer requests than the highest level, an SLO without a unit, a flag's number out of its
+range such as --max-minutes 0 or --price-per-hour -3, …); 1 when the target is
 down or not confirmed (nothing was sent); 130 on Ctrl-C (the first stops sending and keeps the report).
 """
 
@@ -29,12 +30,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import InvalidInput
+from protocol.limits import Range
 from services.cli.common import ArgumentError, check_out, read_text, save_output, settings_from_args
 from services.load import (
     COST_KEY,
@@ -55,6 +59,25 @@ from services.load import (
     slo_ttfa_ms,
     usd,
 )
+from services.load.plan import WALL_CLOCK_S
+from services.load.target import PRICE_PER_HOUR
+
+
+def _number(what: str, unit: str, rng: Range | None = None, *, scale: float = 1.0) -> Callable[[str], float]:
+    """An argparse type: a finite number above zero (and within `rng`, given in the unit the plan checks, shown in
+    the flag's own unit: `scale` is plan units per flag unit). A bad value exits 2 naming the flag, as argparse's
+    own type errors do, before anything starts."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        lo, hi = (rng.lo / scale, rng.hi / scale) if rng else (0.0, math.inf)
+        if not math.isfinite(value) or value <= 0 or not lo <= value <= hi:
+            where = f"from {lo:.4g} to {hi:.4g}" if rng else "above zero"
+            raise argparse.ArgumentTypeError(f"{what} must be a number of {unit} {where}; got {text!r}")
+        return value
+    return parse
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -73,15 +96,18 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                       help='a JSON object of request fields, e.g. {"prompt": "…", "size": "512x512"} or {"text": "…", '
                            '"voice": "…"}')
     slo = p.add_mutually_exclusive_group()
-    slo.add_argument("--slo-ttfa-ms", type=float, metavar="MS", help="voice: the p95 first audio to stay within")
-    slo.add_argument("--slo-latency-s", type=float, metavar="S", help="the p95 request latency to stay within")
+    slo.add_argument("--slo-ttfa-ms", type=_number("the first-audio SLO", "milliseconds"), metavar="MS",
+                     help="voice: the p95 first audio to stay within")
+    slo.add_argument("--slo-latency-s", type=_number("the latency SLO", "seconds"), metavar="S",
+                     help="the p95 request latency to stay within")
     slo.add_argument("--slo", metavar="TEXT", help='the SLO with its unit: "ttfa 300ms", "latency 2s"')
     price = p.add_mutually_exclusive_group()
     price.add_argument("--instance-type", metavar="TYPE",
                        help="what the target runs on, for its price (SageMaker: read from the endpoint)")
-    price.add_argument("--price-per-hour", type=float, metavar="USD", help="the target's hourly price, by hand")
-    p.add_argument("--max-minutes", type=float, default=DEFAULT_WALL_CLOCK_S / 60,
-                   help="stop sending new requests after this long (default 30)")
+    price.add_argument("--price-per-hour", type=_number("the price per hour", "USD", PRICE_PER_HOUR),
+                       metavar="USD", help="the target's hourly price, by hand")
+    p.add_argument("--max-minutes", type=_number("the wall-clock cap", "minutes", WALL_CLOCK_S, scale=60),
+                   default=DEFAULT_WALL_CLOCK_S / 60, help="stop sending new requests after this long (default 30)")
     p.add_argument("--warmup", type=int, default=1, metavar="N",
                    help="requests sent one at a time before the first level and kept out of the figures (0-5; default 1)")
     p.add_argument("--yes", action="store_true", help="SageMaker: run without asking (the cost is still printed)")
@@ -271,7 +297,8 @@ def render(report: LoadReport) -> str:
     if report.slo:
         best = d["max_concurrency_within_slo"]
         lines.append(f"SLO {report.slo.label()}: " + (f"held up to concurrency {best}" if best is not None else
-                                                      "not held even at the lowest level"))
+                                                      "not held even at the lowest level" if report.levels else
+                                                      "not measured: no level ran"))
     cost = d["cost"]
     value = cost[COST_KEY[m]]
     if value is not None:
@@ -281,7 +308,8 @@ def render(report: LoadReport) -> str:
     else:
         lines.append(f"cost: none — {cost['note']}")
     if report.stopped:
-        lines.append(f"ended early: {report.stopped}; the levels above were not (fully) run")
+        lines.append(f"ended early: {report.stopped}; " + ("the levels above were not (fully) run" if report.levels
+                                                            else "no level ran"))
     lines.append("percentiles are nearest-rank over the successful requests (n = how many); every sample is in "
                  "--json and --out")
     return "\n".join(lines)

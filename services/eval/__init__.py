@@ -27,7 +27,9 @@ statistics. UI-free; the Evaluations page and `python -m services eval` (service
     verdicts(res)                                            # plain sentences: overlap, "about N more ratings …"
     render(res, "json" | "csv" | "md" | "html")             # the report as text (html self-contained)
     export_zip(store, ev.id, blind=False)                    # bytes of the ZIP (media, items.csv, ratings.csv, report.html)
-    import_ratings(store, ev.id, csv_bytes)                  # all or nothing; InvalidInput names the line
+    import_ratings(store, ev.id, csv_bytes)                  # all or nothing; InvalidInput names the line; the number
+                                                             # added (a pair its rater already rated is not added again)
+    import_ratings_outcome(store, ev.id, csv_bytes)          # the same, as ImportOutcome(added, already) with .text(id)
 
 Side by side without storing (the Compare columns): for each variant's settings dict (the SPEC's variant keys),
 `backend = create_backend(variant_settings(settings, modality, v))`, then `generate(backend, modality, prompt, v)`
@@ -39,7 +41,7 @@ one backend per variant target), pairing.py (the blind schedule), stats.py (the 
 and renderings), export.py (ZIPs, the blind sheet, the import).
 """
 
-from services.eval.export import export_zip, import_ratings
+from services.eval.export import ImportOutcome, export_zip, import_ratings, import_ratings_outcome
 from services.eval.pairing import Pair, next_pair, record_rating, schedule
 from services.eval.report import render, results, verdicts
 from services.eval.requests import build_request
@@ -48,7 +50,7 @@ from services.eval.spec import EvalSpec, load_spec, parse_spec
 from services.eval.store import EvalStore, Item
 
 __all__ = [
-    "EvalSpec", "EvalStore", "Item", "Pair", "RunOutcome", "build_request", "export_zip", "generate", "import_ratings",
-    "load_spec", "next_pair", "parse_spec", "record_rating", "render", "results", "run_items", "schedule",
-    "variant_settings", "verdicts",
+    "EvalSpec", "EvalStore", "ImportOutcome", "Item", "Pair", "RunOutcome", "build_request", "export_zip", "generate",
+    "import_ratings", "import_ratings_outcome", "load_spec", "next_pair", "parse_spec", "record_rating", "render",
+    "results", "run_items", "schedule", "variant_settings", "verdicts",
 ]

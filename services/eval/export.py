@@ -8,7 +8,13 @@
   item_b, winner, rater; winner empty) and the media of those pairs only.
 - `import_ratings(store, id, csv_bytes)`: columns item_a, item_b, winner (a | b | tie), rater. A row whose
   winner is empty is a pair not rated (skipped). Any bad row (unknown item id, a pair that is not two variants'
-  outputs for one prompt, another winner, no rater) rejects the whole file naming its line: nothing imported.
+  outputs for one prompt, another winner, no rater, the same pair by the same rater twice in the file) rejects
+  the whole file naming its line: nothing imported. A rater rates a pair once: a row whose pair (in either order)
+  that rater already has a rating for is not added again, so importing one file twice counts it once
+  (`import_ratings_outcome` says how many were added and how many were already there).
+
+Every CSV cell is written through services/csvcells.py (a text a spreadsheet would run as a formula gets a
+leading quote) and read back through it, so an exported ratings.csv imports exactly as it was.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import html
 import io
 import json
 import zipfile
+from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import InvalidInput
+from services.csvcells import to_csv, unguard
 from services.eval.pairing import check_pair, schedule
 from services.eval.report import results, to_html
 from services.eval.stats import WINNERS
@@ -29,15 +37,6 @@ from services.eval.store import EvalStore, Item
 RATING_COLUMNS = ("item_a", "item_b", "winner", "rater")
 ITEM_COLUMNS = ("id", "variant", "prompt_index", "repeat", "prompt", "status", "media", "latency_s", "ttfa_ms",
                 "rtf", "model_s", "cost_usd", "error", "settings")
-
-
-def _csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    for row in rows:
-        w.writerow({k: "" if row.get(k) is None else row[k] for k in columns})
-    return buf.getvalue()
 
 
 def _media_tag(modality: str, src: str) -> str:
@@ -74,7 +73,7 @@ def export_zip(store: EvalStore, eval_id: str, *, blind: bool = False) -> bytes:
                 sheet.append(f"<tr><td>{n}</td><td>{html.escape(p.prompt)}</td>"
                              f"<td>1 <code>{a.id}</code><br>{_media_tag(ev.modality, f'media/{a.media}')}</td>"
                              f"<td>2 <code>{b.id}</code><br>{_media_tag(ev.modality, f'media/{b.media}')}</td></tr>")
-            z.writestr("ratings.csv", _csv(rows, RATING_COLUMNS))
+            z.writestr("ratings.csv", to_csv(rows, RATING_COLUMNS))
             z.writestr("blind.html", f"""<!doctype html><html><head><meta charset="utf-8">
 <title>Blind sheet: {html.escape(ev.name)}</title><style>body{{font-family:sans-serif;margin:2em}}
 td{{border:1px solid #ccc;padding:6px;vertical-align:top}}table{{border-collapse:collapse}}</style></head><body>
@@ -87,8 +86,8 @@ ratings.csv</code>.</p><table><tr><th>#</th><th>prompt</th><th>1</th><th>2</th><
             wanted = [by_id[i] for i in sorted(shown)]
         else:
             res = results(store, eval_id)
-            z.writestr("items.csv", _csv([_item_row(i) for i in items], ITEM_COLUMNS))
-            z.writestr("ratings.csv", _csv([{"item_a": r.item_a, "item_b": r.item_b, "winner": r.winner,
+            z.writestr("items.csv", to_csv([_item_row(i) for i in items], ITEM_COLUMNS))
+            z.writestr("ratings.csv", to_csv([{"item_a": r.item_a, "item_b": r.item_b, "winner": r.winner,
                                              "rater": r.rater, "created_at": r.created_at}
                                             for r in store.ratings(eval_id)], (*RATING_COLUMNS, "created_at")))
             gallery = "".join(
@@ -118,9 +117,11 @@ def parse_ratings(store: EvalStore, eval_id: str, data: bytes) -> list[tuple[str
                            f"{', '.join(RATING_COLUMNS)}; nothing was imported")
     items = {i.id: i for i in store.items(eval_id)}
     rows = []
+    seen: dict[tuple[frozenset[str], str], int] = {}  # (pair, rater) → the line that rated it
     for raw in reader:
         line = reader.line_num
-        row = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if isinstance(v, str | None)}
+        # the guard quote the export put before a formula-like cell comes off first (services/csvcells.py)
+        row = {(k or "").strip(): unguard(v or "").strip() for k, v in raw.items() if isinstance(v, str | None)}
         winner = row.get("winner", "").lower()
         if not winner:
             continue  # not rated
@@ -131,12 +132,37 @@ def parse_ratings(store: EvalStore, eval_id: str, data: bytes) -> list[tuple[str
             raise InvalidInput(f"line {line}: {problem}; nothing was imported")
         if not row.get("rater"):
             raise InvalidInput(f"line {line}: the rater is empty: name who rated; nothing was imported")
+        key = (frozenset((row["item_a"], row["item_b"])), row["rater"])
+        if key in seen:
+            raise InvalidInput(f"line {line}: {row['rater']} rated the pair {row['item_a']}, {row['item_b']} already "
+                               f"on line {seen[key]}: a rater rates a pair once; keep one of the two rows; nothing "
+                               "was imported")
+        seen[key] = line
         rows.append((row["item_a"], row["item_b"], winner, row["rater"]))
     return rows
 
 
-def import_ratings(store: EvalStore, eval_id: str, data: bytes) -> int:
-    """Import a filled ratings CSV, all or nothing; the number of ratings imported."""
+@dataclass(frozen=True)
+class ImportOutcome:
+    added: int  # ratings added by this import
+    already: int  # rated rows whose pair that rater had rated before: not added again
+
+    def text(self, eval_id: str) -> str:
+        said = f"imported {self.added} ratings into {eval_id}"
+        if self.already:
+            said += (f"; {self.already} were already there (the same pair rated by the same rater) and were not "
+                     "added again")
+        return said
+
+
+def import_ratings_outcome(store: EvalStore, eval_id: str, data: bytes) -> ImportOutcome:
+    """Import a filled ratings CSV, all or nothing: how many were added, and how many were already there."""
     store.get(eval_id)
     rows = parse_ratings(store, eval_id, data)
-    return store.add_ratings(eval_id, rows) if rows else 0
+    added = store.add_ratings(eval_id, rows, skip_rated=True) if rows else 0
+    return ImportOutcome(added, len(rows) - added)
+
+
+def import_ratings(store: EvalStore, eval_id: str, data: bytes) -> int:
+    """Import a filled ratings CSV, all or nothing; the number of ratings added (those already there are not)."""
+    return import_ratings_outcome(store, eval_id, data).added

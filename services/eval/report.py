@@ -6,13 +6,12 @@ The HTML is self-contained (inline CSS and SVG, no script, no network).
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import itertools
 import json
 from typing import Any
 
+from services import csvcells
 from services.eval import stats
 from services.eval.store import EvalStore
 
@@ -107,12 +106,8 @@ def variant_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def to_csv(res: dict[str, Any]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=VARIANT_COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for row in variant_rows(res):
-        w.writerow({k: "" if val is None else val for k, val in row.items()})
-    return buf.getvalue()
+    """One row per variant; a label a spreadsheet would run as a formula is quoted (services/csvcells.py)."""
+    return csvcells.to_csv(variant_rows(res), VARIANT_COLUMNS)
 
 
 def to_markdown(res: dict[str, Any]) -> str:

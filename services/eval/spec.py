@@ -15,20 +15,25 @@
 
 Each variant takes the setting names of the matching command (`speak`, `image`, `video`; `first-chunk-frames`
 and `first_chunk_frames` are the same). Refused, naming what to fix: unknown keys or settings, fewer than 2
-variants, duplicate labels, an empty prompt set, more than MAX_ITEMS_UNCONFIRMED items without `yes`.
+variants, duplicate labels, an empty prompt set, more than MAX_ITEMS_UNCONFIRMED items without `yes`, a `seed`
+that is not a whole number from 0 to 2**32 − 1, a `price_per_hour` outside load's range, and TOML's inf or nan
+for any number (named with the range it must be in).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from protocol import limits
 from protocol.errors import InvalidInput
+from protocol.limits import Range
 from services.eval.requests import build_request
 
 Modality = Literal["voice", "image", "video"]
@@ -41,6 +46,17 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "video": ("width", "height", "frames", "fps", "steps", "guidance", "seed", "negative_prompt"),
 }
 TOP_KEYS = ("name", "modality", "prompts", "prompts_file", "repeats", "variants", "seed")
+# The numeric settings' ranges, for a message that names the range when TOML's inf or nan is given (pydantic
+# only says "finite"); values inside these are checked by the request itself (build_request).
+RANGES: dict[str, dict[str, tuple[Range, bool]]] = {  # modality → key → (range, whole number)
+    "voice": {"first_chunk_frames": (limits.FIRST_CHUNK_FRAMES, True)},
+    "image": {"steps": (limits.IMAGE_STEPS, True), "guidance": (limits.IMAGE_GUIDANCE, False),
+              "seed": (limits.SEED, True)},
+    "video": {"width": (limits.VIDEO_SIZE, True), "height": (limits.VIDEO_SIZE, True),
+              "frames": (limits.VIDEO_FRAMES, True), "fps": (limits.VIDEO_FPS, True),
+              "steps": (limits.VIDEO_STEPS, True), "guidance": (limits.VIDEO_GUIDANCE, False),
+              "seed": (limits.SEED, True)},
+}
 
 
 class _Variant(BaseModel):
@@ -139,6 +155,22 @@ def read_prompts_file(path: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
+def _check_numbers(name: str, modality: str, raw: dict[str, Any]) -> None:
+    """A variant's price, and any numeric setting that is inf or nan, refused naming the key and its range."""
+    from services.load.target import check_price  # the same rule as `load --price-per-hour`
+
+    price = raw.get("price_per_hour")
+    if price is not None:
+        try:
+            check_price(price)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{name}: price_per_hour: {exc}") from None
+    for key, (rng, whole) in RANGES[modality].items():
+        value = raw.get(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            rng.check(f"{name}: {key}", value, integer=whole)
+
+
 def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool = False) -> EvalSpec:
     """Check a SPEC dict (from TOML or a page); every refusal is an InvalidInput naming what to fix."""
     if not isinstance(data, dict):
@@ -195,6 +227,7 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
         if label.strip() in seen:
             raise InvalidInput(f"two variants are labelled {label!r}: give each variant its own label")
         seen.add(label.strip())
+        _check_numbers(name, modality, raw)
         try:
             checked = model.model_validate({**raw, "label": label.strip()})
         except ValidationError as exc:
@@ -205,9 +238,11 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
         except InvalidInput as exc:
             raise InvalidInput(f"{name}: {exc}") from None
         variants.append(dumped)
+    seed = data.get("seed", 0)
+    limits.SEED.check("seed", seed, hint="it orders the blind pairs")  # TOML's inf and nan too, naming the key
     try:
         spec = EvalSpec(name=str(data["name"]), modality=modality, prompts=prompts, repeats=repeats,
-                        seed=int(data.get("seed", 0)), variants=variants)
+                        seed=seed, variants=variants)
     except (ValidationError, TypeError, ValueError) as exc:
         raise InvalidInput(f"the SPEC: {exc}") from None
     if not spec.name.strip():

@@ -236,13 +236,19 @@ class EvalStore:
                        (error, time.time(), item.id))
 
     # -- ratings --------------------------------------------------------------------------------------
-    def add_ratings(self, eval_id: str, rows: list[tuple[str, str, str, str]]) -> int:
+    def add_ratings(self, eval_id: str, rows: list[tuple[str, str, str, str]], *, skip_rated: bool = False) -> int:
         """(item_a, item_b, winner, rater) rows (checked by the caller), all in one transaction, the actor's
-        (Forbidden unless their role may evaluate) on an evaluation they see (their own or a shared one)."""
+        (Forbidden unless their role may evaluate) on an evaluation they see (their own or a shared one); the
+        number added. `skip_rated`: a row whose pair (in either order) its rater already rated is left out, read
+        in the same transaction so two imports at once cannot both add it."""
         require(self.actor, "evaluate")
         self.get(eval_id)
         now = time.time()
         with self.history.transaction() as db:
+            if skip_rated:
+                rated = {(frozenset((a, b)), r) for a, b, r in db.execute(
+                    "SELECT item_a, item_b, rater FROM eval_ratings WHERE evaluation_id = ?", (eval_id,))}
+                rows = [row for row in rows if (frozenset(row[:2]), row[3]) not in rated]
             db.executemany("INSERT INTO eval_ratings (evaluation_id, item_a, item_b, winner, rater, created_at,"
                            " user_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            [(eval_id, a, b, w, r, now, self.actor.id) for a, b, w, r in rows])

@@ -219,7 +219,10 @@ class LoadReport:
         out: dict[str, Any] = {key: None, "at_concurrency": best.concurrency if best else None,
                                "throughput": {THROUGHPUT_KEY[self.modality]: best.throughput} if best else None,
                                "usd_per_hour": self.usd_per_hour, "note": None}
-        if best is None:
+        if best is None and not self.levels:  # stopped during the warm-up, before the first level
+            why = f" (the sweep ended before its first level: {self.stopped})" if self.stopped else ""
+            out["note"] = f"no level ran{why}, so there is no throughput to price"
+        elif best is None:
             what = "within the SLO" if self.slo else "without errors"
             out["note"] = f"no level ran {what}, so there is no throughput to price"
         elif self.usd_per_hour is None:
