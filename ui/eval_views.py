@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from protocol.errors import InvalidInput, StudioError
-from services.eval.export import export_zip, import_ratings
+from services.eval.export import export_zip, import_ratings_outcome
 from services.eval.pairing import Pair, next_pair, record_rating
 from services.eval.report import render, results, variant_rows, verdicts
 from services.eval.runner import run_items
@@ -252,6 +252,6 @@ def results_section(store: EvalStore, eval_id: str) -> None:
                               key="ev_import")
     if upload is not None and st.button("Import ratings", key="ev_import_go"):
         try:
-            st.success(f"{import_ratings(store, eval_id, upload.getvalue())} ratings imported")
+            st.success(import_ratings_outcome(store, eval_id, upload.getvalue()).text(eval_id))
         except StudioError as exc:
             st.error(plain(exc))
