@@ -14,8 +14,8 @@ Both take the common backend options (--backend offline|omni|sagemaker, --url UR
 success; 1 with a message naming what to fix otherwise (2 for a prompt that is not UTF-8). An --out that cannot
 be written is refused before anything starts; if writing still fails afterwards (a full disk), the result goes
 to a fallback file whose name is printed. A video is written to --out before the history keeps its copy: a
-full data disk loses only that copy (the job is recorded failed, naming the disk, and the exit code is 1). `--json` prints one JSON object with the exact
-parameters (the seed used included) and the timings. Each run is also recorded in the studio's history
+full data disk loses only that copy (the job is recorded failed, naming the disk, and the exit code is 1).
+`--json` prints one JSON object with the exact parameters (the seed used included) and the timings. Each run is also recorded in the studio's history
 (the data_dir setting) unless --no-history is given, so the pages show it too.
 """
 
