@@ -294,6 +294,28 @@ def test_a_full_disk_fails_the_job_naming_the_disk_and_the_next_job_has_room(tmp
     assert out["small"][:2] == ["succeeded", None] and out["small"][2] > 0  # so the next job is kept
 
 
+def test_a_failure_the_full_history_cannot_record_is_kept_for_whoever_waits(tmp_path, monkeypatch) -> None:
+    """The disk so full that even the failure cannot be written: the runner says why (the CLI prints it) and
+    the record stays unfinished, for History.recover in a later process, never silently 'running: None'."""
+    from services.history import HistoryError
+
+    history = History(tmp_path)
+    delivered: list[bytes] = []
+    jobs = VideoJobs(VideoClient(MockVideoTransport(lambda b, c: VideoPayload(make_mp4(5, 64, 64, 4), 0.5))), history)
+
+    def full(*_a, **_k):
+        raise HistoryError(f"No space left on device writing {history.db_path}: free space on {tmp_path} and run it "
+                           "again")
+
+    monkeypatch.setattr(History, "succeed", full)
+    monkeypatch.setattr(History, "fail", full)
+    job = jobs.wait(jobs.start(VideoRequest("kept", width=64, height=64, frames=5, fps=4),
+                               deliver=delivered.append).id, 30)
+    assert job.status == "running" and len(delivered) == 1 and check_mp4(delivered[0], where="t").frames == 5
+    assert jobs.problem(job.id) == (f"No space left on device writing {history.db_path}: free space on {tmp_path} "
+                                    "and run it again (the history could not record this)")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # a small misbehaving vLLM-Omni on loopback (real HTTP), for faults the offline engine does not make
 @pytest.fixture(scope="module")

@@ -189,8 +189,9 @@ class VideoJobs:
             history.fail(job_id, message, status=status,
                          timings={"wall_s": round(wall_s, 4)} if wall_s is not None else None)
         except Exception as exc:  # the history itself is broken (a full disk): kept here, for whoever waits
+            why = "" if str(exc) == message else f": {exc}"
             with self._lock:
-                self._unrecorded[job_id] = f"{message} (the history could not record this: {exc})"
+                self._unrecorded[job_id] = f"{message} (the history could not record this{why})"
 
 
 def job_request(job: Job) -> VideoRequest:
