@@ -20,9 +20,9 @@ st.caption("Send the same request at increasing concurrency to the target in the
            "many in flight until its requests are done. The report says how far the target holds your SLO and "
            "what a unit of work costs there. A sweep never starts an endpoint.")
 
+history = resources.require_history()
 try:
     backend = resources.backend()
-    history = resources.history()
 except StudioError as exc:
     st.error(f"The backend is not available: {resources.plain(exc)}")
     st.stop()

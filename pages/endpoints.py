@@ -24,19 +24,23 @@ resources.sidebar()
 st.title("Endpoints")
 settings = resources.settings()
 state_file = settings.state_file
-runner = resources.infra_actions()
+try:
+    runner, no_audit = resources.infra_actions(), None
+except StudioError as exc:  # its audit log is in the history: the deployment is still shown, without actions
+    runner, no_audit = None, str(exc)
 st.caption(f"The deployment recorded in {resources.code(state_file)} — what runs, what it costs, and the "
            "actions that change it. Every action is the same call as the `python -m infra` line shown with it.")
 
-busy = runner.busy
+busy = runner is not None and runner.busy
 moving = busy or bool(state.get("endpoints_creating"))  # refresh while an action runs or an endpoint changes
 
 
 @st.fragment(run_every=REFRESH_S if moving else None)
 def live() -> None:
     creating = status_panel(state_file, settings.profile)
-    action_panel(runner.current())
-    now_busy = runner.busy
+    if runner is not None:
+        action_panel(runner.current())
+    now_busy = runner is not None and runner.busy
     # Leave refresh mode (a full rerun redefines the fragment) once nothing is moving any more.
     if moving and not now_busy and not creating:
         state["endpoints_creating"] = False
@@ -51,6 +55,11 @@ me = principal()
 if not me.can("deploy"):
     st.info(f"You are {resources.plain(me.label)}: only an admin deploys, upgrades, extends, rolls back or deletes "
             "endpoints. Ask one of the studio's admins.", icon="🔒")
+    st.stop()
+if runner is None:  # every action is audited: none runs while the audit log cannot be written
+    st.error("Endpoint actions are unavailable while the audit log cannot be written: it is kept in the studio's "
+             "history (below, what is wrong with it).", icon="🗄️")
+    audit_panel([], unavailable=no_audit)
     st.stop()
 wait = WaitSettings(poll_s=settings.infra_poll_s)
 deployment = load_state(state_file)
@@ -111,4 +120,7 @@ else:
                 st.rerun()
     versions_panel(deployment, runner, wait, busy, me)  # the version in use, Upgrade, Roll back
     ttl_panel(deployment, runner, busy, me)  # the time left, Extend
-audit_panel(resources.audit_entries())  # who did what to the endpoints, who cloned which voice
+try:
+    audit_panel(resources.audit_entries())  # who did what to the endpoints, who cloned which voice
+except StudioError as exc:
+    audit_panel([], unavailable=str(exc))

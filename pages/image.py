@@ -24,9 +24,9 @@ st.caption(f"FLUX.2-klein is distilled: about **{DEFAULT_STEPS} steps** is right
            "**Edit** applies a prompt to 1–4 reference images; **Compare** runs one prompt on 2–4 variants side by "
            "side. Every image is kept in the gallery below; take a good one on to the video studio.")
 
+history = resources.require_history()
 try:
     backend = resources.backend()
-    history = resources.history()
 except StudioError as exc:
     st.error(f"The image backend is not available: {resources.plain(exc)}")
     st.stop()

@@ -14,7 +14,6 @@ from services.videos import (
     DEFAULT_HEIGHT,
     DEFAULT_STEPS,
     DEFAULT_WIDTH,
-    VIDEO_FILE,
     VideoRequest,
 )
 from ui import resources
@@ -32,9 +31,9 @@ st.title("Video")
 st.caption("Describe the motion, pick a reference image, and press **Generate**. The job runs on its own: "
            "you can watch its progress here, reload the page, or come back later — it stays in the list below.")
 
+history = resources.require_history()
 try:
     backend = resources.backend()
-    history = resources.history()
     jobs = resources.video_jobs()
 except StudioError as exc:
     st.error(f"The video backend is not available: {resources.plain(exc)}")
@@ -115,7 +114,7 @@ current_id = state.get("video_current")
 current = history.get(current_id) if current_id else None
 if current is None or current.status != "succeeded":
     current = finished[0] if finished else None
-if current is not None and current.path(VIDEO_FILE).exists():
-    player(current)
+if current is not None:
+    player(current)  # a file deleted under its record: a line naming it
 
 job_list(history.jobs("video", limit=JOB_LIST_SIZE), on_play=_play, on_reuse=_reuse, history=history)

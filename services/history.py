@@ -32,6 +32,7 @@ for that target claims it (`claim`) and carries on. Every write is one transacti
 from __future__ import annotations
 
 import copy
+import errno
 import io
 import json
 import os
@@ -142,6 +143,31 @@ def _statements(script: str) -> list[str]:
 
 class HistoryError(StudioError):
     """The history database or its folder cannot be used; the message names the path."""
+
+
+_SQLITE_DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB: the file is not (or no longer) a SQLite database
+_SQLITE_FULL = 13
+
+
+def damaged_message(db_path: Path, exc: BaseException) -> str:
+    """One line naming a damaged history database and what to do about it."""
+    return (f"the history database {db_path} is damaged ({exc}): move it aside — the studio starts a new one "
+            "(the media files beside it are kept)")
+
+
+def no_space_message(path: Path, folder: Path) -> str:
+    return f"No space left on device writing {path}: free space on {folder} and run it again"
+
+
+def _is_damage(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in \
+        _SQLITE_DAMAGED
+
+
+def _is_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_FULL
 
 
 def _process_start(pid: int) -> str:
@@ -349,7 +375,12 @@ class History:
         try:
             self.media_dir.mkdir(parents=True, exist_ok=True)
             self._ensure(_SCHEMA, owned=OWNED_TABLES)
+            self._check()
         except (OSError, sqlite3.Error) as exc:
+            if _is_damage(exc):
+                raise HistoryError(damaged_message(self.db_path, exc)) from None
+            if _is_full(exc):
+                raise HistoryError(no_space_message(self.db_path, self.data_dir)) from None
             raise HistoryError(f"cannot open the history in {self.data_dir} ({exc}); check the data_dir setting "
                                "(OMNI_STUDIO_DATA_DIR) points at a writable folder") from None
 
@@ -413,6 +444,25 @@ class History:
             raise HistoryError(f"cannot share the {what} in {self.data_dir} ({exc})") from None
 
     # -- plumbing -------------------------------------------------------------------------------------
+    def _check(self) -> None:
+        """Refuse a damaged database when it is opened (one line, naming it), not with a traceback from the first
+        read that meets the damage: PRAGMA quick_check reads every page, without the slower index checks."""
+        problems = [r[0] for r in self._connect().execute("PRAGMA quick_check(3)").fetchall()]
+        if problems != ["ok"]:
+            raise HistoryError(damaged_message(self.db_path, " ".join("; ".join(problems).split())))  # one line
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """SQLite's damage and full-disk errors as one HistoryError line naming the file and what to do."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            if _is_damage(exc):
+                raise HistoryError(damaged_message(self.db_path, exc)) from None
+            if _is_full(exc):
+                raise HistoryError(no_space_message(self.db_path, self.data_dir)) from None
+            raise
+
     def _connect(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
@@ -428,15 +478,17 @@ class History:
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (BEGIN IMMEDIATE: writers queue instead of failing mid-way). Every write of the
         history, and of the packages that keep tables in it (services/eval), goes through here."""
-        db = self._connect()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        else:
-            db.execute("COMMIT")
+        with self._guard():
+            db = self._connect()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                if db.in_transaction:  # SQLite may have rolled back by itself (a full disk, a damaged page)
+                    db.execute("ROLLBACK")
+                raise
+            else:
+                db.execute("COMMIT")
 
     def _ensure(self, schema: str, *, owned: Sequence[str] = (), stamped: Sequence[str] = ()) -> None:
         """Create `schema`'s tables and indexes where missing, and give the `owned` tables OWNER_COLUMNS (the
@@ -457,14 +509,23 @@ class History:
                 db.execute(f"CREATE INDEX IF NOT EXISTS {table}_user ON {table} (user_id)")
 
     def _write_files(self, job_id: str, files: Mapping[str, bytes]) -> list[str]:
+        """Write `files` into media/<job_id>/, each atomically; HistoryError naming the file when one cannot be
+        written (its partial .part removed: a full disk gets its space back, and the next write its chance)."""
         folder = self.media_dir / job_id
-        folder.mkdir(parents=True, exist_ok=True)
         names = []
         for name, data in files.items():
             name = _safe_name(name)
             tmp = folder / f".{name}.{uuid.uuid4().hex[:8]}.part"
-            tmp.write_bytes(data)
-            os.replace(tmp, folder / name)  # atomic: a reader sees the whole file or none
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                tmp.write_bytes(data)
+                os.replace(tmp, folder / name)  # atomic: a reader sees the whole file or none
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                if _is_full(exc):
+                    raise HistoryError(no_space_message(folder / name, self.media_dir)) from None
+                raise HistoryError(f"cannot write {folder / name} ({exc.strerror or exc}); check that {self.media_dir} "
+                                   "is a writable folder") from None
             names.append(name)
         return names
 
@@ -532,9 +593,12 @@ class History:
         old = self._own_job(job_id)
         try:
             names = self._write_files(job_id, outputs)
-        except OSError as exc:
-            self.fail(job_id, f"the result could not be saved in {self.data_dir} ({exc})")
-            raise HistoryError(f"cannot save the result of job {job_id} in {self.data_dir} ({exc})") from None
+        except HistoryError as exc:  # e.g. a full disk: the record says so (the .part is gone, so it has room)
+            try:
+                self.fail(job_id, str(exc))
+            except (StudioError, sqlite3.Error):
+                pass  # left unfinished: recover() in a later process resumes it or marks it interrupted
+            raise
         self._update(job_id, {
             "status": "succeeded", "outputs": json.dumps(names), "finished_at": time.time(), "error": None,
             "timings": json.dumps({**old.timings, **dict(timings or {})}),
@@ -562,7 +626,7 @@ class History:
         `interrupted`; return the resumable ones (their transport can poll them again), for a runner of their
         target to claim and carry on for their owner (`acting_for_owner`)."""
         resumable = []
-        for job in self._select_jobs(None, UNFINISHED, None, everyone=True):
+        for job in self._select_jobs(None, UNFINISHED, None, everyone=True):  # HistoryError when damaged
             if job.owner == self.owner or owner_alive(job.owner):
                 continue
             if job.status == "running" and job.handle and job.handle.get("resumable"):
@@ -580,7 +644,8 @@ class History:
     # -- reads ----------------------------------------------------------------------------------------
     def get(self, job_id: str) -> Job:
         """The job; someone else's unshared job is refused like a missing one."""
-        row = self._connect().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._guard():
+            row = self._connect().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None or not self._sees(row):
             raise InvalidInput(f"there is no job {job_id!r} in the history at {self.data_dir}")
         return _job(row, self.media_dir)
@@ -604,7 +669,9 @@ class History:
               " ORDER BY created_at DESC, rowid DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_job(r, self.media_dir) for r in self._connect().execute(sql, args).fetchall()]
+        with self._guard():
+            rows = self._connect().execute(sql, args).fetchall()
+        return [_job(r, self.media_dir) for r in rows]
 
     # -- saved voices ---------------------------------------------------------------------------------
     def record_voice(self, target: str, name: str, consent_id: str, *, who: str, ref_text: str | None = None,

@@ -269,3 +269,24 @@ def test_image_and_video_evaluations_and_a_stop_button(engine_url: str, tmp_path
     assert run_items(store, video.id, base=base).generated == 3
     for item in store.items(video.id):
         assert b"ftyp" in store.media_path(item).read_bytes()[:16]
+
+
+def test_an_output_file_deleted_under_its_record_is_listed_as_missing_in_the_exports(tmp_path: Path) -> None:
+    store = EvalStore(tmp_path)
+    ev = store.create(parse_spec(spec_dict(prompts=["one", "two"])))
+    items = store.items(ev.id)
+    for item in items:
+        store.succeed(item, b"RIFF" + item.id.encode(), {"latency_s": 1.0}, "voice")
+    gone = store.item(items[0].id)
+    path = store.media_path(gone)
+    path.unlink()  # deleted from the data folder behind the studio's back
+    for blind in (False, True):
+        z = zipfile.ZipFile(io.BytesIO(export_zip(store, ev.id, blind=blind)))
+        names = set(z.namelist())
+        assert f"media/{gone.media}" not in names and "MISSING.txt" in names
+        listed = z.read("MISSING.txt").decode()
+        assert f"media/{gone.media}\titem {gone.id}\tlooked for at {path}" in listed
+        if not blind:  # every other output is there
+            assert sum(n.startswith("media/") for n in names) == len(items) - 1
+        page = z.read("blind.html" if blind else "report.html").decode()
+        assert f"missing: media/{gone.media}" in page

@@ -259,3 +259,45 @@ def test_a_studio_killed_mid_job_leaves_a_clear_record(fault_server: str, tmp_pa
     job = h.get(job_id)
     assert job.status == "interrupted" and "cannot be picked up again" in job.error
     assert job.params["prompt"] == "slow:20" and job.handle["transport"] == "omni-sync"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A damaged database: one line naming the file and what to do, never sqlite3's traceback.
+def _filled_history(data: Path, jobs: int = 150) -> Path:
+    """A real history with enough rows to span many pages, checkpointed into its one file and closed."""
+    history = History(data)
+    for i in range(jobs):
+        history.create("image", f"prompt {i} " + "words " * 40, {"size": "64x64", "seed": i}, target="t")
+    history.reader().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    history.close()
+    return history.db_path
+
+
+def _damaged(db: Path) -> str:
+    return f"the history database {db} is damaged"
+
+
+def test_garbage_in_the_middle_of_the_database_is_named_in_one_line(tmp_path: Path) -> None:
+    db = _filled_history(tmp_path)
+    middle = (db.stat().st_size // 4096 // 2) * 4096  # a whole page in the middle: rows of the jobs table
+    with db.open("r+b") as f:
+        f.seek(middle)
+        f.write(bytes(range(256)) * 16)
+    with pytest.raises(HistoryError) as caught:
+        History(tmp_path).recover()  # what the studio does first; it used to raise sqlite3.DatabaseError
+    message = str(caught.value)
+    assert message.startswith(_damaged(db)) and "move it aside — the studio starts a new one" in message
+    assert "\n" not in message
+    db.rename(db.with_name("history.sqlite3.damaged"))  # doing what it says: a new, empty history
+    assert History(tmp_path).jobs() == []
+
+
+@pytest.mark.parametrize("keep", [0.5, 50 / (150 * 4096)], ids=["half", "not-even-a-header"])
+def test_a_truncated_database_is_named_in_one_line(tmp_path: Path, keep: float) -> None:
+    db = _filled_history(tmp_path)
+    with db.open("r+b") as f:
+        f.truncate(max(1, int(db.stat().st_size * keep)))
+    with pytest.raises(HistoryError) as caught:
+        History(tmp_path).jobs()
+    assert str(caught.value).startswith(_damaged(db)), caught.value
+    assert "move it aside" in str(caught.value) and "writable folder" not in str(caught.value)

@@ -17,6 +17,7 @@ from PIL import Image
 
 from services.history import History
 from tests.conftest import free_port
+from tests.disk_support import run_on_tiny_disk
 from tests.test_videos import png
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,6 +152,26 @@ def test_a_write_that_fails_after_generation_keeps_the_result_in_a_fallback_file
     assert str(saved) in r.stderr
     with av.open(str(saved)) as c:
         assert len(list(c.decode(video=0))) == 5
+
+
+def test_a_full_data_disk_still_writes_the_video_to_out_and_the_job_says_why(engine_url: str, tmp_path: Path) -> None:
+    """The history's media folder on a real tiny filesystem (4 KiB): the MP4 goes to --out first, the job is
+    recorded failed naming the disk (not left running), and no partial file stays behind."""
+    data, out = tmp_path / "data", tmp_path / "clip.mp4"
+    History(data)  # the database on the ordinary disk; media/ becomes the tiny one
+    env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(data), "OMNI_STUDIO_CONFIG": "", "PYTHONPATH": str(ROOT)}
+    r = run_on_tiny_disk(data / "media", "4k", [sys.executable, "-m", "services", "video", "--url", engine_url,
+                                                "--prompt", "kept", "--frames", "5", "--steps", "4", "--out", str(out)],
+                         cwd=ROOT, env=env, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    with av.open(str(out)) as c:
+        assert len(list(c.decode(video=0))) == 5  # the video itself is not lost
+    (job,) = History(data).jobs("video")
+    where = data / "media" / job.id / "video.mp4"
+    assert job.status == "failed" and job.error == (f"No space left on device writing {where}: free space on "
+                                                    f"{data / 'media'} and run it again")
+    assert r.stderr.splitlines()[-1] == f"error: wrote {out}, but the history could not keep video job {job.id}: {job.error}"
+    assert not list(data.rglob("*.part"))
 
 
 def test_prompts_that_are_not_utf8_are_named_and_exit_2(tmp_path: Path) -> None:

@@ -10,10 +10,13 @@ import email.parser
 import email.policy
 import io
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import numpy as np
@@ -41,6 +44,9 @@ from services.videos import (
     job_request,
 )
 from tests.conftest import free_port
+from tests.disk_support import run_on_tiny_disk
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_mp4(frames: int = 17, width: int = 480, height: int = 320, fps: int = 8) -> bytes:
@@ -234,6 +240,80 @@ def test_a_non_mp4_answer_fails_the_job(tmp_path) -> None:
     jobs = VideoJobs(VideoClient(MockVideoTransport(lambda b, c: VideoPayload(b"<html>oops</html>", 1.0))), history)
     job = jobs.wait(jobs.start(VideoRequest("p")).id, 10)
     assert job.status == "failed" and "not a playable MP4" in job.error and job.outputs == []
+
+
+# The whole data folder on a real tiny filesystem (tests/disk_support.py): the background runner the Video page
+# uses (VideoJobs) meets a real ENOSPC writing a finished MP4.
+_FULL_DISK_SCRIPT = """
+import json, sys
+from pathlib import Path
+import av, numpy as np, io
+from fractions import Fraction
+from pathlib import Path
+from services.history import History
+from services.videos import MockVideoTransport, VideoClient, VideoJobs, VideoPayload, VideoRequest
+from tests.test_videos import make_mp4
+
+def noisy_mp4():  # incompressible frames: an MP4 far larger than the disk's free space
+    buf, rng = io.BytesIO(), np.random.default_rng(0)
+    with av.open(buf, "w", format="mp4") as c:
+        s = c.add_stream("libx264", rate=4)
+        s.width, s.height, s.pix_fmt, s.time_base = 256, 256, "yuv420p", Fraction(1, 4)
+        for i in range(8):
+            f = av.VideoFrame.from_ndarray(rng.integers(0, 255, (256, 256, 3), dtype=np.uint8), format="rgb24")
+            f.pts = i
+            for p in s.encode(f):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    return buf.getvalue()
+
+data = Path(sys.argv[1])
+history = History(data)
+payloads = iter([noisy_mp4(), make_mp4(5, 64, 64, 4)])
+jobs = VideoJobs(VideoClient(MockVideoTransport(lambda b, c: VideoPayload(next(payloads), 0.5))), history)
+big = jobs.wait(jobs.start(VideoRequest("big", width=256, height=256, frames=9, fps=4)).id, 60)
+small = jobs.wait(jobs.start(VideoRequest("small", width=64, height=64, frames=5, fps=4)).id, 60)
+print(json.dumps({"big": [big.id, big.status, big.error, jobs.problem(big.id)],
+                  "small": [small.status, small.error, small.path("video.mp4").stat().st_size if small.outputs else 0],
+                  "parts": sorted(str(p) for p in data.rglob("*.part"))}))
+"""
+
+
+def test_a_full_disk_fails_the_job_naming_the_disk_and_the_next_job_has_room(tmp_path) -> None:
+    data = tmp_path / "data"
+    r = run_on_tiny_disk(data, "320k", [sys.executable, "-c", _FULL_DISK_SCRIPT, str(data)], cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    job_id, status, error, unrecorded = out["big"]
+    assert status == "failed" and unrecorded is None  # recorded, not left running
+    assert error == (f"No space left on device writing {data}/media/{job_id}/video.mp4: free space on {data}/media "
+                     "and run it again")
+    assert out["parts"] == []  # the partial file is gone: its space is free again
+    assert out["small"][:2] == ["succeeded", None] and out["small"][2] > 0  # so the next job is kept
+
+
+def test_a_failure_the_full_history_cannot_record_is_kept_for_whoever_waits(tmp_path, monkeypatch) -> None:
+    """The disk so full that even the failure cannot be written: the runner says why (the CLI prints it) and
+    the record stays unfinished, for History.recover in a later process, never silently 'running: None'."""
+    from services.history import HistoryError
+
+    history = History(tmp_path)
+    delivered: list[bytes] = []
+    jobs = VideoJobs(VideoClient(MockVideoTransport(lambda b, c: VideoPayload(make_mp4(5, 64, 64, 4), 0.5))), history)
+
+    def full(*_a, **_k):
+        raise HistoryError(f"No space left on device writing {history.db_path}: free space on {tmp_path} and run it "
+                           "again")
+
+    monkeypatch.setattr(History, "succeed", full)
+    monkeypatch.setattr(History, "fail", full)
+    job = jobs.wait(jobs.start(VideoRequest("kept", width=64, height=64, frames=5, fps=4),
+                               deliver=delivered.append).id, 30)
+    assert job.status == "running" and len(delivered) == 1 and check_mp4(delivered[0], where="t").frames == 5
+    assert jobs.problem(job.id) == (f"No space left on device writing {history.db_path}: free space on {tmp_path} "
+                                    "and run it again (the history could not record this)")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -135,9 +135,12 @@ def delete_plan(deployment: DeploymentState, state_file: Path) -> int:
     return len(plan)
 
 
-def audit_panel(entries: list) -> None:
+def audit_panel(entries: list, *, unavailable: str | None = None) -> None:
     """The audit log: who deployed, upgraded, extended, rolled back or deleted (or was refused), and who saved
-    which cloned voice with which consent — newest first."""
+    which cloned voice with which consent — newest first; `unavailable`: why it cannot be read."""
+    if unavailable is not None:
+        st.warning(f"The audit log is unavailable: {plain(unavailable)}", icon="🗄️")
+        return
     with st.expander(f"Audit log ({len(entries)} latest)"):
         if not entries:
             st.caption("Nothing yet: endpoint actions and saved voices are recorded here, with who did them.")

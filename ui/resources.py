@@ -350,6 +350,16 @@ def history():
     return _history(str(settings().data_dir)).acting_as(auth.principal())
 
 
+def require_history():
+    """`history()`, or — when it cannot be used (a damaged database, a folder that is not writable) — its one
+    line naming the file and what to do, and the page stops (for pages that show nothing without it)."""
+    try:
+        return history()
+    except StudioError as exc:  # not cached: once the file is moved aside, the next run starts a new one
+        st.error(f"**The studio's history is not available.** {plain(exc)}", icon="🗄️")
+        st.stop()
+
+
 @st.cache_resource(show_spinner=False)
 def _video_jobs(name: str, url: str | None, targets: str | None = None):
     from services.videos import VideoJobs

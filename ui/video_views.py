@@ -50,7 +50,11 @@ def reference_picker(gallery: Gallery, on_change: Callable[[], None]) -> None:
     if source == GALLERY:
         if gallery:
             st.selectbox("Gallery image", list(gallery), key="video_ref_pick", format_func=lambda k: gallery[k][1])
-            st.image(str(gallery[state["video_ref_pick"]][0]), width="stretch")
+            path = gallery[state["video_ref_pick"]][0]
+            if path.is_file():
+                st.image(str(path), width="stretch")
+            else:
+                missing(path, "image")
         else:
             st.caption("The gallery is empty: make an image on the Image page first, or upload one.")
     elif source == UPLOAD:
@@ -109,7 +113,11 @@ def chosen_reference(gallery: Gallery) -> tuple[bytes | None, str | None]:
             raise InvalidInput("there is no image in the gallery yet: make one on the Image page, upload one, "
                                f"or choose “{NO_REFERENCE}”")
         path, _, name = gallery[key]
-        return path.read_bytes(), name
+        try:
+            return path.read_bytes(), name
+        except OSError as exc:
+            raise InvalidInput(f"the gallery image file {path} cannot be read ({exc.strerror or exc}): pick "
+                               "another, or make it again on the Image page") from None
     if source == UPLOAD:
         upload = state.get("video_upload")
         if upload is None:
@@ -126,9 +134,18 @@ def running_jobs(jobs: list[Job]) -> None:
                       f"({video_summary(job)})"), icon="⏳")
 
 
+def missing(path: Path, what: str) -> None:
+    """The placeholder of a media file deleted (or moved) under its record: one line naming it."""
+    st.warning(plain(f"The {what} file {path} is missing: it was deleted or moved from the data folder."), icon="🕳️")
+
+
 def player(job: Job) -> None:
     st.subheader("Player")
-    mp4 = job.path(VIDEO_FILE).read_bytes()
+    try:
+        mp4 = job.path(VIDEO_FILE).read_bytes()
+    except OSError:
+        missing(job.path(VIDEO_FILE), "video")
+        return
     left, about = st.columns([3, 2], gap="large")
     left.video(mp4, format="video/mp4", autoplay=True, muted=True,
                alt=f"Generated video: {shorten(job.prompt, PROMPT_TEXT)}")
@@ -155,6 +172,8 @@ def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Calla
                 share_toggle(history, "job", job.id, job.user_id, job.shared, a)
             if job.error:
                 a.error(plain(job.error))
+            if job.status == "succeeded" and not job.path(VIDEO_FILE).is_file():
+                a.caption(plain(f"🕳️ video file missing: {job.path(VIDEO_FILE)}"))
             if job.status == "succeeded":
                 b.button("Play", key=f"play-{job.id}", on_click=on_play, args=(job.id,), width="stretch")
             b.button("Reuse settings", key=f"reuse-{job.id}", on_click=on_reuse, args=(job.id,), width="stretch")

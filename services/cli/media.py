@@ -13,8 +13,9 @@ the references are fitted under the 6 MB request limit and the output says how.
 Both take the common backend options (--backend offline|omni|sagemaker, --url URL, --state-file F). Exit code 0 on
 success; 1 with a message naming what to fix otherwise (2 for a prompt that is not UTF-8). An --out that cannot
 be written is refused before anything starts; if writing still fails afterwards (a full disk), the result goes
-to a fallback file whose name is printed. `--json` prints one JSON object with the exact
-parameters (the seed used included) and the timings. Each run is also recorded in the studio's history
+to a fallback file whose name is printed. A video is written to --out before the history keeps its copy: a
+full data disk loses only that copy (the job is recorded failed, naming the disk, and the exit code is 1).
+`--json` prints one JSON object with the exact parameters (the seed used included) and the timings. Each run is also recorded in the studio's history
 (the data_dir setting) unless --no-history is given, so the pages show it too.
 """
 
@@ -199,7 +200,8 @@ def run_video(args: argparse.Namespace) -> int:
         figures = _video(backend, settings, request, args)
     finally:
         backend.close()
-    saved = save_output(args.out, figures.pop("mp4"), suffix=".mp4")
+    saved, mp4 = figures.pop("saved", None), figures.pop("mp4")
+    saved = saved or save_output(args.out, mp4, suffix=".mp4")
     written = saved.path
     if args.json:
         print(json.dumps({**_json_outcome([saved]), **figures, "out": written, "backend": backend.name,
@@ -223,13 +225,20 @@ def _video(backend, settings, request: VideoRequest, args: argparse.Namespace) -
     from services.videos import VideoJobs
 
     jobs = VideoJobs(backend.videos, History(settings.data_dir), job_timeout_s=args.timeout, recover=False)
-    job = jobs.wait(jobs.start(request).id)
+    saved: list[Saved] = []
+    # --out is written first, from the worker, before the history's copy: a full data disk loses only that copy
+    job = jobs.wait(jobs.start(request, deliver=lambda mp4: saved.append(
+        save_output(args.out, mp4, suffix=".mp4"))).id)
     if job.status != "succeeded":
-        raise JobFailed(f"the video job {job.id} {job.status}: {job.error}")
+        why = job.error if job.finished else (jobs.problem(job.id) or f"it is still {job.status} (no answer)")
+        if saved and saved[0].path:
+            raise JobFailed(f"wrote {saved[0].path}, but the history could not keep video job {job.id}: {why}"
+                            + (f" ({saved[0].problem})" if saved[0].problem else ""))
+        raise JobFailed(f"the video job {job.id} {'ended' if not job.finished else job.status}: {why}")
     m = job.meta
     info = {k: m[k] for k in ("frames", "width", "height", "fps", "duration_s")}
-    return {"mp4": job.path(VIDEO_FILE).read_bytes(), "params": job.params, "timings": job.timings, "video": info,
-            "job_id": job.id}
+    return {"saved": saved[0] if saved else None, "mp4": None if saved else job.path(VIDEO_FILE).read_bytes(),
+            "params": job.params, "timings": job.timings, "video": info, "job_id": job.id}
 
 
 __all__ = ["register", "run_image", "run_video"]

@@ -2,7 +2,9 @@
 
 - `export_zip(store, id)`: `media/<item id>.<wav|png|mp4>`, `items.csv` (id, variant, prompt, status, figures,
   settings), `ratings.csv` (item_a, item_b, winner, rater, created_at) and `report.html` (self-contained: no
-  network, no script; the media linked relatively, so it plays once the ZIP is unpacked).
+  network, no script; the media linked relatively, so it plays once the ZIP is unpacked). A media file gone from
+  the data folder is not left out silently: `MISSING.txt` lists it (item, file, where it was looked for), and the
+  pages show "missing" in its place.
 - `export_zip(store, id, blind=True)`: a blind sheet for raters without the studio: `blind.html` (the
   scheduled pairs, shuffled, each as "1" and "2" with the prompt, no labels), `ratings.csv` to fill in (item_a,
   item_b, winner, rater; winner empty) and the media of those pairs only.
@@ -39,8 +41,10 @@ ITEM_COLUMNS = ("id", "variant", "prompt_index", "repeat", "prompt", "status", "
                 "rtf", "model_s", "cost_usd", "error", "settings")
 
 
-def _media_tag(modality: str, src: str) -> str:
+def _media_tag(modality: str, src: str, missing: bool = False) -> str:
     src = html.escape(src)
+    if missing:
+        return f"<em>missing: {src} (see MISSING.txt)</em>"
     if modality == "voice":
         return f'<audio controls preload="none" src="{src}"></audio>'
     if modality == "image":
@@ -60,6 +64,11 @@ def export_zip(store: EvalStore, eval_id: str, *, blind: bool = False) -> bytes:
     ev = store.get(eval_id)
     items = store.items(eval_id)
     by_id = {i.id: i for i in items}
+    gone = {i.id for i in items if i.media and not ((p := store.media_path(i)) and p.is_file())}
+
+    def tag(item: Item) -> str:
+        return _media_tag(ev.modality, f"media/{item.media}", missing=item.id in gone)
+
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         if blind:
@@ -71,8 +80,8 @@ def export_zip(store: EvalStore, eval_id: str, *, blind: bool = False) -> bytes:
                 shown |= {a.id, b.id}
                 rows.append({"item_a": a.id, "item_b": b.id, "winner": "", "rater": ""})
                 sheet.append(f"<tr><td>{n}</td><td>{html.escape(p.prompt)}</td>"
-                             f"<td>1 <code>{a.id}</code><br>{_media_tag(ev.modality, f'media/{a.media}')}</td>"
-                             f"<td>2 <code>{b.id}</code><br>{_media_tag(ev.modality, f'media/{b.media}')}</td></tr>")
+                             f"<td>1 <code>{a.id}</code><br>{tag(a)}</td>"
+                             f"<td>2 <code>{b.id}</code><br>{tag(b)}</td></tr>")
             z.writestr("ratings.csv", to_csv(rows, RATING_COLUMNS))
             z.writestr("blind.html", f"""<!doctype html><html><head><meta charset="utf-8">
 <title>Blind sheet: {html.escape(ev.name)}</title><style>body{{font-family:sans-serif;margin:2em}}
@@ -92,14 +101,19 @@ ratings.csv</code>.</p><table><tr><th>#</th><th>prompt</th><th>1</th><th>2</th><
                                             for r in store.ratings(eval_id)], (*RATING_COLUMNS, "created_at")))
             gallery = "".join(
                 f"<tr><td><code>{i.id}</code></td><td>{html.escape(i.variant)}</td><td>{html.escape(i.prompt)}</td>"
-                f"<td>{_media_tag(ev.modality, f'media/{i.media}')}</td></tr>" for i in items if i.media)
+                f"<td>{tag(i)}</td></tr>" for i in items if i.media)
             z.writestr("report.html", to_html(res, extra="<h2>Items</h2><table><tr><th>id</th><th>variant</th>"
                                                          f"<th>prompt</th><th>output</th></tr>{gallery}</table>"))
             wanted = [i for i in items if i.media]
         for item in wanted:
-            path = store.media_path(item)
-            if path is not None and path.exists():
-                z.write(path, f"media/{item.media}")
+            if item.id not in gone:
+                z.write(store.media_path(item), f"media/{item.media}")
+        lost = [i for i in wanted if i.id in gone]
+        if lost:
+            z.writestr("MISSING.txt", "These outputs are named by the evaluation but their files were not found when "
+                                      "it was exported (deleted or moved from the data folder), so they are not in "
+                                      "this ZIP:\n" + "".join(f"media/{i.media}\titem {i.id}\tlooked for at "
+                                                              f"{store.media_path(i)}\n" for i in lost))
     return buf.getvalue()
 
 

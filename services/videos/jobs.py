@@ -4,6 +4,7 @@
     job = jobs.start(VideoRequest(...))        # recorded (queued → running → succeeded | failed) at once
     history.get(job.id).status                 # a page polls the history; jobs.wait(job.id) blocks
     jobs.start(request, history=mine)          # one runner per process, each job for the person it is started as
+    jobs.start(request, deliver=write_out)     # the MP4 handed over before the history keeps its copy (the CLI's --out)
 
 A job is recorded by the history it is started with (`history.acting_as(person)`: Forbidden before anything is
 sent when their role may not generate), and its worker carries it on as that person. Jobs a previous process
@@ -49,13 +50,17 @@ class VideoJobs:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.resumed: list[str] = []
+        self._unrecorded: dict[str, str] = {}  # job id → a failure the history could not record (a full disk)
         if recover:
             self.resumed = self.recover()
 
     # -- public -----------------------------------------------------------------------------------------
-    def start(self, request: VideoRequest, *, history: History | None = None) -> Job:
+    def start(self, request: VideoRequest, *, history: History | None = None,
+              deliver: Callable[[bytes], None] | None = None) -> Job:
         """Record the job (in `history`, the person's view; else the runner's own) and start it. Bad input
-        raises InvalidInput, a role that may not generate Forbidden, and neither records or sends anything."""
+        raises InvalidInput, a role that may not generate Forbidden, and neither records or sends anything.
+        `deliver(mp4)` gets the checked result before the history saves its copy: a full data disk then
+        loses the history's copy, not the video."""
         history = history or self.history
         require(history.actor, "generate")
         t0 = time.perf_counter()
@@ -64,7 +69,7 @@ class VideoJobs:
         inputs = {REFERENCE_FILE: body.reference_jpeg} if body.reference_jpeg else None
         job = history.create("video", request.prompt, params, target=self.client.target, inputs=inputs,
                              meta={"seed": request.seed, "smoke_test": request.smoke_test})
-        self._spawn(job.id, history, lambda: self._run(history, job.id, body, t0))
+        self._spawn(job.id, history, lambda: self._run(history, job.id, body, t0, deliver))
         return job
 
     def wait(self, job_id: str, timeout: float | None = None, *, history: History | None = None) -> Job:
@@ -74,6 +79,12 @@ class VideoJobs:
         if thread is not None:
             thread.join(timeout)
         return (history or self.history).get(job_id)
+
+    def problem(self, job_id: str) -> str | None:
+        """Why the job ended here, when the history could not record it (it stays unfinished in the record,
+        for `History.recover` in a later process to resume or mark interrupted)."""
+        with self._lock:
+            return self._unrecorded.get(job_id)
 
     def running(self) -> list[str]:
         with self._lock:
@@ -116,17 +127,18 @@ class VideoJobs:
             self._threads[job_id] = thread
         thread.start()
 
-    def _run(self, history: History, job_id: str, body: MultipartBody, t0: float) -> None:
+    def _run(self, history: History, job_id: str, body: MultipartBody, t0: float,
+             deliver: Callable[[bytes], None] | None = None) -> None:
         try:
             handle = self.client.submit(body)
         except StudioError as exc:
             self._record_failure(history, job_id, str(exc))
             return
         history.mark_running(job_id, handle.to_dict())
-        self._follow(history, job_id, handle, perf_t0=t0)
+        self._follow(history, job_id, handle, perf_t0=t0, deliver=deliver)
 
     def _follow(self, history: History, job_id: str, handle: JobHandle, *, perf_t0: float | None = None,
-                wall_from: float | None = None) -> None:
+                wall_from: float | None = None, deliver: Callable[[bytes], None] | None = None) -> None:
         def wall() -> float:
             return time.perf_counter() - perf_t0 if perf_t0 is not None else time.time() - (wall_from or time.time())
 
@@ -164,15 +176,22 @@ class VideoJobs:
             meta["request_id"] = payload.request_id
         if payload.stage_durations:
             meta["stage_durations"] = payload.stage_durations
-        history.succeed(job_id, {VIDEO_FILE: payload.mp4}, timings=timings, meta=meta)
+        if deliver is not None:
+            deliver(payload.mp4)
+        try:
+            history.succeed(job_id, {VIDEO_FILE: payload.mp4}, timings=timings, meta=meta)
+        except StudioError as exc:  # e.g. no space left for the MP4: recorded as the job's failure when possible
+            self._record_failure(history, job_id, str(exc), wall_s=wall_s)
 
     def _record_failure(self, history: History, job_id: str, message: str, *,
                         status: Literal["failed", "interrupted"] = "failed", wall_s: float | None = None) -> None:
         try:
             history.fail(job_id, message, status=status,
-                              timings={"wall_s": round(wall_s, 4)} if wall_s is not None else None)
-        except Exception:  # the history itself is broken: nothing more can be recorded
-            pass
+                         timings={"wall_s": round(wall_s, 4)} if wall_s is not None else None)
+        except Exception as exc:  # the history itself is broken (a full disk): kept here, for whoever waits
+            why = "" if str(exc) == message else f": {exc}"
+            with self._lock:
+                self._unrecorded[job_id] = f"{message} (the history could not record this{why})"
 
 
 def job_request(job: Job) -> VideoRequest:
