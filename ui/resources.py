@@ -78,14 +78,15 @@ def backend_choice() -> tuple[str, str | None, str | None]:
     s = settings()
     name = st.session_state.get("backend_name", s.backend)
     url = st.session_state.get("backend_url", s.omni_url)
-    if name == "omni" and url != s.omni_url and url not in _target_book().server_urls():
+    if name == "omni" and url != s.omni_url and url not in target_book().server_urls():
         name, url = s.backend, s.omni_url  # a server removed meanwhile, or never registered
         st.session_state.pop("backend_name", None), st.session_state.pop("backend_url", None)
     targets = deployment()[0] if name == "sagemaker" else None
     return name, url, targets
 
 
-def _target_book():
+def target_book():
+    """The studio's closed set of targets (services/targets.py) for this session's person."""
     from services.targets import TargetBook
 
     try:
@@ -131,7 +132,7 @@ def sidebar() -> None:
 def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
     """The offline engine, a registered vLLM-Omni server or SageMaker, for this browser session: a closed set
     (services/targets.py). Only an admin adds a server, here — the studio's server connects to it."""
-    book = _target_book()
+    book = target_book()
     servers = book.servers()
     labels = {"offline": "Offline engine (this machine)", "sagemaker": "SageMaker AI"}
     labels |= {f"omni:{srv.url}": f"vLLM-Omni {srv.name}" for srv in servers}

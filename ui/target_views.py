@@ -8,12 +8,9 @@ import streamlit as st
 
 from services.compare import Target
 from services.targets import TargetBook, TargetOption
+from ui.resources import target_book
 
-
-def target_book() -> TargetBook:
-    from ui import resources
-
-    return TargetBook(resources.settings(), resources.history())
+__all__ = ["picked_target", "target_book", "target_picker"]
 
 
 def target_picker(book: TargetBook, modality: str, key: str) -> TargetOption:
