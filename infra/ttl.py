@@ -34,6 +34,7 @@ from typing import Any
 
 from infra.aws import AWS_ERRORS, AwsContext, error_code, error_message, is_not_found, translate
 from infra.errors import AccessDenied, InfraError, StateError, UsageError
+from infra.lock import locked
 from infra.model import PROJECT, TAG_DEPLOYMENT, DeploymentSpec, Role
 from infra.state import DeploymentState, utc_now
 
@@ -494,6 +495,7 @@ def _endpoint_status(ctx: AwsContext, name: str) -> str | None:
         raise translate(exc, f"describe endpoint {name}") from None
 
 
+@locked("python -m infra extend")
 def extend_deployment(state_file: Path, ttl: str, *, region: str | None = None, profile: str | None = None,
                       yes: bool = False, scheduler_role_arn: str | None = None,
                       progress: ProgressText = lambda _: None) -> ExtendReport:
