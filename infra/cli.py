@@ -228,8 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_delete)
 
     p = sub.add_parser("sweep", parents=[aws, out, waiting], help="find forgotten studio resources",
-                       description="List studio-tagged endpoints, configs and models in the region that no known "
-                                   "state file holds, with their running cost.")
+                       description="List studio-tagged endpoints, configs and models, TTL schedule groups and "
+                                   "roles, and CloudWatch alarms and autoscaling targets and policies in the region "
+                                   "that no known state file holds (alarms and targets also when their endpoint is "
+                                   "gone), with their running cost.")
     p.add_argument("--state-file", type=Path, action="append", default=None,
                    help=f"a state file whose resources are known (repeatable; default: ${STATE_ENV} or {DEFAULT_STATE_FILE})")
     p.add_argument("--delete", action="store_true", help="delete the orphans (asks first unless --yes)")
@@ -486,7 +488,7 @@ def _print_sweep(report: Any) -> None:
     if not report.orphans:
         print("no orphans")
         return
-    rows = [[o.kind, o.name, o.deployment_id, o.status.status if o.status else "—",
+    rows = [[o.kind, o.name, o.deployment_id, o.status.status if o.status else (o.detail or "—"),
              (o.status.instance_type or "—") if o.status else "—", _money(o.usd_per_hour), _money(o.cost_so_far_usd)]
             for o in report.orphans]
     print(_table(rows, ["kind", "name", "deployment", "status", "instance", "$/hour", "cost so far"]))

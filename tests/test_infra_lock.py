@@ -1,7 +1,8 @@
 """One writer per state file (infra/lock.py), against the emulator and moto: a second deploy on the same file is
 refused at once naming the first (or waits for it and then finds the deployment recorded) — never a second
 deployment; a deploy killed with SIGKILL leaves no lock behind; a delete during a deploy waits for it and then
-removes everything, alarms and scaling too.
+removes everything, alarms and scaling too. Sweep lists the alarms and scalable targets (with policies) of a
+deployment no state file names, and of endpoints that are gone, and deletes them.
 
 A deploy is held at a known point with its progress callback (after its state file is saved, before anything
 is created), so nothing here depends on how fast the machine is.
@@ -205,3 +206,56 @@ def test_delete_during_a_deploy_is_refused_or_waits_then_removes_alarms_and_scal
     assert f"endpoint {name}: deleted" in out and f"scalable target endpoint/{name}/variant/AllTraffic: deleted" in out
     assert endpoints(emulator_env) == [] and alarms(emulator_env) == [] and targets(emulator_env) == []
     assert not state_file.exists() and not lock_path(state_file).exists()
+
+
+def test_sweep_lists_and_deletes_alarms_and_scalable_targets_no_state_file_names(
+        emulator_env: EmulatorHandle, state_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert deploy(DeployOptions(role_arn=ROLE_ARN, roles=("voice", "video"), ttl=None, bucket="studio-sweep-scaling"),
+                  state_file=state_file, wait=FAST).ok
+    state = DeploymentState.load(state_file)
+    voice, video = state.record("voice").endpoint.name, state.record("video").endpoint.name
+    target = f"endpoint/{video}/variant/AllTraffic"
+    assert infra_main(["sweep", "--state-file", str(state_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["orphans"] == []  # all known, all there
+
+    state_file.unlink()  # the state file is lost
+    lost = state_file.with_name("lost.json")
+    assert infra_main(["sweep", "--state-file", str(lost), "--json"]) == 0
+    found = {(o["kind"], o["name"]): o for o in json.loads(capsys.readouterr().out)["orphans"]}
+    expected = {("alarm", f"{voice}-errors-rollback"), ("alarm", f"{video}-errors-rollback"),
+                ("alarm", f"{video}-has-backlog-without-capacity"), ("scalable target", target),
+                ("scaling policy", f"{video}-backlog-per-instance"), ("scaling policy", f"{video}-scale-out-from-zero")}
+    assert expected <= set(found)
+    assert {found[k]["deployment_id"] for k in expected} == {state.deployment_id}
+    assert found[("scaling policy", f"{video}-scale-out-from-zero")]["parent"] == target
+    assert infra_main(["sweep", "--state-file", str(lost)]) == 0
+    table = capsys.readouterr().out
+    assert f"{video}-has-backlog-without-capacity" in table and target in table
+
+    assert infra_main(["sweep", "--state-file", str(lost), "--delete", "--yes", *CLI_FAST]) == 0
+    out = capsys.readouterr().out
+    assert f"alarm {voice}-errors-rollback: deleted" in out and f"scalable target {target}: deleted" in out
+    assert endpoints(emulator_env) == [] and alarms(emulator_env) == [] and targets(emulator_env) == []
+    assert emulator_env.client("application-autoscaling").describe_scaling_policies(
+        ServiceNamespace="sagemaker")["ScalingPolicies"] == []
+
+
+def test_sweep_lists_alarms_and_targets_whose_endpoint_is_gone_even_when_a_state_file_names_them(
+        emulator_env: EmulatorHandle, state_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert deploy(DeployOptions(role_arn=ROLE_ARN, roles=("voice",), ttl=None, max_instances=2),
+                  state_file=state_file, wait=FAST).ok
+    name = DeploymentState.load(state_file).record("voice").endpoint.name
+    emulator_env.client("sagemaker").delete_endpoint(EndpointName=name)  # behind infra's back
+    deadline = time.monotonic() + 30
+    while name in endpoints(emulator_env):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert infra_main(["sweep", "--state-file", str(state_file), "--json"]) == 0
+    found = {(o["kind"], o["name"]): o["detail"] for o in json.loads(capsys.readouterr().out)["orphans"]}
+    gone = f"its endpoint {name} is gone"
+    assert found[("alarm", f"{name}-errors-rollback")] == gone
+    assert found[("scalable target", f"endpoint/{name}/variant/AllTraffic")] == gone
+    assert found[("scaling policy", f"{name}-invocations-per-instance")] == gone
+    assert infra_main(["sweep", "--state-file", str(state_file), "--delete", "--yes", *CLI_FAST]) == 0
+    capsys.readouterr()
+    assert alarms(emulator_env) == [] and targets(emulator_env) == []
