@@ -7,6 +7,8 @@ Where moto 5.2 differs from the real API (filled here):
 - PutScalingPolicy on a resource with no scalable target: moto accepts it; the real API answers
   ObjectNotFoundException.
 - DeregisterScalableTarget: moto leaves the target's policies behind; the real API deletes them with it.
+- Tags of scalable targets: moto drops RegisterScalableTarget's `Tags` and has no ListTagsForResource; the
+  emulator keeps them per target and answers ListTagsForResource by the target's ARN (what `sweep` reads).
 - Target tracking creates no CloudWatch alarms for SageMaker in moto (the real service makes its own
   TargetTracking-* alarms); nothing reads them here, so nothing is lost.
 
@@ -61,6 +63,8 @@ class Target:
     min: int
     max: int
     registered_at: float
+    arn: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def endpoint(self) -> str:
@@ -121,6 +125,8 @@ class Autoscaler:
             self.emu.authorize(request.headers)
             body = await request.body()
             p = json.loads(body) if body else {}
+            if op == "ListTagsForResource":
+                return self._tags_of(p.get("ResourceARN", ""))
             rid = p.get("ResourceId", "")
             sagemaker = p.get("ServiceNamespace") == "sagemaker"
             if sagemaker and op == "RegisterScalableTarget":
@@ -145,6 +151,12 @@ class Autoscaler:
         except AwsError as err:
             return json_protocol_response(err)
 
+    def _tags_of(self, arn: str) -> Response:
+        for target in self.targets.values():
+            if target.arn and target.arn == arn:
+                return Response(json.dumps({"Tags": target.tags}), media_type="application/x-amz-json-1.1")
+        return json_protocol_response(AwsError("ResourceNotFoundException", f"No scalable target with the ARN {arn}"))
+
     def _check_resource(self, rid: str) -> None:
         parts = rid.split("/")
         if len(parts) != 4 or parts[0] != "endpoint" or parts[2] != "variant":
@@ -159,7 +171,9 @@ class Autoscaler:
             old = self.targets.get(rid)
             self.targets[rid] = Target(rid, int(p.get("MinCapacity", old.min if old else 0)),
                                        int(p.get("MaxCapacity", old.max if old else 1)),
-                                       old.registered_at if old else self.clock.now())
+                                       old.registered_at if old else self.clock.now(),
+                                       answer.get("ScalableTargetARN") or (old.arn if old else ""),
+                                       {**(old.tags if old else {}), **(p.get("Tags") or {})})
         elif op == "DeregisterScalableTarget":
             self.targets.pop(rid, None)
             for key in [k for k in self.policies if k[0] == rid]:  # the real API deletes them with the target

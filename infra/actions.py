@@ -8,6 +8,10 @@ ended. Nothing here knows about Streamlit; every operation is the infra library 
     runner.deploy(DeployOptions(...), actor=who, wait=WaitSettings(poll_s=5))  # at once; InfraError if busy
     action = runner.current()   # Action: kind, command, lines, done, ok, summary, error
 
+Each action holds the state file's lock (infra/lock.py) from its start to its end, like the CLI command it
+mirrors: when another command (the CLI, another studio) is writing the file, starting one raises StateLocked
+naming that command, and nothing starts.
+
 Every action names who asks (`actor`, services/access.py): only an admin may start one (or stop one);
 anyone else gets Forbidden before anything is touched. Each start, refusal and outcome goes to the audit log
 when the runner has one.
@@ -24,7 +28,8 @@ from typing import Any
 
 from infra.delete import delete_deployment
 from infra.deploy import Progress, WaitSettings, deploy, format_duration, resume
-from infra.errors import InfraError
+from infra.errors import InfraError, StateLocked
+from infra.lock import StateLock, adopt
 from infra.model import DeployOptions, Role, deploy_command, shell_command
 from infra.smoke import SmokeCheck, smoke_deployment
 from infra.state import DeploymentState
@@ -224,14 +229,35 @@ class ActionRunner:
         with self._lock:
             if self._action is not None and not self._action.done:
                 raise InfraError(f"{self._action.kind} is still running for {self.state_file}; wait for it to end")
-            action = self._action = Action(kind, command)
-            self._stop.clear()
-        entry = None if self.audit is None else \
-            self.audit.record(actor, kind, target=str(self.state_file), detail={"command": command})
+            # The state file's lock (infra/lock.py), taken here so a command already writing the file (a CLI
+            # deploy, say) refuses this one at once, naming it; the action's thread holds it to the end.
+            try:
+                lock = StateLock(self.state_file, f"python -m infra {kind}", via="the studio's Endpoints page",
+                                 hint="wait for it to end, then try again").acquire()
+            except StateLocked as exc:
+                refused: StateLocked | None = exc
+            else:
+                refused = None
+                action = self._action = Action(kind, command)
+                self._stop.clear()
+        if refused is not None:
+            if self.audit is not None:
+                self.audit.record(actor, kind, target=str(self.state_file), detail={"command": command},
+                                  outcome="refused", summary=str(refused))
+            raise refused
+        try:
+            entry = None if self.audit is None else \
+                self.audit.record(actor, kind, target=str(self.state_file), detail={"command": command})
+        except BaseException:
+            lock.release()  # never left held by an action that did not start
+            with self._lock:
+                action.ok, action.error, action.done, action.finished_at = False, "not started", True, time.time()
+            raise
 
         def run() -> None:
             try:
-                ok, summary = work(action)
+                with adopt(lock):
+                    ok, summary = work(action)
                 error = None if ok else summary
             except StudioError as exc:
                 ok, summary, error = False, f"{kind} failed", str(exc)

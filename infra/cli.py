@@ -1,6 +1,7 @@
 """`python -m infra <command>` — a thin argparse face over the infra library.
 
-Exit codes: 0 done; 1 an AWS or other error; 2 bad options; 3 credentials missing, expired or lacking a
+Exit codes: 0 done; 1 an AWS or other error; 2 bad options, or the state file is in use by another
+command (`--wait-lock SECONDS` waits for it); 3 credentials missing, expired or lacking a
 permission; 4 quota shortfall (nothing created); 5 an endpoint (or the smoke test) failed; 6 state file
 problem; 130 interrupted. `--json` prints one JSON document on stdout (progress goes to stderr).
 """
@@ -26,6 +27,7 @@ from infra.deploy import (
     resume,
 )
 from infra.errors import InfraError, UsageError
+from infra.lock import hold
 from infra.model import (
     DEFAULT_IMAGE_TAG,
     DEFAULT_TTL,
@@ -44,6 +46,7 @@ from protocol.errors import StudioError
 
 STATE_ENV = "OMNI_STUDIO_STATE_FILE"
 HEARTBEAT_S = 30.0
+MAX_WAIT_LOCK_S = 24 * 3600.0
 
 
 def default_state_file() -> Path:
@@ -99,6 +102,16 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _wait_lock(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not 0 <= seconds <= MAX_WAIT_LOCK_S:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{value!r}: give 0 to {MAX_WAIT_LOCK_S:g} seconds")
+    return seconds
+
+
 def _money(v: float | None) -> str:
     return "—" if v is None else f"${v:,.2f}" if v >= 1 else f"${v:.4f}"
 
@@ -131,12 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
     w = waiting.add_argument_group("waiting")
     w.add_argument("--poll-seconds", type=float, default=None, help="describe every N seconds (default 15)")
     w.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after N seconds (default 7200)")
+    locking = argparse.ArgumentParser(add_help=False)
+    locking.add_argument("--wait-lock", type=_wait_lock, default=0.0, metavar="SECONDS",
+                         help="when another command is writing the same state file, wait up to SECONDS for it to "
+                              f"end (default 0: refuse at once, exit 2, naming it; at most {MAX_WAIT_LOCK_S:g})")
     smoke = argparse.ArgumentParser(add_help=False)
     s = smoke.add_argument_group("smoke test")
     s.add_argument("--no-smoke", action="store_true", help="skip the smoke test after InService")
     s.add_argument("--smoke-dir", type=Path, default=Path("."), help="where the smoke outputs go (default .)")
 
-    p = sub.add_parser("deploy", parents=[aws, state, out, waiting, smoke], help="create the endpoints",
+    p = sub.add_parser("deploy", parents=[aws, state, out, waiting, smoke, locking], help="create the endpoints",
                        description="Create the voice, image and video endpoints (all, or the ones named) from one "
                                    "pinned image, after a quota pre-check of every pool entry.")
     p.add_argument("roles", nargs="*", type=_role, metavar="ENDPOINT",
@@ -179,13 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
                            "arriving starts one, which takes minutes)")
     p.set_defaults(func=cmd_deploy)
 
-    p = sub.add_parser("resume", parents=[aws, state, out, waiting, smoke], help="finish a deployment",
+    p = sub.add_parser("resume", parents=[aws, state, out, waiting, smoke, locking], help="finish a deployment",
                        description="Continue the deployment in the state file after a crash or expired credentials: "
                                    "reuse what exists, create what is missing, never duplicate.")
     p.add_argument("--ttl", metavar="DURATION", help="a new TTL from now (needed when the recorded one has ended)")
     p.set_defaults(func=cmd_resume)
 
-    p = sub.add_parser("extend", parents=[aws, state, out], help="move the endpoints' deletion time",
+    p = sub.add_parser("extend", parents=[aws, state, out, locking], help="move the endpoints' deletion time",
                        description="Set the TTL of every endpoint still there to now + DURATION (or the time given): "
                                    "their EventBridge Scheduler schedules are updated. A --no-ttl deployment gets one.")
     p.add_argument("--ttl", required=True, metavar="DURATION", help="e.g. 4h, 90m, 2d, or 2026-05-01T18:00Z")
@@ -199,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prices", type=Path, help="a price table (default: the shipped one)")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("delete", parents=[aws, state, out, waiting], help="delete the endpoints",
+    p = sub.add_parser("delete", parents=[aws, state, out, waiting, locking], help="delete the endpoints",
                        description="Delete endpoint (wait until gone), endpoint config and model for each endpoint of "
                                    "the deployment (or by --endpoint NAME); verify by describing. The state file is "
                                    "removed only when everything is gone.")
@@ -211,8 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_delete)
 
     p = sub.add_parser("sweep", parents=[aws, out, waiting], help="find forgotten studio resources",
-                       description="List studio-tagged endpoints, configs and models in the region that no known "
-                                   "state file holds, with their running cost.")
+                       description="List studio-tagged endpoints, configs and models, TTL schedule groups and "
+                                   "roles, and CloudWatch alarms and autoscaling targets and policies in the region "
+                                   "that no known state file holds (alarms and targets also when their endpoint is "
+                                   "gone), with their running cost.")
     p.add_argument("--state-file", type=Path, action="append", default=None,
                    help=f"a state file whose resources are known (repeatable; default: ${STATE_ENV} or {DEFAULT_STATE_FILE})")
     p.add_argument("--delete", action="store_true", help="delete the orphans (asks first unless --yes)")
@@ -230,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-prices", type=Path, help="with --refresh-prices: save the refreshed table here")
     p.set_defaults(func=cmd_cost)
 
-    p = sub.add_parser("smoke", parents=[state, out], help="run the smoke tests",
+    p = sub.add_parser("smoke", parents=[state, out, locking], help="run the smoke tests",
                        description="Voice saves validation-output.wav, image a PNG, video a 4-step (smoke-only) MP4, "
                                    "through the studio's services layer.")
     p.add_argument("roles", nargs="*", type=_role, metavar="ENDPOINT", help="default: all in the deployment")
@@ -252,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-price-list", action="store_true", help="do not ask the AWS Price List API; use the table")
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("upgrade", parents=[aws, state, out, waiting, smoke], help="move endpoints to another image",
+    p = sub.add_parser("upgrade", parents=[aws, state, out, waiting, smoke, locking],
+                       help="move endpoints to another image",
                        description="New model(s) and endpoint config(s) with the image tag (names end in -v<n>), then "
                                    "a blue/green UpdateEndpoint: all traffic at once, a bake watched by the endpoint's "
                                    "error alarm (SageMaker rolls back if it trips); then the smoke test on the new "
@@ -264,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long SageMaker watches the new fleet before removing the old one (0-3600, default 600)")
     p.set_defaults(func=cmd_upgrade)
 
-    p = sub.add_parser("rollback", parents=[aws, state, out, waiting, smoke], help="back to the previous version",
+    p = sub.add_parser("rollback", parents=[aws, state, out, waiting, smoke, locking],
+                       help="back to the previous version",
                        description="Update each endpoint back to the version its current one superseded (kept since "
                                    "the upgrade), then run the smoke test on it.")
     p.add_argument("roles", nargs="*", type=_role, metavar="ENDPOINT", help="default: all in the deployment")
@@ -467,7 +488,7 @@ def _print_sweep(report: Any) -> None:
     if not report.orphans:
         print("no orphans")
         return
-    rows = [[o.kind, o.name, o.deployment_id, o.status.status if o.status else "—",
+    rows = [[o.kind, o.name, o.deployment_id, o.status.status if o.status else (o.detail or "—"),
              (o.status.instance_type or "—") if o.status else "—", _money(o.usd_per_hour), _money(o.cost_so_far_usd)]
             for o in report.orphans]
     print(_table(rows, ["kind", "name", "deployment", "status", "instance", "$/hour", "cost so far"]))
@@ -636,11 +657,27 @@ def _check_region(args: argparse.Namespace) -> None:
         print(f"note: --region {given!r} read as {args.region}", file=sys.stderr)
 
 
+def _written_state_file(args: argparse.Namespace) -> Path | None:
+    """The state file this command writes (None: it only reads, or works without one)."""
+    if not hasattr(args, "wait_lock"):
+        return None  # status, cost, sweep, plan: readers
+    if args.command == "delete" and args.endpoint or args.command == "smoke" and args.backend != "sagemaker":
+        return None
+    return args.state_file or default_state_file()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         _check_region(args)
-        return int(args.func(args) or 0)
+        state_file = _written_state_file(args)
+        if state_file is None:
+            return int(args.func(args) or 0)
+        # The whole command holds the state file's lock (the smoke test after a deploy too): infra/lock.py.
+        with hold(state_file, f"python -m infra {args.command}", wait_s=args.wait_lock,
+                  on_wait=lambda holder: print(f"waiting up to {args.wait_lock:g} s for the state file {state_file}: "
+                                               f"held by {holder}", file=sys.stderr, flush=True)):
+            return int(args.func(args) or 0)
     except InfraError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from infra.aws import AWS_ERRORS, AwsContext, error_message, is_not_found, translate
 from infra.deploy import Progress, ProgressCallback, WaitSettings, format_duration
 from infra.errors import EndpointFailed, InfraError, StateError
+from infra.lock import locked
 from infra.model import Role
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 
@@ -205,6 +206,7 @@ def verify_gone(ctx: AwsContext, endpoint: str | None, config: str | None, model
 
 
 # ---------------------------------------------------------------------------------------------------------
+@locked("python -m infra delete")
 def delete_deployment(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
                       purge_s3: bool = False, wait: WaitSettings = WaitSettings(),
                       progress: ProgressCallback | None = None, roles: list[Role] | None = None) -> DeleteReport:

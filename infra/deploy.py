@@ -38,6 +38,7 @@ from infra.errors import (
     QuotaShortfall,
     StateError,
 )
+from infra.lock import locked
 from infra.model import (
     DeploymentSpec,
     DeployOptions,
@@ -164,12 +165,14 @@ def format_duration(seconds: float | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
+@locked("python -m infra deploy")
 def deploy(options: DeployOptions, *, state_file: Path = DEFAULT_STATE_FILE, wait: WaitSettings = WaitSettings(),
            progress: ProgressCallback | None = None, environ: Mapping[str, str] | None = None,
            stop: threading.Event | None = None) -> DeployResult:
     """Plan, check quotas, then create everything concurrently. Raises QuotaShortfall (nothing created),
     StateError (a deployment is already recorded there), UsageError, CredentialsError; returns a
-    DeployResult (check `.ok` / `.error()`) once creation started."""
+    DeployResult (check `.ok` / `.error()`) once creation started. StateLocked (nothing done) when another
+    command holds the state file's lock (infra/lock.py); deploy holds it to the end."""
     progress = progress or _quiet
     environ = os.environ if environ is None else environ
     state_file = Path(state_file)
@@ -206,11 +209,13 @@ def deploy(options: DeployOptions, *, state_file: Path = DEFAULT_STATE_FILE, wai
     return result
 
 
+@locked("python -m infra resume")
 def resume(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
            wait: WaitSettings = WaitSettings(), progress: ProgressCallback | None = None,
            stop: threading.Event | None = None, ttl: str | None = None) -> DeployResult:
     """Continue the deployment in `state_file`: reuse what exists (by describing each planned name), create
-    what is missing, recreate endpoints that Failed. Never creates a second copy of anything."""
+    what is missing, recreate endpoints that Failed. Never creates a second copy of anything. Holds the state
+    file's lock (infra/lock.py) throughout."""
     progress = progress or _quiet
     state = DeploymentState.load(Path(state_file))
     if region and region != state.region:

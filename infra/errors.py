@@ -60,3 +60,9 @@ class AwsCallFailed(InfraError):
     """Any other AWS error; the message has the service's code and text."""
 
     exit_code = 1
+
+
+class StateLocked(InfraError):
+    """Another command is writing the same state file (infra/lock.py); the message names it."""
+
+    exit_code = 2

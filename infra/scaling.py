@@ -153,7 +153,8 @@ def apply_scaling(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec,
     return True
 
 
-def _gone(exc: BaseException) -> bool:
+def is_gone(exc: BaseException) -> bool:
+    """An Application Auto Scaling error that says the target or policy is not there."""
     code, text = error_code(exc), error_message(exc).lower()
     return code in ("ObjectNotFoundException", "ResourceNotFound", "ResourceNotFoundException") or (
         code == "ValidationException" and ("no scal" in text or "not found" in text or "does not exist" in text))
@@ -189,7 +190,7 @@ def remove_scaling(ctx: AwsContext, state: DeploymentState, role: Role) -> list[
                 aas.delete_scaling_policy(**target, PolicyName=policy)
                 out.append(ScalingRemoval("scaling policy", policy, "deleted"))
             except AWS_ERRORS as exc:
-                if not _gone(exc):
+                if not is_gone(exc):
                     raise
                 if policy in (plan.get("policies") or []):
                     out.append(ScalingRemoval("scaling policy", policy, "already gone"))
@@ -197,7 +198,7 @@ def remove_scaling(ctx: AwsContext, state: DeploymentState, role: Role) -> list[
             aas.deregister_scalable_target(**target)
             out.append(ScalingRemoval("scalable target", plan["resource_id"], "deleted"))
         except AWS_ERRORS as exc:
-            if not _gone(exc):
+            if not is_gone(exc):
                 raise
             out.append(ScalingRemoval("scalable target", plan["resource_id"], "already gone"))
     except AWS_ERRORS as exc:

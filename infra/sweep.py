@@ -1,10 +1,14 @@
-"""Sweep: the studio's endpoints, configs and models in a region that no known state file holds.
+"""Sweep: the studio's resources in a region that no known state file holds.
 
 A resource is the studio's when it carries the `omni-studio:deployment` tag (every resource infra creates
 does). An orphan is one whose name none of the given state files plans or holds — left by a deploy whose
-state file was lost, or created elsewhere. Endpoints show their running cost; configs and models cost
-nothing but clutter. `delete_orphans` removes them: endpoints first (waiting until gone), then configs,
-then models.
+state file was lost, or created elsewhere: endpoints, endpoint configs and models; the TTL's schedule groups
+and roles; and the CloudWatch alarms and Application Auto Scaling targets (with their policies) of the
+endpoints — those also when their endpoint no longer exists, even if a state file names them (nothing
+they watch or scale is left). Endpoints show their running cost; the rest costs nothing or little but
+clutters, and an alarm or a target outliving its endpoint would act on the next endpoint of that name.
+`delete_orphans` removes them: alarms, policies and targets first (nothing may scale an endpoint being
+deleted), then endpoints (waiting until gone), configs, models, schedule groups and roles.
 """
 
 from __future__ import annotations
@@ -15,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.aws import AWS_ERRORS, AwsContext, is_not_found, translate
+from infra.aws import AWS_ERRORS, AwsContext, error_code, is_not_found, translate
 from infra.delete import (
     DELETE_AGAIN,
     DeleteReport,
     Deletion,
     Kind,
+    Outcome,
     delete_endpoint_chain,
     delete_resource,
     verify_gone,
@@ -29,8 +34,11 @@ from infra.deploy import Progress, ProgressCallback, WaitSettings
 from infra.errors import InfraError
 from infra.model import TAG_DEPLOYMENT, TAG_ROLE
 from infra.pricing import PriceTable, load_prices
+from infra.scaling import DIMENSION, Names, is_gone, resource_id
+from infra.scaling import NAMESPACE as SCALING_NAMESPACE
 from infra.state import DeploymentState
 from infra.status import EndpointStatus, describe_endpoint_status
+from infra.versions import alarm_name
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,8 @@ class Orphan:
     deployment_id: str
     role: str | None
     status: EndpointStatus | None = None  # endpoints only
+    detail: str | None = None  # why, when it is not just "no state file names it"
+    parent: str | None = None  # a scaling policy's scalable target (its resource id)
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -54,7 +64,7 @@ class Orphan:
         return {"kind": self.kind, "name": self.name, "arn": self.arn, "deployment_id": self.deployment_id,
                 "role": self.role, "status": None if self.status is None else self.status.status,
                 "instance_type": None if self.status is None else self.status.instance_type,
-                "usd_per_hour": self.usd_per_hour,
+                "usd_per_hour": self.usd_per_hour, "detail": self.detail, "parent": self.parent,
                 "cost_so_far_usd": None if self.cost_so_far_usd is None else round(self.cost_so_far_usd, 4)}
 
 
@@ -100,9 +110,21 @@ def known_names(state_files: Iterable[Path], region: str) -> tuple[set[tuple[str
         if state.region != region:
             skipped.append(f"{path}: deployment in {state.region}")
             continue
-        names |= state.resource_names()
+        names |= state.resource_names() | _alarm_and_scaling_names(state)
         used.append(path)
     return names, used, skipped
+
+
+def _alarm_and_scaling_names(state: DeploymentState) -> set[tuple[str, str]]:
+    """Every alarm, scalable target and scaling policy an endpoint of `state` may have (recorded or not)."""
+    names: set[tuple[str, str]] = set()
+    for rec in state.endpoints.values():
+        endpoint = rec.endpoint.name
+        scaling = Names.of(endpoint)
+        names |= {("alarm", alarm_name(endpoint)), ("alarm", scaling.backlog_alarm),
+                  ("scalable target", resource_id(endpoint)), ("scaling policy", scaling.backlog_policy),
+                  ("scaling policy", scaling.from_zero_policy), ("scaling policy", scaling.invocations_policy)}
+    return names
 
 
 def _studio_tags(sm: Any, arn: str) -> dict[str, str] | None:
@@ -130,11 +152,14 @@ def find_orphans(ctx: AwsContext, state_files: Iterable[Path], *, prices: PriceT
     ]
     orphans: list[Orphan] = []
     seen = 0
+    existing: set[str] = set()  # every endpoint in the region (lower case: SageMaker names ignore case)
     try:
         for kind, op, key, prefix in listings:
             for page in sm.get_paginator(op).paginate(PaginationConfig={"PageSize": 100}):
                 for item in page.get(key, []):
                     name, arn = item[f"{prefix}Name"], item[f"{prefix}Arn"]
+                    if kind == "endpoint":
+                        existing.add(name.lower())
                     tags = _studio_tags(sm, arn)
                     if tags is None:
                         continue
@@ -155,7 +180,72 @@ def find_orphans(ctx: AwsContext, state_files: Iterable[Path], *, prices: PriceT
         if (item.kind, item.name) not in known:
             orphans.append(Orphan(item.kind, item.name, item.arn, item.deployment_id, None))  # type: ignore[arg-type]
             progress(Progress(None, "sweep", f"orphan {item.kind} {item.name} (deployment {item.deployment_id})"))
+    # The endpoints' alarms, scalable targets and policies (infra/versions.py, infra/scaling.py).
+    for orphan in _scaling_and_alarms(ctx, known, existing, notes):
+        seen += 1
+        if orphan.detail or (orphan.kind, orphan.name) not in known:
+            orphans.append(orphan)
+            progress(Progress(None, "sweep", f"orphan {orphan.kind} {orphan.name} (deployment {orphan.deployment_id})"))
     return SweepReport(ctx.region, orphans, used, seen, prices, skipped_state_files=skipped, notes=notes)
+
+
+def _watched_endpoint(alarm: dict[str, Any]) -> str | None:
+    """The SageMaker endpoint an alarm watches (its EndpointName dimension, or its metric-math metrics')."""
+    dimensions = list(alarm.get("Dimensions") or [])
+    for metric in alarm.get("Metrics") or []:
+        dimensions += ((metric.get("MetricStat") or {}).get("Metric") or {}).get("Dimensions") or []
+    return next((d["Value"] for d in dimensions if d.get("Name") == "EndpointName"), None)
+
+
+def _scaling_and_alarms(ctx: AwsContext, known: set[tuple[str, str]], existing: set[str],
+                        notes: list[str]) -> list[Orphan]:
+    """Every studio-tagged CloudWatch alarm on an endpoint and every studio-tagged scalable target of an endpoint
+    (with its policies), as Orphan candidates: `detail` says when the endpoint is gone. What cannot be listed
+    (a missing permission) goes to `notes`."""
+    found: list[Orphan] = []
+
+    def gone(endpoint: str) -> str | None:
+        return None if endpoint.lower() in existing else f"its endpoint {endpoint} is gone"
+
+    cw = ctx.client("cloudwatch")
+    try:
+        for page in cw.get_paginator("describe_alarms").paginate():
+            for alarm in page.get("MetricAlarms", []):
+                endpoint = _watched_endpoint(alarm)
+                if endpoint is None:
+                    continue  # not on an endpoint: not the studio's, and no tags to read
+                tags = {t["Key"]: t["Value"] for t in cw.list_tags_for_resource(ResourceARN=alarm["AlarmArn"]).get("Tags", [])}
+                if TAG_DEPLOYMENT in tags:
+                    found.append(Orphan("alarm", alarm["AlarmName"], alarm["AlarmArn"], tags[TAG_DEPLOYMENT],
+                                        tags.get(TAG_ROLE), detail=gone(endpoint)))
+    except AWS_ERRORS as exc:
+        notes.append(f"CloudWatch alarms not listed: {translate(exc, 'list CloudWatch alarms')}")
+    aas = ctx.client("application-autoscaling")
+    try:
+        for page in aas.get_paginator("describe_scalable_targets").paginate(ServiceNamespace=SCALING_NAMESPACE):
+            for target in page.get("ScalableTargets", []):
+                rid, arn = target["ResourceId"], target.get("ScalableTargetARN", "")
+                parts = rid.split("/")
+                if len(parts) != 4 or parts[0] != "endpoint" or not arn:
+                    continue
+                try:
+                    tags = aas.list_tags_for_resource(ResourceARN=arn).get("Tags", {})
+                except AWS_ERRORS as exc:
+                    if is_not_found(exc) or error_code(exc) == "ResourceNotFoundException":
+                        continue  # deregistered between the list and the tags
+                    raise
+                if TAG_DEPLOYMENT not in tags:
+                    continue
+                why = gone(parts[1])
+                found.append(Orphan("scalable target", rid, arn, tags[TAG_DEPLOYMENT], tags.get(TAG_ROLE), detail=why))
+                for pp in aas.get_paginator("describe_scaling_policies").paginate(
+                        ServiceNamespace=SCALING_NAMESPACE, ResourceId=rid):
+                    for policy in pp.get("ScalingPolicies", []):
+                        found.append(Orphan("scaling policy", policy["PolicyName"], policy["PolicyARN"],
+                                            tags[TAG_DEPLOYMENT], tags.get(TAG_ROLE), detail=why, parent=rid))
+    except AWS_ERRORS as exc:
+        notes.append(f"scalable targets not listed: {translate(exc, 'list Application Auto Scaling targets')}")
+    return found
 
 
 @dataclass
@@ -216,9 +306,14 @@ def studio_fleet(ctx: AwsContext, *, prices: PriceTable | None = None) -> Studio
 
 def delete_orphans(ctx: AwsContext, orphans: list[Orphan], *, wait: WaitSettings = WaitSettings(),
                    progress: ProgressCallback | None = None) -> DeleteReport:
-    """Endpoints first (concurrently, each waited until gone), then configs, then models; verified."""
+    """Alarms, scaling policies and targets first, then endpoints (concurrently, each waited until gone), then
+    configs, then models; verified. Then schedule groups and roles."""
     progress = progress or (lambda _: None)
     report = DeleteReport()
+    try:
+        report.deletions += _delete_scaling_and_alarms(ctx, orphans, progress)
+    except AWS_ERRORS as exc:
+        report.errors.append(translate(exc, "delete orphaned alarms and autoscaling", retry=DELETE_AGAIN))
     endpoints = [o.name for o in orphans if o.kind == "endpoint"]
     configs = [o.name for o in orphans if o.kind == "endpoint config"]
     models = [o.name for o in orphans if o.kind == "model"]
@@ -262,3 +357,42 @@ def delete_orphans(ctx: AwsContext, orphans: list[Orphan], *, wait: WaitSettings
     except AWS_ERRORS as exc:
         report.errors.append(translate(exc, "delete orphaned schedule groups and scheduler roles", retry=DELETE_AGAIN))
     return report
+
+
+def _delete_scaling_and_alarms(ctx: AwsContext, orphans: list[Orphan], progress: ProgressCallback) -> list[Deletion]:
+    """Alarms (one of them drives a scaling policy), then policies, then their targets; "already gone" is fine."""
+    out: list[Deletion] = []
+    alarms = [o.name for o in orphans if o.kind == "alarm"]
+    if alarms:
+        cw = ctx.client("cloudwatch")
+        present: set[str] = set()
+        for i in range(0, len(alarms), 100):  # DescribeAlarms and DeleteAlarms take 100 names at most
+            batch = alarms[i:i + 100]
+            present |= {a["AlarmName"] for a in cw.describe_alarms(AlarmNames=batch).get("MetricAlarms", [])}
+            if present & set(batch):
+                cw.delete_alarms(AlarmNames=sorted(present & set(batch)))
+        out += [Deletion("alarm", a, "deleted" if a in present else "already gone") for a in alarms]
+    aas = ctx.client("application-autoscaling")
+    for o in orphans:
+        if o.kind == "scaling policy":
+            outcome = _gone_ok(lambda o=o: aas.delete_scaling_policy(
+                PolicyName=o.name, ServiceNamespace=SCALING_NAMESPACE, ResourceId=o.parent, ScalableDimension=DIMENSION))
+            out.append(Deletion("scaling policy", o.name, outcome))
+    for o in orphans:
+        if o.kind == "scalable target":
+            outcome = _gone_ok(lambda o=o: aas.deregister_scalable_target(
+                ServiceNamespace=SCALING_NAMESPACE, ResourceId=o.name, ScalableDimension=DIMENSION))
+            out.append(Deletion("scalable target", o.name, outcome))
+    for d in out:
+        progress(Progress(None, "delete", d.line()))
+    return out
+
+
+def _gone_ok(call: Any) -> Outcome:
+    try:
+        call()
+    except AWS_ERRORS as exc:
+        if is_gone(exc):
+            return "already gone"
+        raise
+    return "deleted"

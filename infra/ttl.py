@@ -34,10 +34,12 @@ from typing import Any
 
 from infra.aws import AWS_ERRORS, AwsContext, error_code, error_message, is_not_found, translate
 from infra.errors import AccessDenied, InfraError, StateError, UsageError
+from infra.lock import locked
 from infra.model import PROJECT, TAG_DEPLOYMENT, DeploymentSpec, Role
 from infra.state import DeploymentState, utc_now
 
 MAX_TTL_WITHOUT_YES = timedelta(days=7)
+MAX_TTL = timedelta(days=365)  # even with --yes: past a year it is a typo, not a plan (and dates overflow)
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
 DELETE_ENDPOINT_TARGET = "arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
 ROLE_PATH = f"/{PROJECT}/"
@@ -104,13 +106,20 @@ def format_left(seconds: float | None) -> str:
 
 def parse_ttl(value: str | None, *, now: datetime | None = None, yes: bool = False, option: str = "--ttl") -> TtlChoice:
     """`8h`, `90m`, `1h30m`, `2d` (from now) or an ISO time (`2026-05-01T18:00Z`; without a zone: this machine's
-    local time). None is no TTL. UsageError for what cannot be read, zero, a time in the past, or more than
-    7 days without `yes` (a forgotten GPU endpoint bills for all of it)."""
+    local time). None is no TTL. UsageError for what cannot be read, zero, a time in the past, more than
+    7 days without `yes` (a forgotten GPU endpoint bills for all of it), or more than MAX_TTL."""
     if value is None:
         return TtlChoice(None)
     now = (now or datetime.now(UTC)).astimezone(UTC)
     text = value.strip().lower()
     examples = "e.g. 8h, 90m, 1h30m, 2d, or a time such as 2026-05-01T18:00Z"
+
+    def too_long() -> UsageError:
+        shown = str(value) if len(str(value)) <= 40 else str(value)[:30] + "…"
+        return UsageError(f"{option} {shown!r} is too long: a time to live is from 1 second to {MAX_TTL.days} days "
+                          f"(over {MAX_TTL_WITHOUT_YES.days} days with --yes), {examples}; --no-ttl keeps the endpoints "
+                          "until `python -m infra delete`")
+
     if not text:
         raise UsageError(f"{option} is empty: give a time to live, {examples} (or --no-ttl to keep the endpoints)")
     if _DURATION.match(text):
@@ -119,6 +128,8 @@ def parse_ttl(value: str | None, *, now: datetime | None = None, yes: bool = Fal
             if unit not in _UNITS:
                 raise UsageError(f"{option} {value!r}: unknown unit {unit!r}; use d, h, m or s ({examples})")
             seconds += float(number) * _UNITS[unit]
+        if not seconds <= MAX_TTL.total_seconds():  # also inf, from a number too long for a float
+            raise too_long()
         if seconds <= 0:
             raise UsageError(f"{option} {value!r} is zero: the endpoints would be deleted as they are created. Give a "
                              f"time to live ({examples}), or run `python -m infra delete` to remove them now")
@@ -132,7 +143,12 @@ def parse_ttl(value: str | None, *, now: datetime | None = None, yes: bool = Fal
         except ValueError:
             raise UsageError(f"{option} {value!r} is neither a duration nor a time: {examples} (or --no-ttl to keep "
                              "the endpoints until you delete them)") from None
-        expires = (moment if moment.tzinfo else moment.astimezone()).astimezone(UTC)
+        try:
+            expires = (moment if moment.tzinfo else moment.astimezone()).astimezone(UTC)
+        except (OverflowError, ValueError):  # year 9999 in a zone west of UTC is past datetime's range
+            raise too_long() from None
+        if expires - now > MAX_TTL:
+            raise too_long()
         if expires <= now:
             raise UsageError(f"{option} {value!r} is in the past ({iso(expires)}, {format_left((now - expires).total_seconds())} "
                              f"ago; now is {iso(now)}): give a later time or a duration such as 8h")
@@ -494,6 +510,7 @@ def _endpoint_status(ctx: AwsContext, name: str) -> str | None:
         raise translate(exc, f"describe endpoint {name}") from None
 
 
+@locked("python -m infra extend")
 def extend_deployment(state_file: Path, ttl: str, *, region: str | None = None, profile: str | None = None,
                       yes: bool = False, scheduler_role_arn: str | None = None,
                       progress: ProgressText = lambda _: None) -> ExtendReport:

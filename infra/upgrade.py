@@ -49,6 +49,7 @@ from infra.errors import (
     StateError,
     UsageError,
 )
+from infra.lock import locked
 from infra.model import ROLES, EndpointSpec, Role
 from infra.quotas import check_quotas
 from infra.state import DEFAULT_STATE_FILE, DeploymentState, ResourceRecord, utc_now
@@ -418,6 +419,7 @@ def _smoke(run: _Run, report: VersionReport, smoke_dir: Path, smoke_progress: Sm
 
 
 # ---------------------------------------------------------------------------------------------------------
+@locked("python -m infra upgrade")
 def upgrade(state_file: Path = DEFAULT_STATE_FILE, image_tag: str = "", roles: Sequence[Role] | None = None, *,
             region: str | None = None, profile: str | None = None, bake_s: float = DEFAULT_BAKE_S,
             smoke: bool = True, smoke_dir: Path = Path("."), wait: WaitSettings = WaitSettings(),
@@ -508,6 +510,7 @@ def _roll_back_after_smoke(run: _Run, outcome: VersionOutcome) -> None:
         outcome.strategy = first
 
 
+@locked("python -m infra rollback")
 def rollback(state_file: Path = DEFAULT_STATE_FILE, roles: Sequence[Role] | None = None, *,
              region: str | None = None, profile: str | None = None, smoke: bool = True,
              smoke_dir: Path = Path("."), wait: WaitSettings = WaitSettings(),

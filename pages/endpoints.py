@@ -5,6 +5,7 @@ with its progress and the CLI line it runs."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -62,6 +63,17 @@ if runner is None:  # every action is audited: none runs while the audit log can
     audit_panel([], unavailable=no_audit)
     st.stop()
 wait = WaitSettings(poll_s=settings.infra_poll_s)
+
+
+def start(action: Callable[[], object]) -> None:
+    """Start an action; a refusal (another command writes the state file, a bad option) is shown, not raised."""
+    try:
+        action()
+    except StudioError as exc:
+        st.error(resources.plain(exc))
+    else:
+        st.rerun()
+
 deployment = load_state(state_file)
 
 st.divider()
@@ -89,22 +101,16 @@ if deployment is None:
     )
     st.code(deploy_command(options, str(state_file)) + ("" if smoke else " --no-smoke"), language="bash")
     if st.button("Deploy", type="primary", disabled=busy or not roles, key="deploy_go"):
-        try:
-            runner.deploy(options, actor=me, wait=wait, smoke=smoke)
-        except StudioError as exc:
-            st.error(resources.plain(exc))
-        else:
-            st.rerun()
+        start(lambda: runner.deploy(options, actor=me, wait=wait, smoke=smoke))
 else:
     st.subheader("Actions")
     c1, c2, c3 = st.columns(3)
+    # Each start is refused while another command writes the state file (infra/lock.py): the page says so.
     if c1.button("Resume", disabled=busy, key="resume_go",
                  help="create what is missing, wait for what is Creating, recreate what Failed"):
-        runner.resume(actor=me, wait=wait)
-        st.rerun()
+        start(lambda: runner.resume(actor=me, wait=wait))
     if c2.button("Run smoke test", disabled=busy, key="smoke_go"):
-        runner.smoke(actor=me)
-        st.rerun()
+        start(lambda: runner.smoke(actor=me))
     if c3.button("Delete…", disabled=busy, key="delete_ask"):
         state["confirm_delete"] = True
     if state.get("confirm_delete"):
@@ -113,8 +119,7 @@ else:
             y, n = st.columns(2)
             if y.button(f"Yes, delete these {count}", type="primary", key="delete_go"):
                 state["confirm_delete"] = False
-                runner.delete(actor=me, wait=wait)
-                st.rerun()
+                start(lambda: runner.delete(actor=me, wait=wait))
             if n.button("Cancel", key="delete_cancel"):
                 state["confirm_delete"] = False
                 st.rerun()

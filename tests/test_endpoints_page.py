@@ -60,6 +60,11 @@ def _codes(at: AppTest) -> str:
     return "\n".join(str(c.value) for c in at.code)
 
 
+def _text(markdown: str) -> str:
+    """Shown text without the escapes that keep it from being read as markdown (ui.resources.plain)."""
+    return markdown.replace("\\", "")
+
+
 def _listing(emulator: EmulatorHandle) -> list[int]:
     sm = emulator.client("sagemaker")
     return [len(sm.list_endpoints()["Endpoints"]), len(sm.list_endpoint_configs()["EndpointConfigs"]),
@@ -118,6 +123,46 @@ def test_a_refused_deploy_says_why_and_creates_nothing(emulator_env: EmulatorHan
     _button(at, "deploy_go").click().run()
     _until(at, lambda: "deploy — failed" in " ".join(m.value for m in at.markdown))
     assert any("quota" in e.value.lower() for e in at.error)
+    assert _listing(emulator_env) == [0, 0, 0]
+
+
+def test_an_action_while_another_command_writes_the_state_file_is_refused_with_a_message(
+        emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    from infra.lock import StateLock
+
+    at = _open(monkeypatch, tmp_path)
+    at.multiselect(key="deploy_roles").set_value(["voice"])
+    at.run()
+    lock = StateLock(tmp_path / "state.json", "python -m infra delete").acquire()  # a CLI delete, say
+    try:
+        _button(at, "deploy_go").click().run()
+        _ok(at)
+        held = f"held by `python -m infra delete` (pid {os.getpid()}, since "
+        assert any(held in _text(e.value) for e in at.error), [e.value for e in at.error]
+        assert _listing(emulator_env) == [0, 0, 0] and not (tmp_path / "state.json").exists()
+    finally:
+        lock.release()
+    _button(at, "deploy_go").click().run()
+    _until(at, lambda: "deploy — done" in " ".join(m.value for m in at.markdown), timeout=90)
+
+    lock = StateLock(tmp_path / "state.json", "python -m infra upgrade").acquire()
+    try:
+        for key in ("resume_go", "smoke_go"):  # these raised out of the page before
+            _button(at, key).click().run()
+            _ok(at)
+            assert any("held by `python -m infra upgrade`" in _text(e.value) for e in at.error), key
+        _button(at, "delete_ask").click().run()
+        _button(at, "delete_go").click().run()
+        _ok(at)
+        assert any("held by `python -m infra upgrade`" in _text(e.value) for e in at.error)
+        assert _listing(emulator_env) == [1, 1, 1]
+    finally:
+        lock.release()
+    _button(at, "delete_ask").click().run()
+    _button(at, "delete_go").click().run()
+    _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)
     assert _listing(emulator_env) == [0, 0, 0]
 
 

@@ -392,9 +392,9 @@ def test_sweep_finds_planted_orphans_and_deletes_them(emulator_env: EmulatorHand
     assert endpoint.deployment_id == "lost-deployment" and endpoint.role == "image"
 
     # Without a known state file, the deployment's own resources are orphans too (with its TTL's schedule
-    # group and scheduler role).
+    # group and scheduler role, and its endpoint's rollback alarm).
     unknown = find_orphans(_ctx(), [state_file.with_name("other.json")]).orphans
-    assert len(unknown) == 9 and {o.kind for o in unknown} >= {"schedule group", "iam role"}
+    assert len(unknown) == 10 and {o.kind for o in unknown} >= {"schedule group", "iam role", "alarm"}
 
     assert infra_main(["sweep", "--state-file", str(state_file)]) == 0
     assert "orphan-image" in capsys.readouterr().out

@@ -77,10 +77,16 @@ def test_ttl_is_a_duration_or_a_time(value: str, expires: datetime) -> None:
     ("0", "no unit"), ("0h", "is zero"), ("0m0s", "is zero"), ("", "is empty"), ("soon", "neither a duration"),
     ("8 fortnights", "unknown unit"), ("2026-05-01T11:00Z", "is in the past"), ("2020-01-01", "is in the past"),
     ("8d", "pass --yes"), ("2026-06-01T00:00Z", "pass --yes"),
+    # past datetime's range once, a raw OverflowError: now the allowed range, with or without --yes
+    ("99999999999h", "from 1 second to 365 days"), ("9" * 400 + "h", "from 1 second to 365 days"),
+    ("366d", "from 1 second to 365 days"), ("9999-12-31T23:00-05:00", "from 1 second to 365 days"),
 ])
 def test_bad_ttl_is_named(value: str, words: str) -> None:
     with pytest.raises(UsageError, match=words):
         parse_ttl(value, now=NOW)
+    if "365 days" in words:
+        with pytest.raises(UsageError, match=words):
+            parse_ttl(value, now=NOW, yes=True)
     assert parse_ttl(None).enabled is False
     assert parse_ttl("8d", now=NOW, yes=True).expires_at == NOW + timedelta(days=8)
 
@@ -89,6 +95,8 @@ def test_bad_lifecycle_options_stop_deploy_before_any_call(emulator_env: Emulato
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     cases = [(["--ttl", "0h"], "is zero"), (["--ttl", "2020-01-01T00:00Z"], "is in the past"),
              (["--ttl", "someday"], "neither a duration nor a time"), (["--ttl", "30d"], "pass --yes"),
+             (["--ttl", "99999999999h"], "--ttl '99999999999h' is too long: a time to live is from 1 second to 365 days"),
+             (["--ttl", "99999999999h", "--yes"], "from 1 second to 365 days"),
              (["--max-instances", "0"], "give 1 to 10"), (["--max-instances", "11"], "give 1 to 10"),
              (["--max-instances", "two"], "not a whole number"), (["--no-ttl", "--ttl", "4h"], "contradict"),
              (["--no-ttl", "--scheduler-role-arn", "arn:aws:iam::123456789012:role/x"], "--no-ttl makes none")]

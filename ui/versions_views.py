@@ -53,5 +53,9 @@ def versions_panel(deployment: DeploymentState, runner, wait: WaitSettings, busy
         st.code(shell_command("rollback", [*([] if can_roll_back == roles else can_roll_back),
                                            "--state-file", str(runner.state_file)]), language="bash")
         if st.button("Roll back", disabled=busy or not can_roll_back, key="rollback_go"):
-            runner.rollback([] if can_roll_back == roles else can_roll_back, actor=actor, wait=wait)
-            st.rerun()
+            try:  # refused while another command writes the state file (infra/lock.py): said, not raised
+                runner.rollback([] if can_roll_back == roles else can_roll_back, actor=actor, wait=wait)
+            except StudioError as exc:
+                st.error(plain(exc))
+            else:
+                st.rerun()
