@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import socket
 import ssl
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
+from botocore.exceptions import ClientError
 
 from emulator.tls import aws_host_names
+from protocol.videos import VideoSyncForm
 
 pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
-from tests.emulator_support import EmulatorHandle, running_emulator
+from tests.emulator_support import EmulatorHandle, deploy_endpoint, running_emulator
 
 pytest_plugins = ["tests.emulator_support"]  # the emulator fixtures, registered once per session
 
@@ -68,3 +72,54 @@ def test_aws_host_names_lists_each_service_once_per_region() -> None:
         assert f"{service}.eu-central-1.amazonaws.com" in names
     assert {"s3.amazonaws.com", "*.s3.amazonaws.com", "*.s3.eu-central-1.amazonaws.com", "iam.amazonaws.com",
             "sts.amazonaws.com", "api.pricing.us-east-1.amazonaws.com"} <= set(names)
+
+
+# --------------------------------------------------------------------------------------------------
+# S3 bodies, byte for byte; an empty async input is refused
+@pytest.mark.parametrize("content_type", ["multipart/form-data; boundary=sample-boundary",
+                                          "application/x-www-form-urlencoded"])
+def test_put_object_keeps_a_form_typed_body_byte_for_byte(emulator: EmulatorHandle, bucket: str, content_type: str) -> None:
+    s3 = emulator.client("s3")
+    if content_type.startswith("multipart"):
+        body = (b"--sample-boundary\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\nwaves at dusk\r\n"
+                b"--sample-boundary\r\nContent-Disposition: form-data; name=\"image\"; filename=\"a.png\"\r\n"
+                b"Content-Type: image/png\r\n\r\n" + bytes(range(256)) + b"\r\n--sample-boundary--\r\n")
+    else:
+        body = b"prompt=waves+at+dusk&num_frames=17&seed=%FF"
+    s3.put_object(Bucket=bucket, Key="requests/form-typed", Body=body, ContentType=content_type)
+    got = s3.get_object(Bucket=bucket, Key="requests/form-typed")
+    assert got["Body"].read() == body
+    assert got["ContentType"] == content_type and got["ContentLength"] == len(body)
+
+
+def test_a_multipart_video_request_put_as_form_data_runs_on_the_async_endpoint(emulator: EmulatorHandle, bucket: str) -> None:
+    """Part 2's video request: the multipart body PUT with ContentType multipart/form-data, then InvokeEndpointAsync."""
+    deploy_endpoint(emulator, "video-form", async_output=f"s3://{bucket}/outputs", async_failure=f"s3://{bucket}/failures",
+                    environment={"SM_VLLM_MODEL": "Wan-AI/Wan2.1-VACE-1.3B-diffusers"})
+    form = VideoSyncForm(prompt="a paper boat", width=96, height=64, num_frames=5, fps=8, num_inference_steps=4, seed=3)
+    body, content_type = urllib3.encode_multipart_formdata(form.form_fields())
+    s3, rt = emulator.client("s3"), emulator.client("sagemaker-runtime")
+    s3.put_object(Bucket=bucket, Key="requests/video.multipart", Body=body, ContentType=content_type)
+    response = rt.invoke_endpoint_async(EndpointName="video-form", InputLocation=f"s3://{bucket}/requests/video.multipart",
+                                        ContentType=content_type, Accept="video/mp4",
+                                        CustomAttributes="route=/v1/videos/sync", InferenceId="form-1")
+    out_key = response["OutputLocation"].removeprefix(f"s3://{bucket}/")
+    waiter = s3.get_waiter("object_exists")
+    waiter.wait(Bucket=bucket, Key=out_key, WaiterConfig={"Delay": 1, "MaxAttempts": 120})
+    mp4 = s3.get_object(Bucket=bucket, Key=out_key)["Body"].read()
+    assert mp4[4:8] == b"ftyp"  # an MP4, not the failure object
+
+
+def test_an_empty_async_input_is_refused_at_submission(emulator: EmulatorHandle, bucket: str) -> None:
+    deploy_endpoint(emulator, "video-empty", async_output=f"s3://{bucket}/outputs", async_failure=f"s3://{bucket}/failures",
+                    environment={"SM_VLLM_MODEL": "Wan-AI/Wan2.1-VACE-1.3B-diffusers"})
+    s3, rt = emulator.client("s3"), emulator.client("sagemaker-runtime")
+    key = f"requests/empty-{uuid.uuid4().hex[:6]}.multipart"
+    s3.put_object(Bucket=bucket, Key=key, Body=b"")
+    with pytest.raises(ClientError) as info:
+        rt.invoke_endpoint_async(EndpointName="video-empty", InputLocation=f"s3://{bucket}/{key}",
+                                 ContentType="multipart/form-data; boundary=x", CustomAttributes="route=/v1/videos/sync")
+    error = info.value.response["Error"]
+    assert error["Code"] == "ValidationError"
+    assert f"s3://{bucket}/{key}" in error["Message"] and "empty object (0 bytes)" in error["Message"]
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="outputs/").get("KeyCount", 0) == 0  # nothing was queued
