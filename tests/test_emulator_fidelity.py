@@ -11,23 +11,39 @@ ran into, each checked with the real client against the real emulator.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 import ssl
 import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
+import numpy as np
 import pytest
 import urllib3
+from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client
+from aws_sdk_sagemaker_runtime_http2.models import (
+    InvokeEndpointWithBidirectionalStreamInput,
+    RequestPayloadPart,
+    RequestStreamEventPayloadPart,
+)
 from botocore.exceptions import ClientError
 
 from emulator.tls import aws_host_names
+from offline.styles import SPEAKERS, median_f0
+from protocol.common import dumps
+from protocol.speech import QWEN3_TTS_SPEAKERS, InputDone, InputText, SessionConfig
 from protocol.videos import VideoSyncForm
 
 pytest.register_assert_rewrite("tests.emulator_support")  # its helpers assert; rewrite them too
-from tests.emulator_support import EmulatorHandle, deploy_endpoint, running_emulator
+from tests.emulator_support import EmulatorHandle, deploy_endpoint, http2_config, running_emulator
 
 pytest_plugins = ["tests.emulator_support"]  # the emulator fixtures, registered once per session
+
+STEP_S = 30.0  # the longest any single await may take
+RATE = 24_000
 
 
 # --------------------------------------------------------------------------------------------------
@@ -72,6 +88,75 @@ def test_aws_host_names_lists_each_service_once_per_region() -> None:
         assert f"{service}.eu-central-1.amazonaws.com" in names
     assert {"s3.amazonaws.com", "*.s3.amazonaws.com", "*.s3.eu-central-1.amazonaws.com", "iam.amazonaws.com",
             "sts.amazonaws.com", "api.pricing.us-east-1.amazonaws.com"} <= set(names)
+
+
+# --------------------------------------------------------------------------------------------------
+# Voices: the model's speakers and languages, over the real HTTP/2 SDK
+def _part(message: Any) -> RequestStreamEventPayloadPart:
+    return RequestStreamEventPayloadPart(
+        value=RequestPayloadPart(bytes_=dumps(message).encode(), data_type="UTF8", completion_state="COMPLETE"))
+
+
+async def _speak(handle: EmulatorHandle, endpoint: str, voice: str, language: str) -> tuple[list[dict[str, Any]], bytes]:
+    """One utterance over the bidirectional stream (as the published Part 1 validation does); its events and PCM."""
+    client = AsyncSageMakerRuntimeHTTP2Client(config=await http2_config(handle))
+    stream = await asyncio.wait_for(client.invoke_endpoint_with_bidirectional_stream(
+        InvokeEndpointWithBidirectionalStreamInput(endpoint_name=endpoint, model_invocation_path="v1/audio/speech/stream")
+    ), STEP_S)
+    config = SessionConfig(voice=voice, language=language, response_format="pcm", stream_audio=True,
+                           split_granularity="none")
+    text = "The lighthouse keeper counted the waves until morning came over the quiet harbour."
+    for message in (config, InputText(text=text), InputDone()):
+        await asyncio.wait_for(stream.input_stream.send(_part(message)), STEP_S)
+    _, output = await asyncio.wait_for(stream.await_output(), STEP_S)
+    events: list[dict[str, Any]] = []
+    pcm = bytearray()
+    for _ in range(10_000):  # bounded: a stream that never ends fails the test
+        event = await asyncio.wait_for(output.receive(), STEP_S)
+        if event is None:
+            return events, bytes(pcm)
+        if event.value.data_type == "UTF8":
+            events.append(json.loads(event.value.bytes_))
+            if events[-1]["type"] == "session.done":
+                await asyncio.wait_for(stream.input_stream.close(), STEP_S)
+        else:
+            pcm.extend(event.value.bytes_)
+    raise AssertionError("the stream did not end")
+
+
+def _pitch(pcm: bytes) -> float:
+    f0 = median_f0(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0, RATE)
+    assert f0 is not None, "no voiced audio"
+    return f0
+
+
+def test_the_models_speakers_and_languages_are_accepted_and_sound_distinct(emulator: EmulatorHandle) -> None:
+    deploy_endpoint(emulator, "voice-speakers", environment={"SM_VLLM_MODEL": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"})
+
+    async def both() -> list[tuple[list[dict[str, Any]], bytes]]:
+        return [await asyncio.wait_for(_speak(emulator, "voice-speakers", voice, "Chinese"), 120)
+                for voice in ("vivian", "uncle_fu")]
+
+    (vivian_events, vivian), (uncle_events, uncle) = asyncio.run(both())
+    for events in (vivian_events, uncle_events):
+        assert not [e for e in events if e["type"] == "error"], events
+        assert events[-1]["type"] == "session.done"
+    assert len(vivian) > RATE and len(uncle) > RATE  # over a second of speech each
+    # Distinct renderings: vivian +5 semitones, uncle_fu -4 (offline.styles.SPEAKERS) — about 1.68x apart.
+    assert _pitch(vivian) / _pitch(uncle) > 1.35
+    assert set(SPEAKERS) == set(QWEN3_TTS_SPEAKERS)  # every speaker of the model has its rendering
+
+
+def test_a_speakers_rendering_is_labelled(engine_url: str) -> None:
+    response = httpx.post(f"{engine_url}/v1/audio/speech", json={"input": "Good morning.", "voice": "Vivian",
+                                                                 "language": "Japanese", "response_format": "wav"},
+                          timeout=60, trust_env=False)
+    assert response.status_code == 200, response.text
+    assert response.headers["X-Offline-Preview"] == (
+        "offline preview from speaker 'vivian' on the Piper voice: rate x1.05, pitch +5.0 semitones")
+    card = next(m for m in httpx.get(f"{engine_url}/v1/models", timeout=10, trust_env=False).json()["data"]
+                if "CustomVoice" in m["id"])
+    assert "every language is accepted and spoken with its English voice" in json.dumps(card)
 
 
 # --------------------------------------------------------------------------------------------------
