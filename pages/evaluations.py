@@ -8,8 +8,8 @@ import streamlit as st
 from protocol.errors import StudioError
 from services.eval.store import EvalStore
 from ui import resources
-from ui.eval_views import create_from_form, define_form, evaluation_label, init_define_state, results_section, \
-    review_section, run_section
+from ui.eval_views import create_from_form, define_form, evaluation_label, init_define_state, manage_section, \
+    results_section, review_section, run_section
 from ui.workspace_views import by_line, may, share_toggle
 
 NEW = "➕ New evaluation"
@@ -40,10 +40,18 @@ st.selectbox("Evaluation", options, index=options.index(state["ev_id"]), key=pic
              on_change=lambda: state.update(ev_id=state[pick]),
              format_func=lambda k: k if k == NEW else evaluation_label(evaluations[k]))
 
-if state["ev_id"] == NEW:
+if notice := state.pop("ev_notice", None):
+    st.success(resources.plain(notice))
+name, url, _ = resources.backend_choice()
+if state["ev_id"] == NEW or (state.get("ev_editing") and state["ev_editing"] == state["ev_id"]):
+    editing = state["ev_id"] != NEW
+    if editing:
+        st.info("Editing: saving makes its items afresh (all to run again).", icon="✏️")
+    else:
+        state["ev_editing"] = None  # a new evaluation, not the one being edited
     init_define_state()
-    name, url, _ = resources.backend_choice()
-    define_form(on_create=lambda: create_from_form(store, name, url))
+    define_form(on_create=lambda: create_from_form(store, name, url), backend_name=name, backend_url=url,
+                editing=editing)
     st.stop()
 
 eval_id = state["ev_id"]
@@ -52,6 +60,7 @@ st.caption(resources.plain(f"{ev.modality} · {len(ev.spec.prompts)} prompts × 
                            f"{len(ev.spec.labels)} variants · id {eval_id}"))
 by_line(ev.user_id)
 share_toggle(store.history, "evaluation", ev.id, ev.user_id, ev.shared)
+manage_section(store, eval_id, name, url)
 
 st.subheader("1 · Run")
 run_section(store, eval_id, resources.settings())

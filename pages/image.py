@@ -10,12 +10,12 @@ from protocol.limits import IMAGE_GUIDANCE, IMAGE_N, IMAGE_SIZE, IMAGE_STEPS
 from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest, record_image
 from ui import resources
 from ui.image_compare_views import COMPARE, compare_form, compare_results, init_compare_state, run_compare
+from ui.gallery_views import browse, linked_item
 from ui.forms import as_text, bounded_number, optional_number, optional_seed
 from ui.workspace_views import may
 from ui.image_views import EDIT, GENERATE, MODE_KEY, edit_form, gallery, gallery_picks, init_edit_state, reuse_edit, \
     run_edit
 
-GALLERY_SIZE = 24
 state = st.session_state
 
 resources.sidebar()
@@ -67,13 +67,14 @@ def _generate() -> None:
 
 
 def _gallery(empty: str = "No images yet: write a prompt and press **Generate**.") -> None:
-    jobs = history.jobs("image", limit=GALLERY_SIZE)  # this person's images and the team's shared ones
-    if not jobs:
+    if not history.count_jobs("image"):  # this person's images and the team's shared ones
+        linked_item(history, "image")  # a link to an image that is gone says so
         st.info(empty)
         st.stop()
     st.subheader("Gallery")
     st.caption("Newest first, with the exact settings that made each image (and, for an edit, its references).")
-    gallery(jobs, on_reuse=_reuse, history=history)
+    browse(history, "image", "image_gallery",
+           lambda jobs, prefix: gallery(jobs, on_reuse=_reuse, history=history, key_prefix=prefix))
 
 
 if not may("generate"):  # the forms are for those who may generate; the gallery is for everyone

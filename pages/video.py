@@ -18,11 +18,11 @@ from services.videos import (
 )
 from ui import resources
 from ui.forms import optional_seed
+from ui.gallery_views import ITEM_PARAM, browse, linked_item
 from ui.video_views import GALLERY, chosen_reference, gallery_choices, job_list, player, running_jobs, video_form
 from ui.video_compare_views import init_video_compare_state, run_video_compare, video_compare
 from ui.workspace_views import may
 
-JOB_LIST_SIZE = 20
 REFRESH_S = 1.0
 state = st.session_state
 
@@ -110,11 +110,22 @@ def progress() -> None:
 progress()
 
 finished = history.jobs("video", statuses=("succeeded",), limit=1)
+linked = st.query_params.get(ITEM_PARAM)  # ?item=<job id>: that video in the player (the list says if it is gone)
+if linked and state.get("video_link_seen") != linked:
+    state["video_link_seen"] = state["video_current"] = linked
 current_id = state.get("video_current")
-current = history.get(current_id) if current_id else None
+try:
+    current = history.get(current_id) if current_id else None
+except StudioError:  # deleted, or not this person's to see
+    current = None
 if current is None or current.status != "succeeded":
     current = finished[0] if finished else None
 if current is not None:
     player(current)  # a file deleted under its record: a line naming it
 
-job_list(history.jobs("video", limit=JOB_LIST_SIZE), on_play=_play, on_reuse=_reuse, history=history)
+if history.count_jobs("video"):
+    st.subheader("Jobs")
+    browse(history, "video", "video_jobs", lambda jobs, prefix: job_list(jobs, on_play=_play, on_reuse=_reuse,
+                                                                          history=history, key_prefix=prefix))
+else:
+    linked_item(history, "video")  # a link to a video that is gone says so

@@ -9,6 +9,9 @@ speech takes (`record_take`, `takes`, `take`: the text, what spoke, the figures 
     history.succeed(job.id, {"video.mp4": mp4}, timings={"model_s": 2.1, "wall_s": 2.2})
     history.fail(job.id, "the server said …")          # the record and its inputs stay
     history.jobs(kind="image")                         # newest first; a new History on the same folder sees them
+    history.jobs("image", search="fox", offset=24, limit=24), history.count_jobs("image", search="fox")  # a page
+    history.rename(job.id, "Harbour, take 2")          # a title of one's own, shown instead of the prompt
+    history.delete(job.id)                             # the record and its media folder (own; an admin: anyone's)
 
 Every record belongs to the person who made it (`user_id`: services.access.Principal.id) and is theirs alone
 until they share it (`shared`, `set_shared`). A History acts for one person (`actor`):
@@ -37,6 +40,7 @@ import io
 import json
 import os
 import re
+import shutil
 import socket
 import sqlite3
 import threading
@@ -63,6 +67,8 @@ SHAREABLE: dict[str, str] = {"job": "jobs", "voice": "voices", "load_report": "l
 # Who owns a record, and whether the team sees it: added to each owned table (an old database's rows: local's).
 OWNER_COLUMNS = {"user_id": f"TEXT NOT NULL DEFAULT '{LOCAL.id}'", "shared": "INTEGER NOT NULL DEFAULT 0"}
 OWNED_TABLES = ("jobs", "voices", "load_reports", "speech_takes")
+ADDED_COLUMNS = {"jobs": {"title": "TEXT"}}  # columns added after a table's first release: a database migrated
+TITLE_MAX = 200  # characters of a job's title
 TAKE_FILE = "take.wav"  # a speech take's audio, in media/<take id>/
 TakeState = Literal["done", "failed", "cancelled"]
 
@@ -81,6 +87,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     timings     TEXT NOT NULL DEFAULT '{}',-- JSON: model_s, wall_s, …
     meta        TEXT NOT NULL DEFAULT '{}',-- JSON: seed used, preview flag, request id, …
     error       TEXT,
+    title       TEXT,                      -- a name its owner gave it (shown instead of the prompt); NULL: none
     created_at  REAL NOT NULL,
     started_at  REAL,
     finished_at REAL,
@@ -223,6 +230,12 @@ class Job:
     folder: Path = field(repr=False)
     user_id: str = LOCAL.id  # who made it (the person; `owner` is the process running it)
     shared: bool = False
+    title: str | None = None  # a name its owner gave it
+
+    @property
+    def name(self) -> str:
+        """What a list shows it as: its title, else its prompt."""
+        return self.title or self.prompt
 
     @property
     def finished(self) -> bool:
@@ -351,8 +364,13 @@ def _job(row: sqlite3.Row, media: Path) -> Job:
         inputs=json.loads(row["inputs"]), outputs=json.loads(row["outputs"]),
         timings=json.loads(row["timings"]), meta=json.loads(row["meta"]), error=row["error"],
         created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
-        folder=media / row["id"], user_id=row["user_id"], shared=bool(row["shared"]),
+        folder=media / row["id"], user_id=row["user_id"], shared=bool(row["shared"]), title=row["title"],
     )
+
+
+def _like_escaped(text: str) -> str:
+    """`text` for a LIKE pattern with ESCAPE '\\': its own %, _ and backslashes match themselves."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _safe_name(name: str) -> str:
@@ -375,6 +393,7 @@ class History:
         try:
             self.media_dir.mkdir(parents=True, exist_ok=True)
             self._ensure(_SCHEMA, owned=OWNED_TABLES)
+            self._add_columns()
             self._check()
         except (OSError, sqlite3.Error) as exc:
             if _is_damage(exc):
@@ -507,6 +526,21 @@ class History:
                     if col not in present:
                         db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {OWNER_COLUMNS[col]}")
                 db.execute(f"CREATE INDEX IF NOT EXISTS {table}_user ON {table} (user_id)")
+
+    def _add_columns(self) -> None:
+        """Give an older database's tables the ADDED_COLUMNS they lack (one transaction; none when all are there)."""
+        db = self._connect()
+        missing = {t: {c: d for c, d in cols.items()
+                       if c not in {r["name"] for r in db.execute(f"PRAGMA table_info({t})")}}
+                   for t, cols in ADDED_COLUMNS.items()}
+        if not any(missing.values()):
+            return
+        with self._tx() as tx:
+            for table, cols in missing.items():
+                present = {r["name"] for r in tx.execute(f"PRAGMA table_info({table})")}  # another process's
+                for col, decl in cols.items():
+                    if col not in present:
+                        tx.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
 
     def _write_files(self, job_id: str, files: Mapping[str, bytes]) -> list[str]:
         """Write `files` into media/<job_id>/, each atomically; HistoryError naming the file when one cannot be
@@ -651,12 +685,20 @@ class History:
         return _job(row, self.media_dir)
 
     def jobs(self, kind: JobKind | None = None, *, statuses: tuple[JobStatus, ...] | None = None,
-             limit: int | None = 100) -> list[Job]:
-        """The actor's jobs and those others shared, newest first."""
-        return self._select_jobs(kind, statuses, limit, everyone=False)
+             limit: int | None = 100, offset: int = 0, search: str | None = None) -> list[Job]:
+        """The actor's jobs and those others shared, newest first: `limit` of them from `offset` (a page), those
+        whose prompt or title contains `search` (any case; `%` and `_` are plain characters) when given."""
+        return self._select_jobs(kind, statuses, limit, everyone=False, offset=offset, search=search)
 
-    def _select_jobs(self, kind: JobKind | None, statuses: tuple[JobStatus, ...] | None, limit: int | None, *,
-                     everyone: bool) -> list[Job]:
+    def count_jobs(self, kind: JobKind | None = None, *, statuses: tuple[JobStatus, ...] | None = None,
+                   search: str | None = None) -> int:
+        """How many jobs `jobs(...)` would list without a limit (a gallery's total, for its pages)."""
+        where, args = self._job_filter(kind, statuses, everyone=False, search=search)
+        with self._guard():
+            return int(self._connect().execute(f"SELECT COUNT(*) FROM jobs WHERE {where}", args).fetchone()[0])
+
+    def _job_filter(self, kind: JobKind | None, statuses: tuple[JobStatus, ...] | None, *, everyone: bool,
+                    search: str | None = None) -> tuple[str, list[Any]]:
         condition, args = ("1", []) if everyone else self.visible()
         where = [condition]
         if kind is not None:
@@ -665,13 +707,57 @@ class History:
         if statuses:
             where.append(f"status IN ({', '.join('?' * len(statuses))})")
             args += list(statuses)
-        sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)}" + \
-              " ORDER BY created_at DESC, rowid DESC"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+        if search and search.strip():
+            pattern = "%" + _like_escaped(search.strip()) + "%"
+            where.append("(prompt LIKE ? ESCAPE '\\' OR coalesce(title, '') LIKE ? ESCAPE '\\')")
+            args += [pattern, pattern]
+        return " AND ".join(where), args
+
+    def _select_jobs(self, kind: JobKind | None, statuses: tuple[JobStatus, ...] | None, limit: int | None, *,
+                     everyone: bool, offset: int = 0, search: str | None = None) -> list[Job]:
+        where, args = self._job_filter(kind, statuses, everyone=everyone, search=search)
+        sql = f"SELECT * FROM jobs WHERE {where} ORDER BY created_at DESC, rowid DESC"
+        if limit is not None or offset:
+            sql += f" LIMIT {-1 if limit is None else int(limit)} OFFSET {max(0, int(offset))}"
         with self._guard():
             rows = self._connect().execute(sql, args).fetchall()
         return [_job(r, self.media_dir) for r in rows]
+
+    # -- one's own items: rename, delete ----------------------------------------------------------------
+    def _changeable(self, job_id: str, doing: str) -> Job:
+        """The job, when the actor may rename or delete it: a role that may generate, and the job theirs (an
+        admin: anyone's). Someone else's unshared job is refused like a missing one."""
+        require(self.actor, "generate")
+        job = self.get(job_id)
+        if not self.owns(job) and self.actor.role != "admin":
+            raise Forbidden(f"{self.actor.label} may not {doing} {job.user_id}'s {job.kind} {job_id}: only the one "
+                            "who made it (or an admin) may")
+        return job
+
+    def rename(self, job_id: str, title: str | None) -> Job:
+        """Give the job a title (shown instead of its prompt; the prompt is kept); blank removes it."""
+        self._changeable(job_id, "rename")
+        text = " ".join(str(title or "").split()) or None  # one line
+        if text is not None and len(text) > TITLE_MAX:
+            raise InvalidInput(f"a title is at most {TITLE_MAX} characters; this one has {len(text)}: shorten it")
+        self._update(job_id, {"title": text})
+        return self.get(job_id)
+
+    def delete(self, job_id: str) -> None:
+        """Delete the job: its record, then its media folder (inputs and outputs). Refused while it runs (its
+        runner still writes to it): InvalidInput saying to wait."""
+        job = self._changeable(job_id, "delete")
+        if not job.finished:
+            raise InvalidInput(f"{job.kind} {job_id} is still {job.status}: wait until it ends, then delete it")
+        with self._tx() as db:  # the row first: a record never names a file that is gone
+            db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+        try:
+            shutil.rmtree(job.folder)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise HistoryError(f"{job.kind} {job_id} is deleted from the history, but its files in {job.folder} "
+                               f"could not be removed ({exc.strerror or exc}): remove that folder by hand") from None
 
     # -- saved voices ---------------------------------------------------------------------------------
     def record_voice(self, target: str, name: str, consent_id: str, *, who: str, ref_text: str | None = None,

@@ -290,3 +290,50 @@ def test_an_output_file_deleted_under_its_record_is_listed_as_missing_in_the_exp
             assert sum(n.startswith("media/") for n in names) == len(items) - 1
         page = z.read("blind.html" if blind else "report.html").decode()
         assert f"missing: media/{gone.media}" in page
+
+
+# ---- checked against the target before it is made; edited before ratings; deleted ---------------------------
+def test_a_voice_or_language_the_target_lacks_is_refused_at_create_naming_what_it_offers(
+        engine_url: str, tmp_path: Path) -> None:
+    from services.eval.runner import speech_offer
+    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    store, offer = EvalStore(base.data_dir), speech_offer(base)
+    vivian = parse_spec(spec_dict(variants=[{"label": "a", "voice": "vivian"}, {"label": "b", "voice": "joe"}]))
+    with pytest.raises(InvalidInput, match=r"variant 'a': voice 'vivian' is not one of its target's voices: pick "
+                                           r"one of .*joe"):
+        store.create(vivian, offer=offer)
+    chinese = parse_spec(spec_dict(variants=[{"label": "a", "language": "English"},
+                                             {"label": "b", "language": "Chinese"}]))
+    with pytest.raises(InvalidInput, match=r"variant 'b': language 'Chinese' is not one of its target's languages: "
+                                           r"pick one of Auto, English"):
+        store.create(chinese, offer=offer)
+    assert store.list() == []  # nothing made
+    ok = store.create(parse_spec(spec_dict(variants=[{"label": "a", "voice": "JOE", "language": "english"},
+                                                     {"label": "b"}])), offer=offer)
+    assert ok.spec.labels == ["a", "b"]
+    down = Settings(data_dir=tmp_path / "data", backend="omni", omni_url="http://127.0.0.1:9")
+    assert speech_offer(down)({"voice": "vivian"}) is None  # cannot be asked now: its run says why
+
+
+def test_an_evaluation_is_edited_until_rated_and_deleted_with_its_outputs(engine_url: str, tmp_path: Path) -> None:
+    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    store = EvalStore(base.data_dir)
+    ev = store.create(parse_spec(spec_dict(prompts=["One."])))
+    run_items(store, ev.id, base=base)
+    old = [store.media_path(i) for i in store.items(ev.id)]
+    assert all(p.is_file() for p in old)
+    edited = store.update(ev.id, parse_spec(spec_dict(name="renamed", prompts=["One.", "Two."])))
+    assert edited.name == "renamed" and edited.spec.prompts == ["One.", "Two."]
+    items = store.items(ev.id)
+    assert len(items) == 4 and {i.status for i in items} == {"pending"} and not any(p.exists() for p in old)
+    with pytest.raises(InvalidInput, match="its modality cannot change"):
+        store.update(ev.id, parse_spec(spec_dict(modality="image", variants=[{"label": "a"}, {"label": "b"}])))
+    run_items(store, ev.id, base=base)
+    pair = pairing.next_pair(store, ev.id, "ana")
+    pairing.record_rating(store, ev.id, pair.item_a, pair.item_b, "a", "ana")
+    with pytest.raises(InvalidInput, match="has 1 rating: what was rated stays as it was"):
+        store.update(ev.id, parse_spec(spec_dict(name="again")))
+    folder = store.media_dir(ev.id)
+    assert folder.is_dir()
+    store.delete(ev.id)
+    assert store.list() == [] and not folder.exists() and store.ratings(ev.id) == [] and store.items(ev.id) == []

@@ -113,3 +113,70 @@ def test_a_csv_prompt_file_adds_to_the_typed_prompts(engine_url: str, monkeypatc
     (ev,) = EvalStore(tmp_path).list()
     assert EvalStore(tmp_path).get(ev["id"]).spec.prompts == ["typed one", "a red fox", "a boat, blue"]
     assert ev["items"] == 6
+
+
+def test_voice_variants_pick_what_the_target_offers_and_a_voice_it_lacks_is_refused_at_create(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, PAGE)
+    at.segmented_control(key="ev_modality").set_value("voice").run()
+    _ok(at)
+    voices = at.selectbox(key="ev_0_voice").options
+    assert "joe" in voices and "vivian" not in voices  # the offline engine's, asked of the target
+    assert "English" in at.selectbox(key="ev_0_language").options
+    placeholder = at.text_area(key="ev_0_settings").placeholder
+    assert "vivian" not in placeholder
+    _define(at, "typed", "Hello there.", [{"label": "x", "settings": 'voice = "vivian"'}, {"label": "y"}])
+    assert any("variant 'x': voice 'vivian' is not one of its target's voices: pick one of" in e.value.replace("\\", "")
+               and "joe" in e.value for e in at.error), [e.value for e in at.error]
+    assert EvalStore(tmp_path).list() == []
+
+    at.selectbox(key="ev_0_voice").set_value("joe")
+    at.selectbox(key="ev_1_language").set_value("English")
+    _define(at, "picked", "Hello there.", [{"label": "x", "settings": placeholder}, {"label": "y", "settings": placeholder}])
+    assert not at.error, [e.value for e in at.error]
+    store = EvalStore(tmp_path)
+    (ev,) = store.list()
+    spec = store.get(ev["id"]).spec
+    assert spec.settings("x")["voice"] == "joe" and spec.settings("y")["language"] == "English"
+    _button(at, "Run").click().run()
+    _ok(at)
+    assert {i.status for i in store.items(ev["id"])} == {"succeeded"}  # the example runs on the target
+
+
+def test_an_evaluation_is_edited_before_it_is_rated_and_deleted(engine_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, engine_url, PAGE)
+    _define(at, "first", "a red fox", [{"label": "four", "settings": 'size = "64x64"\nsteps = 4'},
+                                       {"label": "eight", "settings": 'size = "64x64"\nsteps = 8'}])
+    store = EvalStore(tmp_path)
+    (ev,) = store.list()
+    _button(at, "Run").click().run()
+    _ok(at)
+    old = [store.media_path(i) for i in store.items(ev["id"])]
+    _button(at, "Edit").click().run()
+    _ok(at)
+    assert at.text_input(key="ev_name").value == "first" and at.text_area(key="ev_prompts").value == "a red fox"
+    assert at.text_area(key="ev_1_settings").value == 'size = "64x64"\nsteps = 8'
+    at.text_input(key="ev_name").input("second")
+    at.text_area(key="ev_prompts").input("a red fox\na blue boat")
+    at.text_area(key="ev_1_settings").input('size = "64x64"\nsteps = 6')
+    _button(at, "Save changes").click().run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    edited = store.get(ev["id"])
+    assert edited.name == "second" and edited.spec.prompts == ["a red fox", "a blue boat"]
+    assert edited.spec.settings("eight")["steps"] == 6
+    assert {i.status for i in store.items(ev["id"])} == {"pending"} and not any(p.exists() for p in old)
+    assert "0 of 4 items made" in _text(at)  # back on the evaluation, to run again
+
+    _button(at, "Run").click().run()
+    at.text_input(key="ev_rater_input").input("ana")
+    _button(at, "Start rating").click().run()
+    _button(at, "Tie").click().run()
+    _ok(at)
+    assert not [b for b in at.button if b.label == "Edit"] and "can no longer be edited" in _text(at)
+    folder = store.media_dir(ev["id"])
+    _button(at, "Delete this evaluation").click().run()
+    _ok(at)
+    assert store.list() == [] and not folder.exists()
+    assert f"Deleted evaluation {ev['id']}" in _text(at)

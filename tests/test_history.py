@@ -301,3 +301,60 @@ def test_a_truncated_database_is_named_in_one_line(tmp_path: Path, keep: float) 
         History(tmp_path).jobs()
     assert str(caught.value).startswith(_damaged(db)), caught.value
     assert "move it aside" in str(caught.value) and "writable folder" not in str(caught.value)
+
+
+# -- a gallery's pages, search, rename and delete ---------------------------------------------------------
+def test_jobs_page_through_and_search_by_prompt_with_wildcards_taken_literally(tmp_path: Path) -> None:
+    h = History(tmp_path)
+    for n in range(30):
+        h.create("image", f"picture {n:02d}", {}, target="t")
+    h.create("image", "100% cotton_shirt", {}, target="t")
+    h.create("image", "1000 cottonXshirt", {}, target="t")
+    h.create("video", "picture in motion", {}, target="t")
+    assert h.count_jobs("image") == 32
+    first, second = h.jobs("image", limit=24), h.jobs("image", limit=24, offset=24)
+    assert len(first) == 24 and len(second) == 8 and not {j.id for j in first} & {j.id for j in second}
+    assert second[-1].prompt == "picture 00"  # the oldest is reachable
+    assert [j.prompt for j in h.jobs("image", search="PICTURE 0", limit=3)] == ["picture 09", "picture 08", "picture 07"]
+    assert h.count_jobs("image", search="picture 0") == 10
+    assert [j.prompt for j in h.jobs("image", search="0% cotton_")] == ["100% cotton_shirt"]  # not a wildcard
+    assert h.count_jobs("image", search="%") == 1 and h.count_jobs("image", search="_") == 1
+    assert h.count_jobs(search="picture") == 31  # both kinds
+
+
+def test_a_title_is_shown_instead_of_the_prompt_and_found_by_search(tmp_path: Path) -> None:
+    h = History(tmp_path)
+    job = h.create("image", "a long prompt about a harbour", {}, target="t")
+    assert h.get(job.id).name == "a long prompt about a harbour"
+    renamed = h.rename(job.id, "  Harbour,\n take 2 ")
+    assert renamed.title == "Harbour, take 2" and renamed.name == "Harbour, take 2"
+    assert renamed.prompt == "a long prompt about a harbour"  # kept
+    assert [j.id for j in History(tmp_path).jobs(search="take 2")] == [job.id]
+    assert h.rename(job.id, " ").title is None
+    with pytest.raises(InvalidInput, match="at most 200 characters"):
+        h.rename(job.id, "x" * 201)
+
+
+def test_delete_removes_the_record_and_its_media_and_refuses_a_running_job(tmp_path: Path) -> None:
+    h = History(tmp_path)
+    job = h.create("video", "waves", {}, target="t", inputs={"reference.png": b"png"})
+    with pytest.raises(InvalidInput, match="still queued: wait until it ends"):
+        h.delete(job.id)
+    h.succeed(job.id, {"video.mp4": b"mp4"})
+    assert job.folder.is_dir()
+    h.delete(job.id)
+    assert not job.folder.exists() and h.jobs() == []
+    with pytest.raises(InvalidInput, match="there is no job"):
+        h.delete(job.id)
+
+
+def test_an_older_database_gets_the_title_column(tmp_path: Path) -> None:
+    h = History(tmp_path)
+    job = h.create("image", "old", {}, target="t")
+    h.close()
+    db = sqlite3.connect(tmp_path / "history.sqlite3")
+    db.execute("ALTER TABLE jobs DROP COLUMN title")  # as a database made before titles
+    db.commit()
+    db.close()
+    again = History(tmp_path)
+    assert again.get(job.id).title is None and again.rename(job.id, "named").name == "named"

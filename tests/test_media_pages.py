@@ -429,3 +429,86 @@ def test_on_sagemaker_large_references_are_fitted_and_the_result_says_how(
     assert any("Edited from 3 references: 1 · photo-0.png; 2 · photo-1.png; 3 · photo-2.png" in c.value.replace(
         "\\", "") for c in at.caption)
     assert [img for img in _images(at) if img.captions == ["1", "2", "3"]]
+
+
+# -- the gallery: pages, search, a link to each item, rename and delete ------------------------------------------
+def _made(data: Path, kind: str, prompt: str) -> str:
+    """A finished job recorded directly (as the form would), for a gallery with many items."""
+    from tests.test_videos import make_mp4
+    h = History(data)
+    params = {"size": "64x64", "steps": 2, "seed": 1} if kind == "image" else \
+        {"width": 64, "height": 48, "frames": 9, "fps": 8, "steps": 4, "guidance": 5.0, "seed": 1}
+    job = h.create(kind, prompt, params, target="t", status="running")
+    h.succeed(job.id, {"image-0.png": png(64, 64)} if kind == "image" else {"video.mp4": make_mp4(9, 64, 48, 8)},
+              timings={"wall_s": 1.0})
+    return job.id
+
+
+def _links(at: AppTest) -> list[str]:
+    return [p.proto.query_string for p in at.get("page_link")]
+
+
+def _said(at: AppTest) -> str:
+    return " ".join(e.value for kind in (at.caption, at.info, at.success, at.warning, at.markdown)
+                    for e in kind).replace("\\", "")
+
+
+def test_the_image_gallery_pages_searches_links_renames_and_deletes(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ids = [_made(tmp_path, "image", f"picture {n:02d}") for n in range(30)]
+    odd = _made(tmp_path, "image", "100% cotton_shirt")
+    at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
+    texts = [t.value for t in at.text]
+    assert len(texts) == 24 and texts[0] == "100% cotton_shirt" and "picture 00" not in texts
+    assert "Images 1–24 of 31, newest first · page 1 of 2" in _said(at)
+    assert f"item={ids[-1]}" in _links(at)  # each item links to itself
+    at.button(key="image_gallery_older").click().run()
+    _ok(at)
+    assert [t.value for t in at.text][-1] == "picture 00" and "Images 25–31 of 31" in _said(at)  # the oldest
+    at.text_input(key="image_gallery_search").input("0% COTTON_").run()  # any case; % and _ are plain characters
+    _ok(at)
+    assert [t.value for t in at.text] == ["100% cotton_shirt"] and "Images matching “0% COTTON_” 1–1 of 1" in _said(at)
+    at.text_input(key="image_gallery_search").input("nothing like it").run()
+    assert "No image's prompt or title contains “nothing like it”" in _said(at)
+    at.text_input(key="image_gallery_search").input("").run()
+
+    at.query_params["item"] = ids[0]  # the link: the oldest image, shown first although it is on page 2
+    at.run()
+    _ok(at)
+    assert "The linked image" in _said(at) and [t.value for t in at.text][0] == "picture 00"
+
+    at.text_input(key=f"linked-title-{ids[0]}").input("The first one").run()
+    at.button(key=f"linked-rename-{ids[0]}").click().run()
+    _ok(at)
+    assert History(tmp_path).get(ids[0]).title == "The first one"
+    assert [t.value for t in at.text][0] == "The first one" and "Prompt: picture 00" in _said(at)
+
+    folder = History(tmp_path).get(odd).folder
+    at.button(key=f"delete-{odd}").click().run()
+    _ok(at)
+    assert f"Deleted {odd} and its files." in _said(at)
+    assert not folder.exists() and History(tmp_path).count_jobs("image") == 30
+    assert "100% cotton_shirt" not in [t.value for t in at.text]
+
+    at.button(key=f"linked-delete-{ids[0]}").click().run()  # deleting the linked item closes the link
+    _ok(at)
+    assert "item" not in at.query_params and "The linked image" not in _said(at)
+    at.query_params["item"] = ids[0]
+    at.run()
+    _ok(at)
+    assert f"The linked image {ids[0]} is not in this studio's history for you" in _said(at)
+
+
+def test_a_video_link_opens_it_in_the_player_and_the_job_list_pages(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ids = [_made(tmp_path, "video", f"waves {n:02d}") for n in range(26)]
+    at = _open(monkeypatch, tmp_path, engine_url, VIDEO)
+    assert "Videos 1–24 of 26" in _said(at) and "waves 00" not in [t.value for t in at.text]
+    at.query_params["item"] = ids[0]
+    at.run()
+    _ok(at)
+    assert [t.value for t in at.text][0] == "waves 00"  # the player's, first on the page
+    assert "The linked video" in _said(at)
+    at.button(key="video_jobs_older").click().run()
+    _ok(at)
+    assert "Videos 25–26 of 26" in _said(at)

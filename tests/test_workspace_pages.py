@@ -152,3 +152,27 @@ def _when(record) -> str:
     if isinstance(record, dict):  # a load report: minutes, as the Capacity page's picker shows it
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(record["created_at"]))
     return when(record.created_at)
+
+
+def test_a_viewer_is_offered_no_action_only_makers_may_use(engine_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
+    _image(tmp_path, ALICE, "alice shared", shared=True)
+    h = History(tmp_path, actor=ALICE)
+    job = h.create("video", "waves, shared", {"width": 64, "height": 48, "frames": 9, "fps": 8, "steps": 4,
+                                              "guidance": 5.0, "seed": 1}, target="t", status="running")
+    h.succeed(job.id, {"video.mp4": make_mp4(9, 64, 48, 8)}, timings={"wall_s": 1.0})
+    h.set_shared("job", job.id, True)
+    makers = {"Use for video", "Edit with this", "Reuse these settings", "Reuse settings", "Save title"}
+
+    at = _as(monkeypatch, VIC, tmp_path, engine_url, IMAGE)
+    assert "alice shared" in _words(at) and [d.label for d in at.download_button] == ["Download PNG"]
+    assert not {b.label for b in at.button} & makers and not at.get("popover")  # nothing to rename or delete
+    assert at.get("page_link")  # the link stays: anyone who sees it may send it on
+    at = _as(monkeypatch, VIC, tmp_path, engine_url, VIDEO)
+    assert "Play" in {b.label for b in at.button} and not {b.label for b in at.button} & makers
+
+    at = _as(monkeypatch, BOB, tmp_path, engine_url, IMAGE)  # a creator: Alice's shared image to reuse, not to delete
+    assert {"Use for video", "Edit with this", "Reuse these settings"} <= {b.label for b in at.button}
+    assert not at.get("popover")
+    at = _as(monkeypatch, ALICE, tmp_path, engine_url, VIDEO)  # hers: rename or delete
+    assert at.get("popover") and "Reuse settings" in {b.label for b in at.button}

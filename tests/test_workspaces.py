@@ -422,3 +422,37 @@ def test_many_processes_and_threads_write_to_one_database_and_nothing_is_lost(tm
     assert len(ratings) == writers * WRITES
     assert {r.user_id for r in ratings} == {f"p{k}@example.com" for k in range(processes)} | \
         {f"t{k}@example.com" for k in range(threads)}
+
+
+# -- renaming and deleting: one's own; an admin anyone's -------------------------------------------------------
+def test_only_the_owner_or_an_admin_renames_or_deletes_a_job_and_a_viewer_neither(tmp_path: Path) -> None:
+    history = History(tmp_path)
+    alice, bob, vic, ada = (history.acting_as(p) for p in (ALICE, BOB, VIC, ADA))
+    job = alice.create("image", "alice's harbour", {}, target="t", status="running")
+    alice.succeed(job.id, {"image-0.png": b"png"})
+    alice.set_shared("job", job.id, True)
+    with pytest.raises(Forbidden, match=r"Bob \(creator\) may not rename alice@example.com's image"):
+        bob.rename(job.id, "mine now")
+    with pytest.raises(Forbidden, match=r"Bob \(creator\) may not delete alice@example.com's image"):
+        bob.delete(job.id)
+    with pytest.raises(Forbidden, match=r"Vic \(viewer\) may not generate"):
+        vic.delete(job.id)
+    assert alice.rename(job.id, "Harbour").title == "Harbour"
+    ada.delete(job.id)  # an admin may delete anyone's (that they see)
+    assert history.jobs() == [] and not job.folder.exists()
+
+
+def test_an_evaluation_is_edited_or_deleted_by_its_owner_or_an_admin_only(tmp_path: Path) -> None:
+    history = History(tmp_path)
+    alice, bob, vic, ada = (EvalStore(history.acting_as(p)) for p in (ALICE, BOB, VIC, ADA))
+    ev = alice.create(parse_spec(spec_dict(name="hers")))
+    alice.set_shared(ev.id, True)
+    with pytest.raises(Forbidden, match=r"Bob \(creator\) may not edit alice@example.com's evaluation"):
+        bob.update(ev.id, parse_spec(spec_dict(name="his")))
+    with pytest.raises(Forbidden, match=r"Bob \(creator\) may not delete alice@example.com's evaluation"):
+        bob.delete(ev.id)
+    with pytest.raises(Forbidden, match=r"Vic \(viewer\) may not run or rate evaluations"):
+        vic.delete(ev.id)
+    assert alice.update(ev.id, parse_spec(spec_dict(name="renamed"))).name == "renamed"
+    ada.delete(ev.id)
+    assert alice.list() == []

@@ -8,6 +8,7 @@ definition keeps everything typed.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from typing import Any
 
@@ -19,28 +20,69 @@ from protocol.errors import InvalidInput, StudioError
 from services.eval.export import export_zip, import_ratings_outcome
 from services.eval.pairing import Pair, next_pair, record_rating
 from services.eval.report import render, results, variant_rows, verdicts
-from services.eval.runner import run_items
+from services.eval.runner import run_items, speech_offer
 from services.eval.spec import SETTINGS, TARGET_KEYS, parse_spec, read_prompts_file
 from services.eval.store import EvalStore
 from services.settings import Settings
 from ui.media_views import when
-from ui.resources import plain
+from ui.resources import plain, settings
 from ui.target_views import picked_target, target_book, target_picker
 from ui.workspace_views import owner_of
 
-EXAMPLES = {"voice": 'voice = "vivian"\ninstructions = "slow and warm"', "image": "steps = 8\nseed = 1",
+# Valid on every target: a voice and a language are picked from what the variant's target offers, not typed.
+EXAMPLES = {"voice": 'instructions = "slow and warm"\nsplit = "sentence"', "image": "steps = 8\nseed = 1",
             "video": "frames = 17\nsteps = 4"}
+DEFAULT_SETTING = "(the target's default)"
+PICKED = {"voice": "Voice", "language": "Language"}  # voice settings picked from what the target offers
 VERDICT = {"a": "1 is better", "b": "2 is better", "tie": "Tie"}
 SHORTCUT = {"a": "1", "b": "2", "tie": "t"}
 
 
+DEFINE_DEFAULTS: dict[str, Any] = {"ev_name": "", "ev_modality": "image", "ev_prompts": "", "ev_repeats": 1,
+                                   "ev_count": 2}
+VARIANT_DEFAULTS = {"label": "", "target": "default", "settings": "", "voice": DEFAULT_SETTING,
+                    "language": DEFAULT_SETTING}
+
+
 def init_define_state() -> None:
     state = st.session_state
-    for key, value in {"ev_name": "", "ev_modality": "image", "ev_prompts": "", "ev_repeats": 1, "ev_count": 2}.items():
+    for key, value in DEFINE_DEFAULTS.items():
         state.setdefault(key, value)
     for i in range(4):
-        for name, value in {"label": "ABCD"[i], "target": "default", "settings": ""}.items():
+        for name, value in (VARIANT_DEFAULTS | {"label": "ABCD"[i]}).items():
             state.setdefault(f"ev_{i}_{name}", value)
+
+
+def _target_keys(target: Any, backend_name: str, backend_url: str | None) -> dict[str, Any]:
+    """The SPEC keys of a picked Target (services.compare.Target or a TargetOption)."""
+    if target.kind == "default":
+        return {"backend": backend_name} | ({"url": backend_url} if backend_name == "omni" else {})
+    if target.kind == "omni":
+        return {"backend": "omni", "url": target.url}
+    return {"backend": "sagemaker", "endpoint": target.endpoint}
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _offered(keys: tuple[tuple[str, Any], ...]) -> tuple[list[str], list[str]] | None:
+    """(voices, languages) of one target's speech model, asked briefly cached; None when it does not answer."""
+    return speech_offer(settings())(dict(keys))
+
+
+def offer(variant: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+    """What the variant's target offers (for EvalStore.create / update: services.eval.spec.check_catalog)."""
+    return _offered(tuple((k, variant.get(k)) for k in ("backend", "url", "endpoint")))
+
+
+def _speech_pickers(i: int, offered: tuple[list[str], list[str]] | None) -> None:
+    """Variant i's Voice and Language pickers: what its target offers, or its default."""
+    state = st.session_state
+    for (name, title), have in zip(PICKED.items(), offered or ([], [])):
+        choices, key = [DEFAULT_SETTING, *have], f"ev_{i}_{name}"
+        if state.get(key) not in choices:
+            state[key] = DEFAULT_SETTING
+        st.selectbox(title, choices, key=key, help=f"the {name}s the target's model offers")
+    if offered is None:
+        st.caption("The target does not answer now: only its default voice and language are offered.")
 
 
 def _settings_text(text: str, label: str) -> dict[str, Any]:
@@ -68,7 +110,9 @@ PRICE_KEYS = ("instance_type", "price_per_hour")
 
 
 def create_from_form(store: EvalStore, backend_name: str, backend_url: str | None) -> None:
-    """Create's callback: the form into a checked SPEC and a new evaluation; a refusal goes to `ev_error`."""
+    """Create's (or, editing, Save's) callback: the form into a checked SPEC — the voices and languages checked
+    against what each variant's target offers — and a new (or changed) evaluation; a refusal goes to
+    `ev_error`."""
     state = st.session_state
     state["ev_error"] = None
     try:
@@ -86,29 +130,37 @@ def create_from_form(store: EvalStore, backend_name: str, backend_url: str | Non
         for i in range(int(state["ev_count"])):
             label = str(state[f"ev_{i}_label"]).strip()
             variant: dict[str, Any] = {"label": label, **_settings_text(state[f"ev_{i}_settings"], label or str(i + 1))}
+            for name in PICKED if modality == "voice" else ():
+                picked = state.get(f"ev_{i}_{name}")
+                if picked and picked != DEFAULT_SETTING:
+                    if name in variant:
+                        raise InvalidInput(f"variant {label or i + 1}: {name} is picked above and typed in its "
+                                           "settings too: keep one")
+                    variant[name] = picked
             try:
                 target = picked_target(book, modality, f"ev_{i}_target")
             except StudioError as exc:
                 raise type(exc)(f"variant {label or i + 1}: {exc}") from None
-            if target.kind == "default":
-                variant |= {"backend": backend_name} | ({"url": backend_url} if backend_name == "omni" else {})
-            elif target.kind == "omni":
-                variant |= {"backend": "omni", "url": target.url}
-            else:
-                variant |= {"backend": "sagemaker", "endpoint": target.endpoint}
-            variants.append(variant)
+            variants.append(variant | _target_keys(target, backend_name, backend_url))
         spec = parse_spec({"name": state["ev_name"], "modality": modality, "prompts": prompts,
                            "repeats": int(state["ev_repeats"]), "variants": variants})
-        state["ev_id"] = store.create(spec, targets=book).id
+        if state.get("ev_editing"):
+            state["ev_id"] = store.update(state["ev_editing"], spec, targets=book, offer=offer).id
+            state["ev_editing"] = None
+        else:
+            state["ev_id"] = store.create(spec, targets=book, offer=offer).id
     except StudioError as exc:
         state["ev_error"] = str(exc)
 
 
-def define_form(on_create) -> None:
+def define_form(on_create, backend_name: str, backend_url: str | None, *, editing: bool = False) -> None:
+    """The definition: name, modality, prompts, and per variant a label, a Target, for voice a Voice and a
+    Language picked from what that target offers, and other settings as `name = value` lines. Editing: the
+    modality stays, and Save changes / Cancel replace Create."""
     state = st.session_state
     c = st.columns([3, 2, 1])
     c[0].text_input("Name", key="ev_name", placeholder="0.6B vs 1.7B for the launch script")
-    c[1].segmented_control("Modality", list(SETTINGS), key="ev_modality", required=True)
+    c[1].segmented_control("Modality", list(SETTINGS), key="ev_modality", required=True, disabled=editing)
     c[2].number_input("Repeats", key="ev_repeats", min_value=1, max_value=100, step=1,
                       help="outputs per prompt and variant")
     st.text_area("Prompts, one per line", key="ev_prompts", height=120)
@@ -118,12 +170,74 @@ def define_form(on_create) -> None:
     for i, col in enumerate(st.columns(int(state["ev_count"]))):
         with col.container(border=True):
             st.text_input("Label", key=f"ev_{i}_label", max_chars=40)
-            target_picker(book, modality, f"ev_{i}_target")
+            option = target_picker(book, modality, f"ev_{i}_target")
+            typed = SETTINGS[modality]
+            if modality == "voice":
+                _speech_pickers(i, offer(_target_keys(option, backend_name, backend_url)))
+                typed = tuple(k for k in typed if k not in PICKED)
             st.text_area("Settings (name = value)", key=f"ev_{i}_settings", height=110, placeholder=EXAMPLES[modality],
-                         help=f"{modality} settings: {', '.join(SETTINGS[modality])}")
-    st.button("Create evaluation", type="primary", on_click=on_create, key="ev_create")
+                         help=f"{modality} settings: {', '.join(typed)}")
+    if editing:
+        c = st.columns([1, 1, 4])
+        c[0].button("Save changes", type="primary", on_click=on_create, key="ev_save",
+                    help="its items are made afresh: run it again")
+        c[1].button("Cancel", key="ev_cancel", on_click=lambda: state.update(ev_editing=None, ev_error=None))
+    else:
+        st.button("Create evaluation", type="primary", on_click=on_create, key="ev_create")
     if state.get("ev_error"):
         st.error(plain(state["ev_error"]))
+
+
+def _option_key(variant: dict[str, Any], backend_name: str, backend_url: str | None) -> str:
+    """The Target picker's key for a variant's SPEC keys (the sidebar's when they are its)."""
+    if variant.get("endpoint"):
+        return f"sagemaker:{variant['endpoint']}"
+    if variant.get("backend") == backend_name and variant.get("url") == (backend_url if backend_name == "omni" else None):
+        return "default"
+    return f"omni:{variant['url']}" if variant.get("url") else "default"
+
+
+def _load_for_edit(store: EvalStore, eval_id: str, backend_name: str, backend_url: str | None) -> None:
+    """Edit's callback: the evaluation's SPEC back into the definition form, to change and Save."""
+    state, spec = st.session_state, store.get(eval_id).spec
+    state.update(ev_name=spec.name, ev_modality=spec.modality, ev_prompts="\n".join(spec.prompts),
+                 ev_repeats=spec.repeats, ev_count=len(spec.variants), ev_error=None, ev_editing=eval_id)
+    for i, variant in enumerate(spec.variants):
+        values = spec.settings(variant["label"])
+        state[f"ev_{i}_label"] = values.pop("label")
+        state[f"ev_{i}_target"] = _option_key(values, backend_name, backend_url)
+        for name in PICKED:
+            state[f"ev_{i}_{name}"] = values.pop(name, None) or DEFAULT_SETTING
+        rest = {k: v for k, v in values.items() if k not in TARGET_KEYS or k in PRICE_KEYS}
+        state[f"ev_{i}_settings"] = "\n".join(f"{k} = {json.dumps(v)}" for k, v in rest.items())
+
+
+def _delete(store: EvalStore, eval_id: str) -> None:
+    try:
+        store.delete(eval_id)
+    except StudioError as exc:
+        st.session_state["ev_manage_error"] = str(exc)
+    else:
+        st.session_state.update(ev_id=None, ev_notice=f"Deleted evaluation {eval_id}, its items, ratings and outputs.")
+
+
+def manage_section(store: EvalStore, eval_id: str, backend_name: str, backend_url: str | None) -> None:
+    """Edit (only while nobody has rated it) and Delete, for its owner or an admin (the store checks again)."""
+    ev, actor = store.get(eval_id), store.actor
+    if not (actor.can("evaluate") and (store.history.owns(ev) or actor.role == "admin")):
+        return
+    rated = len(store.ratings(eval_id))
+    with st.expander("Edit or delete"):
+        if rated:
+            st.caption(f"It has {rated} rating{'' if rated == 1 else 's'}: what was rated stays as it was, so it can "
+                       "no longer be edited — make a new evaluation from its SPEC instead.")
+        else:
+            st.button("Edit", key="ev_edit", on_click=_load_for_edit, args=(store, eval_id, backend_name, backend_url),
+                      help="change its name, prompts and variants; its items are made afresh")
+        st.button("Delete this evaluation", key="ev_delete", type="primary", on_click=_delete, args=(store, eval_id),
+                  help="removes it, its items, its ratings and its outputs for good")
+    if error := st.session_state.pop("ev_manage_error", None):
+        st.error(plain(error))
 
 
 def evaluation_label(e: dict[str, Any]) -> str:

@@ -26,7 +26,8 @@ from ui.forms import as_text, bounded_number, optional_number, optional_seed
 from ui.media_views import image_summary, when
 from ui.resources import plain, uploads_allowed
 from ui.text import shorten
-from ui.workspace_views import by_line, share_toggle
+from ui.gallery_views import item_link, manage, title_and_prompt
+from ui.workspace_views import allowed, by_line, share_toggle
 
 GENERATE, EDIT = "Generate", "Edit"
 MODE_KEY = "image_mode"  # the tabs' state: GENERATE or EDIT
@@ -34,7 +35,7 @@ GALLERY_JOBS = 60  # image jobs offered as references
 COLUMNS = 3
 PICK_TEXT, PROMPT_SHOWN, REF_TEXT = 60, 200, 24  # characters of a prompt shown in each place
 THUMB, REF_THUMB = 112, 64  # thumbnail widths (px): the form's references, a gallery tile's references
-VIDEO_PAGE = "pages/video.py"
+VIDEO_PAGE, IMAGE_PAGE = "pages/video.py", "pages/image.py"
 MAX_REFS = int(IMAGE_EDIT_REFERENCES.hi)
 EDIT_DEFAULTS: dict[str, Any] = {"edit_prompt": "", "edit_negative": "", "edit_size": "", "edit_steps": DEFAULT_STEPS,
                                  "edit_guidance": "", "edit_seed": "", "edit_picks": []}
@@ -193,17 +194,21 @@ def _references(job: Job, prompts: dict[str, str]) -> None:
         st.caption(plain(f"ℹ️ {job.meta['fitting']}"))
 
 
-def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History | None = None) -> None:
-    """Every image job's tiles, newest first: the image, its prompt and settings (and whose it is, when not this
-    person's), an edit's references, and Use for video / Edit with this / Reuse these settings / Download — and,
-    on this person's own images, Share with the team (one per job, on its first tile)."""
+def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History | None = None, *,
+            key_prefix: str = "") -> None:
+    """Every image job's tiles, newest first: the image, its title or prompt and settings (and whose it is, when
+    not this person's), an edit's references, a link to it, Download — for a role that may generate also Use for
+    video / Edit with this / Reuse these settings — and, on this person's own images, Share with the team and
+    Rename or delete (one each per job, on its first tile). `key_prefix` tells a second drawing of a job (the
+    linked item above the gallery) from the first."""
     state = st.session_state
+    makes = allowed("generate")  # a viewer is not offered what only makers may do
     prompts = {job.id: job.prompt for job in jobs}
     tiles = [(job, i, path) for job in jobs for i, path in enumerate(job.output_paths() or [None])]
     for row in range(0, len(tiles), COLUMNS):
         for col, (job, index, path) in zip(st.columns(COLUMNS), tiles[row:row + COLUMNS]):
             with col.container(border=True):
-                key = f"{job.id}-{index}"
+                key = f"{key_prefix}{job.id}-{index}"
                 data = None
                 if job.status == "succeeded" and path is not None and path.exists():
                     data = path.read_bytes()
@@ -212,23 +217,28 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History |
                         st.caption("🔖 Offline preview — drawn by the offline engine, not by FLUX.2-klein")
                 else:
                     st.error(plain(f"{job.status}: {job.error or 'no image'}"))
-                st.text(shorten(job.prompt, PROMPT_SHOWN))
+                title_and_prompt(job, shown=PROMPT_SHOWN)
                 st.caption(plain(f"{image_summary(job)} · {when(job.created_at)}"))
                 by_line(job.user_id)
                 if job.params.get("references"):
                     _references(job, prompts)
-                if data is not None and st.button("Use for video", key=f"video-{key}", type="primary",
-                                                  width="stretch"):
-                    state["video_use_reference"] = key  # "<job id>-<index>": the video page picks it up
+                if makes and data is not None and st.button("Use for video", key=f"video-{key}", type="primary",
+                                                            width="stretch"):
+                    state["video_use_reference"] = f"{job.id}-{index}"  # the video page picks it up
                     st.switch_page(VIDEO_PAGE)
-                if data is not None:
-                    st.button("Edit with this", key=f"edit-{key}", on_click=edit_with, args=(key,), width="stretch")
-                st.button("Reuse these settings", key=f"reuse-{key}", on_click=on_reuse, args=(job.id,),
-                          width="stretch")
+                if makes and data is not None:
+                    st.button("Edit with this", key=f"edit-{key}", on_click=edit_with, args=(f"{job.id}-{index}",),
+                              width="stretch")
+                if makes:
+                    st.button("Reuse these settings", key=f"reuse-{key}", on_click=on_reuse, args=(job.id,),
+                              width="stretch")
                 if data is not None:
                     ext = path.suffix.lstrip(".")
                     st.download_button(f"Download {ext.upper()}", data, file_name=f"{job.id}-{index}.{ext}",
                                        mime=f"image/{'jpeg' if ext == 'jpg' else ext}", key=f"download-{key}",
                                        on_click="ignore", width="stretch")
+                if index == 0:
+                    item_link(IMAGE_PAGE, job)
                 if history is not None and index == 0:
-                    share_toggle(history, "job", job.id, job.user_id, job.shared)
+                    share_toggle(history, "job", job.id, job.user_id, job.shared, key_prefix=key_prefix)
+                    manage(history, job, key_prefix=key_prefix)

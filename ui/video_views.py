@@ -17,12 +17,14 @@ from ui.forms import bounded_number
 from ui.media_views import label, seconds, video_summary, video_timings, when
 from ui.resources import plain, uploads_allowed
 from ui.text import shorten
-from ui.workspace_views import by_line, share_toggle
+from ui.gallery_views import item_link, manage, title_and_prompt
+from ui.workspace_views import allowed, by_line, share_toggle
 
 GALLERY = "From the gallery"
 UPLOAD = "Upload an image"
 NO_REFERENCE = "No reference (text only)"
 GALLERY_JOBS = 60  # image jobs offered as references
+VIDEO_PAGE = "pages/video.py"
 PICK_TEXT, PROGRESS_TEXT, PROMPT_TEXT = 60, 80, 200  # characters of a prompt shown in each place
 
 Gallery = dict[str, tuple[Path, str, str]]
@@ -149,6 +151,8 @@ def player(job: Job) -> None:
     left, about = st.columns([3, 2], gap="large")
     left.video(mp4, format="video/mp4", autoplay=True, muted=True,
                alt=f"Generated video: {shorten(job.prompt, PROMPT_TEXT)}")
+    if job.title:
+        about.markdown(f"**{plain(job.title)}**")
     about.text(job.prompt)
     about.caption(plain(f"{video_summary(job)} · {video_timings(job)}"))
     by_line(job.user_id, about)
@@ -157,23 +161,29 @@ def player(job: Job) -> None:
 
 
 def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Callable[[str], None],
-             history: History | None = None) -> None:
-    if not jobs:
-        return
-    st.subheader("Jobs")
+             history: History | None = None, key_prefix: str = "") -> None:
+    """One card per job: its status, title or prompt, settings and timings, whose it is, a link to it, Play —
+    for a role that may generate also Reuse settings — and, on this person's own, Share and Rename or delete.
+    `key_prefix` tells a second drawing of a job (the linked one) from the first."""
+    makes = allowed("generate")  # a viewer is not offered what only makers may do
     for job in jobs:
         with st.container(border=True):
             a, b = st.columns([4, 1])
             a.markdown(f"**{label(job)}** · {plain(when(job.created_at))}")
-            a.text(shorten(job.prompt, PROMPT_TEXT))
+            title_and_prompt(job, a, shown=PROMPT_TEXT)
             a.caption(plain(f"{video_summary(job)} · {video_timings(job)}"))
             by_line(job.user_id, a)
             if history is not None:
-                share_toggle(history, "job", job.id, job.user_id, job.shared, a)
+                share_toggle(history, "job", job.id, job.user_id, job.shared, a, key_prefix=key_prefix)
             if job.error:
                 a.error(plain(job.error))
             if job.status == "succeeded" and not job.path(VIDEO_FILE).is_file():
                 a.caption(plain(f"🕳️ video file missing: {job.path(VIDEO_FILE)}"))
             if job.status == "succeeded":
-                b.button("Play", key=f"play-{job.id}", on_click=on_play, args=(job.id,), width="stretch")
-            b.button("Reuse settings", key=f"reuse-{job.id}", on_click=on_reuse, args=(job.id,), width="stretch")
+                b.button("Play", key=f"{key_prefix}play-{job.id}", on_click=on_play, args=(job.id,), width="stretch")
+            if makes:
+                b.button("Reuse settings", key=f"{key_prefix}reuse-{job.id}", on_click=on_reuse, args=(job.id,),
+                         width="stretch")
+            item_link(VIDEO_PAGE, job, b)
+            if history is not None:
+                manage(history, job, b, key_prefix=key_prefix)

@@ -31,6 +31,11 @@ def may(action: Action) -> bool:
     return False
 
 
+def allowed(action: Action) -> bool:
+    """Whether this person may `action`, silently: for the buttons of one item (`may` says why, once a page)."""
+    return auth.principal().can(action)
+
+
 def owner_of(user_id: str | None) -> str | None:
     """"by bob@example.com" for an item someone else made (signed in); None for this person's own."""
     actor = auth.principal()
@@ -55,15 +60,16 @@ def _toggled(history: Any, kind: str, record_id: Any, key: str, after: Callable[
 
 
 def share_toggle(history: Any, kind: str, record_id: Any, user_id: str | None, shared: bool,
-                 container: Any = st, *, after: Callable[[], None] | None = None) -> None:
+                 container: Any = st, *, after: Callable[[], None] | None = None, key_prefix: str = "") -> None:
     """"Share with the team" on an item this person made (signed in, with a role that may share) — for an admin
     also on `local`'s, made before sign-in; its change is kept at once (`History.set_shared`), then `after()`
-    (e.g. a cached list forgotten). `kind`: job, voice, load_report, evaluation or take."""
+    (e.g. a cached list forgotten). `kind`: job, voice, load_report, evaluation or take; `key_prefix` for a
+    second drawing of the same item on one page."""
     actor = auth.principal()
     theirs = user_id == actor.id or (actor.role == "admin" and user_id == LOCAL.id)
     if record_id is None or not actor.signed_in or not theirs or not actor.can("share"):
         return
-    key = f"share-{kind}-{record_id}"
+    key = f"{key_prefix}share-{kind}-{record_id}"
     container.toggle(SHARE_LABEL, value=bool(shared), key=key, on_change=_toggled,
                      args=(history, kind, record_id, key, after),
                      help="Others who sign in to this studio see it (and can use it); off: only you")

@@ -149,3 +149,23 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
                 backend.close()
     return outcome
 
+
+
+def speech_offer(base: Settings, *, backend_factory: Callable[[Settings], Any] | None = None) -> Callable[
+        [dict[str, Any]], Any]:
+    """`offer(variant settings)` for services.eval.spec.check_catalog: the voices and languages of the variant's
+    target, asked now; None when it cannot be asked (down: its run says so, item by item)."""
+    from services.backend import create_backend
+    factory = backend_factory or create_backend
+
+    def offer(settings: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+        backend = None
+        try:
+            backend = factory(variant_settings(base, "voice", settings))
+            return list(backend.speech.voices()), list(backend.speech.languages())
+        except StudioError:
+            return None
+        finally:
+            if backend is not None:
+                backend.close()
+    return offer

@@ -262,3 +262,30 @@ def load_spec(path: Path, *, yes: bool = False) -> EvalSpec:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"the SPEC {path} is not valid TOML ({exc})") from None
     return parse_spec(data, base_dir=path.parent, yes=yes)
+
+
+# What a target's speech model offers, asked per variant before an evaluation is made: (voices, languages), or
+# None when the target cannot be asked now (its run says why, item by item).
+SpeechOffer = tuple[list[str], list[str]]
+CATALOG_SETTINGS = {"voice": "voices", "language": "languages"}
+
+
+def check_catalog(spec: EvalSpec, offer: Any) -> None:
+    """InvalidInput, naming the variant, the setting and what its target offers, when a voice variant asks for a
+    voice or a language its target's model does not have (the offline engine: joe and English; Qwen3-TTS
+    CustomVoice: nine speakers, ten languages). `offer(variant settings)` → SpeechOffer | None (any case matches,
+    as the servers compare)."""
+    if spec.modality != "voice":
+        return  # image and video values are checked against their limits by parse_spec already
+    for variant in spec.variants:
+        wanted = {k: variant.get(k) for k in CATALOG_SETTINGS if variant.get(k)}
+        if not wanted:
+            continue
+        offered = offer(spec.settings(variant["label"]))
+        if offered is None:
+            continue
+        for (key, what), have in zip(CATALOG_SETTINGS.items(), offered):
+            value = wanted.get(key)
+            if value is not None and str(value).lower() not in {h.lower() for h in have}:
+                raise InvalidInput(f"variant {variant['label']!r}: {key} {value!r} is not one of its target's "
+                                   f"{what}: pick one of {', '.join(have) or 'none'}")

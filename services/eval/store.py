@@ -16,6 +16,7 @@ write transaction (`History.transaction`).
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,8 +25,8 @@ from typing import Any, Literal
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, Forbidden, require
-from services.eval.spec import EvalSpec
-from services.history import History
+from services.eval.spec import EvalSpec, check_catalog
+from services.history import History, HistoryError
 
 ItemStatus = Literal["pending", "succeeded", "failed"]
 MEDIA_SUFFIX = {"voice": ".wav", "image": ".png", "video": ".mp4"}
@@ -121,13 +122,13 @@ class EvalStore:
         return self.history.actor
 
     # -- evaluations ----------------------------------------------------------------------------------
-    def create(self, spec: EvalSpec, *, targets: Any = None) -> Evaluation:
+    def create(self, spec: EvalSpec, *, targets: Any = None, offer: Any = None) -> Evaluation:
         """A new evaluation of the actor's (Forbidden unless their role may evaluate) with every item `pending`.
         `targets` (a services.targets.TargetBook) checks the variants' targets against the studio's closed set
-        first, as the pages create them; running it checks again either way."""
+        first, as the pages create them; running it checks again either way. `offer` (services.eval.runner
+        .speech_offer) checks a voice variant's voice and language against what its target offers."""
         require(self.actor, "evaluate")
-        if targets is not None:
-            targets.check_variant_keys(self.actor, spec.modality, spec.variants)
+        self._check(spec, targets, offer)
         eval_id = f"ev-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         now = time.time()
         with self.history.transaction() as db:
@@ -136,6 +137,61 @@ class EvalStore:
                        (eval_id, spec.name, spec.modality, spec.model_dump_json(), now, self.actor.id))
             self._add_items(db, eval_id, spec, now)
         return self.get(eval_id)
+
+    def _check(self, spec: EvalSpec, targets: Any, offer: Any) -> None:
+        if targets is not None:
+            targets.check_variant_keys(self.actor, spec.modality, spec.variants)
+        if offer is not None:
+            check_catalog(spec, offer)
+
+    def _changeable(self, eval_id: str, doing: str) -> Evaluation:
+        """The evaluation, when the actor may edit or delete it: a role that may evaluate, and it theirs (or they
+        an admin)."""
+        require(self.actor, "evaluate")
+        ev = self.get(eval_id)
+        if not self.history.owns(ev) and self.actor.role != "admin":
+            raise Forbidden(f"{self.actor.label} may not {doing} {ev.user_id}'s evaluation {eval_id}: only the one "
+                            "who made it (or an admin) may")
+        return ev
+
+    def update(self, eval_id: str, spec: EvalSpec, *, targets: Any = None, offer: Any = None) -> Evaluation:
+        """Change the evaluation's name, prompts, repeats and variants (checked as `create` checks them), only while
+        nobody has rated it: its items are made afresh (all `pending`, the old outputs removed)."""
+        ev = self._changeable(eval_id, "edit")
+        if spec.modality != ev.modality:
+            raise InvalidInput(f"evaluation {eval_id} is a {ev.modality} evaluation: its modality cannot change — "
+                               "make a new evaluation instead")
+        self._check(spec, targets, offer)
+        with self.history.transaction() as db:  # the ratings counted in the same transaction as the change
+            rated = db.execute("SELECT COUNT(*) FROM eval_ratings WHERE evaluation_id = ?", (eval_id,)).fetchone()[0]
+            if rated:
+                raise InvalidInput(f"evaluation {eval_id} has {rated} rating{'' if rated == 1 else 's'}: what was rated "
+                                   "stays as it was — make a new evaluation from its SPEC instead")
+            db.execute("UPDATE evaluations SET name = ?, spec = ? WHERE id = ?",
+                       (spec.name, spec.model_dump_json(), eval_id))
+            db.execute("DELETE FROM eval_items WHERE evaluation_id = ?", (eval_id,))
+            self._add_items(db, eval_id, spec, time.time())
+        self._remove_media(eval_id)
+        return self.get(eval_id)
+
+    def delete(self, eval_id: str) -> None:
+        """Delete the evaluation, its items and ratings, then its outputs' folder: its owner or an admin."""
+        self._changeable(eval_id, "delete")
+        with self.history.transaction() as db:  # the rows first: no record names a file that is gone
+            for table, column in (("eval_ratings", "evaluation_id"), ("eval_items", "evaluation_id"),
+                                  ("evaluations", "id")):
+                db.execute(f"DELETE FROM {table} WHERE {column} = ?", (eval_id,))
+        self._remove_media(eval_id)
+
+    def _remove_media(self, eval_id: str) -> None:
+        folder = self.media_dir(eval_id)
+        try:
+            shutil.rmtree(folder)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise HistoryError(f"evaluation {eval_id}'s old outputs in {folder} could not be removed "
+                               f"({exc.strerror or exc}): remove that folder by hand") from None
 
     def set_shared(self, eval_id: str, shared: bool) -> None:
         """Share the evaluation (its outputs, ratings and results) with the team, or stop: its owner or an admin."""
