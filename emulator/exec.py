@@ -376,6 +376,11 @@ def main(argv: list[str]) -> int:
     if not args.command:
         parser().error("give the command to run after --, e.g. python -m emulator exec -- python deploy.py")
     config = _emulator_config(args)  # a bad file fails before anything is started
+    # Neither exec's own listing nor the emulator (a child) may use the caller's profile or endpoints either.
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        del os.environ[name]
+    os.environ |= {"AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                   "AWS_EC2_METADATA_DISABLED": "true"}
     if args.endpoint_urls:
         return _with_endpoint_urls(args, config)
     if args.in_namespace:
