@@ -140,6 +140,11 @@ def namespace_problem() -> str | None:
     return None
 
 
+def namespaces() -> str:
+    """This process's network and mount namespaces ("net:[…] mnt:[…]")."""
+    return " ".join(os.readlink(f"/proc/self/ns/{kind}") for kind in ("net", "mnt"))
+
+
 def _run(argv: list[str]) -> None:
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
@@ -364,7 +369,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="the emulator's JSON config: delays, quotas, faults")
     p.add_argument("--endpoint-urls", action="store_true",
                    help="no namespace: point the command at the emulator with AWS_ENDPOINT_URL_* variables")
-    p.add_argument("--in-namespace", action="store_true", help=argparse.SUPPRESS)  # exec's own second stage
+    # exec's own second stage, given the namespaces it must not be in (the caller's): never mounts over the host's
+    p.add_argument("--in-namespace", metavar="OUTER", help=argparse.SUPPRESS)
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     return p
 
@@ -384,7 +390,10 @@ def main(argv: list[str]) -> int:
     if args.endpoint_urls:
         return _with_endpoint_urls(args, config)
     if args.in_namespace:
-        return _inside(args, config)
+        if args.in_namespace != namespaces():
+            return _inside(args, config)
+        raise SystemExit("python -m emulator exec --in-namespace is exec's own second stage: it only runs inside the "
+                         "namespace exec makes (it would mount over this machine's /etc/hosts)")
     problem = namespace_problem()
     if problem is not None:
         say(f"no private namespace: {problem}.\n  Run as root (CI does), or use the AWS_ENDPOINT_URL_* mode instead:\n"
@@ -397,5 +406,5 @@ def main(argv: list[str]) -> int:
     sys.stderr.flush()
     # unshare execs in place (no fork needed for these namespaces): same process, same signals, same exit code.
     os.execvp("unshare", [*unshare_argv(), "--", sys.executable, "-m", "emulator", "exec", "--in-namespace",
-                          *options, "--", *args.command])
+                          namespaces(), *options, "--", *args.command])
     return 0  # not reached

@@ -99,6 +99,16 @@ def test_a_bad_config_file_is_named_before_anything_starts(tmp_path: Path) -> No
     assert str(bad) in done.stderr and "not valid JSON" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_the_second_stage_never_mounts_over_this_machines_files(tmp_path: Path) -> None:
+    from emulator.exec import namespaces
+
+    hosts = Path("/etc/hosts").read_bytes()
+    done = subprocess.run([sys.executable, "-m", "emulator", "exec", "--in-namespace", namespaces(), "--", "true"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "only runs inside the namespace exec makes" in done.stderr
+    assert Path("/etc/hosts").read_bytes() == hosts
+
+
 # -- in the namespace --------------------------------------------------------------------------------
 def test_in_the_namespace_aws_names_lead_to_loopback_and_no_profile_is_visible(tmp_path: Path, namespace: None) -> None:
     command = python("""
