@@ -136,7 +136,7 @@ async def _serve(args: argparse.Namespace, config: EmulatorConfig, engine_url: s
     from emulator.core import Emulator
     from emulator.tls import make_test_pki
 
-    tls = make_test_pki(state_dir)
+    tls = make_test_pki(state_dir, regions=[config.region])  # names the AWS hosts of the region it serves
     _patch_hypercorn()
     plain, secure = _listen(args.port), _listen(args.tls_port)
     http_port, tls_port = plain.getsockname()[1], secure.getsockname()[1]

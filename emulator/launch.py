@@ -40,6 +40,7 @@ def start_moto() -> Iterator[str]:
 
     # werkzeug logs every request at INFO on stderr by itself; benchmarks print only their figures
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    keep_put_bodies_verbatim()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -47,6 +48,27 @@ def start_moto() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+def keep_put_bodies_verbatim() -> None:
+    """Make moto store a PUT's body byte for byte, whatever its Content-Type.
+
+    moto 5.2 reads a request through werkzeug, which form-parses any body sent as `multipart/form-data` or
+    `application/x-www-form-urlencoded` and leaves nothing behind: a PutObject (or UploadPart) with such a
+    ContentType was stored as 0 bytes, where S3 keeps the body as it came and the type as a label. A PUT is
+    never a form in the AWS APIs moto serves here (S3's browser-form upload is a POST, the query APIs are
+    POSTs), so PUT bodies are no longer form-parsed. Idempotent; in-process moto only."""
+    from moto.core.request import Request
+
+    if getattr(Request, "_omni_verbatim_put", False):
+        return
+    parse_form = Request.want_form_data_parsed
+
+    def want_form_data_parsed(self: Request) -> bool:
+        return self.method != "PUT" and parse_form.__get__(self)  # type: ignore[attr-defined]
+
+    Request.want_form_data_parsed = property(want_form_data_parsed)  # type: ignore[assignment,method-assign]
+    Request._omni_verbatim_put = True  # type: ignore[attr-defined]
 
 
 def client_env(ready: dict[str, Any], *, tls: bool = False, access_key_id: str = FAKE_ACCESS_KEY_ID) -> dict[str, str]:

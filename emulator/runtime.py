@@ -11,7 +11,8 @@ Content-Type go through untouched, whatever the route (JSON, a multipart upload 
 Async requests are accepted with 202 (OutputLocation, FailureLocation, InferenceId), queued per endpoint
 (`MaxConcurrentInvocationsPerInstance` x instances) and run in the background; the engine's response
 body is written as is to `<S3OutputPath>/<InferenceId>.out`, or the error text to
-`<S3FailurePath>/<InferenceId>-error.out`.
+`<S3FailurePath>/<InferenceId>-error.out`. An InputLocation that cannot be read, or is an empty object, is
+refused at submission with a ValidationError naming it (an empty request is nothing a container could run).
 """
 
 from __future__ import annotations
@@ -259,11 +260,16 @@ async def _check_input(emu: Emulator, location: str) -> None:
     except ValueError as exc:
         raise runtime_validation(f"InputLocation {location!r} is not an S3 URI (expected s3://bucket/key)") from exc
     try:
-        await asyncio.to_thread(emu.s3.head_object, Bucket=bucket, Key=key)
+        head = await asyncio.to_thread(emu.s3.head_object, Bucket=bucket, Key=key)
     except AwsError:
         raise
     except Exception as exc:
         raise runtime_validation(f"Could not read InputLocation {location}: {exc}") from exc
+    if head.get("ContentLength") == 0:  # an empty request: nothing a container could run
+        raise runtime_validation(
+            f"InputLocation {location} is an empty object (0 bytes): upload the request payload to it, then "
+            "call InvokeEndpointAsync again"
+        )
 
 
 def _queue(emu: Emulator, record: EndpointRecord) -> asyncio.Semaphore:

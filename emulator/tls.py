@@ -2,13 +2,19 @@
 
 The HTTP/2 SDK (CRT transport) only speaks HTTP/2 over TLS, so the emulator serves its bidirectional
 route on TLS with a certificate its own CA signed. Clients trust the CA file (AWS_CA_BUNDLE, or a CRT
-transport built from it); nothing is ever added to a system trust store.
+transport built from it); nothing is ever added to this machine's trust store.
+
+The certificate names `localhost`, `127.0.0.1` and the AWS host names the emulator stands in for
+(`aws_host_names`), so a client that connects to `runtime.sagemaker.<region>.amazonaws.com` — where a private
+network namespace resolves that name to the emulator — passes its host-name check unchanged (the HTTP/2 SDK
+reads only the system CA bundle and has no endpoint setting a sample script would use).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,11 +23,48 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from emulator.pricing import PRICE_LIST_REGIONS
+
+DEFAULT_REGION = "us-east-1"
+
+
+def aws_host_names(region: str) -> list[str]:
+    """The AWS host names a client in `region` may call that the emulator stands in for (its own and moto's).
+
+    A certificate wildcard covers one label only (`*.amazonaws.com` does not match
+    `runtime.sagemaker.us-east-1.amazonaws.com`), so each name is listed; the two `*.s3` names are S3's
+    virtual-hosted bucket addresses. Also what a private network namespace writes into /etc/hosts (the
+    wildcards aside)."""
+    regional = [
+        f"runtime.sagemaker.{region}.amazonaws.com",  # InvokeEndpoint*, and the HTTP/2 stream on :8443
+        f"api.sagemaker.{region}.amazonaws.com",
+        f"sagemaker.{region}.amazonaws.com",
+        f"s3.{region}.amazonaws.com",
+        f"*.s3.{region}.amazonaws.com",
+        f"sts.{region}.amazonaws.com",
+        f"servicequotas.{region}.amazonaws.com",
+        f"scheduler.{region}.amazonaws.com",
+        f"application-autoscaling.{region}.amazonaws.com",
+        f"monitoring.{region}.amazonaws.com",  # CloudWatch
+    ]
+    global_names = [
+        "s3.amazonaws.com", "*.s3.amazonaws.com", "sts.amazonaws.com", "iam.amazonaws.com",
+        *(f"api.pricing.{r}.amazonaws.com" for r in PRICE_LIST_REGIONS),  # Price List's own regions, whatever `region`
+    ]
+    return list(dict.fromkeys(regional + global_names))
+
+
+def _server_names(regions: Iterable[str]) -> list[str]:
+    names = ["localhost"]
+    for region in dict.fromkeys([DEFAULT_REGION, *regions]):
+        names += aws_host_names(region)
+    return list(dict.fromkeys(names))
+
 
 @dataclass(frozen=True)
 class TlsFiles:
     ca_file: Path  # PEM: the CA certificate clients must trust
-    cert_file: Path  # PEM: the server certificate (SAN DNS:localhost, IP:127.0.0.1)
+    cert_file: Path  # PEM: the server certificate (localhost, 127.0.0.1 and aws_host_names)
     key_file: Path  # PEM: the server's private key (never leaves the state directory)
 
 
@@ -32,8 +75,9 @@ def _name(common_name: str) -> x509.Name:
     ])
 
 
-def make_test_pki(directory: Path, *, valid_days: int = 7) -> TlsFiles:
-    """Write a fresh CA and a server certificate for localhost/127.0.0.1 into `directory`."""
+def make_test_pki(directory: Path, *, regions: Iterable[str] = (), valid_days: int = 7) -> TlsFiles:
+    """Write a fresh CA and a server certificate into `directory`: for localhost, 127.0.0.1 and the AWS host
+    names of us-east-1 and of each of `regions`."""
     directory.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)  # tolerate small clock skew
     until = now + dt.timedelta(days=valid_days)
@@ -73,7 +117,7 @@ def make_test_pki(directory: Path, *, valid_days: int = 7) -> TlsFiles:
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.SubjectAlternativeName([
-                x509.DNSName("localhost"),
+                *(x509.DNSName(name) for name in _server_names(regions)),
                 x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
             ]),
             critical=False,

@@ -24,8 +24,10 @@ MODELS = [
 # What each stand-in really is, on its card in /v1/models (a client can show it next to the output).
 PREVIEW_NOTES = {
     "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice": (
-        "Offline preview: a Piper voice. All three Qwen3-TTS task types are accepted; style instructions, voice "
-        "descriptions and voice references change its rate, pitch, pauses and level (see X-Offline-Preview)."
+        "Offline preview: a Piper voice. Each of the model's preset speakers is that voice at its own pitch and "
+        "rate; every language is accepted and spoken with its English voice. All three Qwen3-TTS task types are "
+        "accepted; style instructions, voice descriptions and voice references change its rate, pitch, pauses and "
+        "level (see X-Offline-Preview)."
     ),
 }
 

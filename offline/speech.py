@@ -40,7 +40,14 @@ from pydantic import BaseModel, ValidationError
 
 from offline import voice, voices
 from offline.splitter import TextSplitter, strip_blank
-from offline.styles import Style, style_for_embedding, style_for_instructions, style_for_pitch
+from offline.styles import (
+    Style,
+    combined,
+    style_for_embedding,
+    style_for_instructions,
+    style_for_pitch,
+    style_for_speaker,
+)
 from protocol.common import ErrorInfo, ErrorResponse, dumps
 from protocol.limits import (
     CONFIG_TIMEOUT_S,
@@ -207,23 +214,26 @@ def check_speech(ask: SpeechAsk, text: str, store: voices.VoiceStore) -> str | N
 async def resolve_style(ask: SpeechAsk, store: voices.VoiceStore) -> Style | None:
     """How the Piper voice previews this (checked) request; None: the plain voice. SpeechInputError if it cannot.
 
-    CustomVoice: the style `instructions` ask for. VoiceDesign: the description's words. Base: the reference's
-    median pitch — `ref_audio` when given, else the uploaded voice — or an embedding's fixed pitch. A `seed`
-    alone makes the plain voice deterministic (the engine has no randomness to seed: any seed, same audio).
+    CustomVoice: the preset speaker's rendering (offline.styles.SPEAKERS) with the style `instructions` on top.
+    VoiceDesign: the description's words. Base: the reference's median pitch — `ref_audio` when given, else the
+    uploaded voice — or an embedding's fixed pitch. A `seed` makes the plain voice or a preset speaker
+    deterministic (the engine has no randomness to seed: any seed, same audio).
     """
     style = await _style(ask, store)
-    if style is None and ask.seed is not None:
-        return Style(deterministic=True)
+    if ask.seed is not None:
+        return Style(deterministic=True) if style is None else replace(style, deterministic=True)
     return style
 
 
 async def _style(ask: SpeechAsk, store: voices.VoiceStore) -> Style | None:
     task = ask.task(store)
     if task in ("CustomVoice", "VoiceDesign"):
+        speaker = style_for_speaker(resolve_voice(ask.voice) or "") if task == "CustomVoice" else None
         if not ask.instructions:
-            return None
+            return speaker
         source = "the voice description" if task == "VoiceDesign" else "the style instructions"
-        return style_for_instructions(ask.instructions, source=source)
+        style = style_for_instructions(ask.instructions, source=source)
+        return style if speaker is None else combined(speaker, style)
     if ask.ref_audio is not None:
         try:
             reference = await voices.reference_from_data_url(ask.ref_audio)

@@ -41,6 +41,25 @@ is ignored (also "not too slow"); "very"/"extremely"/"really" before a word make
 Rates multiply, semitones and pauses add, levels multiply; the sums are then held to a rate of 0.5–2.0, a
 pitch of −8…+8 semitones, pauses up to 1 s and a level of 0.25–1.
 
+Preset speakers (CustomVoice): Qwen3-TTS CustomVoice names nine speakers; the engine accepts each and renders it
+as the Piper voice at its own fixed pitch and rate, so that two speakers never sound alike (the same table gives
+the same speaker every time; style `instructions` then apply on top, their rates multiplying and semitones adding):
+
+| speaker | rate (× duration) | pitch (semitones) |
+|---|---|---|
+| vivian | × 0.95 | +5 |
+| serena | × 1.10 | +4 |
+| uncle_fu | × 1.20 | −4 |
+| dylan | × 0.90 | −1 |
+| eric | × 1.05 | −2 |
+| ryan | × 0.85 | 0 |
+| aiden | × 1.00 | +2 |
+| ono_anna | × 1.00 | +7 |
+| sohee | × 1.12 | +6 |
+
+`joe` (the Piper voice itself) and `default` are the voice unchanged. Every Qwen3-TTS language is accepted and
+spoken with this one English voice (offline.voice.LANGUAGES): the text is read as English would be.
+
 Cloning (Base): the reference recording's median pitch is measured (a YIN-style tracker over its voiced
 frames, `median_f0`) and the Piper voice is shifted to it (at most an octave either way). A speaker embedding
 cannot be heard offline: each distinct embedding gets its own fixed pitch from its numbers (its mean and
@@ -176,6 +195,42 @@ def style_for_instructions(instructions: str | None, *, source: str = "instructi
         level=round(_clamp(level, *LEVEL_RANGE), 4),
         deterministic=True,
         source=source,
+    )
+
+
+# The speaker table in the module docstring: name -> (rate, semitones).
+SPEAKERS: dict[str, tuple[float, float]] = {
+    "vivian": (0.95, 5.0),
+    "serena": (1.10, 4.0),
+    "uncle_fu": (1.20, -4.0),
+    "dylan": (0.90, -1.0),
+    "eric": (1.05, -2.0),
+    "ryan": (0.85, 0.0),
+    "aiden": (1.00, 2.0),
+    "ono_anna": (1.00, 7.0),
+    "sohee": (1.12, 6.0),
+}
+
+
+def style_for_speaker(name: str) -> Style | None:
+    """The Piper rendering of a Qwen3-TTS preset speaker (lower-case name); None for any other voice."""
+    found = SPEAKERS.get(name)
+    if found is None:
+        return None
+    rate, semitones = found
+    # Not deterministic: a preset speaker keeps Piper's natural variation, as the plain voice does.
+    return Style(rate=rate, semitones=semitones, source=f"speaker '{name}'")
+
+
+def combined(speaker: Style, style: Style) -> Style:
+    """`style` (from instructions) spoken by `speaker`: rates and levels multiply, semitones and pauses add."""
+    return Style(
+        rate=round(_clamp(speaker.rate * style.rate, *RATE_RANGE), 4),
+        semitones=round(_clamp(speaker.semitones + style.semitones, *SEMITONE_RANGE), 3),
+        pause_s=round(min(speaker.pause_s + style.pause_s, MAX_PAUSE_S), 3),
+        level=round(_clamp(speaker.level * style.level, *LEVEL_RANGE), 4),
+        deterministic=speaker.deterministic or style.deterministic,
+        source=f"{speaker.source} with {style.source}" if style.source else speaker.source,
     )
 
 

@@ -35,12 +35,16 @@ import numpy as np
 from offline.splitter import CLAUSE, SENTENCE, WORD, cut_points, next_piece
 from offline.styles import Style, median_f0
 from protocol.limits import PCM_CHANNELS, PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH
+from protocol.speech import QWEN3_TTS_LANGUAGES, QWEN3_TTS_SPEAKERS
 
 log = logging.getLogger(__name__)
 
-VOICE_NAMES = ("joe",)  # the Piper voices this engine has, lower-case as vLLM-Omni lists them
+# The voices this engine answers to, lower-case as vLLM-Omni lists them: the Piper voice itself, then the
+# Qwen3-TTS CustomVoice speakers, each a fixed pitch and rate of it (offline.styles.SPEAKERS).
+VOICE_NAMES = ("joe", *QWEN3_TTS_SPEAKERS)
 DEFAULT_VOICE = "default"  # vLLM-Omni's placeholder: the model's default speaker
-LANGUAGES = ("Auto", "English")  # the joe voice is en_US; "Auto" resolves to English
+# Every Qwen3-TTS language is accepted, as the model does; the joe voice is en_US and reads them all as English.
+LANGUAGES = tuple(QWEN3_TTS_LANGUAGES)
 
 INTRA_OP_THREADS = 2
 INTER_OP_THREADS = 1

@@ -50,7 +50,9 @@ def models_for_task(task_type: TaskType) -> list[str]:
     return [m for m, types in VOICE_MODELS.items() if task_type in types]
 
 
-# Qwen3-TTS CustomVoice facts (the voice endpoint's model); the offline engine has its own voice list.
+# Qwen3-TTS CustomVoice facts (the voice endpoint's model): its preset speakers (lower-case, as vLLM-Omni
+# lists them) and its languages. The offline engine accepts them all (offline/styles.py renders each speaker).
+QWEN3_TTS_SPEAKERS = ["vivian", "serena", "uncle_fu", "dylan", "eric", "ryan", "aiden", "ono_anna", "sohee"]
 QWEN3_TTS_LANGUAGES = [
     "Auto", "Chinese", "English", "Japanese", "Korean", "German",
     "French", "Russian", "Portuguese", "Spanish", "Italian",

@@ -34,7 +34,7 @@ from protocol.sagemaker import (
     parse_state_file,
     voice_model_of,
 )
-from protocol.speech import QWEN3_TTS_LANGUAGES, TaskType, task_types_for_model
+from protocol.speech import QWEN3_TTS_LANGUAGES, QWEN3_TTS_SPEAKERS, TaskType, task_types_for_model
 from services.aws import AwsSession, aws_error, http2_endpoint, missing_endpoint, validate_region
 from services.base import Backend, BackendHealth
 from services.history import History
@@ -50,10 +50,6 @@ from services.speech.sagemaker_http2 import (
 from services.speech.voices import SageMakerVoices
 from services.videos import VideoClient
 from services.videos.sagemaker import SageMakerVideoTransport
-
-QWEN3_TTS_SPEAKERS = ["vivian", "serena", "uncle_fu", "dylan", "eric", "ryan", "aiden", "ono_anna", "sohee"]
-
-
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,12 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from offline import voice
 from offline.speech import CONFIG_TIMEOUT_ENV, IDLE_TIMEOUT_ENV, SpeechStreamHandler
-from protocol.speech import SPEECH_STREAM_PATH
+from protocol.speech import QWEN3_TTS_SPEAKERS, SPEECH_STREAM_PATH
 from tests.conftest import free_port
+
+# The engine answers to the Piper voice and every Qwen3-TTS CustomVoice speaker and language (offline.styles).
+SUPPORTED_VOICES = "aiden, default, dylan, eric, joe, ono_anna, ryan, serena, sohee, uncle_fu, vivian"
+SUPPORTED_LANGUAGES = "Auto, Chinese, English, French, German, Italian, Japanese, Korean, Portuguese, Russian, Spanish"
 
 RECV_TIMEOUT_S = 30.0  # generous bound on any single frame; the engine answers in well under a second
 
@@ -442,7 +446,7 @@ def test_unknown_voice_and_language_fail_the_unit_but_keep_the_connection(engine
                 {"type": "audio.start", "utterance_index": 0, "sentence_index": 0, "sentence_text": "Hello.",
                  "format": "pcm", "sample_rate": 24_000},
                 {"type": "error",
-                 "message": "Generation failed for utterance 0, sentence 0: Invalid voice 'nobody'. Supported: default, joe"},
+                 "message": f"Generation failed for utterance 0, sentence 0: Invalid voice 'nobody'. Supported: {SUPPORTED_VOICES}"},
                 {"type": "audio.done", "utterance_index": 0, "sentence_index": 0, "total_bytes": 0, "error": True},
                 {"type": "session.done", "utterance_index": 0, "total_sentences": 1},
             ]
@@ -452,7 +456,7 @@ def test_unknown_voice_and_language_fail_the_unit_but_keep_the_connection(engine
             frames = await c.until("session.done")
             assert frames[1] == {
                 "type": "error",
-                "message": "Generation failed for utterance 1, sentence 0: Invalid language 'Klingon'. Supported: Auto, English",
+                "message": f"Generation failed for utterance 1, sentence 0: Invalid language 'Klingon'. Supported: {SUPPORTED_LANGUAGES}",
             }
             assert frames[2]["error"] is True
             # Still open: a valid voice now speaks.
@@ -640,7 +644,7 @@ def test_timeouts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 def test_voices(engine_url: str) -> None:
     response = httpx.get(f"{engine_url}/v1/audio/voices", timeout=10)
     assert response.status_code == 200
-    assert response.json() == {"voices": ["joe", "default"], "uploaded_voices": []}
+    assert response.json() == {"voices": ["joe", *QWEN3_TTS_SPEAKERS, "default"], "uploaded_voices": []}
 
 
 def test_rest_wav_and_pcm(engine_url: str) -> None:
@@ -702,8 +706,8 @@ def test_rest_sse_streaming(engine_url: str) -> None:
         ({"input": "\u200b", "stream": True, "response_format": "pcm"}, 400, "Input text cannot be empty"),
         ({"input": "a\x00b"}, 400, "Input text contains a NUL character (U+0000) at index 1; remove it"),
         ({"input": "a\x00b", "stream_format": "audio", "response_format": "pcm"}, 400, "NUL character"),
-        ({"input": "Hi", "voice": "Nobody"}, 400, "Invalid voice 'nobody'. Supported: default, joe"),
-        ({"input": "Hi", "language": "french"}, 400, "Invalid language 'French'. Supported: Auto, English"),
+        ({"input": "Hi", "voice": "Nobody"}, 400, f"Invalid voice 'nobody'. Supported: {SUPPORTED_VOICES}"),
+        ({"input": "Hi", "language": "klingon"}, 400, f"Invalid language 'Klingon'. Supported: {SUPPORTED_LANGUAGES}"),
         ({"input": "Hi", "task_type": "Base"}, 400, "Base task requires 'ref_audio' or 'speaker_embedding' for voice cloning"),
         ({"input": "Hi", "task_type": "Base", "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"}, 400,
          "Qwen3-TTS CustomVoice checkpoint does not support task_type='Base'. Use task_type='CustomVoice' or load "

@@ -31,6 +31,7 @@ from offline.server import create_app
 from offline.voices import VoiceStore
 from protocol.limits import VOICE_SAMPLE_MAX_BYTES
 from protocol.speech import (
+    QWEN3_TTS_SPEAKERS,
     SPEECH_STREAM_PATH,
     VOICES_PATH,
     UploadedVoice,
@@ -166,7 +167,8 @@ def test_upload_list_delete_round_trip(http: httpx.Client) -> None:
     assert (answer.voice.ref_text, answer.voice.speaker_description) == ("Hello there.", "a calm narrator")
 
     raw = http.get(VOICES_PATH).json()
-    assert "narrator one" in raw["voices"] and raw["voices"][:2] == ["joe", "default"]
+    # The Piper voice, the model's preset speakers, its default, then the uploaded voices.
+    assert "narrator one" in raw["voices"] and raw["voices"][:11] == ["joe", *QWEN3_TTS_SPEAKERS, "default"]
     entry = next(v for v in raw["uploaded_voices"] if v["name"] == "Narrator One")
     assert list(entry) == ["name", "consent", "created_at", "file_size", "mime_type", "embedding_source",
                            "embedding_dim", "ref_text", "speaker_description"]

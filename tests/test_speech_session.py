@@ -10,7 +10,7 @@ import pytest
 
 from protocol.errors import BackendUnreachable, InvalidInput, ServerError, StreamError
 from protocol.limits import MAX_INPUT_TEXT_MESSAGE_BYTES
-from protocol.speech import AudioDone, AudioStart, ErrorEvent, SessionDone
+from protocol.speech import QWEN3_TTS_LANGUAGES, AudioDone, AudioStart, ErrorEvent, SessionDone
 from services import speech
 from services.playback import Playback
 from services.speech import (
@@ -419,7 +419,8 @@ def test_engine_voices_and_languages(engine_url: str) -> None:
     client = omni_client(engine_url)
     voices = client.voices()
     assert voices and all(isinstance(v, str) for v in voices)
-    assert client.languages() == ["Auto", "English"]
+    assert client.languages() == QWEN3_TTS_LANGUAGES  # all accepted, spoken with the engine's English voice
+    assert {"joe", "vivian", "uncle_fu"} <= set(voices)  # the Piper voice and the model's preset speakers
 
 
 def test_engine_speaks_a_sentence(engine_url: str) -> None:

@@ -22,6 +22,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from protocol.errors import ServerError, StreamError
+from protocol.speech import QWEN3_TTS_LANGUAGES, QWEN3_TTS_SPEAKERS
 from services.speech.audio import read_wav
 from tests.conftest import free_port
 
@@ -89,8 +90,10 @@ def page(engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webrt
 
 
 def test_pickers_come_from_the_backend_and_the_sidebar_shows_its_health(page: AppTest, engine_url: str) -> None:
-    assert page.selectbox(key="voice_voice").options == ["joe", "default"]
-    assert page.selectbox(key="voice_language").options == ["Auto", "English"]
+    assert page.selectbox(key="voice_voice").options == ["joe", *QWEN3_TTS_SPEAKERS, "default"]
+    language = page.selectbox(key="voice_language")
+    assert language.options == QWEN3_TTS_LANGUAGES
+    assert "speaks them all with its one English voice" in language.help  # said where the languages are picked
     assert any("healthy" in s.value for s in page.sidebar.success)
     assert any(engine_url in c.value for c in page.sidebar.caption)
 

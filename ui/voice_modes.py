@@ -74,6 +74,11 @@ def saved_voices() -> tuple[list[SavedVoice], str | None]:
 
 
 # -- the fields of each mode ----------------------------------------------------------------------------
+LANGUAGE_HELP = ("The language of the text. The offline engine (and an emulated endpoint, which runs it) accepts "
+                 "every language the model does, but speaks them all with its one English voice; its preset "
+                 "speakers are that voice at different pitches and rates.")
+
+
 def mode_fields(mode: str, backend: Backend, voices: list[str], languages: list[str]) -> None:
     saved, problem = saved_voices()
     c1, c2 = st.columns(2)
@@ -81,7 +86,7 @@ def mode_fields(mode: str, backend: Backend, voices: list[str], languages: list[
         taken = {v.name.lower() for v in saved}  # saved voices are for cloning, not presets
         c1.selectbox("Preset voice", [v for v in voices if v.lower() not in taken] or voices, key="voice_voice",
                      persist_state=KEEP)
-    (c2 if mode == "CustomVoice" else c1).selectbox("Language", languages, key="voice_language")
+    (c2 if mode == "CustomVoice" else c1).selectbox("Language", languages, key="voice_language", help=LANGUAGE_HELP)
     if mode == "CustomVoice":
         st.text_input("Style (optional)", key="voice_style", max_chars=INSTRUCTIONS_MAX_CHARS, persist_state=KEEP,
                       placeholder="e.g. warm, slow, smiling", help="How the voice speaks, in your words")

@@ -78,11 +78,12 @@ TASK_WORDS: dict[str, str] = {
 OFFLINE_ENGINE_OWNER = "omni-studio-offline"
 
 
-OFFLINE_LANGUAGES = ["Auto", "English"]
+# The offline engine accepts every Qwen3-TTS language, as the model does, and speaks each with its English voice.
+OFFLINE_LANGUAGES = list(QWEN3_TTS_LANGUAGES)
 
 
 def languages_for_models(models: ModelList) -> list[str]:
-    """The language list for a server, from its `/v1/models` (the offline engine speaks English only)."""
+    """The language list for a server, from its `/v1/models`."""
     if any(m.owned_by == OFFLINE_ENGINE_OWNER for m in models.data):
         return list(OFFLINE_LANGUAGES)
     if any("qwen3-tts" in m.id.lower() for m in models.data):
