@@ -47,6 +47,7 @@ from pydantic import ValidationError
 from emulator.account import holdings, holdings_text
 from emulator.config import ConfigFileError, EmulatorConfig, describe_validation_error, load_config
 from emulator.launch import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, FAKE_SESSION_TOKEN, client_env, start_emulator
+from emulator.tls import aws_host_names
 
 API_ADDRESS = "127.0.0.1"  # everything but S3: the emulator
 S3_ADDRESS = "127.0.0.3"  # S3: a TLS front to the emulator's moto (one 443 per address, so no routing by name)
@@ -63,22 +64,21 @@ def say(message: str) -> None:
 
 
 # -- host names -----------------------------------------------------------------------------------
-# The names /etc/hosts maps (it has no wildcards, so each is spelled out). The emulator's certificate must
-# name them too; that list is emulator/tls.py's (branch h-fidelity's aws_host_names), not this one.
+# The names the emulator's certificate carries (emulator/tls.py), spelled out for /etc/hosts, which has no
+# wildcards: S3's `*.s3…` become one name per bucket that exists.
+def _is_s3(name: str) -> bool:
+    return name.startswith("s3.") or ".s3." in name
+
+
 def api_host_names(region: str) -> list[str]:
-    regional = ["api.sagemaker", "sagemaker", "runtime.sagemaker", "sts", "servicequotas", "scheduler",
-                "application-autoscaling", "monitoring", "iam", "api.pricing"]
-    # IAM and STS also have global names; the Price List API lives in three regions whatever the caller's.
-    extra = ["iam.amazonaws.com", "sts.amazonaws.com", "api.pricing.us-east-1.amazonaws.com",
-             "api.pricing.eu-central-1.amazonaws.com", "api.pricing.ap-south-1.amazonaws.com"]
-    return list(dict.fromkeys([f"{name}.{region}.amazonaws.com" for name in regional] + extra))
+    return [name for name in aws_host_names(region) if not _is_s3(name)]
 
 
 def s3_host_names(region: str, buckets: list[str] = ()) -> list[str]:  # type: ignore[assignment]
-    names = ["s3.amazonaws.com", f"s3.{region}.amazonaws.com"]
-    for bucket in buckets:
-        if "." not in bucket:  # a dotted name cannot match the certificate's wildcard: clients use path style
-            names += [f"{bucket}.s3.amazonaws.com", f"{bucket}.s3.{region}.amazonaws.com"]
+    names = [name for name in aws_host_names(region) if _is_s3(name) and not name.startswith("*.")]
+    for wildcard in (name for name in aws_host_names(region) if _is_s3(name) and name.startswith("*.")):
+        # a dotted bucket name cannot match the certificate's one-label wildcard: clients use path style for it
+        names += [wildcard.replace("*", bucket, 1) for bucket in buckets if "." not in bucket]
     return names
 
 
