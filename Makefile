@@ -22,8 +22,14 @@ engine: setup
 	$(PY) -m offline --host 127.0.0.1 --port 8091
 
 ## The dry run of a customer delivery: emulated SageMaker, infra deploy, the studio on it, delete at Ctrl-C.
+## With CMD="…": run that command unchanged against the emulated account (python -m emulator exec; EXEC_ARGS
+## adds --region R, --config faults.json or --endpoint-urls). `python` in CMD is the project's venv.
 rehearse: setup-dev
+ifdef CMD
+	PATH="$(abspath .venv/bin):$$PATH" $(PY) -m emulator exec $(EXEC_ARGS) -- $(CMD)
+else
 	$(PY) scripts/rehearse.py --port $(PORT)
+endif
 
 ## The whole test suite.
 test: setup-dev

@@ -2,6 +2,7 @@
 
     python -m emulator [--engine-url URL] [--s3-endpoint URL] [--config faults.json]
                                 [--port 8092] [--tls-port 8443] [--state-dir DIR]
+    python -m emulator exec [--region R] [--config faults.json] -- COMMAND ARGS...   (emulator/exec.py)
 
 Without --engine-url it starts the offline engine (`python -m offline`) itself; without --s3-endpoint it
 starts moto (S3 and STS) in-process. Once listening it prints one JSON line on stdout:
@@ -180,6 +181,11 @@ async def _serve(args: argparse.Namespace, config: EmulatorConfig, engine_url: s
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["exec"]:  # run a command against the emulated account (emulator/exec.py)
+        from emulator.exec import main as exec_main
+
+        sys.exit(exec_main(argv[1:]))
     parser = argparse.ArgumentParser(prog="python -m emulator", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engine-url", help="a running offline engine / vLLM-Omni server (default: start `python -m offline`)")

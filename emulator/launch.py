@@ -108,10 +108,13 @@ def client_env(ready: dict[str, Any], *, tls: bool = False, access_key_id: str =
 @contextlib.contextmanager
 def start_emulator(work_dir: Path, *, engine_url: str | None = None, s3_url: str | None = None,
                    config: dict[str, Any] | None = None, timeout_s: float = 60.0,
-                   log_level: str = "info") -> Iterator[dict[str, Any]]:
-    """The emulator on free loopback ports (its own offline engine and moto unless given); yields its ready line."""
+                   log_level: str = "info", tls_port: int = 0, new_session: bool = False) -> Iterator[dict[str, Any]]:
+    """The emulator on free loopback ports (its own offline engine and moto unless given); yields its ready line.
+
+    `tls_port`: a fixed TLS port (8443, AWS's HTTP/2 runtime port, inside `python -m emulator exec`'s namespace);
+    `new_session`: out of the terminal's process group, so a Ctrl-C leaves it running for the caller's clean-up."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    argv = ["--port", "0", "--tls-port", "0",
+    argv = ["--port", "0", "--tls-port", str(tls_port),
             "--state-dir", str(work_dir / "tls"), "--log-level", log_level]
     if config is not None:
         config_file = work_dir / "emulator-config.json"
@@ -123,7 +126,8 @@ def start_emulator(work_dir: Path, *, engine_url: str | None = None, s3_url: str
         argv += ["--s3-endpoint", s3_url]
     log_file = work_dir / "emulator.log"
     with open(log_file, "wb") as log:
-        proc = spawn("emulator", argv, name="the SageMaker emulator", stdout=subprocess.PIPE, stderr=log)
+        proc = spawn("emulator", argv, name="the SageMaker emulator", stdout=subprocess.PIPE, stderr=log,
+                     new_session=new_session)
     lines: queue.Queue[bytes] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
     try:

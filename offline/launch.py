@@ -98,13 +98,15 @@ class Engine:
 
 
 def spawn(module: str, args: list[str], *, name: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
-          stdout: Any = subprocess.DEVNULL, stderr: Any = subprocess.STDOUT) -> subprocess.Popen:
+          stdout: Any = subprocess.DEVNULL, stderr: Any = subprocess.STDOUT, new_session: bool = False) -> subprocess.Popen:
     """Start `python -m module args` (or `python script.py args`) as a child that never outlives this process, however it ends.
 
     The child sets PR_SET_PDEATHSIG itself (offline/_child.py). That signal fires when the *thread* that
     forked the child exits, not the process, and Streamlit runs each script run on a short-lived thread:
     so the fork happens on a dedicated thread that then just waits for the child. Every server the studio,
-    the tests, the benchmarks and the rehearsal start goes through here.
+    the tests, the benchmarks and the rehearsal start goes through here. `new_session`: the child gets its own
+    session, so a terminal's Ctrl-C (SIGINT to the foreground process group) reaches only this process, which
+    then stops the child itself after its own clean-up (the rehearsal, `python -m emulator exec`).
     """
     started = threading.Event()
     box: dict[str, Any] = {}
@@ -114,7 +116,7 @@ def spawn(module: str, args: list[str], *, name: str, cwd: Path = ROOT, env: dic
             box["proc"] = proc = subprocess.Popen(
                 [sys.executable, "-m", "offline._child", "--parent-pid", str(os.getpid()), module, *args],
                 cwd=cwd, env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"},
-                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=new_session,
             )
         except BaseException as exc:
             box["error"] = exc

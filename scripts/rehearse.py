@@ -14,6 +14,10 @@
    running — then `python -m infra delete` removes the rest (configs, models, schedules, role) and the
    rehearsal lists what is left in the emulated account — nothing, or the exit code says otherwise.
 
+Ctrl-C reaches only the rehearsal: the emulator, the studio and infra run in their own sessions, so the
+clean-up above runs every time (a Ctrl-C during the deploy stops the deploy first); a second Ctrl-C during the
+clean-up is answered with a message, not obeyed.
+
 Every AWS variable the children see points at the emulator, with throw-away credentials and no shared
 config files, so a real profile on this machine is never used. Options: `--no-deploy` leaves deploying
 to the studio's Endpoints page; `--serve-seconds N` ends by itself (for automation); `--report FILE`
@@ -51,9 +55,23 @@ def say(message: str) -> None:
     print(f"[rehearse] {message}", flush=True)
 
 
-def infra(args: list[str], env: dict[str, str]) -> int:
+# Set by the SIGINT/SIGTERM handler in main(): the rehearsal ends (and cleans up) at the next step.
+STOPPING = {"now": False}
+
+
+def infra(args: list[str], env: dict[str, str], *, interruptible: bool = False) -> int:
+    """`python -m infra ARGS` in its own session, so a terminal's Ctrl-C reaches only the rehearsal: a clean-up step
+    always finishes; an `interruptible` one (the deploy) is handed the Ctrl-C by the rehearsal itself."""
     say("$ python -m infra " + " ".join(args))
-    return subprocess.run([sys.executable, "-m", "infra", *args], cwd=ROOT, env=env).returncode
+    proc = subprocess.Popen([sys.executable, "-m", "infra", *args], cwd=ROOT, env=env, start_new_session=True)
+    told = False
+    while True:
+        try:
+            return proc.wait(0.2)
+        except subprocess.TimeoutExpired:
+            if interruptible and STOPPING["now"] and not told:
+                proc.send_signal(signal.SIGINT)  # infra stops waiting, keeps its state file: the delete follows
+                told = True
 
 
 def _session(env: dict[str, str]):  # noqa: ANN202
@@ -133,6 +151,10 @@ def expire(ready: dict, env: dict[str, str], state_file: Path) -> None:
         say("the endpoints deleted themselves; their configs and models cost nothing and go with `infra delete`")
 
 
+class _Interrupted(Exception):
+    """Ctrl-C before the studio started: straight to the clean-up."""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=8501, help="the studio's port on 127.0.0.1 (default 8501)")
@@ -146,9 +168,12 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)  # every rehearsal starts from an empty account
     work.mkdir(parents=True)
     state_file = work / "state.json"
-    stopping = {"now": False}
+    stopping = STOPPING
 
     def stop(*_: object) -> None:
+        if stopping["now"]:  # a second Ctrl-C: the clean-up goes on (os.write: print may be mid-line here)
+            os.write(sys.stdout.fileno(), b"\n[rehearse] still cleaning up: the endpoints are being deleted, this ends "
+                                          b"by itself in a few seconds (nothing may be left running)\n")
         stopping["now"] = True
 
     signal.signal(signal.SIGINT, stop)
@@ -157,7 +182,9 @@ def main() -> int:
     config = {"delays": {"create_s": 3.0, "delete_s": 1.0, "create_s_by_endpoint": CREATE_S},
               "autoscaling": AUTOSCALING}
     say("starting the local SageMaker emulator (offline engine + moto S3) ...")
-    with start_emulator(work / "emulator", config=config, log_level="warning") as ready:
+    # The emulator and the studio run in their own sessions: a terminal's Ctrl-C must not stop them before the
+    # rehearsal has deleted what it deployed (the rehearsal stops them itself, last).
+    with start_emulator(work / "emulator", config=config, log_level="warning", new_session=True) as ready:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OMNI_STUDIO_"))}
         env |= client_env(ready) | {
             "PYTHONUNBUFFERED": "1",
@@ -175,18 +202,20 @@ def main() -> int:
         try:
             if not args.no_deploy:
                 code = infra(["deploy", "--state-file", str(state_file), "--bucket", BUCKET, "--smoke-dir",
-                              str(work / "smoke"), "--poll-seconds", "0.5"], env)
-                if code != 0:
+                              str(work / "smoke"), "--poll-seconds", "0.5"], env, interruptible=True)
+                if code != 0 and not stopping["now"]:
                     say(f"deploy ended with exit code {code}; the studio starts anyway, so you can look around")
-                else:
+                elif code == 0 and not stopping["now"]:
                     infra(["status", "--state-file", str(state_file)], env)
                     scale_to_zero(ready, env, state_file)
+            if stopping["now"]:
+                raise _Interrupted
             url = f"http://127.0.0.1:{args.port}"
             with open(work / "studio.log", "wb") as studio_log:  # a child that dies with the rehearsal
                 studio = spawn("streamlit", ["run", "app.py", "--server.address", "127.0.0.1", "--server.port",
                                              str(args.port), "--server.headless", "true",
                                              "--browser.gatherUsageStats", "false"],
-                               name="the studio", env=env, stdout=studio_log)
+                               name="the studio", env=env, stdout=studio_log, new_session=True)
             wait_http_ok(f"{url}/_stcore/health", studio, timeout=90, what="the studio",
                          log_tail=lambda: (work / "studio.log").read_text(errors="replace")[-3000:])
             say(f"the studio runs on the emulated SageMaker deployment: {url}  (Ctrl-C ends the rehearsal)")
@@ -195,6 +224,8 @@ def main() -> int:
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 time.sleep(0.2)
+        except _Interrupted:
+            pass
         finally:
             if studio is not None and studio.poll() is None:
                 studio.terminate()
