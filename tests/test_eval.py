@@ -298,17 +298,18 @@ def test_a_voice_or_language_the_target_lacks_is_refused_at_create_naming_what_i
     from services.eval.runner import speech_offer
     base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
     store, offer = EvalStore(base.data_dir), speech_offer(base)
-    vivian = parse_spec(spec_dict(variants=[{"label": "a", "voice": "vivian"}, {"label": "b", "voice": "joe"}]))
-    with pytest.raises(InvalidInput, match=r"variant 'a': voice 'vivian' is not one of its target's voices: pick "
-                                           r"one of .*joe"):
-        store.create(vivian, offer=offer)
-    chinese = parse_spec(spec_dict(variants=[{"label": "a", "language": "English"},
-                                             {"label": "b", "language": "Chinese"}]))
-    with pytest.raises(InvalidInput, match=r"variant 'b': language 'Chinese' is not one of its target's languages: "
-                                           r"pick one of Auto, English"):
-        store.create(chinese, offer=offer)
+    # The offline engine speaks Qwen3-TTS CustomVoice's nine speakers and ten languages; not a made-up one.
+    unknown = parse_spec(spec_dict(variants=[{"label": "a", "voice": "zelda"}, {"label": "b", "voice": "joe"}]))
+    with pytest.raises(InvalidInput, match=r"variant 'a': voice 'zelda' is not one of its target's voices: pick "
+                                           r"one of .*vivian"):
+        store.create(unknown, offer=offer)
+    klingon = parse_spec(spec_dict(variants=[{"label": "a", "language": "English"},
+                                             {"label": "b", "language": "Klingon"}]))
+    with pytest.raises(InvalidInput, match=r"variant 'b': language 'Klingon' is not one of its target's languages: "
+                                           r"pick one of Auto, .*Chinese"):
+        store.create(klingon, offer=offer)
     assert store.list() == []  # nothing made
-    ok = store.create(parse_spec(spec_dict(variants=[{"label": "a", "voice": "JOE", "language": "english"},
+    ok = store.create(parse_spec(spec_dict(variants=[{"label": "a", "voice": "VIVIAN", "language": "chinese"},
                                                      {"label": "b"}])), offer=offer)
     assert ok.spec.labels == ["a", "b"]
     down = Settings(data_dir=tmp_path / "data", backend="omni", omni_url="http://127.0.0.1:9")
