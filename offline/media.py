@@ -22,7 +22,8 @@ Deliberate differences (an offline engine must stay bounded and cannot use the n
 limited to 64–2048 per side, videos to 1280² pixels and 257 frames, uploaded reference files to 16 MB and
 16 M pixels; `image_reference.image_url` and an edit's `url` must be data URLs (http(s) URLs are refused, not
 downloaded); an edit takes at most 4 images (FLUX.2-klein's limit, worded as vLLM-Omni words it) and its
-`n` and steps keep the generation route's bounds.
+`n` and steps keep the generation route's bounds. Prompts are capped at PROMPT_MAX_CHARS, bodies by
+offline.guards.BodyLimit, and a render whose client disconnects stops before its next image or frame.
 """
 
 from __future__ import annotations
