@@ -91,7 +91,8 @@ class BodyLimit:
         try:
             await self.app(scope, limited_receive, tracked_send)
         except _TooLarge:
-            log.warning("refused a %s request body over %d bytes (%s)", content_type or "untyped", limit, scope["path"])
+            kind = content_type.split(";", 1)[0].strip() or "untyped"
+            log.warning("refused a %s request body over %d bytes (%s)", kind, limit, scope["path"])
             if not started:
                 await self._refuse(send, too_large_message(None, limit, content_type))
 
