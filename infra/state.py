@@ -25,7 +25,8 @@ from typing import Any
 
 from infra.errors import StateError, UsageError
 from infra.model import ROLES, DeploymentSpec, Role
-from protocol.errors import ConfigError
+from protocol.errors import ConfigError, InvalidInput
+from protocol.limits import STATE_FILE_MAX_BYTES
 from protocol.sagemaker import (
     DEFAULT_STATE_FILE,
     STATE_FORMAT,
@@ -35,6 +36,7 @@ from protocol.sagemaker import (
     parse_state_file,
 )
 from services.aws import validate_region
+from services.files import read_user_file
 
 __all__ = ["DEFAULT_STATE_FILE", "STATE_FORMAT", "DeploymentState", "EndpointRecord", "Phase", "ResourceRecord",
            "ResourceStatus", "utc_now"]
@@ -130,13 +132,13 @@ class DeploymentState:
         """Read and validate the file (protocol.sagemaker.DeploymentStateFile, the one shape every reader
         checks). StateError names the file and the field when it is missing, unreadable or damaged."""
         path = Path(path)
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
+        if not path.exists():
             raise StateError(f"no state file at {path}: nothing was deployed from here (or pass --state-file "
-                             "with the file `infra deploy` wrote)") from None
-        except OSError as exc:
-            raise StateError(f"cannot read the state file {path}: {exc.strerror}") from None
+                             "with the file `infra deploy` wrote)")
+        try:  # regular files only, bounded: /dev/zero or a FIFO named as the state file must not hang
+            raw = read_user_file(path, what="the state file", limit=STATE_FILE_MAX_BYTES)
+        except InvalidInput as exc:
+            raise StateError(str(exc)) from None
 
         def damaged(problem: str) -> StateError:
             return StateError(f"the state file {path} is damaged ({problem}); keep it for the names it holds and "

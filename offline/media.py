@@ -22,7 +22,8 @@ Deliberate differences (an offline engine must stay bounded and cannot use the n
 limited to 64–2048 per side, videos to 1280² pixels and 257 frames, uploaded reference files to 16 MB and
 16 M pixels; `image_reference.image_url` and an edit's `url` must be data URLs (http(s) URLs are refused, not
 downloaded); an edit takes at most 4 images (FLUX.2-klein's limit, worded as vLLM-Omni words it) and its
-`n` and steps keep the generation route's bounds.
+`n` and steps keep the generation route's bounds. Prompts are capped at PROMPT_MAX_CHARS, bodies by
+offline.guards.BodyLimit, and a render whose client disconnects stops before its next image or frame.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
 from offline import previews
-from protocol.common import ErrorInfo, ErrorResponse
+from offline.guards import render_unless_disconnected
+from protocol.common import ErrorInfo, ErrorResponse, loads
 from protocol.images import (
     EDIT_AUTO_SIZE,
     EDIT_IMAGE_ARRAY_FIELD,
@@ -79,6 +81,7 @@ MAX_FORM_PART_BYTES = 1024 * 1024  # starlette's per-field cap, which vLLM-Omni 
 MAX_REFERENCE_PIXELS = 4096 * 4096  # larger references are refused as decompression bombs
 MAX_VIDEO_PIXELS = 1280 * 1280
 MAX_VIDEO_FRAMES = 257
+ECHO_MAX_CHARS = 80  # how much of a refused value an error message repeats
 DATA_URL_HINT = 'a data URL such as "data:image/jpeg;base64,..."'
 
 router = APIRouter()
@@ -107,6 +110,9 @@ def _body_errors(exc: ValidationError) -> list[dict[str, Any]]:
     for e in errors:
         if e["type"] == "missing":
             e["input"] = None  # FastAPI validates each field on its own: a missing one has no input
+        elif isinstance(e.get("input"), str) and len(e["input"]) > ECHO_MAX_CHARS:
+            # an oversized prompt is not echoed back whole: its start says which one it was
+            e["input"] = e["input"][:ECHO_MAX_CHARS] + f"… ({len(e['input']):,} characters)"
     return errors
 
 
@@ -153,7 +159,7 @@ async def images_generations(request: Request) -> Response:
         return _validation_error(["Unsupported Media Type: Only 'application/json' is allowed"])
     raw = await request.body()
     try:
-        payload = json.loads(raw)
+        payload = loads(raw)  # too deep a nesting is invalid JSON too, not a RecursionError
     except ValueError as exc:  # FastAPI's json_invalid error
         pos, msg = getattr(exc, "pos", 0), getattr(exc, "msg", str(exc))
         return _validation_error([{"type": "json_invalid", "loc": ("body", pos), "msg": "JSON decode error",
@@ -190,11 +196,14 @@ async def images_generations(request: Request) -> Response:
     started = time.perf_counter()
     try:
         # n distinct pictures from one request seed, as one diffusion call with num_outputs_per_prompt=n gives
-        images = await asyncio.to_thread(
-            lambda: [previews.render_image(req.prompt, seed + i, width, height, echo_format) for i in range(req.n)]
+        images = await render_unless_disconnected(
+            request.receive, f"image generation ({req.n} x {width}x{height})",
+            lambda cancel: previews.render_images(req.prompt, seed, width, height, echo_format, req.n, cancel),
         )
     except Exception as exc:  # noqa: BLE001 - vLLM-Omni turns any generation failure into a 500 with its text
         return _error(f"Image generation failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
+    if images is None:
+        return Response(status_code=499)  # the client has gone: nobody reads this
     body = ImageGenerationResponse(
         created=int(time.time()),
         data=[ImageData(b64_json=base64.b64encode(b).decode("ascii")) for b in images],
@@ -244,12 +253,12 @@ async def images_edits(request: Request) -> Response:
         detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
         return _error(str(detail))
     try:
-        return await _edit_from_form(form)
+        return await _edit_from_form(form, request)
     finally:
         await form.close()
 
 
-async def _edit_from_form(form: Any) -> Response:
+async def _edit_from_form(form: Any, request: Request) -> Response:
     fields: dict[str, str] = {}
     for key, value in form.multi_items():
         if isinstance(value, str) and value != "" and key not in (EDIT_URL_FIELD, EDIT_URL_ARRAY_FIELD):
@@ -310,12 +319,15 @@ async def _edit_from_form(form: Any) -> Response:
     quality = max(1, req.output_compression)
     started = time.perf_counter()
     try:
-        images = await asyncio.to_thread(
-            lambda: [previews.render_edit(req.prompt, seed + i, width, height, references, fmt, quality)
-                     for i in range(req.n)]
+        images = await render_unless_disconnected(
+            request.receive, f"image edit ({req.n} x {width}x{height})",
+            lambda cancel: previews.render_edits(req.prompt, seed, width, height, references, fmt, quality, req.n,
+                                                 cancel),
         )
     except Exception as exc:  # noqa: BLE001 - vLLM-Omni turns any failure into a 500 with its text
         return _error(f"Image edit failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
+    if images is None:
+        return Response(status_code=499)  # the client has gone: nobody reads this
     elapsed = time.perf_counter() - started
     body = ImageGenerationResponse(
         created=int(time.time()),
@@ -413,12 +425,12 @@ async def videos_sync(request: Request) -> Response:
                     "video size, or the image as an input_reference file part.")
         return _error(f"{detail}{hint}")
     try:
-        return await _video_from_form(form)
+        return await _video_from_form(form, request)
     finally:
         await form.close()
 
 
-async def _video_from_form(form: Any) -> Response:
+async def _video_from_form(form: Any, request: Request) -> Response:
     fields: dict[str, str] = {}
     for key, value in form.multi_items():
         if isinstance(value, str) and value != "":  # FastAPI treats an empty form field as absent
@@ -437,7 +449,7 @@ async def _video_from_form(form: Any) -> Response:
     image_reference = None
     if req.image_reference is not None:
         try:
-            image_reference = json.loads(req.image_reference)
+            image_reference = loads(req.image_reference)
         except ValueError:
             return _error("Invalid JSON in form field.", param="image_reference")
     if image_reference is not None and upload is not None:
@@ -490,11 +502,15 @@ async def _video_from_form(form: Any) -> Response:
     stages: dict[str, float] = {}
     started = time.perf_counter()
     try:
-        mp4 = await asyncio.to_thread(
-            previews.render_video, req.prompt, seed, width, height, frames, fps, reference, stages
+        mp4 = await render_unless_disconnected(
+            request.receive, f"video render ({width}x{height}, {frames} frames)",
+            lambda cancel: previews.render_video(req.prompt, seed, width, height, frames, fps, reference, stages,
+                                                 cancel),
         )
     except Exception as exc:  # noqa: BLE001 - vLLM-Omni answers any generation failure with a 500 and its text
         return _error(f"Video generation failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
+    if mp4 is None:
+        return Response(status_code=499)  # the client has gone: nobody reads this
     elapsed = time.perf_counter() - started
     return Response(
         mp4,

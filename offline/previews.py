@@ -11,6 +11,9 @@ Plain functions, reusable outside the engine:
 - `render_edit(prompt, seed, width, height, references, fmt)` → the references (1–4 PIL images) fitted into
   a collage, the prompt's picture blended over them, captioned and labelled; encoded bytes
 - `render_video(prompt, seed, width, height, num_frames, fps, reference=None)` → MP4 bytes
+
+`render_images`, `render_edits` and `render_video` take an optional `cancel` event, checked between images and
+between frames: once it is set they raise offline.guards.Cancelled (the engine sets it when the client leaves).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from functools import lru_cache
 import av
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
+
+from offline.guards import Cancelled
 
 PREVIEW_LABEL = "OFFLINE PREVIEW"
 IMAGE_FORMATS = {"png": "PNG", "jpeg": "JPEG", "jpg": "JPEG", "webp": "WEBP"}
@@ -83,7 +88,8 @@ def _paste_corner(img: Image.Image, tile: Image.Image, corner: str) -> None:
 def _wrap(prompt: str, width: int, size: int, max_lines: int) -> list[str]:
     """The prompt wrapped to the width of the picture, at most `max_lines` lines (an ellipsis says "more")."""
     chars = max(8, int(width / (size * 0.62)))
-    lines = textwrap.wrap(prompt, chars) or [prompt[:chars] or " "]
+    # Only what can show is wrapped: textwrap is slow on long text, and the rest is cut anyway.
+    lines = textwrap.wrap(prompt[: chars * (max_lines + 1)], chars) or [prompt[:chars] or " "]
     if len(lines) > max_lines:
         lines = lines[:max_lines]
         lines[-1] = lines[-1][: max(1, chars - 1)] + "…"
@@ -142,6 +148,21 @@ def _caption(img: Image.Image, prompt: str, label: str) -> None:
 def render_image(prompt: str, seed: int, width: int, height: int, fmt: str = "png") -> bytes:
     """Encoded preview image bytes (png, jpeg/jpg or webp); the same inputs give the same bytes."""
     return encode(preview_picture(prompt, seed, width, height), fmt)
+
+
+def render_images(prompt: str, seed: int, width: int, height: int, fmt: str, n: int,
+                  cancel: threading.Event | None = None) -> list[bytes]:
+    """`n` previews for seeds seed, seed+1, … (as one diffusion call with num_outputs_per_prompt=n gives)."""
+    images = []
+    for i in range(n):
+        _check(cancel, f"{i} of {n} images")
+        images.append(render_image(prompt, seed + i, width, height, fmt))
+    return images
+
+
+def _check(cancel: threading.Event | None, done: str) -> None:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled(done)
 
 
 def encode(img: Image.Image, fmt: str, quality: int = 90) -> bytes:
@@ -214,6 +235,16 @@ def render_edit(prompt: str, seed: int, width: int, height: int, references: lis
     return encode(edit_picture(prompt, seed, width, height, references), fmt, quality)
 
 
+def render_edits(prompt: str, seed: int, width: int, height: int, references: list[Image.Image], fmt: str,
+                 quality: int, n: int, cancel: threading.Event | None = None) -> list[bytes]:
+    """`n` edit previews for seeds seed, seed+1, …"""
+    images = []
+    for i in range(n):
+        _check(cancel, f"{i} of {n} edits")
+        images.append(render_edit(prompt, seed + i, width, height, references, fmt, quality))
+    return images
+
+
 def cover(img: Image.Image, width: int, height: int) -> Image.Image:
     """Scale and centre-crop `img` to exactly width×height, keeping its aspect ratio (no distortion)."""
     img = img.convert("RGB")
@@ -281,6 +312,7 @@ def render_video(
     fps: int,
     reference: Image.Image | None = None,
     timings: dict[str, float] | None = None,
+    cancel: threading.Event | None = None,
 ) -> bytes:
     """An H.264 (yuv420p) MP4 of exactly `num_frames` frames at `fps`.
 
@@ -320,6 +352,7 @@ def render_video(
         stream.options = {"preset": "ultrafast", "crf": "26"}
         draw_s += time.perf_counter() - t_start
         for i in range(num_frames):
+            _check(cancel, f"{i} of {num_frames} frames")
             t0 = time.perf_counter()
             ease = 0.5 - 0.5 * math.cos(math.pi * i / max(1, num_frames - 1))
             scale = 1 + (ZOOM - 1) * ease  # 1.0 (the whole source) → ZOOM

@@ -34,8 +34,10 @@ PREVIEW_NOTES = {
 
 def create_app() -> FastAPI:
     from offline import media, speech, voices
+    from offline.guards import BodyLimit
 
     app = FastAPI(title="Omni Studio offline engine", version="0.30-compatible")
+    app.add_middleware(BodyLimit)  # an oversized body is refused before any route reads it
     app.state.voices = voices.VoiceStore.from_env()  # uploaded voices (in memory; OMNI_ENGINE_VOICES_DIR keeps them)
 
     @app.get("/health")

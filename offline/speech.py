@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,6 +39,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from offline import voice, voices
+from offline.guards import unless_disconnected
 from offline.splitter import TextSplitter, strip_blank
 from offline.styles import (
     Style,
@@ -48,7 +49,7 @@ from offline.styles import (
     style_for_pitch,
     style_for_speaker,
 )
-from protocol.common import ErrorInfo, ErrorResponse, dumps
+from protocol.common import ErrorInfo, ErrorResponse, dumps, loads
 from protocol.limits import (
     CONFIG_TIMEOUT_S,
     IDLE_TIMEOUT_S,
@@ -415,7 +416,7 @@ class _Session:
             await self._send_error("WebSocket message too large")
             return None
         try:
-            msg = json.loads(raw)
+            msg = loads(raw)  # nesting deeper than JSON_MAX_DEPTH is invalid JSON too, not an internal error
         except json.JSONDecodeError:
             await self._send_error("Invalid JSON message")
             return None
@@ -628,30 +629,6 @@ def _error(message: str, status: int = 400, error_type: str = "BadRequestError")
     return JSONResponse(body.model_dump(), status_code=status)
 
 
-async def _until_disconnected(request: Request) -> None:
-    """Return once the HTTP client has gone (its body is read by then, so only a disconnect can come)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _unless_disconnected(request: Request, work: Awaitable[bytes]) -> bytes | None:
-    """`work`'s result, or None when the client disconnects first: then `work` is cancelled.
-
-    A plain (non-streaming) response is only sent at the end, and nothing else reads the connection while
-    it is made, so without this an abandoned long request would keep the voice busy to the last sentence.
-    """
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.create_task(_until_disconnected(request))
-    try:
-        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-        if not task.done():
-            task.cancel()  # closes the voice's stream, which drops its queued synthesis
-            await asyncio.wait((task,))  # let it unwind; never raises
-    return None if task.cancelled() else task.result()
-
-
 async def _speech_file(text: str, speed: float, response_format: str, style: Style | None) -> bytes:
     pcm = bytearray()
     async with contextlib.aclosing(voice.stream_pcm(text, speed=speed, fast_start=False, style=style)) as stream:
@@ -740,7 +717,7 @@ def _create_router() -> APIRouter:
             return StreamingResponse(_sse_events(req.input, req.response_format, style), media_type="text/event-stream",
                                      headers=headers)
         try:
-            data = await _unless_disconnected(request, _speech_file(req.input, req.speed, req.response_format, style))
+            data = await unless_disconnected(request.receive, _speech_file(req.input, req.speed, req.response_format, style))
         except Exception as exc:  # an error body, as vLLM-Omni answers, never a bare 500 with a traceback
             log.exception("speech generation failed")
             return _error(f"Speech generation failed: {exc}", 500, "InternalServerError")

@@ -5,8 +5,11 @@ Field names and texts follow vLLM-Omni 0.30 (docs/protocols.md, "Common")."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from protocol.limits import JSON_MAX_DEPTH
 
 # Response headers of the media routes (docs/protocols.md, "Images" and "Videos").
 HEADER_REQUEST_ID = "X-Request-Id"
@@ -32,13 +35,47 @@ def plain_excerpt(text: str, limit: int = ERROR_EXCERPT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
+def loads(text: str | bytes, *, max_depth: int = JSON_MAX_DEPTH) -> Any:
+    """`json.loads`, refusing arrays/objects nested deeper than `max_depth` as invalid JSON.
+
+    Deep nesting is a json.JSONDecodeError (a ValueError) like any other bad JSON, never a RecursionError: the
+    C decoder recurses once per level, so "[[[[…" a hundred thousand deep would otherwise escape as an
+    internal error, and anything just under the interpreter's limit would break the code that walks it.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError(f"nesting deeper than {max_depth} levels", _doc(text), 0) from None
+    if _deeper_than(value, max_depth):
+        raise json.JSONDecodeError(f"nesting deeper than {max_depth} levels", _doc(text), 0)
+    return value
+
+
+def _doc(text: str | bytes) -> str:
+    return text if isinstance(text, str) else ""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays/objects in `value` nest deeper than `limit` (the outermost counts 1); iterative."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 def error_text(body: str) -> str:
     """The server's own words from a vLLM-Omni/OpenAI/FastAPI JSON error body — its `error` (or `error.message`),
     `detail` or `message` field — as a bounded plain excerpt; "" when the body is not such JSON (an HTML page,
     a stack trace): the caller then shows the status alone."""
     try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
+        data = loads(body)
+    except ValueError:
         return ""
     if not isinstance(data, dict):
         return ""

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.limits import IMAGE_GUIDANCE, IMAGE_N, IMAGE_SIZE, IMAGE_STEPS
+from protocol.limits import IMAGE_GUIDANCE, IMAGE_N, IMAGE_SIZE, IMAGE_STEPS, PROMPT_MAX_CHARS
 
 IMAGES_PATH = "/v1/images/generations"
 IMAGE_EDITS_PATH = "/v1/images/edits"
@@ -38,13 +38,13 @@ class ImageGenerationRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    prompt: str = Field(min_length=1)
+    prompt: str = Field(min_length=1, max_length=PROMPT_MAX_CHARS)
     model: str | None = None
     n: int = Field(default=1, ge=IMAGE_N.lo, le=IMAGE_N.hi)
     size: str | None = None
     num_inference_steps: int | None = Field(default=None, ge=IMAGE_STEPS.lo, le=IMAGE_STEPS.hi)
     guidance_scale: float | None = Field(default=None, ge=IMAGE_GUIDANCE.lo, le=IMAGE_GUIDANCE.hi)
-    negative_prompt: str | None = None
+    negative_prompt: str | None = Field(default=None, max_length=PROMPT_MAX_CHARS)
     seed: int | None = None
     output_format: ImageOutputFormat = "png"
     response_format: Literal["b64_json"] = "b64_json"
@@ -76,7 +76,7 @@ class ImageEditForm(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    prompt: str = Field(min_length=1)
+    prompt: str = Field(min_length=1, max_length=PROMPT_MAX_CHARS)
     model: str | None = None
     n: int = Field(default=1, ge=IMAGE_N.lo, le=IMAGE_N.hi)
     size: str = EDIT_AUTO_SIZE  # "WxH", or "auto": the first reference's size
@@ -84,7 +84,7 @@ class ImageEditForm(BaseModel):
     output_format: str | None = "png"  # png | jpeg | jpg | webp; anything else: jpeg (png if background=transparent)
     background: str | None = "auto"
     output_compression: int = Field(default=100, ge=0, le=100)  # JPEG/WebP quality of the answer
-    negative_prompt: str | None = None
+    negative_prompt: str | None = Field(default=None, max_length=PROMPT_MAX_CHARS)
     num_inference_steps: int | None = Field(default=None, ge=IMAGE_STEPS.lo, le=IMAGE_STEPS.hi)
     guidance_scale: float | None = Field(default=None, ge=IMAGE_GUIDANCE.lo, le=IMAGE_GUIDANCE.hi)
     true_cfg_scale: float | None = None

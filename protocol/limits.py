@@ -49,6 +49,28 @@ VOICE_SAMPLE_MAX_BYTES = 10 * 1024 * 1024  # POST /v1/audio/voices `audio_sample
 INSTRUCTIONS_MAX_CHARS = 500  # style instructions / a voice description (vLLM-Omni's cap)
 FIRST_CHUNK_FRAMES = Range(1, 64)  # initial_codec_chunk_frames the studio offers: smaller = earlier first audio
 
+# -- prompts and text: the request models refuse longer ones, naming the field and the limit ----------------
+# vLLM-Omni states no cap on an image or video prompt; what reaches the model is cut by its text encoder at
+# `max_sequence_length` = 512 tokens (FLUX.2 and Wan's T5), about 2,000 characters of English. 4,000
+# characters lose nothing a model would read, and a 60 MB prompt is refused before any work is done.
+PROMPT_MAX_CHARS = 4_000  # `prompt` and `negative_prompt` of image generations, image edits and videos
+# REST speech `input`: what one `input.text` message may carry on vLLM-Omni's WebSocket (128 KiB); longer
+# text goes over the WebSocket in several messages (services/speech/text.py).
+SPEECH_INPUT_MAX_CHARS = 128 * 1024
+
+
+def check_length(name: str, value: str | None, limit: int = PROMPT_MAX_CHARS) -> None:
+    """InvalidInput naming `name` and the limit when `value` is longer than `limit` characters."""
+    if isinstance(value, str) and len(value) > limit:
+        raise InvalidInput(f"{name} is {len(value):,} characters long; at most {limit:,} are accepted — shorten it")
+
+
+# -- the offline engine's request bodies (vLLM-Omni sets none): refused from Content-Length, or as they stream
+# in, before anything is parsed
+ENGINE_JSON_BODY_BYTES = 8 * 1024 * 1024  # a JSON body: a REST speech request with a 30 s ref_audio fits
+ENGINE_FORM_BODY_BYTES = 72 * 1024 * 1024  # a multipart body: 4 edit references of ENGINE_FILE_PART_BYTES + fields
+JSON_MAX_DEPTH = 32  # nesting of arrays/objects in one JSON message; no wire message goes deeper than 3
+
 # -- images (POST /v1/images/generations) ---------------------------------------------------------------
 IMAGE_SIZE = Range(64, 2048)  # width and height, pixels
 IMAGE_STEPS = Range(1, 200)
@@ -74,6 +96,15 @@ MAX_PIXELS = 40_000_000  # ~8K x 5K; more is refused from the header alone (deco
 # vLLM-Omni (Starlette's form parser) caps each multipart part at 1 MiB; stay clearly under it.
 REFERENCE_PART_LIMIT = 1_000_000
 ENGINE_FILE_PART_BYTES = 16 * 1024 * 1024  # the offline engine's bound on a file part (vLLM-Omni sets none)
+
+# -- files the user names (services/files.py reads them: regular files only, at most this many bytes) -------
+PROMPTS_FILE_MAX_BYTES = 4 * 1024 * 1024  # an evaluation's prompts_file: a thousand prompts at the cap fit
+SPEC_FILE_MAX_BYTES = 1024 * 1024  # an evaluation SPEC.toml, a load-test --spec JSON
+RATINGS_FILE_MAX_BYTES = 16 * 1024 * 1024  # a filled ratings CSV to import
+STATE_FILE_MAX_BYTES = 16 * 1024 * 1024  # an infra deployment state file (a few KB in practice)
+# A reference recording (voices add --audio, --ref-audio): at most 30 s, which even as 96 kHz 32-bit stereo
+# WAV is 23 MB; anything larger cannot be a usable reference.
+REFERENCE_AUDIO_FILE_MAX_BYTES = 32 * 1024 * 1024
 
 # -- SageMaker ---------------------------------------------------------------------------------------------
 ASYNC_INLINE_LIMIT = 128_000  # bytes: larger async request payloads must go through S3

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from protocol.common import ErrorInfo
-from protocol.limits import SPEED
+from protocol.limits import SPEECH_INPUT_MAX_CHARS, SPEED
 
 SPEECH_STREAM_PATH = "/v1/audio/speech/stream"
 
@@ -391,7 +391,7 @@ class SpeechRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    input: str = Field(min_length=1)
+    input: str = Field(min_length=1, max_length=SPEECH_INPUT_MAX_CHARS)
     model: str | None = None
     voice: str | None = None
     language: str | None = None

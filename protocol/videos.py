@@ -10,6 +10,7 @@ from protocol.limits import (
     VIDEO_GUIDANCE,
     VIDEO_FORM_SIZE,
     VIDEO_STEPS,
+    PROMPT_MAX_CHARS,
 )
 
 VIDEO_SYNC_PATH = "/v1/videos/sync"
@@ -20,7 +21,7 @@ class VideoSyncForm(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    prompt: str = Field(min_length=1)
+    prompt: str = Field(min_length=1, max_length=PROMPT_MAX_CHARS)
     model: str | None = None
     width: int | None = Field(default=None, ge=VIDEO_FORM_SIZE.lo, le=VIDEO_FORM_SIZE.hi)
     height: int | None = Field(default=None, ge=VIDEO_FORM_SIZE.lo, le=VIDEO_FORM_SIZE.hi)
@@ -31,7 +32,7 @@ class VideoSyncForm(BaseModel):
     num_inference_steps: int | None = Field(default=None, ge=VIDEO_STEPS.lo, le=VIDEO_STEPS.hi)
     guidance_scale: float | None = Field(default=None, ge=VIDEO_GUIDANCE.lo, le=VIDEO_GUIDANCE.hi)
     seed: int | None = None
-    negative_prompt: str | None = None
+    negative_prompt: str | None = Field(default=None, max_length=PROMPT_MAX_CHARS)
     image_reference: str | None = None  # JSON string {"image_url": "data:image/jpeg;base64,..."}
 
     def form_fields(self) -> dict[str, str]:

@@ -25,7 +25,8 @@ from typing import Any
 
 import botocore.exceptions as bx
 
-from protocol.errors import ConfigError, ServerError
+from protocol.errors import ConfigError, InvalidInput, ServerError
+from protocol.limits import STATE_FILE_MAX_BYTES
 from protocol.sagemaker import (
     ROLES,
     DeploymentStateFile,
@@ -37,6 +38,7 @@ from protocol.sagemaker import (
 from protocol.speech import QWEN3_TTS_LANGUAGES, QWEN3_TTS_SPEAKERS, TaskType, task_types_for_model
 from services.aws import AwsSession, aws_error, http2_endpoint, missing_endpoint, validate_region
 from services.base import Backend, BackendHealth
+from services.files import read_user_file
 from services.history import History
 from services.images import ImageClient
 from services.images.sagemaker import SageMakerImageTransport
@@ -76,9 +78,9 @@ def read_state_file(path: Path) -> DeploymentStateFile | None:
     if not path.is_file():
         return None
     try:
-        return parse_state_file(path.read_bytes())
-    except (OSError, StateFileInvalid) as exc:
-        problem = exc.strerror if isinstance(exc, OSError) else str(exc)
+        return parse_state_file(read_user_file(path, what="the state file", limit=STATE_FILE_MAX_BYTES))
+    except (InvalidInput, StateFileInvalid) as exc:
+        problem = str(exc)
         raise ConfigError(f"the deployment state file {path} cannot be read: {problem}; fix or remove it, or set the "
                           "endpoint names in the settings") from None
 

@@ -8,7 +8,12 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
+import re
+import socket
+import time
 from http import HTTPStatus
+from pathlib import Path
 
 import av
 import httpx
@@ -16,6 +21,8 @@ import numpy as np
 import pytest
 from PIL import Image
 from urllib3 import encode_multipart_formdata
+
+from protocol.limits import ENGINE_JSON_BODY_BYTES, PROMPT_MAX_CHARS
 
 IMAGES = "/v1/images/generations"
 EDITS = "/v1/images/edits"
@@ -437,3 +444,107 @@ def test_edit_decompression_bomb_and_json_bodies_are_refused(engine_url):
     as_json = httpx.post(f"{engine_url}{EDITS}", json={"prompt": "x"}, timeout=30)
     assert "multipart/form-data only" in error_of(as_json)["message"]
 
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Limits: oversized prompts and bodies, deep JSON, abandoned renders
+def peak_rss_bytes(pid: int) -> int:
+    """The process's peak resident memory (VmHWM), from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.timeout(120)
+def test_oversized_prompts_are_400_naming_the_field_and_the_limit(engine_url):
+    long = "a lighthouse " * (PROMPT_MAX_CHARS // 13 + 1)
+    assert len(long) > PROMPT_MAX_CHARS
+    for field in ("prompt", "negative_prompt"):
+        body = {"prompt": "x", "size": "64x64"} | {field: long}
+        err = error_of(generate(engine_url, **body))
+        assert err["param"] == f"body.{field}" and f"at most {PROMPT_MAX_CHARS} characters" in err["message"]
+        assert len(err["message"]) < 1000  # the prompt is not echoed back whole
+    err = error_of(post_video(engine_url, {"prompt": long, "width": 64, "height": 64, "num_frames": 1}))
+    assert err["param"] == "body.prompt" and f"at most {PROMPT_MAX_CHARS} characters" in err["message"]
+    err = error_of(edit(engine_url, {"prompt": long}, [image_file(RED)]))
+    assert err["param"] == "body.prompt" and f"at most {PROMPT_MAX_CHARS} characters" in err["message"]
+    # at the limit it is drawn
+    assert generate(engine_url, prompt=long[:PROMPT_MAX_CHARS], size="64x64").status_code == 200
+
+
+@pytest.mark.timeout(120)
+def test_a_300_mb_body_is_refused_before_the_engine_reads_it(offline_engine):
+    url, pid = offline_engine.url, offline_engine.process.pid
+    assert generate(url, prompt="warm up", size="64x64").status_code == 200
+    peak_before = peak_rss_bytes(pid)
+    total = 300 * 1024 * 1024
+    chunk = b"[" * (1024 * 1024)
+
+    def declared() -> dict[str, str]:
+        return {"content-type": "application/json", "content-length": str(total)}
+
+    for headers in (declared(), {"content-type": "application/json"}):  # with Content-Length, then chunked
+        sent = 0
+
+        def body():
+            nonlocal sent
+            for _ in range(total // len(chunk)):
+                sent += len(chunk)
+                yield chunk
+
+        try:
+            resp = httpx.post(f"{url}{IMAGES}", content=body(), headers=headers, timeout=60)
+        except httpx.TransportError:
+            pass  # the engine closed the connection: also a refusal
+        else:
+            err = error_of(resp, 413)
+            assert f"at most {ENGINE_JSON_BODY_BYTES:,} bytes" in err["message"], err
+        assert sent < total // 4, f"the client sent {sent:,} bytes before the engine refused"
+    assert peak_rss_bytes(pid) - peak_before < 100 * 1024 * 1024
+    assert generate(url, prompt="still serving", size="64x64").status_code == 200
+
+
+@pytest.mark.timeout(120)
+def test_deeply_nested_json_is_invalid_json(engine_url):
+    deep = "[" * 100_000 + "]" * 100_000
+    resp = httpx.post(f"{engine_url}{IMAGES}", content=deep, headers={"content-type": "application/json"}, timeout=30)
+    err = error_of(resp)
+    assert "JSON decode error" in err["message"] and "nesting deeper than" in err["message"]
+    nested = '{"image_url": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    err = error_of(post_video(engine_url, {"prompt": "x", "image_reference": nested}))
+    assert err["message"] == "Invalid JSON in form field." and err["param"] == "image_reference"
+
+
+@pytest.mark.timeout(180)
+def test_an_abandoned_render_is_cancelled_and_the_engine_keeps_serving(offline_engine):
+    url = offline_engine.url
+    fields = {"prompt": "a long pan over the sea", "width": "1280", "height": "720", "num_frames": "257", "fps": "24"}
+    body, ctype = encode_multipart_formdata(fields)
+    host, port = url.removeprefix("http://").split(":")
+    pid = offline_engine.process.pid
+    # The whole request; once the engine is busy rendering it (its CPU time grows: the body has been read,
+    # since a client gone before that is never rendered at all), the client goes away without the answer.
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        cpu_before = cpu_seconds(pid)
+        sock.sendall(f"POST {VIDEOS} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {ctype}\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        for _ in range(300):
+            if cpu_seconds(pid) - cpu_before >= 0.3:
+                break
+            time.sleep(0.05)
+    pattern = re.compile(r"video render \(1280x720, 257 frames\) cancelled after (\d+) of 257 frames")
+    found = None
+    for _ in range(1200):  # a bound on the wait, not a timing check: the line comes when the thread stops
+        if found := pattern.search(offline_engine.log_tail(200)):
+            break
+        time.sleep(0.1)
+    assert found, f"no cancelled render in the engine log:\n{offline_engine.log_tail(20)}"
+    assert int(found.group(1)) < 257
+    assert generate(url, prompt="after the abandoned one", size="64x64").status_code == 200

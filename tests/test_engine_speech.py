@@ -28,6 +28,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from offline import voice
 from offline.speech import CONFIG_TIMEOUT_ENV, IDLE_TIMEOUT_ENV, SpeechStreamHandler
+from protocol.limits import SPEECH_INPUT_MAX_CHARS
 from protocol.speech import QWEN3_TTS_SPEAKERS, SPEECH_STREAM_PATH
 from tests.conftest import free_port
 
@@ -478,6 +479,8 @@ def test_bad_messages_after_config_keep_the_connection(engine_url: str) -> None:
             assert await c.recv_json() == {"type": "error", "message": "Invalid JSON message"}
             await c.ws.send("[1, 2, 3]")
             assert await c.recv_json() == {"type": "error", "message": "WebSocket messages must be JSON objects"}
+            await c.ws.send('{"type": "input.text", "text": ' + "[" * 100_000 + "]" * 100_000 + "}")
+            assert await c.recv_json() == {"type": "error", "message": "Invalid JSON message"}
             await c.send(type="what.is.this")
             assert await c.recv_json() == {"type": "error", "message": "Unknown message type: what.is.this"}
             await c.send(type="input.text", text="x" * (128 * 1024 + 1))
@@ -511,6 +514,7 @@ def test_bad_messages_after_config_keep_the_connection(engine_url: str) -> None:
         ('{"type": "session.config", "model": "no/such-model"}', "The model `no/such-model` does not exist."),
         (json.dumps({"type": "session.config", "ref_audio": "z" * (4 * 1024 * 1024)}), "WebSocket message too large"),
         ('{"type": "session.config", "instructions": "\\ud83d"}', "The field 'instructions' is not valid Unicode"),
+        ("[" * 100_000 + "]" * 100_000, "Invalid JSON message"),  # too deep: invalid JSON, not an internal error
     ],
 )
 def test_bad_first_message_ends_the_connection(engine_url: str, first: str, message: str) -> None:
@@ -719,6 +723,8 @@ def test_rest_sse_streaming(engine_url: str) -> None:
          "Streaming is not supported with speed adjustment"),
         ({"input": "Hi", "response_format": "aiff"}, 400, "response_format"),
         ({"text": "Hi"}, 400, "input"),
+        ({"input": "Hi. " * (SPEECH_INPUT_MAX_CHARS // 4 + 1)}, 400,
+         f"input\n  String should have at most {SPEECH_INPUT_MAX_CHARS} characters"),
     ],
 )
 def test_rest_errors(engine_url: str, body: dict[str, Any], status: int, message: str) -> None:

@@ -22,8 +22,9 @@ import json
 import sys
 from pathlib import Path
 
-from protocol.errors import InvalidInput
+from protocol.limits import RATINGS_FILE_MAX_BYTES
 from services.cli.common import check_out, save_output
+from services.files import read_user_file
 
 FORMATS = ("json", "csv", "md", "html")
 
@@ -103,10 +104,8 @@ def run(args: argparse.Namespace) -> int:
 def import_cmd(args: argparse.Namespace) -> int:
     from services.eval import import_ratings_outcome
 
-    try:
-        data = args.csv.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {args.csv} ({exc.strerror or exc}); give the filled ratings CSV") from None
+    data = read_user_file(args.csv, what="the ratings CSV", limit=RATINGS_FILE_MAX_BYTES,
+                          hint="; give the filled ratings CSV")
     print(import_ratings_outcome(_store(), args.id, data).text(args.id))
     return 0
 

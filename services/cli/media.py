@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import InvalidInput, JobFailed
+from protocol.limits import MAX_UPLOAD_BYTES
 from services.cli.common import Saved, check_out, read_text, save_output
+from services.files import read_user_file
 from services.images import DEFAULT_SIZE, EditReference, ImageEditRequest, ImageRequest
 from services.images import DEFAULT_STEPS as IMAGE_STEPS
 from services.videos import (
@@ -164,19 +166,13 @@ def run_image(args: argparse.Namespace) -> int:
 
 
 def _edit_reference(path: Path) -> EditReference:
-    try:
-        return EditReference(path.read_bytes(), name=path.name)
-    except OSError as exc:
-        raise InvalidInput(f"cannot read --edit {path} ({exc.strerror or exc})") from None
+    return EditReference(read_user_file(path, what="--edit", limit=MAX_UPLOAD_BYTES), name=path.name)
 
 
 def _reference(path: Path | None) -> tuple[bytes | None, str | None]:
     if path is None:
         return None, None
-    try:
-        return path.read_bytes(), path.name
-    except OSError as exc:
-        raise InvalidInput(f"cannot read --image {path} ({exc.strerror or exc})") from None
+    return read_user_file(path, what="--image", limit=MAX_UPLOAD_BYTES), path.name
 
 
 def run_video(args: argparse.Namespace) -> int:

@@ -28,9 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from protocol.errors import InvalidInput
-from protocol.limits import FIRST_CHUNK_FRAMES, INSTRUCTIONS_MAX_CHARS
+from protocol.limits import FIRST_CHUNK_FRAMES, INSTRUCTIONS_MAX_CHARS, REFERENCE_AUDIO_FILE_MAX_BYTES
 from protocol.speech import SplitGranularity
 from services.cli.common import check_out, read_text, save_output
+from services.files import read_user_file
 from services.speech import PcmChunk, ReferenceAudio, Utterance, load_reference, require_text, speech_config
 
 
@@ -136,10 +137,8 @@ def run(args: argparse.Namespace) -> int:
 
 def read_reference(path: Path) -> ReferenceAudio:
     """--ref-audio read and checked (length, level, clipping) before any backend starts."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"cannot read --ref-audio {path} ({exc.strerror or exc}); give a recording file") from None
+    data = read_user_file(path, what="--ref-audio", limit=REFERENCE_AUDIO_FILE_MAX_BYTES,
+                          hint="; give a recording file")
     try:
         return load_reference(data)
     except InvalidInput as exc:

@@ -23,8 +23,10 @@ import sys
 from pathlib import Path
 
 from protocol.errors import InvalidInput
+from protocol.limits import REFERENCE_AUDIO_FILE_MAX_BYTES
 from protocol.speech import voice_name_error
 from services.speech import SavedVoice
+from services.files import read_user_file
 from services.speech.reference import ReferenceAudio, load_reference
 
 
@@ -81,10 +83,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def _reference(path: Path) -> ReferenceAudio:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"cannot read --audio {path} ({exc.strerror or exc}); give a recording file") from None
+    data = read_user_file(path, what="--audio", limit=REFERENCE_AUDIO_FILE_MAX_BYTES, hint="; give a recording file")
     try:
         return load_reference(data)
     except InvalidInput as exc:

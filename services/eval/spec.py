@@ -33,8 +33,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from protocol import limits
 from protocol.errors import InvalidInput
-from protocol.limits import Range
+from protocol.limits import PROMPTS_FILE_MAX_BYTES, SPEC_FILE_MAX_BYTES, Range, check_length
 from services.eval.requests import build_request
+from services.files import read_user_file
 
 Modality = Literal["voice", "image", "video"]
 MAX_ITEMS_UNCONFIRMED = 1000
@@ -143,9 +144,11 @@ def _pydantic_problem(exc: ValidationError) -> str:
 
 def read_prompts_file(path: Path) -> list[str]:
     """One prompt per line (.txt), or the first column of each row (.csv; a header row `prompt` is skipped)."""
+    data = read_user_file(path, what="prompts_file", limit=PROMPTS_FILE_MAX_BYTES,
+                          hint="; give a UTF-8 .txt or .csv file")
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
         raise InvalidInput(f"cannot read prompts_file {path} ({exc}); give a UTF-8 .txt or .csv file") from None
     if path.suffix.lower() == ".csv":
         rows = [r[0] for r in csv.reader(io.StringIO(text)) if r]
@@ -201,6 +204,9 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
         prompts = [p.strip() for p in prompts if p.strip()]
     if not prompts:
         raise InvalidInput("the prompt set is empty: give at least one prompt (prompts = [...] or prompts_file)")
+    if modality in ("image", "video"):  # what the image and video servers accept (voice text is split to fit)
+        for i, prompt in enumerate(prompts, 1):
+            check_length(f"prompt {i}", prompt)
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
         raise InvalidInput(f"repeats must be a whole number from 1 to {MAX_REPEATS}, not {repeats!r}")
@@ -255,10 +261,9 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
 
 def load_spec(path: Path, *, yes: bool = False) -> EvalSpec:
     """Read and check a SPEC.toml."""
+    raw = read_user_file(path, what="the SPEC", limit=SPEC_FILE_MAX_BYTES)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise InvalidInput(f"cannot read the SPEC {path} ({exc.strerror or exc})") from None
+        data = tomllib.loads(raw.decode("utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"the SPEC {path} is not valid TOML ({exc})") from None
     return parse_spec(data, base_dir=path.parent, yes=yes)

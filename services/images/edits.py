@@ -38,9 +38,12 @@ from protocol.limits import (
     IMAGE_EDIT_REFERENCES,
     IMAGE_SIZE,
     REFERENCE_PART_LIMIT,
+    MAX_UPLOAD_BYTES,
     SEED,
+    check_length,
 )
 from services import imaging
+from services.files import read_user_file
 from services.images.request import DEFAULT_STEPS, check_settings
 
 if TYPE_CHECKING:
@@ -67,10 +70,7 @@ class EditReference:
     @classmethod
     def from_file(cls, path: Path | str) -> EditReference:
         path = Path(path)
-        try:
-            return cls(path.read_bytes(), name=path.name)
-        except OSError as exc:
-            raise InvalidInput(f"cannot read the reference image {path} ({exc.strerror or exc})") from None
+        return cls(read_user_file(path, what="the reference image", limit=MAX_UPLOAD_BYTES), name=path.name)
 
     @classmethod
     def from_job(cls, job: Job, index: int = 0) -> EditReference:
@@ -107,6 +107,8 @@ class ImageEditRequest:
         that to its own single decode of each reference."""
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise InvalidInput("the prompt is empty: describe the edit you want")
+        check_length("the prompt", self.prompt)
+        check_length("the negative prompt", self.negative_prompt)
         refs = tuple(self.references or ())
         if not all(isinstance(r, EditReference) for r in refs):
             raise InvalidInput("references must be EditReference values (image bytes with a name)")

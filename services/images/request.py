@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import InvalidInput
 from protocol.images import ImageGenerationRequest, ImageOutputFormat, parse_size
-from protocol.limits import IMAGE_GUIDANCE, IMAGE_N, IMAGE_SIZE, IMAGE_STEPS, SEED
+from protocol.limits import IMAGE_GUIDANCE, IMAGE_N, IMAGE_SIZE, IMAGE_STEPS, SEED, check_length
 
 if TYPE_CHECKING:
     pass
@@ -44,6 +44,8 @@ class ImageRequest:
     def validated(self) -> ImageRequest:
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise InvalidInput("the prompt is empty: describe the image you want")
+        check_length("the prompt", self.prompt)
+        check_length("the negative prompt", self.negative_prompt)
         size = check_settings(self.size, self.steps, self.n, self.guidance, self.seed, self.output_format)
         neg = self.negative_prompt.strip() if isinstance(self.negative_prompt, str) else None
         return replace(self, prompt=self.prompt.strip(), size=size, negative_prompt=neg or None)

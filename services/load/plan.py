@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from protocol.errors import InvalidInput
-from protocol.limits import Range
+from protocol.limits import SPEC_FILE_MAX_BYTES, Range
+from services.files import read_user_file
 from services.images import ImageRequest
 from services.speech import require_text, speech_config
 from services.videos import VideoRequest
@@ -148,10 +149,9 @@ WORK_FIELDS: dict[Modality, tuple[str, ...]] = {"voice": _VOICE_FIELDS, "image":
 def read_spec(path: Path) -> dict[str, Any]:
     """A --spec FILE: one JSON object of request fields (voice: text, voice, language; image and video: the
     request's fields, e.g. {"prompt": "…", "size": "512x512", "steps": 4})."""
+    raw = read_user_file(path, what="the spec", limit=SPEC_FILE_MAX_BYTES)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidInput(f"cannot read the spec {path} ({exc.strerror or exc})") from None
+        data = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"the spec {path} is not JSON ({exc})") from None
     if not isinstance(data, dict):

@@ -24,6 +24,7 @@ from protocol.limits import (
     VIDEO_GUIDANCE,
     VIDEO_SIZE,
     VIDEO_STEPS,
+    check_length,
 )
 from protocol.videos import ImageReference, VideoSyncForm
 from services import imaging
@@ -74,6 +75,8 @@ class VideoRequest:
         reference to encode_request, which checks it just the same — one decode instead of two."""
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise InvalidInput("the motion prompt is empty: describe how the scene should move")
+        check_length("the motion prompt", self.prompt)
+        check_length("the negative prompt", self.negative_prompt)
         VIDEO_SIZE.check("width", self.width)
         VIDEO_SIZE.check("height", self.height)
         VIDEO_FRAMES.check("frames", self.frames, hint="Wan rounds to 4k+1, e.g. 17, 33, 49")
