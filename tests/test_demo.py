@@ -145,3 +145,22 @@ def test_a_demo_opens_on_its_first_page_which_keeps_its_own_url(monkeypatch: pyt
     at.run()
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["Voice"]  # / lands on the demo's first page
+
+
+def test_an_admin_adds_a_server_on_the_sidebar_and_the_session_moves_to_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str) -> None:
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", None)  # without sign-in: LOCAL, an admin
+    at.sidebar.text_input(key="_server_url").input("http://ann:pw@127.0.0.1:9/admin?q=")
+    at.sidebar.button(key="_server_add").click().run()
+    assert any("no user name or password" in e.value for e in at.sidebar.error)
+    assert at.selectbox(key="_backend_pick").value == f"omni:{engine_url}"  # nothing changed
+    other = engine_url.replace("127.0.0.1", "localhost")  # the same engine under another name: a second server
+    at.sidebar.text_input(key="_server_url").input(other + "/")
+    at.sidebar.text_input(key="_server_name").input("second")
+    at.sidebar.button(key="_server_add").click().run()
+    assert not at.exception and not at.sidebar.error
+    assert at.selectbox(key="_backend_pick").value == f"omni:{other}"  # this session now uses it
+    assert any(other in c.value for c in at.sidebar.caption)
+    assert f"vLLM-Omni second ({other})" in at.selectbox(key="cmp_0_target").options  # and every picker offers it
+    at.selectbox(key="_backend_pick").set_value("offline").run()
+    assert at.selectbox(key="_backend_pick").value == "offline" and not at.exception

@@ -141,8 +141,12 @@ def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
     if current not in options:  # the settings name backend "omni" without a URL: shown, and named as a problem below
         options.insert(1, current)
         labels[current] = "vLLM-Omni server (no URL set)"
-    picked = st.selectbox("Target", options, index=options.index(current) if current in options else 0,
-                          format_func=labels.__getitem__, key="_backend_pick")
+    # The widget shows what this session uses; a pick changes that in its callback (before the script runs), so an
+    # Add on the sidebar or a server removed meanwhile is shown at once, without a rerun that could undo it.
+    if st.session_state.get("_backend_pick") != current:
+        st.session_state["_backend_pick"] = current
+    st.selectbox("Target", options, format_func=labels.__getitem__, key="_backend_pick", on_change=_picked,
+                 args=(url,))
     if admin:
         with st.expander("Add a vLLM-Omni server"):
             st.text_input("Server URL", key="_server_url", placeholder="http://gpu-box:8091")
@@ -152,10 +156,12 @@ def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
                 st.error(plain(st.session_state["_server_error"]))
     elif not servers:
         st.caption("No vLLM-Omni server is registered; an admin adds one here (or `omni_url` in the settings).")
-    new_name, new_url = ("omni", picked.removeprefix("omni:") or None) if picked.startswith("omni:") else (picked, url)
-    if (new_name, new_url) != (name, url):
-        st.session_state["backend_name"], st.session_state["backend_url"] = new_name, new_url
-        st.rerun()
+
+
+def _picked(url: str | None) -> None:
+    picked = str(st.session_state["_backend_pick"])
+    name, url = ("omni", picked.removeprefix("omni:") or None) if picked.startswith("omni:") else (picked, url)
+    st.session_state["backend_name"], st.session_state["backend_url"] = name, url
 
 
 def _add_server(book) -> None:  # noqa: ANN001
@@ -167,8 +173,7 @@ def _add_server(book) -> None:  # noqa: ANN001
         state["_server_error"] = str(exc)
         return
     state["_server_url"] = state["_server_name"] = ""
-    state["backend_name"], state["backend_url"] = "omni", server.url
-    state.pop("_backend_pick", None)  # the picker is drawn again on the new server
+    state["backend_name"], state["backend_url"] = "omni", server.url  # the picker shows it on this run
 
 
 # ---------------------------------------------------------------------------------------------------------
