@@ -164,3 +164,7 @@ def test_an_admin_adds_a_server_on_the_sidebar_and_the_session_moves_to_it(
     assert f"vLLM-Omni second ({other})" in at.selectbox(key="cmp_0_target").options  # and every picker offers it
     at.selectbox(key="_backend_pick").set_value("offline").run()
     assert at.selectbox(key="_backend_pick").value == "offline" and not at.exception
+    at.selectbox(key="_server_gone").set_value(other)
+    at.sidebar.button(key="_server_remove").click().run()
+    assert f"vLLM-Omni second ({other})" not in at.selectbox(key="cmp_0_target").options
+    assert not [s for s in at.selectbox if s.key == "_server_gone"]  # the settings' server is not removable here

@@ -154,6 +154,12 @@ def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
             st.button("Add server", key="_server_add", on_click=_add_server, args=(book,))
             if st.session_state.get("_server_error"):
                 st.error(plain(st.session_state["_server_error"]))
+            added = {srv.url: f"{srv.name} ({srv.url})" for srv in servers if srv.source.startswith("added by")}
+            if added:  # the settings' own servers are edited in the settings
+                gone = st.selectbox("Remove a server added here", list(added), format_func=added.get,
+                                    key="_server_gone")
+                st.button("Remove server", key="_server_remove", on_click=lambda: book.remove_server(
+                    auth.principal(), gone))
     elif not servers:
         st.caption("No vLLM-Omni server is registered; an admin adds one here (or `omni_url` in the settings).")
 
