@@ -124,7 +124,7 @@ async def handle(emu: Emulator, scope: dict[str, Any], receive: Any, send: Any) 
 
 async def _connect(emu: Emulator, endpoint: str, url: str) -> websockets.ClientConnection:
     if (broken := versions.broken_reason(emu.registry, endpoint)) is not None:  # faults.broken_images
-        raise model_error(emu, endpoint, 500, broken)
+        raise model_error(emu, endpoint, 500, versions.broken_body(broken))
     try:
         return await websockets.connect(
             url, open_timeout=CONNECT_TIMEOUT_S, max_size=WS_MAX_MESSAGE, compression=None, proxy=None

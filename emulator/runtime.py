@@ -107,7 +107,7 @@ async def call_engine(
     if not _ROUTE.match(route) or "/../" in f"{route}/":
         raise model_error(emu, endpoint, 400, f"invalid route {route!r} in CustomAttributes")
     if (broken := versions.broken_reason(emu.registry, endpoint)) is not None:  # faults.broken_images
-        raise model_error(emu, endpoint, 500, broken)
+        raise model_error(emu, endpoint, 500, versions.broken_body(broken))
     headers = {"Content-Type": content_type or "application/octet-stream", "Accept": accept or "*/*"}
     if attributes:
         headers["X-Amzn-SageMaker-Custom-Attributes"] = attributes

@@ -25,6 +25,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from protocol.common import ErrorInfo, ErrorResponse, dumps
+
 # The registry imports this module, so its types are not imported here: `reg` is an emulator.registry.Registry,
 # `record` an EndpointRecord, `d` a Deployment.
 Registry = EndpointRecord = Deployment = Any
@@ -70,6 +72,11 @@ def failing_image(reg: Registry, deployments: list[Deployment]) -> str | None:
             return (f"The primary container for production variant {d.name} did not pass the ping health check: "
                     f"{text}. Please check CloudWatch logs for this endpoint.")
     return None
+
+
+def broken_body(reason: str) -> str:
+    """What a broken image's vLLM server answers: its JSON error body (the container's OriginalMessage)."""
+    return dumps(ErrorResponse(error=ErrorInfo(message=reason, type="InternalServerError", code=500)))
 
 
 def broken_reason(reg: Registry, endpoint: str) -> str | None:

@@ -22,7 +22,7 @@ import botocore.loaders
 import botocore.session
 from botocore.config import Config
 
-from protocol.common import error_text
+from protocol.common import error_text, plain_excerpt
 from protocol.errors import BackendUnreachable, ConfigError, ServerError, StudioError
 
 USER_AGENT_EXTRA = "omni-studio"
@@ -169,8 +169,12 @@ def aws_error(exc: Exception, doing: str, *, profile: str | None = None) -> Stud
                                status=status)
         if code == "ModelError":
             original = exc.response.get("OriginalStatusCode", err.get("OriginalStatusCode"))
-            text = error_text(str(exc.response.get("OriginalMessage", err.get("OriginalMessage")) or message))
-            return ServerError(f"{doing}: the model answered HTTP {original}: {text}",
+            if original is None:  # no answer from the container (a timeout): SageMaker's own words
+                return ServerError(f"{doing}: {plain_excerpt(message)}", status=status)
+            # The container's JSON error field only, never its raw body (docs/team.md, Targets).
+            text = error_text(str(exc.response.get("OriginalMessage", err.get("OriginalMessage")) or ""))
+            return ServerError(f"{doing}: the model answered HTTP {original}: "
+                               + (text or "its answer is not a JSON error; the endpoint's CloudWatch logs say more"),
                                status=int(original) if str(original).isdigit() else status)
         return ServerError(f"{doing}: {message} ({code})" if code else f"{doing}: {message}", status=status)
     if isinstance(exc, bx.BotoCoreError):

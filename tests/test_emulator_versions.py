@@ -172,4 +172,4 @@ def test_an_alarm_set_during_the_bake_rolls_back_and_a_plain_update_to_a_broken_
     with pytest.raises(ClientError) as info:
         emulator.client("sagemaker-runtime").invoke_endpoint(EndpointName="ver-alarm", Body=b"{}",
                                                              ContentType="application/json", CustomAttributes=ROUTE)
-    assert info.value.response["OriginalMessage"] == "segfault"
+    assert json.loads(info.value.response["OriginalMessage"])["error"]["message"] == "segfault"  # vLLM's JSON error body

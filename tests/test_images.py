@@ -113,13 +113,14 @@ def _http(status: int, body) -> OmniImageTransport:
     (400, {"error": {"message": "Invalid size format: 'x'", "type": "BadRequestError", "code": 400}}, "Invalid size format"),
     (422, {"detail": [{"loc": ["body", "n"], "msg": "Input should be less than or equal to 10"}]}, "n: Input should be"),
     (500, {"detail": "CUDA out of memory"}, "CUDA out of memory"),
-    (503, "upstream busy", "upstream busy"),
+    (503, "<html>upstream busy: internal host 10.0.0.5</html>", "Service Unavailable"),  # not JSON: the status only
 ])
 def test_server_errors_carry_the_servers_message_and_status(status: int, body, words: str) -> None:
     with pytest.raises(ServerError) as err:
         ImageClient(_http(status, body)).generate(ImageRequest("a cat", size="256x256"))
     assert words in str(err.value) and f"HTTP {status}" in str(err.value)
     assert err.value.status == status
+    assert "upstream busy" not in str(err.value) and "10.0.0.5" not in str(err.value)  # never the raw body
 
 
 def test_an_unreachable_server_is_named() -> None:
