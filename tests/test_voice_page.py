@@ -571,3 +571,12 @@ def test_the_page_shows_the_first_audio_heard_in_the_browser_beside_the_studios(
     assert _metric(page, "First audio").endswith(" ms")
     assert _metric(page, "First audio heard") == "—"  # no browser here to hear it
     assert any("First audio heard" in c.value and "click on Speak" in c.value for c in page.caption)
+
+
+def test_a_variants_count_that_came_back_empty_does_not_break_the_page(page: AppTest) -> None:
+    """Chromium once sent the Compare panel's Variants control as None amid the quick reruns of Speak connecting
+    the player; the whole page then failed on int(None)."""
+    page.session_state["vocmp_count"] = None
+    page.run()
+    assert not page.exception, page.exception
+    assert page.session_state["vocmp_count"] == 2
