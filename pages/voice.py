@@ -83,10 +83,6 @@ if run is not None and run.done:
     state["voice_run"] = run = None
 running = run is not None
 
-# The first sound this browser played after the latest click on Speak, measured by the browser (ui/voice_player).
-if (heard := heard_first_audio("Speak")) is not None and heard["seq"] != state.get("voice_heard_seq"):
-    state["voice_heard_seq"], state["voice_heard_ms"] = heard["seq"], heard["ms"]
-
 left, right = st.columns([3, 2], gap="large")
 with right:  # first: whether the player is connected decides whether queued speech is still playing
     st.markdown("**Player**")
@@ -130,6 +126,11 @@ with left:
 def utterance_panel() -> None:
     """The utterance being spoken (refreshed while it streams and while it still plays), else the last one.
     Everything here lives in the fragment, so its refreshes never touch the rest of the page."""
+    # The first sound this browser played after the latest click on Speak, measured by the browser
+    # (ui/voice_player). Mounted here, so its figure reruns only this fragment: a full rerun at the same moment
+    # as another (the take filed) could lose the player's component value, and with it the connection.
+    if (heard := heard_first_audio("Speak")) is not None and heard["seq"] != state.get("voice_heard_seq"):
+        state["voice_heard_seq"], state["voice_heard_ms"] = heard["seq"], heard["ms"]
     run: SpeechRun | None = st.session_state.get("voice_run")
     if run is not None and run.done:
         st.rerun(scope="app")  # the full run files the take, re-enables Speak and stops the refresh
