@@ -129,8 +129,8 @@ def utterance_panel() -> None:
     # The first sound this browser played after the latest click on Speak, measured by the browser
     # (ui/voice_player). Mounted here, so its figure reruns only this fragment: a full rerun at the same moment
     # as another (the take filed) could lose the player's component value, and with it the connection.
-    if (heard := heard_first_audio("Speak")) is not None and heard["seq"] != state.get("voice_heard_seq"):
-        state["voice_heard_seq"], state["voice_heard_ms"] = heard["seq"], heard["ms"]
+    if (measured := heard_first_audio("Speak")) is not None and measured["seq"] != state.get("voice_heard_seq"):
+        state["voice_heard_seq"], state["voice_heard_ms"] = measured["seq"], measured["ms"]
     run: SpeechRun | None = st.session_state.get("voice_run")
     if run is not None and run.done:
         st.rerun(scope="app")  # the full run files the take, re-enables Speak and stops the refresh
