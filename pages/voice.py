@@ -13,7 +13,7 @@ from ui.auth import principal
 from ui.speech_runs import session_id, speech_runs
 from ui.voice_modes import PREVIEW, build_config, current_reference, describe, first_chunk_slider, mode_fields, mode_picker
 from ui.voice_compare_views import init_voice_compare_state, run_voice_compare, voice_compare
-from ui.voice_player import CONNECT_LABEL, voice_player
+from ui.voice_player import CONNECT_LABEL, heard_first_audio, voice_player
 from ui.voice_views import Take, keep_take, kept_takes, now_speaking, take_view
 from ui.workspace_views import may
 
@@ -47,6 +47,8 @@ def _start_speaking() -> None:
     """Speak's callback: runs before the script, so the page below already shows the run as going. The run
     belongs to this browser session: if the session goes (the tab closes or reloads), the run is cancelled."""
     state["voice_error"] = None
+    state["voice_heard_ms"] = None  # the ear measures this click's first sound
+    state["voice_connect"] = True  # the click is the gesture the browser needs to start the player
     playback = state["voice_playback"]
     try:
         speech = resources.backend().speech
@@ -70,7 +72,7 @@ def _stop_speaking() -> None:
     run = state.get("voice_run")
     if run is not None:
         run.cancel()
-        state["voice_playback"].start_utterance()  # silence now, not after the queued audio drains
+    state["voice_playback"].stop()  # silence now, not after the queued audio drains (also once generation ended)
 
 
 # A run that finished since the last script run becomes the newest take, kept in the history for its person.
@@ -82,6 +84,20 @@ if run is not None and run.done:
 running = run is not None
 
 left, right = st.columns([3, 2], gap="large")
+with right:  # first: whether the player is connected decides whether queued speech is still playing
+    st.markdown("**Player**")
+    playing = voice_player(playback, resources.ice_servers(), connect=state.pop("voice_connect", False))
+    # Generation ends seconds before the listener hears the end: Stop stays live while the track plays it.
+    draining = playing and not running and playback.queued_seconds() > 0
+    state["voice_draining"] = draining
+    if playing:
+        st.caption("🟢 Connected: speech plays here as it arrives.")
+    else:
+        st.caption(f"Press **{CONNECT_LABEL}** once, or **Speak**, to hear speech live in this browser.")
+        if running:
+            st.info(f"Not hearing it? Press **{CONNECT_LABEL}**: the speech so far is queued and plays from "
+                    "the start. The WAV is below either way.", icon="🔈")
+
 with left:
     st.text_area("Text", value=SAMPLE_TEXT, height=150, key="voice_text", persist_state="session")
     mode = mode_picker(task_types, backend.name, demo=resources.settings().demo is not None)
@@ -95,7 +111,7 @@ with left:
     can_speak = may("generate")  # else one line why, and Speak and Compare are not offered
     b1, b2, _ = st.columns([1, 1, 3])
     b1.button("Speak", type="primary", disabled=running or not can_speak, width="stretch", on_click=_start_speaking)
-    b2.button("Stop", disabled=not running, width="stretch", on_click=_stop_speaking)
+    b2.button("Stop", disabled=not (running or draining), width="stretch", on_click=_stop_speaking)
     if error := state.pop("voice_error", None):  # shown once: the next change on the page clears it
         st.error(resources.plain(error))
     if can_speak:
@@ -105,29 +121,26 @@ with left:
                           lambda: run_voice_compare(resources.settings(), backend, state["voice_text"]),
                           model_default=not (resources.settings().demo and resources.settings().demo.voices))
 
-with right:
-    st.markdown("**Player**")
-    playing = voice_player(playback, resources.ice_servers())
-    if playing:
-        st.caption("🟢 Connected: speech plays here as it arrives.")
-    else:
-        st.caption(f"Press **{CONNECT_LABEL}** once to hear speech live in this browser.")
-        if running:
-            st.info(f"Not hearing it? Press **{CONNECT_LABEL}**: the speech so far is queued and plays from "
-                    "the start. The WAV is below either way.", icon="🔈")
 
-
-@st.fragment(run_every=REFRESH_S if running else None)
+@st.fragment(run_every=REFRESH_S if running or draining else None)
 def utterance_panel() -> None:
-    """The utterance being spoken (refreshed while it streams), else the last one. Everything here lives
-    in the fragment, so its refreshes never touch the rest of the page."""
+    """The utterance being spoken (refreshed while it streams and while it still plays), else the last one.
+    Everything here lives in the fragment, so its refreshes never touch the rest of the page."""
+    # The first sound this browser played after the latest click on Speak, measured by the browser
+    # (ui/voice_player). Mounted here, so its figure reruns only this fragment: a full rerun at the same moment
+    # as another (the take filed) could lose the player's component value, and with it the connection.
+    if (measured := heard_first_audio("Speak")) is not None and measured["seq"] != state.get("voice_heard_seq"):
+        state["voice_heard_seq"], state["voice_heard_ms"] = measured["seq"], measured["ms"]
     run: SpeechRun | None = st.session_state.get("voice_run")
     if run is not None and run.done:
         st.rerun(scope="app")  # the full run files the take, re-enables Speak and stops the refresh
+    if run is None and state.get("voice_draining") and playback.queued_seconds() == 0:
+        st.rerun(scope="app")  # played to the end: the full run greys Stop out and stops the refresh
+    heard = state.get("voice_heard_ms")
     if run is not None:
-        now_speaking(run.stats(), run.pcm())
+        now_speaking(run.stats(), run.pcm(), heard)
     elif history:
-        take_view(history[0])
+        take_view(history[0], heard)
 
 
 utterance_panel()

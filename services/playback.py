@@ -6,6 +6,10 @@ real time, and aiortc's Opus encoder takes it to 48 kHz. A browser session's sou
 (the player disconnects and reconnects), so speech sessions push into a `Playback`, which forwards to
 whichever source is attached *now*. `push` and `attach` are thread-safe: pushes come from the
 background loop thread, attaches from the Streamlit script thread.
+
+The engine makes speech faster than real time, so when generation ends the track may still hold seconds of
+it: `queued_seconds()` says how much is still to play (the page keeps Stop live until it is 0) and `stop()`
+drops it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,19 @@ class PcmSource(Protocol):
 
     def push(self, pcm: bytes | np.ndarray) -> None: ...
     def clear(self) -> None: ...
+
+
+def _queued_samples(source: PcmSource) -> int:
+    """Samples the source still has to play. streamlit-webrtc's PcmAudioSource has no public figure for it,
+    but its queue is an `av.AudioFifo` (`samples`) behind its own lock; a source without one reports 0."""
+    queued = getattr(source, "queued_samples", None)
+    if callable(queued):
+        return int(queued())
+    fifo, lock = getattr(source, "_fifo", None), getattr(source, "_lock", None)
+    if fifo is None or lock is None:
+        return 0
+    with lock:
+        return int(source._fifo.samples)  # type: ignore[attr-defined]  # re-read: clear() replaces the fifo
 
 
 class Playback:
@@ -52,6 +69,16 @@ class Playback:
             self.pushed_chunks = self.pushed_bytes = self.dropped_chunks = 0
             if self._source is not None:
                 self._source.clear()
+
+    def stop(self) -> None:
+        """Silence now: drop what is queued but not yet played (Stop, also after generation ended)."""
+        self.start_utterance()
+
+    def queued_seconds(self) -> float:
+        """Seconds of audio pushed but not yet played by the attached source (0 with none attached)."""
+        with self._lock:
+            source = self._source
+        return 0.0 if source is None else _queued_samples(source) / self.sample_rate
 
     def push(self, pcm: bytes, sample_rate: int = PCM_SAMPLE_RATE, channels: int = PCM_CHANNELS) -> None:
         with self._lock:

@@ -4,6 +4,10 @@ both inside a loopback-only network namespace (tests/browser_support.py).
 The scenario opens the studio, goes to the voice page, connects the player, speaks a sentence, and
 reads the browser's own WebRTC statistics inside the player's iframe: inbound-rtp audio packets and
 total audio energy must rise while the speech plays, and the page must show the figures.
+
+A second scenario presses Speak on a fresh visit without connecting first (Speak connects the player), and
+checks that Stop stays live after generation ended while the speech still plays, that it greys out once played,
+and that the page shows the first audio heard in the browser beside the studio's.
 """
 
 from __future__ import annotations
@@ -16,8 +20,21 @@ SCREENSHOT = "/tmp/omni-studio-voice-browser.png"
 SENTENCE = "Hello from a real browser. This speech travels over WebRTC while it is generated."
 
 
+LONG = ("Speak connects the player by itself. The engine makes this paragraph much faster than it is spoken, "
+        "so the studio has finished generating while the browser still plays it. Stop must stay live until "
+        "the last word has been heard, and then it greys out. Three sentences are enough for that.")
+
+
 def _total(stats: list[dict], key: str) -> float:
     return sum(s[key] for s in stats)
+
+
+def _metrics(page) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for m in page.locator('[data-testid="stMetric"]').all():
+        label = m.locator('[data-testid="stMetricLabel"]').inner_text().strip()
+        out.setdefault(label, m.locator('[data-testid="stMetricValue"]').inner_text().strip())
+    return out
 
 
 def scenario(studio) -> dict:
@@ -52,11 +69,7 @@ def scenario(studio) -> dict:
     page.get_by_role("button", name="Download WAV").first.wait_for(timeout=10_000)
     page.wait_for_timeout(2500)  # let most of the utterance play
     after = studio.stats(player)
-    metrics = {}
-    for m in page.locator('[data-testid="stMetric"]').all():
-        label = m.locator('[data-testid="stMetricLabel"]').inner_text().strip()
-        value = m.locator('[data-testid="stMetricValue"]').inner_text().strip()
-        metrics.setdefault(label, value)
+    metrics = _metrics(page)
     page.screenshot(path=SCREENSHOT, full_page=True)
     return {
         "connected": connected, "before": before, "during": during, "after": after, "metrics": metrics,
@@ -84,3 +97,45 @@ def test_voice_page_plays_speech_in_chromium() -> None:
     assert m["First audio"].endswith(" ms")
     assert float(m["RTF"]) > 0
     assert "Last utterance" in r["page_text"] and "Hello from a real browser." in r["page_text"]
+
+
+def scenario_speak_first(studio) -> dict:
+    """Runs inside the namespace: Speak on a fresh visit, no Connect click."""
+    page = studio.page
+    studio.goto("voice")
+    page.get_by_role("button", name="Speak").wait_for(timeout=60_000)
+    player = studio.frame("webrtc")
+    before = studio.stats(player)  # no peer connection yet: nothing connected the player
+    box = page.get_by_role("textbox", name="Text")
+    box.fill(LONG)
+    box.press("Control+Enter")  # commit the text area before pressing Speak
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Speak").click()
+    during = poll(lambda: studio.stats(player), lambda s: s and _total(s, "totalAudioEnergy") > 1e-3, 40)
+    page.get_by_text("Last utterance").wait_for(timeout=60_000)  # generation ended
+    stop = page.get_by_role("button", name="Stop")
+    at_end = {"stop_enabled": stop.is_enabled(), "stats": studio.stats(player)}
+    still = poll(lambda: studio.stats(player),  # the speech goes on playing after generation ended
+                 lambda s: _total(s, "totalAudioEnergy") > _total(at_end["stats"], "totalAudioEnergy") + 1e-3, 20)
+    stop_while_playing = stop.is_enabled()
+    poll(lambda: page.locator('[data-testid="stMetric"]').filter(has_text="First audio heard")
+         .locator('[data-testid="stMetricValue"]').inner_text(), lambda v: v.endswith(" ms"), 30)
+    metrics = _metrics(page)
+    poll(stop.is_disabled, bool, 90)  # played to the end: Stop greys out by itself
+    return {"before": before, "during": during, "at_end": at_end, "still": still,
+            "stop_while_playing": stop_while_playing, "metrics": metrics, "after": studio.stats(player)}
+
+
+def test_speak_without_connecting_plays_and_stop_stays_live_until_the_speech_has_played() -> None:
+    from tests.browser_support import require_browser, run_browser_scenario
+
+    require_browser()
+    r = run_browser_scenario("tests.test_browser_voice:scenario_speak_first", timeout=300)
+    print(r["metrics"])
+    assert r["before"] == []  # the player was not connected before Speak
+    assert _total(r["during"], "packetsReceived") > 0 and _total(r["during"], "totalAudioEnergy") > 1e-3
+    assert r["at_end"]["stop_enabled"] and r["stop_while_playing"]  # generation over, speech still playing
+    assert _total(r["still"], "totalAudioEnergy") > _total(r["at_end"]["stats"], "totalAudioEnergy")
+    m = r["metrics"]
+    studio_ms, heard_ms = float(m["First audio"].removesuffix(" ms")), float(m["First audio heard"].removesuffix(" ms"))
+    assert heard_ms > studio_ms  # heard: click to sound played, which holds the studio's text-to-audio time

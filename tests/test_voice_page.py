@@ -529,3 +529,57 @@ def _tone_wav(signal: np.ndarray) -> bytes:
     from services.speech import wav_bytes
 
     return wav_bytes((np.clip(signal, -1, 1) * 32767).astype("<i2").tobytes(), 24_000, 1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the player: connected by Speak, Stop live while speech still plays
+@pytest.fixture
+def connected_player(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The page's player as a connected browser's, minus the browser: a real PCM source that nothing drains
+    (a listener still hearing the speech), and what the page asked of the player on each run."""
+    from streamlit_webrtc.pcm_source import PcmAudioSource
+
+    import ui.voice_player
+
+    player = {"source": PcmAudioSource(sample_rate=24_000), "connect": []}
+
+    def voice_player(playback, ice_servers, *, connect: bool = False) -> bool:
+        player["connect"].append(connect)
+        playback.attach(player["source"])
+        return True
+
+    monkeypatch.setattr(ui.voice_player, "voice_player", voice_player)
+    yield player
+    player["source"].track.stop()
+
+
+def test_speak_connects_the_player_and_stop_stays_live_while_speech_still_plays(
+        connected_player: dict, page: AppTest) -> None:
+    assert connected_player["connect"] == [False]  # opening the page connects nothing
+    _speak(page, "Generation ends long before the listener hears the end of this sentence.")
+    assert connected_player["connect"][-1] is True  # Speak's click starts the player
+    _until_finished(page)
+    assert connected_player["connect"][-1] is False  # later runs leave the player's buttons to the person
+    playback = page.session_state["voice_playback"]
+    assert playback.queued_seconds() > 1.0  # generated, not yet played
+    assert not _button(page, "Stop").disabled and not _button(page, "Speak").disabled
+    _button(page, "Stop").click().run()
+    assert playback.queued_seconds() == 0  # Stop dropped what was still to play
+    assert _button(page, "Stop").disabled
+
+
+def test_the_page_shows_the_first_audio_heard_in_the_browser_beside_the_studios(page: AppTest) -> None:
+    _speak(page, "Measured twice.")
+    _until_finished(page)
+    assert _metric(page, "First audio").endswith(" ms")
+    assert _metric(page, "First audio heard") == "—"  # no browser here to hear it
+    assert any("First audio heard" in c.value and "click on Speak" in c.value for c in page.caption)
+
+
+def test_a_variants_count_that_came_back_empty_does_not_break_the_page(page: AppTest) -> None:
+    """Chromium once sent the Compare panel's Variants control as None amid the quick reruns of Speak connecting
+    the player; the whole page then failed on int(None)."""
+    page.session_state["vocmp_count"] = None
+    page.run()
+    assert not page.exception, page.exception
+    assert page.session_state["vocmp_count"] == 2

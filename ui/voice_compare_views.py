@@ -25,7 +25,10 @@ DEFAULT_VOICE = "(the model's default)"
 
 def init_voice_compare_state() -> None:
     state = st.session_state
-    state.setdefault("vocmp_count", int(VARIANTS.lo))
+    if state.get("vocmp_count") is None:
+        # Also when it is there as None: with reruns in quick succession (the player connecting on Speak, the
+        # ear's figure) Chromium's page sent the control's value as None once, and the page failed on int(None).
+        state["vocmp_count"] = int(VARIANTS.lo)
     for i in range(int(VARIANTS.hi)):
         for name, value in {"label": LABELS[i], "target": "default", "price": "", "voice": DEFAULT_VOICE,
                             "mode": "CustomVoice", "style": "", "split": "clause", "first": ""}.items():

@@ -64,27 +64,39 @@ def keep_take(u: Utterance, voice_label: str | None, target: str, config: Sessio
     return take
 
 
-def figures(stats: SessionStats) -> None:
-    c = st.columns(5)
+HEARD_HELP = ("measured in this browser: from your click on Speak to the first sound its player played — after "
+              "connecting the player if needed, the network and the browser's jitter buffer")
+
+
+def figures(stats: SessionStats, heard_ms: float | None = None) -> None:
+    """The utterance's figures: the studio's first audio and, beside it, the browser's (`heard_ms`, from
+    ui/voice_player `heard_first_audio`)."""
+    c = st.columns(6)
     c[0].metric("Chunks", f"{stats.chunks}")
     c[1].metric("Audio bytes", f"{stats.bytes:,}")
     c[2].metric("First audio", "—" if stats.ttfa_ms is None else f"{stats.ttfa_ms:.0f} ms",
-                help=f"time to first audio, measured from {stats.ttfa_from}")
-    c[3].metric("RTF", "—" if stats.rtf is None else f"{stats.rtf:.3f}",
+                help=f"at the studio: time from sending {stats.ttfa_from} to the first audio chunk received")
+    c[3].metric("First audio heard", "—" if heard_ms is None else f"{heard_ms:.0f} ms", help=HEARD_HELP)
+    c[4].metric("RTF", "—" if stats.rtf is None else f"{stats.rtf:.3f}",
                 help="real-time factor: generation time / audio duration (below 1 is faster than real time)")
-    c[4].metric("Audio", f"{stats.audio_seconds:.2f} s")
+    c[5].metric("Audio", f"{stats.audio_seconds:.2f} s")
+    st.caption("**First audio** is the studio's: text sent → first audio received from the model. **First audio "
+               "heard** is this browser's: click on Speak → first sound its player played, so it also holds the "
+               "page's round trip, connecting the player, the network and the browser's jitter buffer (— until "
+               "the player has played this utterance).")
 
 
-def now_speaking(stats: SessionStats, pcm: bytes) -> None:
-    """The utterance still streaming: its state, figures and the waveform so far."""
+def now_speaking(stats: SessionStats, pcm: bytes, heard_ms: float | None = None) -> None:
+    """The utterance still streaming: its state, figures (the studio's and the browser's) and the waveform so far."""
     st.markdown(f"**Now speaking** — {STATE_TEXT[stats.state]}")
-    figures(stats)
+    figures(stats, heard_ms)
     if pcm:
         st.image(waveform_png(pcm), width="stretch")
 
 
-def take_view(take: Take) -> None:
-    """The last utterance: text, error (the audio before it is kept), figures, waveform, player, download."""
+def take_view(take: Take, heard_ms: float | None = None) -> None:
+    """The last utterance: text, error (the audio before it is kept), figures (with the browser's first audio
+    heard), waveform, player, download."""
     u = take.utterance
     st.markdown("**Last utterance**")
     st.text(shorten(u.text, TEXT_SHOWN))
@@ -92,7 +104,7 @@ def take_view(take: Take) -> None:
     if u.error is not None:
         kept = " The audio received before it is kept below." if u.pcm else ""
         st.error(f"{plain(u.error)}{kept}")
-    figures(u.stats)
+    figures(u.stats, heard_ms)
     if take.picture:
         st.image(take.picture, caption="Waveform of what was spoken", width="stretch")
         st.audio(take.wav, format="audio/wav")
