@@ -6,9 +6,8 @@ creator aimed the studio at: it must receive nothing."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from services.history import History
 from services.images import ImageRequest
 from services.settings import DemoMode, Settings, check_server_url
 from services.targets import TargetBook
+from tests.loopback_support import serving
 
 BOB = Principal(id="bob@example.com", name="Bob", role="creator", signed_in=True)
 ANN = Principal(id="ann@example.com", name="Ann", role="admin", signed_in=True)
@@ -59,14 +59,8 @@ class _Listener(BaseHTTPRequestHandler):
 @pytest.fixture
 def listener() -> Iterator[tuple[str, type[_Listener]]]:
     handler = type("Handler", (_Listener,), {"seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 @pytest.fixture

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from services.backend import omni_backend
 from services.history import History
 from services.settings import Settings
 from services.speech import load_reference, omni_client, speech_config
+from tests.loopback_support import serving
 from tests.test_reference_audio import encode, speech_like
 
 TRANSCRIPT = "This is what the speaker says in the reference recording."
@@ -115,14 +115,8 @@ class _Models(BaseHTTPRequestHandler):
 def vllm_omni_models() -> Iterator[tuple[str, type[_Models]]]:
     """A loopback server answering /v1/models as a vLLM-Omni server would, with the model ids the test sets."""
     handler = type("Models", (_Models,), {"models": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 def test_the_offline_engine_can_do_every_task_type(engine_url: str) -> None:
