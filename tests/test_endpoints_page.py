@@ -222,3 +222,53 @@ def test_the_banner_says_when_endpoints_delete_themselves_or_that_they_never_wil
     assert ttl_text({"soonest_deletion": soon, "without_ttl": 0}) == "; deletes itself in 2 h 10 min"
     assert ttl_text({"soonest_deletion": soon, "without_ttl": 1}) == "; **no TTL** on 1: runs until deleted"
     assert ttl_text({"soonest_deletion": None, "without_ttl": 0}) == ""
+
+
+def test_a_smoke_test_that_would_scale_an_idle_endpoint_up_asks_first(
+        emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
+    """The video endpoint idles at 0 instances: the banner names it beside the running ones, and "Run smoke test"
+    names the instance, its price and the wait before it scales it up (the CLI says the same)."""
+    from infra.cli import _say_scale_up
+
+    at = _open(monkeypatch, tmp_path)
+    at.multiselect(key="deploy_roles").set_value(["voice", "video"])
+    at.text_input(key="deploy_bucket").input("omni-studio-smoke-ask")
+    at.checkbox(key="deploy_smoke").uncheck()
+    at.run()
+    _button(at, "deploy_go").click().run()
+    _until(at, lambda: "deploy — done" in " ".join(m.value for m in at.markdown), timeout=90)
+    emulator_env.advance_clock(20 * 60)  # 20 idle minutes: autoscaling takes video to 0 instances
+    _until(at, lambda: list(at.dataframe[0].value["instances"])[1].startswith("0"), timeout=30)
+
+    image_page = _open(monkeypatch, tmp_path, "pages/image.py")
+    banner = [w.value for w in image_page.warning if "studio endpoints" in w.value]
+    assert banner and "2 studio endpoints**: 1 running, video at 0 instances" in banner[0], banner
+
+    at = _open(monkeypatch, tmp_path)
+    _button(at, "smoke_go").click().run()
+    _ok(at)
+    ask = next(w.value for w in at.warning if "runs 0 instances" in w.value).replace("\\", "")
+    assert "video endpoint" in ask and "/hour" in ask and "about 10 minutes" in ask, ask
+    assert "smoke —" not in " ".join(m.value for m in at.markdown)  # nothing started before the yes
+    _button(at, "smoke_cancel").click().run()
+    assert not [w for w in at.warning if "runs 0 instances" in w.value]
+    assert "smoke —" not in " ".join(m.value for m in at.markdown)
+
+    _say_scale_up(tmp_path / "state.json", [])  # the CLI's note, from the same status
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert said and said[0].startswith("note: The video endpoint") and "about 10 minutes" in said[0], said
+    _say_scale_up(tmp_path / "state.json", ["voice"])  # voice has its instance: nothing to say
+    assert "note:" not in capsys.readouterr().err
+
+    _button(at, "smoke_go").click().run()
+    _button(at, "smoke_confirm").click().run()
+    _ok(at)
+    assert "smoke — running" in " ".join(m.value for m in at.markdown)
+    video = __import__("json").loads((tmp_path / "state.json").read_text())["endpoint_names"]["video"]
+    _until(at, lambda: emulator_env.lifecycle()["load"].get(video, {}).get("backlog"))  # its job waits
+    emulator_env.advance_clock(120)  # the no-capacity alarm's two periods, then the instance (480 s)
+    emulator_env.advance_clock(480)
+    _until(at, lambda: "smoke — done" in " ".join(m.value for m in at.markdown), timeout=120)
+    _button(at, "delete_ask").click().run()
+    _button(at, "delete_go").click().run()
+    _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)

@@ -100,6 +100,17 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
     return report.creating
 
 
+def scale_up_note(state_file: Path, profile: str | None) -> str | None:
+    """What a smoke test would scale up from 0 instances, its price and wait (infra.smoke.scale_up_note); None
+    when nothing would, or when the status cannot be read (the smoke test then says what is wrong)."""
+    from infra.smoke import scale_up_note as note
+
+    try:
+        return note(deployment_status(state_file, profile=profile))
+    except StudioError:
+        return None
+
+
 def pool_ranges(state_file: Path, report) -> dict:
     """Role -> the priced pool (infra/pool_prices.py), the entry in use marked; {} when the file cannot say."""
     try:

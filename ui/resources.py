@@ -213,6 +213,17 @@ def ttl_text(f: dict) -> str:
     return ""
 
 
+def fleet_count(f: dict) -> str:
+    """'**2 studio endpoints running**', and those InService at 0 instances (free until a request scales them up):
+    '**3 studio endpoints**: 2 running, video at 0 instances'."""
+    n, idle = f["running"], f.get("idle") or []
+    if not idle:
+        return f"**{n} studio endpoint{'s' if n != 1 else ''} running**"
+    them = "it" if len(idle) == 1 else "them"
+    return (f"**{n + len(idle)} studio endpoints**: {n} running, {plain(', '.join(idle))} at 0 instances (no cost "
+            f"until a request scales {them} up)")
+
+
 def cost_banner() -> None:
     """'N studio endpoints running: $/hour, cost so far' with a link to the endpoints page, when there are any."""
     if not banner_wanted(settings(), backend_choice()[0]):
@@ -220,9 +231,8 @@ def cost_banner() -> None:
     f = fleet()
     if not f or not f["running"]:
         return
-    n = f["running"]
-    st.warning(f"**{n} studio endpoint{'s' if n != 1 else ''} running** in {plain(f['region'])}: "
-               f"${f['usd_per_hour']:.2f}/hour, ${f['cost_so_far_usd']:.2f} so far{ttl_text(f)}.", icon="💸")
+    st.warning(f"{fleet_count(f)} in {plain(f['region'])}: ${f['usd_per_hour']:.2f}/hour, "
+               f"${f['cost_so_far_usd']:.2f} so far{ttl_text(f)}.", icon="💸")
     st.page_link(ENDPOINTS_PAGE, label="Endpoints: status, cost, delete", icon="☁️")
 
 
