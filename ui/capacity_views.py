@@ -149,6 +149,8 @@ def summary(report: LoadReport) -> None:
              help=None if value is None else f"at concurrency {cost['at_concurrency']}, ${report.usd_per_hour:.4f}/h")
     c.metric("Price per hour", "—" if report.usd_per_hour is None else f"${report.usd_per_hour:.4f}",
              help=report.price_source)
+    if report.emulated_note():  # right under the dollars: they price an instance that did not run the load
+        st.warning(f"Emulated: {plain(report.emulated_note())}.", icon="🧪")
     if value is None:
         st.caption(f"No cost per unit: {plain(cost['note'])}.")
     rows = []
@@ -176,6 +178,7 @@ def report_choices(records: list[Any]) -> dict[str, str]:
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
         where = r.instance_type or ("this machine" if r.report.get("machine") else r.target)
+        where += " (emulated)" if r.report.get("emulated") else ""
         by = owner_of(r.user_id)
         out[r.id] = f"{(r.title + ' · ') if r.title else ''}{r.modality} · {where} · {when}" + \
             (f" · {by}" if by else "")  # as LoadReport.label()
