@@ -107,6 +107,12 @@ def test_deploy_status_banner_and_delete_from_the_page(emulator_env: EmulatorHan
     _button(at, "delete_go").click().run()
     _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)
     assert any("everything is gone" in s.value for s in at.success)
+    log = next(str(c.value) for c in at.code if ": deleted" in str(c.value))
+    gone = re.findall(r"((?:endpoint config|endpoint|model|alarm|schedule group|schedule|iam role) \S+): "
+                      r"(?:deleted|already gone)", log)
+    assert len(gone) == n and len(set(gone)) == n, log  # each resource once (not progress + summary)
+    waits = [line for line in log.splitlines() if "Deleting (" in line]
+    assert len(waits) == len({w.split(" Deleting")[0] for w in waits}), log  # a wait is one line, updated
     assert _listing(emulator_env) == [0, 0, 0] and not (tmp_path / "state.json").exists()
     assert any("No deployment yet" in i.value for i in at.info)
 
