@@ -115,6 +115,9 @@ def test_deploy_status_banner_and_delete_from_the_page(emulator_env: EmulatorHan
     assert len(waits) == len({w.split(" Deleting")[0] for w in waits}), log  # a wait is one line, updated
     assert _listing(emulator_env) == [0, 0, 0] and not (tmp_path / "state.json").exists()
     assert any("No deployment yet" in i.value for i in at.info)
+    at.run()  # the sidebar after a delete: calm, no error naming environment variables
+    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert any("no deployment — deploy one on the Endpoints page" in i.value for i in at.sidebar.info)
 
 
 def test_a_refused_deploy_says_why_and_creates_nothing(emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch,

@@ -125,6 +125,13 @@ def sidebar() -> None:
             st.error(plain(exc))
             return
         h = backend_health()
+        if h.undeployed:  # e.g. right after a delete: nothing is wrong, there is nothing to reach yet
+            where = "on the Endpoints page" if auth.page_allowed(actor, "endpoints", require_settings().demo) \
+                else "(an admin does, on the Endpoints page)"
+            st.info(f"{plain(b.label)}: no deployment — deploy one {where}.", icon="☁️")
+            st.caption("Or name running endpoints: " + ", ".join(
+                code(f"OMNI_STUDIO_{role.upper()}_ENDPOINT") for role in ("voice", "image", "video")) + ".")
+            return
         (st.success if h.ok else st.error)(plain(f"{b.label}: {h.detail}"), icon="🟢" if h.ok else "🔴")
         st.caption(f"Target: {code(b.target)}")
 
