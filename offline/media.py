@@ -191,7 +191,9 @@ async def images_generations(request: Request) -> Response:
     try:
         # n distinct pictures from one request seed, as one diffusion call with num_outputs_per_prompt=n gives
         images = await asyncio.to_thread(
-            lambda: [previews.render_image(req.prompt, seed + i, width, height, echo_format) for i in range(req.n)]
+            lambda: [previews.render_image(req.prompt, seed + i, width, height, echo_format,
+                                           steps=req.num_inference_steps, guidance=req.guidance_scale)
+                     for i in range(req.n)]
         )
     except Exception as exc:  # noqa: BLE001 - vLLM-Omni turns any generation failure into a 500 with its text
         return _error(f"Image generation failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
@@ -311,7 +313,8 @@ async def _edit_from_form(form: Any) -> Response:
     started = time.perf_counter()
     try:
         images = await asyncio.to_thread(
-            lambda: [previews.render_edit(req.prompt, seed + i, width, height, references, fmt, quality)
+            lambda: [previews.render_edit(req.prompt, seed + i, width, height, references, fmt, quality,
+                                          steps=req.num_inference_steps, guidance=req.guidance_scale)
                      for i in range(req.n)]
         )
     except Exception as exc:  # noqa: BLE001 - vLLM-Omni turns any failure into a 500 with its text
