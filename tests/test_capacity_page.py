@@ -98,6 +98,9 @@ def test_a_sweep_from_the_page_draws_its_charts_and_is_kept(engine_url: str, mon
     assert _metric(at, "Highest concurrency within the SLO") == "2"
     assert any("this machine" in i.value and "not a GPU" in i.value for i in at.info)
     assert _metric(at, "Cost per audio minute") == "—"  # the offline engine has no instance price
+    levels = at.dataframe[0].value
+    assert "first audio p95 (ms)" in levels.columns and "audio seconds per second" in levels.columns
+    assert not [c for c in levels.columns if "_" in c], list(levels.columns)  # no snake_case column names
     assert any("No cost per unit" in c.value for c in at.caption)
     latency, throughput = _charts(at)
     text = json.dumps(latency)

@@ -83,6 +83,8 @@ def test_deploy_status_banner_and_delete_from_the_page(emulator_env: EmulatorHan
     table = at.dataframe[0].value
     assert list(table["endpoint"]) == ["voice", "image"] and set(table["status"]) == {"InService"}
     assert set(table["smoke test"]) == {"ok"} and all(v.startswith("$") for v in table["$/hour"])
+    # the money in view: right after the status, before the long names that pushed it off the right edge
+    assert list(table.columns)[:5] == ["endpoint", "status", "$/hour", "cost so far", "pool $/hour (min–max)"]
     assert [m.label for m in at.metric] == ["Per hour", "Per day", "Cost so far"]
     at.run()  # the next refresh: the sidebar's health says what runs now (not the cached "Creating")
     assert any("voice InService · image InService" in s.value for s in at.sidebar.success), \

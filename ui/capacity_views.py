@@ -20,6 +20,7 @@ from ui.workspace_views import by_line, owner_of, share_toggle
 THROUGHPUT_TITLE = {"voice": "audio seconds per second", "image": "images per minute",
                     "video": "video seconds per hour"}
 METRIC_TITLE = {"ttfa_ms": "first audio (ms)", "latency_s": "latency (s)"}
+LEVEL_FIGURES = {"ttfa_ms": ("first audio", "ms"), "latency_s": ("latency", "s")}  # the levels table's columns
 
 
 def work_inputs(modality: Modality) -> dict[str, Any]:
@@ -157,11 +158,12 @@ def summary(report: LoadReport) -> None:
     for lv in d["levels"]:
         row = {"concurrency": lv["concurrency"], "sent": lv["requests"], "ok": lv["ok"], "errors": lv["errors"],
                "throttled": lv["throttled"]}
-        for key in ("ttfa_ms", "latency_s"):
+        for key, (name, unit) in LEVEL_FIGURES.items():  # labels for people, not the report's keys
             if key in lv:
                 f = lv[key]
-                row[f"{key} p50"], row[f"{key} p95"], row[f"{key} max"], row[f"{key} n"] = f["p50"], f["p95"], f["max"], f["n"]
-        row[THROUGHPUT_KEY[report.modality]] = lv["throughput"][THROUGHPUT_KEY[report.modality]]
+                row[f"{name} p50 ({unit})"], row[f"{name} p95 ({unit})"] = f["p50"], f["p95"]
+                row[f"{name} max ({unit})"], row[f"{name} n"] = f["max"], f["n"]
+        row[THROUGHPUT_TITLE[report.modality]] = lv["throughput"][THROUGHPUT_KEY[report.modality]]
         row["within SLO"] = lv["within_slo"]
         rows.append(row)
     st.dataframe(rows, hide_index=True, width="stretch")
