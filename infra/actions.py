@@ -126,9 +126,17 @@ class ActionRunner:
 
     def delete(self, *, actor: Principal, wait: WaitSettings = WaitSettings(), purge_s3: bool = False) -> Action:
         def work(action: Action) -> tuple[bool, str]:
-            report = delete_deployment(self.state_file, wait=wait, purge_s3=purge_s3, progress=self._progress(action))
-            for d in report.deletions:
-                self._line(action, d.line())
+            said: list[str] = []  # what the progress lines already named (endpoints, configs, models, versions)
+            line = self._progress(action)
+
+            def progress(p: Progress) -> None:
+                said.append(p.message)
+                line(p)
+
+            report = delete_deployment(self.state_file, wait=wait, purge_s3=purge_s3, progress=progress)
+            for d in report.deletions:  # then the rest (scaling, TTL schedules): each resource once in the log
+                if not any(f"{d.kind} {d.name}:" in m for m in said):
+                    self._line(action, d.line())
             if report.ok:
                 return True, "everything is gone" + (" (state file removed)" if report.state_removed else "")
             return False, "still there: " + ", ".join(report.remaining)
@@ -207,7 +215,18 @@ class ActionRunner:
                                 progress=lambda c: self._line(action, smoke_line(c)))
 
     def _progress(self, action: Action) -> Callable[[Progress], None]:
-        return lambda p: self._line(action, progress_line(p))
+        def say(p: Progress) -> None:
+            line = progress_line(p)
+            if p.step == "wait":  # said again at every poll: one line per thing waited on, its time moving on
+                head = f"{p.role or 'deployment'}: {p.message}"
+                with self._lock:
+                    for i in range(len(action.lines) - 1, max(-1, len(action.lines) - 8), -1):
+                        if action.lines[i] == head or action.lines[i].startswith(head + " ("):
+                            action.lines[i] = line
+                            return
+            self._line(action, line)
+
+        return say
 
     def _line(self, action: Action, line: str) -> None:
         with self._lock:

@@ -571,7 +571,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
     progress = None if args.json else _print_smoke_check
     if args.backend == "sagemaker":
-        state = DeploymentState.load(args.state_file or default_state_file())
+        state_file = args.state_file or default_state_file()
+        state = DeploymentState.load(state_file)
+        _say_scale_up(state_file, args.roles)
         report = smoke_deployment(state, args.out_dir, args.roles, progress=progress)
     else:
         if args.backend == "omni" and not args.url:
@@ -586,6 +588,19 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     else:
         print(("smoke test passed" if report.ok else "smoke test FAILED") + f" against {report.target}")
     return 0 if report.ok else 5
+
+
+def _say_scale_up(state_file: Path, roles: list[str]) -> None:
+    """Before a smoke test: what it starts that costs (an endpoint at 0 instances scales up), as the page asks."""
+    from infra.smoke import scale_up_note
+    from infra.status import deployment_status
+
+    try:
+        note = scale_up_note(deployment_status(state_file), roles or None)
+    except StudioError:  # the smoke test itself says what is wrong
+        return
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

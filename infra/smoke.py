@@ -29,6 +29,7 @@ from protocol.speech import TaskType, task_types_for_model
 
 if TYPE_CHECKING:
     from infra.state import DeploymentState
+    from infra.status import StatusReport
     from services.backend import Backend
     from services.settings import Settings
 
@@ -44,6 +45,7 @@ SMOKE_VOICE_DESCRIPTION = "A calm adult voice, clear and even, speaking at a mod
 SMOKE_REFERENCE_SECONDS = 4.0
 VOICE_TIMEOUT_S = 180.0
 VIDEO_TIMEOUT_S = 900.0
+SCALE_OUT_MINUTES = 10  # an instance from 0 on AWS: the alarm, a GPU instance, the image and the model
 
 
 @dataclass
@@ -264,6 +266,26 @@ def record_smoke(state: DeploymentState, report: SmokeReport) -> None:
                 state.endpoints[check.role].smoke = {"ok": check.ok, "detail": check.detail, "at": utc_now(),
                                                      "path": None if check.path is None else str(check.path)}
     state.save()
+
+
+def scale_up_note(report: StatusReport, roles: Sequence[Role] | None = None) -> str | None:
+    """What a smoke test of `roles` (default: all) costs beyond the banner: each InService endpoint it would
+    call at 0 instances (the video endpoint idles there) scales up to one — minutes of waiting and an hourly
+    price from then on. None when every endpoint it calls has an instance. The page asks with it; the CLI says it."""
+    cold = [e for e in report.endpoints if e.status == "InService" and e.current_instances == 0
+            and (not roles or e.role in roles)]
+    if not cold:
+        return None
+    parts = []
+    for e in cold:
+        price = e.price.usd_per_hour if e.price is not None else None
+        cost = f"${price:.2f}/hour" if price is not None else "its instance's price (not in the price table)"
+        parts.append(f"the {e.role or e.endpoint_name} endpoint ({e.endpoint_name}) runs 0 instances: the smoke "
+                     f"test's request scales it up to 1 {e.instance_type or 'instance'}, which bills {cost}")
+    text = "; ".join(parts)
+    return (text[0].upper() + text[1:] + f". It waits for that instance — about {SCALE_OUT_MINUTES} minutes on "
+            "AWS — and the instance bills until autoscaling takes the endpoint back to 0 once no request waits "
+            "(15 idle minutes or more).")
 
 
 def smoke_deployment(state: DeploymentState, out_dir: Path, roles: Sequence[Role] | None = None, *,

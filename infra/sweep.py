@@ -273,7 +273,11 @@ class StudioFleet:
     def to_dict(self) -> dict[str, Any]:
         live = [e.endpoint_name for _, e in self.endpoints if e.status not in ("gone", "Failed", "Deleting")]
         times = sorted(t for n in live if (t := self.deletions.get(n)))
-        return {"region": self.region, "running": len(self.running), "usd_per_hour": round(self.usd_per_hour, 4),
+        # InService at 0 instances (the video endpoint idles there): up, free, and not "running" — the banner
+        # names them, or "2 running" reads wrong beside 3 endpoints InService
+        idle = [e.role or e.endpoint_name for _, e in self.endpoints if e.status == "InService" and not e.billing]
+        return {"region": self.region, "running": len(self.running), "idle": idle,
+                "usd_per_hour": round(self.usd_per_hour, 4),
                 "cost_so_far_usd": round(self.cost_so_far_usd, 4),
                 "endpoints": [{"deployment_id": d, **e.to_dict(), "deletes_at": self.deletions.get(e.endpoint_name)}
                               for d, e in self.endpoints],

@@ -198,7 +198,8 @@ async def images_generations(request: Request) -> Response:
         # n distinct pictures from one request seed, as one diffusion call with num_outputs_per_prompt=n gives
         images = await render_unless_disconnected(
             request.receive, f"image generation ({req.n} x {width}x{height})",
-            lambda cancel: previews.render_images(req.prompt, seed, width, height, echo_format, req.n, cancel),
+            lambda cancel: previews.render_images(req.prompt, seed, width, height, echo_format, req.n, cancel,
+                                                 steps=req.num_inference_steps, guidance=req.guidance_scale),
         )
     except Exception as exc:  # noqa: BLE001 - vLLM-Omni turns any generation failure into a 500 with its text
         return _error(f"Image generation failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
@@ -322,7 +323,8 @@ async def _edit_from_form(form: Any, request: Request) -> Response:
         images = await render_unless_disconnected(
             request.receive, f"image edit ({req.n} x {width}x{height})",
             lambda cancel: previews.render_edits(req.prompt, seed, width, height, references, fmt, quality, req.n,
-                                                 cancel),
+                                                 cancel, steps=req.num_inference_steps,
+                                                 guidance=req.guidance_scale),
         )
     except Exception as exc:  # noqa: BLE001 - vLLM-Omni turns any failure into a 500 with its text
         return _error(f"Image edit failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)

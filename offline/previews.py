@@ -6,8 +6,13 @@ them), composes an edit's reference images into a collage under that picture, an
 image, or that picture, into a real H.264 MP4 with PyAV. Every output carries an "OFFLINE PREVIEW" label so
 nobody mistakes it for model output.
 
+The settings a diffusion model takes show in the preview as well, so comparing settings offline shows
+something about the flow (a stand-in, not what the model would do): the seed sets the composition, fewer
+steps leave the picture blurrier and grainier (less converged), and a higher guidance scale makes it more
+saturated and contrasted; the label names the steps and guidance it was drawn with.
+
 Plain functions, reusable outside the engine:
-- `render_image(prompt, seed, width, height, fmt)` → encoded PNG/JPEG/WebP bytes
+- `render_image(prompt, seed, width, height, fmt, steps=None, guidance=None)` → encoded PNG/JPEG/WebP bytes
 - `render_edit(prompt, seed, width, height, references, fmt)` → the references (1–4 PIL images) fitted into
   a collage, the prompt's picture blended over them, captioned and labelled; encoded bytes
 - `render_video(prompt, seed, width, height, num_frames, fps, reference=None)` → MP4 bytes
@@ -29,7 +34,7 @@ from functools import lru_cache
 
 import av
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont
 
 from offline.guards import Cancelled
 
@@ -39,6 +44,11 @@ IMAGE_FORMATS = {"png": "PNG", "jpeg": "JPEG", "jpg": "JPEG", "webp": "WEBP"}
 H264_ENCODERS = ("libx264", "libopenh264", "h264")
 ZOOM = 1.15  # the video ends 15 % closer than it starts
 EDIT_BLEND = 0.2  # how much of the prompt's preview shows through an edit's references
+# How settings show (previews.settle): blur radius and grain fall as 1/steps; colour and contrast rise with
+# guidance around GUIDANCE_NEUTRAL (FLUX.2-klein's usual scale), where the picture is drawn as it is.
+BLUR_AT_ONE_STEP = 0.1  # of the shorter side, falling as steps^-1.5 (4 steps: 1.25 %, 12: 0.24 %)
+GRAIN_AT_ONE_STEP = 64.0  # grey levels (standard deviation), falling as 1/steps
+GUIDANCE_NEUTRAL = 4.0
 _FONTS = ("DejaVuSans-Bold.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf",
           "LiberationSans-Bold.ttf", "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf")
 
@@ -96,9 +106,30 @@ def _wrap(prompt: str, width: int, size: int, max_lines: int) -> list[str]:
     return lines
 
 
-def preview_picture(prompt: str, seed: int, width: int, height: int, *, captioned: bool = True) -> Image.Image:
-    """The RGB preview of a prompt: a seeded gradient and translucent shapes; `captioned` adds the prompt
-    text (so a person can tell which prompt made which picture) and the "OFFLINE PREVIEW · seed" label."""
+def settings_label(steps: int | None, guidance: float | None) -> str:
+    """" · 4 steps · guidance 3.5" for the label (only the settings the request gave)."""
+    return (f" · {steps} step{'s' if steps != 1 else ''}" if steps is not None else "") + \
+        (f" · guidance {guidance:g}" if guidance is not None else "")
+
+
+def settle(img: Image.Image, seed: int, steps: int | None, guidance: float | None) -> Image.Image:
+    """`img` as the settings would leave it: fewer `steps` blur it and add seeded grain (a less converged
+    picture), a higher `guidance` raises its saturation and contrast (a lower one flattens it). None: unchanged."""
+    if steps is not None:
+        img = img.filter(ImageFilter.GaussianBlur(min(img.size) * BLUR_AT_ONE_STEP / steps ** 1.5))
+        grain = np.random.default_rng(seed).normal(0.0, GRAIN_AT_ONE_STEP / steps, (img.height, img.width, 1))
+        img = Image.fromarray(np.clip(np.asarray(img, dtype=np.float32) + grain, 0, 255).astype(np.uint8))
+    if guidance is not None:
+        factor = max(0.2, 1.0 + (guidance - GUIDANCE_NEUTRAL) * 0.15)
+        img = ImageEnhance.Contrast(ImageEnhance.Color(img).enhance(factor)).enhance(factor)
+    return img
+
+
+def preview_picture(prompt: str, seed: int, width: int, height: int, *, captioned: bool = True,
+                    steps: int | None = None, guidance: float | None = None) -> Image.Image:
+    """The RGB preview of a prompt: a seeded gradient and translucent shapes, as `steps` and `guidance` would
+    leave it (settle); `captioned` adds the prompt text (so a person can tell which prompt made which picture)
+    and the "OFFLINE PREVIEW · seed · steps · guidance" label."""
     d = _digest(prompt, seed)
     colors = [(d[i], d[i + 1], d[i + 2]) for i in range(0, 30, 3)]
     # Diagonal gradient between two palette colours, computed at 64×64 and scaled (fast even at 2048²).
@@ -124,8 +155,9 @@ def preview_picture(prompt: str, seed: int, width: int, height: int, *, captione
         else:
             draw.regular_polygon((cx, cy, r), n_sides=3 + s[2] % 4, rotation=s[1] % 120, fill=fill)
     img.paste(shapes, (0, 0), shapes)
+    img = settle(img, seed, steps, guidance)
     if captioned:
-        _caption(img, prompt, f"{PREVIEW_LABEL} · seed {seed}")
+        _caption(img, prompt, f"{PREVIEW_LABEL} · seed {seed}{settings_label(steps, guidance)}")
     return img
 
 
@@ -145,18 +177,20 @@ def _caption(img: Image.Image, prompt: str, label: str) -> None:
     _paste_corner(img, _label_tile(label, max(9, unit // 28)), "bottom-right")
 
 
-def render_image(prompt: str, seed: int, width: int, height: int, fmt: str = "png") -> bytes:
+def render_image(prompt: str, seed: int, width: int, height: int, fmt: str = "png", *, steps: int | None = None,
+                 guidance: float | None = None) -> bytes:
     """Encoded preview image bytes (png, jpeg/jpg or webp); the same inputs give the same bytes."""
-    return encode(preview_picture(prompt, seed, width, height), fmt)
+    return encode(preview_picture(prompt, seed, width, height, steps=steps, guidance=guidance), fmt)
 
 
 def render_images(prompt: str, seed: int, width: int, height: int, fmt: str, n: int,
-                  cancel: threading.Event | None = None) -> list[bytes]:
+                  cancel: threading.Event | None = None, *, steps: int | None = None,
+                  guidance: float | None = None) -> list[bytes]:
     """`n` previews for seeds seed, seed+1, … (as one diffusion call with num_outputs_per_prompt=n gives)."""
     images = []
     for i in range(n):
         _check(cancel, f"{i} of {n} images")
-        images.append(render_image(prompt, seed + i, width, height, fmt))
+        images.append(render_image(prompt, seed + i, width, height, fmt, steps=steps, guidance=guidance))
     return images
 
 
@@ -207,7 +241,8 @@ def edit_layout(count: int, width: int, height: int) -> list[tuple[int, int, int
     return [*halves(first, not wide), *halves(second, not wide)]
 
 
-def edit_picture(prompt: str, seed: int, width: int, height: int, references: list[Image.Image]) -> Image.Image:
+def edit_picture(prompt: str, seed: int, width: int, height: int, references: list[Image.Image], *,
+                 steps: int | None = None, guidance: float | None = None) -> Image.Image:
     """The RGB preview of an edit: the references cover-fitted into a collage (edit_layout), the prompt's
     seeded preview blended over it at EDIT_BLEND (so prompt and seed change the result while the references
     stay plainly visible), thin gutters between the cells, the prompt as a caption and the label
@@ -217,6 +252,7 @@ def edit_picture(prompt: str, seed: int, width: int, height: int, references: li
     for ref, (left, top, right, bottom) in zip(references, cells):
         collage.paste(cover(ref, max(1, right - left), max(1, bottom - top)), (left, top))
     img = Image.blend(collage, preview_picture(prompt, seed, width, height, captioned=False), EDIT_BLEND)
+    img = settle(img, seed, steps, guidance)
     gutter = max(1, min(width, height) // 200)
     draw = ImageDraw.Draw(img)
     for left, top, right, bottom in cells:
@@ -225,23 +261,26 @@ def edit_picture(prompt: str, seed: int, width: int, height: int, references: li
         if bottom < height:
             draw.rectangle((left, bottom - gutter, right, bottom + gutter - 1), fill=(16, 16, 16))
     many = "reference" if len(references) == 1 else "references"
-    _caption(img, prompt, f"{PREVIEW_LABEL} · edit of {len(references)} {many} · seed {seed}")
+    _caption(img, prompt, f"{PREVIEW_LABEL} · edit of {len(references)} {many} · seed {seed}"
+                          f"{settings_label(steps, guidance)}")
     return img
 
 
 def render_edit(prompt: str, seed: int, width: int, height: int, references: list[Image.Image], fmt: str = "png",
-                quality: int = 90) -> bytes:
+                quality: int = 90, *, steps: int | None = None, guidance: float | None = None) -> bytes:
     """Encoded edit preview bytes (edit_picture); the same inputs give the same bytes."""
-    return encode(edit_picture(prompt, seed, width, height, references), fmt, quality)
+    return encode(edit_picture(prompt, seed, width, height, references, steps=steps, guidance=guidance), fmt, quality)
 
 
 def render_edits(prompt: str, seed: int, width: int, height: int, references: list[Image.Image], fmt: str,
-                 quality: int, n: int, cancel: threading.Event | None = None) -> list[bytes]:
+                 quality: int, n: int, cancel: threading.Event | None = None, *, steps: int | None = None,
+                 guidance: float | None = None) -> list[bytes]:
     """`n` edit previews for seeds seed, seed+1, …"""
     images = []
     for i in range(n):
         _check(cancel, f"{i} of {n} edits")
-        images.append(render_edit(prompt, seed + i, width, height, references, fmt, quality))
+        images.append(render_edit(prompt, seed + i, width, height, references, fmt, quality, steps=steps,
+                                  guidance=guidance))
     return images
 
 

@@ -14,7 +14,8 @@ from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES
 from protocol.errors import StudioError
 from ui import resources
 from ui.auth import principal
-from ui.endpoints_views import action_panel, audit_panel, delete_plan, load_state, status_panel, voice_model_picker
+from ui.endpoints_views import (action_panel, audit_panel, delete_plan, load_state, scale_up_note, status_panel,
+                                voice_model_picker)
 from ui.lifecycle_views import lifecycle_options, ttl_panel
 from ui.versions_views import versions_panel
 
@@ -110,7 +111,20 @@ else:
                  help="create what is missing, wait for what is Creating, recreate what Failed"):
         start(lambda: runner.resume(actor=me, wait=wait))
     if c2.button("Run smoke test", disabled=busy, key="smoke_go"):
-        start(lambda: runner.smoke(actor=me))
+        note = scale_up_note(state_file, settings.profile)
+        if note is None:
+            start(lambda: runner.smoke(actor=me))
+        state["confirm_smoke"] = note  # an endpoint at 0 instances would scale up: ask first
+    if state.get("confirm_smoke"):
+        with st.container(border=True):
+            st.warning(resources.plain(state["confirm_smoke"]), icon="💸")
+            y, n = st.columns(2)
+            if y.button("Yes, scale up and run the smoke test", type="primary", disabled=busy, key="smoke_confirm"):
+                state["confirm_smoke"] = None
+                start(lambda: runner.smoke(actor=me))
+            if n.button("Cancel", key="smoke_cancel"):
+                state["confirm_smoke"] = None
+                st.rerun()
     if c3.button("Delete…", disabled=busy, key="delete_ask"):
         state["confirm_delete"] = True
     if state.get("confirm_delete"):

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 class BackendHealth:
     ok: bool
     detail: str  # what a person reads in the sidebar: "healthy", or what is wrong and what to do
+    # Nothing is deployed (SageMaker with no endpoint named): not a fault, nothing to reach yet — e.g. after a delete
+    undeployed: bool = False
 
 
 @dataclass

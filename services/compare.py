@@ -18,6 +18,9 @@ Voices too (`compare_voices`, VoiceVariant with the options of services.speech.s
 by each variant at once; the WAV and its figures (TTFA, RTF, latency) come back in the outcome (the history
 keeps images and videos only).
 
+Progress: `on_progress(outcome, done, total)` is called in the caller's thread as each variant finishes (in
+the order they finish), so a page can say which are done while the others still run.
+
 Cost per item: the target's hourly price (given by hand, or for a SageMaker endpoint the shipped table's rate
 for the instance type it runs on, services/pricing.py) times the time the image took, spread over the images
 of the request — the share of an hour of instance time the item used. Unknown price: no cost, and why.
@@ -26,7 +29,7 @@ of the request — the share of an hour of instance time the item used. Unknown 
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -42,6 +45,7 @@ from services.targets import TargetBook
 from services.videos import VideoJobs, VideoRequest
 
 VARIANTS = Range(2, 4)
+OnProgress = Callable[["Outcome", int, int], None]  # (the finished variant's outcome, how many are done, of how many)
 TargetKind = Literal["default", "omni", "sagemaker"]
 TARGET_KINDS: tuple[TargetKind, ...] = ("default", "omni", "sagemaker")
 
@@ -189,18 +193,20 @@ def _price(backend: Backend, settings: Settings, target: Target, modality: str) 
 
 
 def compare_images(variants: list[ImageVariant], *, settings: Settings, history: History, default: Backend,
-                   build: Callable[[Settings], Backend] = create_backend) -> list[Outcome]:
+                   build: Callable[[Settings], Backend] = create_backend,
+                   on_progress: OnProgress | None = None) -> list[Outcome]:
     """Run every variant at once and record each image (as `history`'s actor: Forbidden before any target is built
     when their role may not generate); outcomes in the variants' order. One variant's failure (its target down, a
     refusal) is its outcome's error; the others go on."""
     require(history.actor, "generate")
     return _compare(variants, "image", lambda backend, v: record_image(backend.images, history, v.request),
                     settings=settings, default=default, build=build, actor=history.actor,
-                    book=TargetBook(settings, history))
+                    book=TargetBook(settings, history), on_progress=on_progress)
 
 
 def compare_videos(variants: list[VideoVariant], *, settings: Settings, history: History, default: Backend,
-                   build: Callable[[Settings], Backend] = create_backend, timeout_s: float | None = None) -> list[Outcome]:
+                   build: Callable[[Settings], Backend] = create_backend, timeout_s: float | None = None,
+                   on_progress: OnProgress | None = None) -> list[Outcome]:
     """Every variant as a video job at once (recorded like the video page's, as `history`'s actor: Forbidden first
     when their role may not generate), waited for; outcomes in order."""
     require(history.actor, "generate")
@@ -213,12 +219,12 @@ def compare_videos(variants: list[VideoVariant], *, settings: Settings, history:
         return job
 
     return _compare(variants, "video", run, settings=settings, default=default, build=build, actor=history.actor,
-                    book=TargetBook(settings, history))
+                    book=TargetBook(settings, history), on_progress=on_progress)
 
 
 def compare_voices(variants: list[VoiceVariant], *, settings: Settings, default: Backend, actor: Principal,
                    build: Callable[[Settings], Backend] = create_backend, book: TargetBook | None = None,
-                   ) -> list[Outcome]:
+                   on_progress: OnProgress | None = None) -> list[Outcome]:
     """Every variant speaks the text at once; each outcome holds the WAV and its figures, in order. Forbidden
     before any target is built unless `actor` may generate."""
     require(actor, "generate")
@@ -238,12 +244,12 @@ def compare_voices(variants: list[VoiceVariant], *, settings: Settings, default:
                            "audio_seconds": stats.audio_seconds}
 
     return _compare(variants, "voice", run, settings=settings, default=default, build=build, fills=True, actor=actor,
-                    book=book or TargetBook(settings, History(settings.data_dir)))
+                    book=book or TargetBook(settings, History(settings.data_dir)), on_progress=on_progress)
 
 
 def _compare(variants: list, modality: str, make: Callable[..., Any], *, settings: Settings,
              default: Backend, build: Callable[[Settings], Backend], actor: Principal, book: TargetBook,
-             fills: bool = False) -> list[Outcome]:
+             fills: bool = False, on_progress: OnProgress | None = None) -> list[Outcome]:
     """`make(backend, variant)` returns the recorded job; with `fills`, `make(backend, variant, outcome)` fills
     the outcome itself. Every target is checked against the closed set before any is built."""
     variants = check_variants(list(variants))
@@ -277,7 +283,11 @@ def _compare(variants: list, modality: str, make: Callable[..., Any], *, setting
 
     try:
         with ThreadPoolExecutor(max_workers=len(variants), thread_name_prefix="compare") as pool:
-            return list(pool.map(run, variants))
+            futures = [pool.submit(run, v) for v in variants]
+            if on_progress is not None:  # here, in the caller's thread: a page may draw from it
+                for done, future in enumerate(as_completed(futures), 1):
+                    on_progress(future.result(), done, len(futures))
+            return [f.result() for f in futures]
     finally:
         for backend in built.values():
             if isinstance(backend, Backend):

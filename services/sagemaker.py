@@ -170,7 +170,7 @@ def sagemaker_health(aws: AwsSession, targets: SageMakerTargets) -> BackendHealt
     if not configured:
         return BackendHealth(False, "no SageMaker endpoints are configured: deploy them with `python -m infra deploy` "
                                     "(it writes the state file the studio reads), or set OMNI_STUDIO_VOICE_ENDPOINT, "
-                                    "OMNI_STUDIO_IMAGE_ENDPOINT and OMNI_STUDIO_VIDEO_ENDPOINT")
+                                    "OMNI_STUDIO_IMAGE_ENDPOINT and OMNI_STUDIO_VIDEO_ENDPOINT", undeployed=True)
     parts, ok = [], True
     sm = aws.client("sagemaker")
     for role, name in configured.items():

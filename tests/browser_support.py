@@ -27,7 +27,8 @@ The scenario returns a JSON-able dict; anything it prints goes to the test's out
 
 A scenario that needs more of the browser says so in attributes of its function, read before Chromium starts:
 `scenario.chromium_args = f` (f(temp_dir) -> extra flags, e.g. a fake microphone fed from a WAV it writes there)
-and `scenario.permissions = ["microphone"]`.
+and `scenario.permissions = ["microphone"]`; `scenario.first_url_path = "capacity"` makes that page the fresh
+studio's very first request instead of the home page (a deep link right after a start).
 """
 
 from __future__ import annotations
@@ -253,7 +254,7 @@ def _main(target: str) -> dict[str, Any]:
                 context.add_init_script(_RECORD_PEER_CONNECTIONS)
                 page = context.pages[0] if context.pages else context.new_page()
                 studio = BrowserStudio(f"http://127.0.0.1:{port}", page, log)
-                studio.goto()
+                studio.goto(getattr(scenario, "first_url_path", ""))
                 try:
                     return scenario(studio)
                 except Exception:

@@ -98,6 +98,9 @@ def test_a_sweep_from_the_page_draws_its_charts_and_is_kept(engine_url: str, mon
     assert _metric(at, "Highest concurrency within the SLO") == "2"
     assert any("this machine" in i.value and "not a GPU" in i.value for i in at.info)
     assert _metric(at, "Cost per audio minute") == "—"  # the offline engine has no instance price
+    levels = at.dataframe[0].value
+    assert "first audio p95 (ms)" in levels.columns and "audio seconds per second" in levels.columns
+    assert not [c for c in levels.columns if "_" in c], list(levels.columns)  # no snake_case column names
     assert any("No cost per unit" in c.value for c in at.caption)
     latency, throughput = _charts(at)
     text = json.dumps(latency)
@@ -189,10 +192,14 @@ def test_a_sagemaker_sweep_waits_for_a_yes_after_showing_its_cost(emulator_env: 
     _ok(at)
     warning = " ".join(w.value for w in at.warning).replace("\\", "")  # Markdown escapes off
     assert "The sweep sends 4 image generations" in warning and "ml.g6.xlarge" in warning and "1.1267/h" in warning
+    assert "this is the local SageMaker emulator: nothing is billed" in warning
     assert not History(tmp_path / "data").load_reports()  # nothing runs before the yes
     at.button(key="cap_confirm").click().run()
     _ok(at)
     _until(at, lambda: any(m.label == "Cost per image" for m in at.metric))
     assert _metric(at, "Price per hour") == "$1.1267" and _metric(at, "Cost per image") != "—"
+    # beside the dollars: they price an instance that did not run the load
+    emulated = [w.value.replace("\\", "") for w in at.warning if w.value.startswith("Emulated")]
+    assert emulated and "local SageMaker emulator" in emulated[0] and "ml.g6.xlarge" in emulated[0], emulated
     saved = History(tmp_path / "data").load_reports()
     assert len(saved) == 1 and saved[0].instance_type == "ml.g6.xlarge" and saved[0].backend == "sagemaker"

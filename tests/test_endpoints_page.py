@@ -88,6 +88,8 @@ def test_deploy_status_banner_and_delete_from_the_page(emulator_env: EmulatorHan
     table = at.dataframe[0].value
     assert list(table["endpoint"]) == ["voice", "image"] and set(table["status"]) == {"InService"}
     assert set(table["smoke test"]) == {"ok"} and all(v.startswith("$") for v in table["$/hour"])
+    # the money in view: right after the status, before the long names that pushed it off the right edge
+    assert list(table.columns)[:5] == ["endpoint", "status", "$/hour", "cost so far", "pool $/hour (min–max)"]
     assert [m.label for m in at.metric] == ["Per hour", "Per day", "Cost so far"]
     at.run()  # the next refresh: the sidebar's health says what runs now (not the cached "Creating")
     assert any("voice InService · image InService" in s.value for s in at.sidebar.success), \
@@ -112,8 +114,17 @@ def test_deploy_status_banner_and_delete_from_the_page(emulator_env: EmulatorHan
     _button(at, "delete_go").click().run()
     _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)
     assert any("everything is gone" in s.value for s in at.success)
+    log = next(str(c.value) for c in at.code if ": deleted" in str(c.value))
+    gone = re.findall(r"((?:endpoint config|endpoint|model|alarm|schedule group|schedule|iam role) \S+): "
+                      r"(?:deleted|already gone)", log)
+    assert len(gone) == n and len(set(gone)) == n, log  # each resource once (not progress + summary)
+    waits = [line for line in log.splitlines() if "Deleting (" in line]
+    assert len(waits) == len({w.split(" Deleting")[0] for w in waits}), log  # a wait is one line, updated
     assert _listing(emulator_env) == [0, 0, 0] and not (tmp_path / "state.json").exists()
     assert any("No deployment yet" in i.value for i in at.info)
+    at.run()  # the sidebar after a delete: calm, no error naming environment variables
+    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert any("no deployment — deploy one on the Endpoints page" in i.value for i in at.sidebar.info)
 
 
 def test_a_refused_deploy_says_why_and_creates_nothing(emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch,
@@ -267,3 +278,53 @@ def test_the_banner_says_when_endpoints_delete_themselves_or_that_they_never_wil
     assert ttl_text({"soonest_deletion": soon, "without_ttl": 0}) == "; deletes itself in 2 h 10 min"
     assert ttl_text({"soonest_deletion": soon, "without_ttl": 1}) == "; **no TTL** on 1: runs until deleted"
     assert ttl_text({"soonest_deletion": None, "without_ttl": 0}) == ""
+
+
+def test_a_smoke_test_that_would_scale_an_idle_endpoint_up_asks_first(
+        emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
+    """The video endpoint idles at 0 instances: the banner names it beside the running ones, and "Run smoke test"
+    names the instance, its price and the wait before it scales it up (the CLI says the same)."""
+    from infra.cli import _say_scale_up
+
+    at = _open(monkeypatch, tmp_path)
+    at.multiselect(key="deploy_roles").set_value(["voice", "video"])
+    at.text_input(key="deploy_bucket").input("omni-studio-smoke-ask")
+    at.checkbox(key="deploy_smoke").uncheck()
+    at.run()
+    _button(at, "deploy_go").click().run()
+    _until(at, lambda: "deploy — done" in " ".join(m.value for m in at.markdown), timeout=90)
+    emulator_env.advance_clock(20 * 60)  # 20 idle minutes: autoscaling takes video to 0 instances
+    _until(at, lambda: list(at.dataframe[0].value["instances"])[1].startswith("0"), timeout=30)
+
+    image_page = _open(monkeypatch, tmp_path, "pages/image.py")
+    banner = [w.value for w in image_page.warning if "studio endpoints" in w.value]
+    assert banner and "2 studio endpoints**: 1 running, video at 0 instances" in banner[0], banner
+
+    at = _open(monkeypatch, tmp_path)
+    _button(at, "smoke_go").click().run()
+    _ok(at)
+    ask = next(w.value for w in at.warning if "runs 0 instances" in w.value).replace("\\", "")
+    assert "video endpoint" in ask and "/hour" in ask and "about 10 minutes" in ask, ask
+    assert "smoke —" not in " ".join(m.value for m in at.markdown)  # nothing started before the yes
+    _button(at, "smoke_cancel").click().run()
+    assert not [w for w in at.warning if "runs 0 instances" in w.value]
+    assert "smoke —" not in " ".join(m.value for m in at.markdown)
+
+    _say_scale_up(tmp_path / "state.json", [])  # the CLI's note, from the same status
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert said and said[0].startswith("note: The video endpoint") and "about 10 minutes" in said[0], said
+    _say_scale_up(tmp_path / "state.json", ["voice"])  # voice has its instance: nothing to say
+    assert "note:" not in capsys.readouterr().err
+
+    _button(at, "smoke_go").click().run()
+    _button(at, "smoke_confirm").click().run()
+    _ok(at)
+    assert "smoke — running" in " ".join(m.value for m in at.markdown)
+    video = __import__("json").loads((tmp_path / "state.json").read_text())["endpoint_names"]["video"]
+    _until(at, lambda: emulator_env.lifecycle()["load"].get(video, {}).get("backlog"))  # its job waits
+    emulator_env.advance_clock(120)  # the no-capacity alarm's two periods, then the instance (480 s)
+    emulator_env.advance_clock(480)
+    _until(at, lambda: "smoke — done" in " ".join(m.value for m in at.markdown), timeout=120)
+    _button(at, "delete_ask").click().run()
+    _button(at, "delete_go").click().run()
+    _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)

@@ -115,6 +115,37 @@ def test_image_is_deterministic_and_prompt_dependent(engine_url):
     assert np.abs(pa - pc).mean() > 20  # visibly different, not a pixel or two
 
 
+def _edges(img: np.ndarray) -> float:
+    """Detail: the mean absolute difference between neighbouring pixels (high when sharp)."""
+    grey = img.mean(axis=2)
+    return float(np.abs(np.diff(grey, axis=0)).mean() + np.abs(np.diff(grey, axis=1)).mean())
+
+
+def _saturation(img: np.ndarray) -> float:
+    return float((img.max(axis=2) - img.min(axis=2)).mean())
+
+
+def test_a_preview_shows_its_steps_and_guidance(engine_url):
+    """Comparing settings offline shows something: two previews differing only in steps (only in guidance)
+    differ measurably, each in its own direction — fewer steps less converged, more guidance more saturated."""
+    def img(**settings) -> np.ndarray:
+        body = dict(prompt="a red lighthouse on a rocky coast", size="384x256", seed=11, **settings)
+        return pixels(decode(generate(engine_url, **body)))[:-40]  # the picture, without the label's row
+
+    four, twelve = img(num_inference_steps=4), img(num_inference_steps=12)
+    assert np.abs(four - twelve).mean() > 4, np.abs(four - twelve).mean()
+    sharper = _edges(twelve) - _edges(four)
+    assert sharper > 0.5 * _edges(four) or _edges(four) > 1.5 * _edges(twelve), (_edges(four), _edges(twelve))
+    low, high = img(num_inference_steps=12, guidance_scale=1.0), img(num_inference_steps=12, guidance_scale=8.0)
+    assert np.abs(low - high).mean() > 8, np.abs(low - high).mean()
+    assert _saturation(high) > 1.3 * _saturation(low), (_saturation(low), _saturation(high))
+    again = generate(engine_url, prompt="a red lighthouse on a rocky coast", size="384x256", seed=11,
+                     num_inference_steps=4).json()["data"][0]["b64_json"]
+    first = generate(engine_url, prompt="a red lighthouse on a rocky coast", size="384x256", seed=11,
+                     num_inference_steps=4).json()["data"][0]["b64_json"]
+    assert again == first  # still deterministic
+
+
 def test_image_without_seed_reports_a_random_seed_that_reproduces_it(engine_url):
     first, second = (generate(engine_url, prompt="a red kite", size="128x128") for _ in range(2))
     seed = first.json()["seed"]

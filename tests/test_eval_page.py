@@ -62,7 +62,11 @@ def test_define_run_review_blind_reveal_and_export(engine_url: str, monkeypatch:
     _button(at, "Reveal the results").click().run()
     _ok(at)
     table = at.dataframe[0].value
-    assert list(table["label"]) == ["four", "eight"] and list(table["ratings"]) == [2, 2]
+    assert list(table["variant"]) == ["four", "eight"] and list(table["ratings"]) == [2, 2]
+    assert not [c for c in table.columns if "_" in c], list(table.columns)  # labels for people, not snake_case
+    assert "win rate" in table.columns
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert spec["height"] == 112, spec.get("height")  # two variants, a readable band each (not squashed)
     assert sorted(table["wins"]) == [0, 1] and list(table["ties"]) == [1, 1]
     assert "no significant difference" in _text(at)  # two ratings separate nothing
     labels = [b.label for b in at.get("download_button")]

@@ -60,6 +60,11 @@ def test_two_variants_side_by_side_are_recorded_with_figures_and_cost(
     assert "cost per image unknown: no hourly price is known" in text  # the sidebar's engine
     # the gallery holds both, like any other image
     assert sum("Use for video" == b.label for b in at.button) == 2
+    # progress, not a greyed page: a line per variant, each marked as it finished
+    box = at.status[0]
+    assert box.label == "All 2 variants done" and box.state == "complete", (box.label, box.state)
+    lines = [m.value.replace("\\", "") for m in box.markdown]
+    assert len(lines) == 2 and all(line.startswith("✅ **") and " — done in " in line for line in lines), lines
 
 
 def test_a_variant_on_a_down_target_fails_alone_and_another_url_works(
@@ -82,6 +87,34 @@ def test_a_variant_on_a_down_target_fails_alone_and_another_url_works(
     assert errors and all(down in e.replace("`", "") for e in errors), errors  # its column (and gallery tile) only
     captions = " ".join(c.value.replace("\\", "") for c in at.caption)
     assert f"vLLM-Omni {engine_url}" in captions.replace("`", "")
+    lines = [m.value.replace("\\", "") for m in at.status[0].markdown]
+    assert sorted(line[0] for line in lines) == ["✅", "✅", "❌"], lines
+    assert any(line.startswith("❌") and "failed:" in line for line in lines), lines
+
+
+def test_each_variant_is_reported_in_the_callers_thread_as_it_finishes(engine_url: str, tmp_path: Path) -> None:
+    import threading
+
+    from services.access import LOCAL
+    from services.backend import omni_backend
+    from services.compare import ImageVariant, compare_images
+    from services.images import ImageRequest
+    from services.settings import Settings
+
+    seen: list[tuple[int, str, int, int]] = []
+    settings = Settings(data_dir=tmp_path)
+    backend = omni_backend(engine_url, settings)
+    try:
+        outcomes = compare_images(
+            [ImageVariant("A", ImageRequest("a kite", size="128x128", steps=2)),
+             ImageVariant("B", ImageRequest("a kite", size="160x128", steps=6))],
+            settings=settings, history=History(tmp_path).acting_as(LOCAL), default=backend,
+            on_progress=lambda o, done, total: seen.append((threading.get_ident(), o.variant.label, done, total)))
+    finally:
+        backend.close()
+    assert [o.error for o in outcomes] == [None, None]
+    assert {s[0] for s in seen} == {threading.get_ident()}  # the caller's thread: a page may draw from it
+    assert sorted(s[1] for s in seen) == ["A", "B"] and [s[2:] for s in seen] == [(1, 2), (2, 2)]
 
 
 def test_the_compare_targets_are_the_closed_set_and_the_form_has_no_url_field(

@@ -27,6 +27,7 @@ import pytest
 
 from services.backend import omni_backend
 from services.history import History
+from services.cli.load import render
 from services.load import LoadPlan, LoadReport, describe_target, run_sweep
 from services.settings import Settings
 
@@ -367,6 +368,19 @@ def test_sagemaker_voice_sweep_prices_the_instance_in_use(emulator_env: Emulator
     assert "$1.1267/h" in r.stderr and "at most $0.56 of endpoint time" in r.stderr  # 30 min x $1.1267/h
     minutes = d["cost"]["throughput"]["audio_s_per_s"] * 60  # audio minutes per hour
     assert d["cost"]["usd_per_audio_minute"] == pytest.approx(1.1267 / minutes, rel=1e-3)
+    # the emulator (on loopback) is named beside every dollar figure: before the sweep, in the report, in its text
+    assert "this is the local SageMaker emulator: nothing is billed" in r.stderr
+    report = LoadReport.from_dict(d)
+    assert d["emulated"] is True and report.emulated and "(emulated)" in report.label()
+    text = render(report)
+    assert "measured on the local SageMaker emulator" in text.split("cost: ", 1)[1].split("\n")[1], text
+
+
+def test_only_sagemaker_on_loopback_counts_as_the_emulator() -> None:
+    from services.load.target import on_loopback
+
+    assert on_loopback("https://127.0.0.1:4566") and on_loopback("http://localhost:8080") and on_loopback("https://[::1]:1")
+    assert not on_loopback("https://10.1.2.3") and not on_loopback(None) and not on_loopback("")
 
 
 def test_sagemaker_image_sweep_by_endpoint_name_and_an_unpriced_instance(emulator_env: EmulatorHandle,

@@ -13,8 +13,9 @@ rule. Sign-in is Streamlit's own OpenID Connect support (`st.login`, `st.user`, 
   demo lock's pages). The sidebar shows who is signed in, their role and a sign-out button (`account`).
 
 Every page calls the sidebar, which calls `guard()`: a page that Streamlit runs on its own — it does for
-`pages/` scripts until the entry file has set up the navigation once — is sent through app.py first, so
-no URL reaches a page past the door.
+`pages/` scripts until the entry file has set up the navigation once, e.g. a deep link as a fresh server's first
+request — runs again at the same URL through app.py, so no URL reaches a page past the door, and none shows
+Streamlit's file-name navigation or a narrow layout.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+from streamlit import config
 from streamlit.errors import StreamlitAPIException
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from protocol.errors import ConfigError
 from services import signin
@@ -146,6 +150,12 @@ def guard(policy: Callable[[], AccessPolicy]) -> Principal:
     Without sign-in, on loopback, such a page (AppTest runs pages on their own) acts as LOCAL."""
     if getattr(_run, "entered", False):
         return principal()
+    if _pages_fallback():
+        # Until app.py has called st.navigation once in this server, Streamlit runs a pages/ URL's script on its
+        # own, with a navigation of file names and no set_page_config — for every session until someone opens
+        # "/". Turn that fallback off (what st.navigation does) and run this URL again: app.py runs it now.
+        PagesManager.uses_pages_directory = False
+        st.rerun()
     d = door(policy)
     if d.actor is not None and d.sign_in is None:
         return principal()  # LOCAL: who the session acts as, asked the one way every page asks
@@ -159,6 +169,18 @@ def guard(policy: Callable[[], AccessPolicy]) -> Principal:
                      "pages you may see.", icon="🔒")
         st.stop()
     raise AssertionError  # unreachable: switch_page raises
+
+
+def _pages_fallback() -> bool:
+    """Is this run Streamlit's pages/ fallback, whose navigation is app.py (as a plain page) and the pages/ files?
+    (Not AppTest's page run on its own: app.py is no page there.)"""
+    ctx = get_script_run_ctx()
+    # AppTest turns the fallback on again before every run (it resets PagesManager.uses_pages_directory): a
+    # rerun there would only drop the click that started the run; it draws no navigation anyway.
+    if ctx is None or not PagesManager.uses_pages_directory or config.get_option("global.appTest"):
+        return False
+    return any(p.get("script_path") and Path(p["script_path"]).resolve() == ENTRY
+               for p in ctx.pages_manager.get_pages().values())
 
 
 def principal() -> Principal:

@@ -20,6 +20,7 @@ from ui.workspace_views import by_line, owner_of, share_toggle
 THROUGHPUT_TITLE = {"voice": "audio seconds per second", "image": "images per minute",
                     "video": "video seconds per hour"}
 METRIC_TITLE = {"ttfa_ms": "first audio (ms)", "latency_s": "latency (s)"}
+LEVEL_FIGURES = {"ttfa_ms": ("first audio", "ms"), "latency_s": ("latency", "s")}  # the levels table's columns
 
 
 def work_inputs(modality: Modality) -> dict[str, Any]:
@@ -149,17 +150,20 @@ def summary(report: LoadReport) -> None:
              help=None if value is None else f"at concurrency {cost['at_concurrency']}, ${report.usd_per_hour:.4f}/h")
     c.metric("Price per hour", "—" if report.usd_per_hour is None else f"${report.usd_per_hour:.4f}",
              help=report.price_source)
+    if report.emulated_note():  # right under the dollars: they price an instance that did not run the load
+        st.warning(f"Emulated: {plain(report.emulated_note())}.", icon="🧪")
     if value is None:
         st.caption(f"No cost per unit: {plain(cost['note'])}.")
     rows = []
     for lv in d["levels"]:
         row = {"concurrency": lv["concurrency"], "sent": lv["requests"], "ok": lv["ok"], "errors": lv["errors"],
                "throttled": lv["throttled"]}
-        for key in ("ttfa_ms", "latency_s"):
+        for key, (name, unit) in LEVEL_FIGURES.items():  # labels for people, not the report's keys
             if key in lv:
                 f = lv[key]
-                row[f"{key} p50"], row[f"{key} p95"], row[f"{key} max"], row[f"{key} n"] = f["p50"], f["p95"], f["max"], f["n"]
-        row[THROUGHPUT_KEY[report.modality]] = lv["throughput"][THROUGHPUT_KEY[report.modality]]
+                row[f"{name} p50 ({unit})"], row[f"{name} p95 ({unit})"] = f["p50"], f["p95"]
+                row[f"{name} max ({unit})"], row[f"{name} n"] = f["max"], f["n"]
+        row[THROUGHPUT_TITLE[report.modality]] = lv["throughput"][THROUGHPUT_KEY[report.modality]]
         row["within SLO"] = lv["within_slo"]
         rows.append(row)
     st.dataframe(rows, hide_index=True, width="stretch")
@@ -176,6 +180,7 @@ def report_choices(records: list[Any]) -> dict[str, str]:
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
         where = r.instance_type or ("this machine" if r.report.get("machine") else r.target)
+        where += " (emulated)" if r.report.get("emulated") else ""
         by = owner_of(r.user_id)
         out[r.id] = f"{(r.title + ' · ') if r.title else ''}{r.modality} · {where} · {when}" + \
             (f" · {by}" if by else "")  # as LoadReport.label()

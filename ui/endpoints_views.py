@@ -76,12 +76,14 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
         return False
     pools = pool_ranges(state_file, report)
     life = lifecycle_cells(state_file, report, profile)  # instances and time to live (infra/ttl.py, scaling.py)
-    rows = [{"endpoint": e.role or "—", "name": e.endpoint_name, "status": e.status,
+    # What costs first, the long names last: a table wider than the page hides its right-hand columns
+    rows = [{"endpoint": e.role or "—", "status": e.status, "$/hour": money(e.usd_per_hour),
+             "cost so far": money(e.cost_so_far_usd),
+             "pool $/hour (min–max)": pools[e.role].range_label() if e.role in pools else "—",
              "instance": e.instance_type or "—", **life.get(e.role or "", {}), "uptime": format_duration(e.uptime_s),
-             "$/hour": money(e.usd_per_hour), "pool $/hour (min–max)": pools[e.role].range_label() if e.role in pools else "—",
-             "cost so far": money(e.cost_so_far_usd), "smoke test": smoke(e.smoke),
-             "model": e.model_id or "—", "can do": ", ".join(e.task_types) or "—",
-             "pool entries": pools[e.role].label().split(": ", 1)[1] if e.role in pools else "—"}
+             "smoke test": smoke(e.smoke), "can do": ", ".join(e.task_types) or "—", "model": e.model_id or "—",
+             "pool entries": pools[e.role].label().split(": ", 1)[1] if e.role in pools else "—",
+             "name": e.endpoint_name}
             for e in report.endpoints]
     st.dataframe(rows, hide_index=True, width="stretch")
     a, b, c = st.columns(3)
@@ -98,6 +100,17 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
         if e.failure_reason:
             st.error(f"{plain(e.role or e.endpoint_name)} failed: {plain(e.failure_reason)}")
     return report.creating
+
+
+def scale_up_note(state_file: Path, profile: str | None) -> str | None:
+    """What a smoke test would scale up from 0 instances, its price and wait (infra.smoke.scale_up_note); None
+    when nothing would, or when the status cannot be read (the smoke test then says what is wrong)."""
+    from infra.smoke import scale_up_note as note
+
+    try:
+        return note(deployment_status(state_file, profile=profile))
+    except StudioError:
+        return None
 
 
 def pool_ranges(state_file: Path, report) -> dict:

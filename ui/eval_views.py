@@ -327,17 +327,28 @@ def review_section(store: EvalStore, eval_id: str, modality: str) -> None:
                    on_click=_rate, args=(store, eval_id, pair, winner, rater))
 
 
+# The results table's columns for people (the data and the exports keep the snake_case keys)
+VARIANT_LABELS = {"label": "variant", "win_rate": "win rate", "ci95_low": "95 % low", "ci95_high": "95 % high",
+                  "latency_p50_s": "latency p50 (s)", "latency_p95_s": "latency p95 (s)", "latency_n": "latencies",
+                  "ttfa_p50_ms": "first audio p50 (ms)", "ttfa_p95_ms": "first audio p95 (ms)",
+                  "cost_per_item_usd": "cost per item (USD)"}
+CHART_ROW_PX = 56  # the win-rate chart's height per variant
+
+
 def results_section(store: EvalStore, eval_id: str) -> None:
     """Per variant figures, the chart of win rates with intervals, the verdicts, the matrix, raters, exports."""
     res = results(store, eval_id)
     rows = variant_rows(res)
-    st.dataframe(pd.DataFrame(rows).dropna(axis=1, how="all"), hide_index=True)
+    st.dataframe(pd.DataFrame(rows).dropna(axis=1, how="all").rename(columns=VARIANT_LABELS), hide_index=True,
+                 width="stretch")
     chart = pd.DataFrame([r for r in rows if r["win_rate"] is not None])
     if not chart.empty:
-        base = alt.Chart(chart).encode(y=alt.Y("label:N", title=None))
-        st.altair_chart(base.mark_rule(strokeWidth=3).encode(x=alt.X("ci95_low:Q", title="win rate (95 % interval)",
-                                                                     scale=alt.Scale(domain=[0, 1])), x2="ci95_high:Q")
-                        + base.mark_point(filled=True, size=80).encode(x="win_rate:Q"), width="stretch")
+        # A band per variant, tall enough to read (Streamlit's default height squashed 2–4 rows into a strip)
+        base = alt.Chart(chart).encode(y=alt.Y("label:N", title=None, sort=None))
+        st.altair_chart((base.mark_rule(strokeWidth=4).encode(
+            x=alt.X("ci95_low:Q", title="win rate (95 % interval)", scale=alt.Scale(domain=[0, 1])), x2="ci95_high:Q")
+            + base.mark_point(filled=True, size=120).encode(x="win_rate:Q")).properties(
+                height=max(CHART_ROW_PX * 2, CHART_ROW_PX * len(chart))), width="stretch")
     for line in verdicts(res):
         st.markdown(plain(line))
     st.caption("Pairwise: the row's wins–losses–ties against the column")

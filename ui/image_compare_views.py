@@ -17,6 +17,7 @@ from services.history import History
 from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest
 from services.load.report import usd
 from services.settings import Settings
+from ui.compare_progress import compare_progress
 from ui.forms import bounded_number, optional_number, optional_seed
 from ui.media_views import image_summary, seconds
 from ui.resources import plain
@@ -65,8 +66,9 @@ def run_compare(settings: Settings, history: History, backend: Backend) -> None:
     try:
         book = target_book()
         variants = [_variant(i, state["cmp_prompt"], book) for i in range(int(state["cmp_count"]))]
-        with st.spinner(f"Generating {len(variants)} variants at once…"):
-            state["cmp_outcomes"] = compare_images(variants, settings=settings, history=history, default=backend)
+        with compare_progress(variants, "Generating") as on_progress:
+            state["cmp_outcomes"] = compare_images(variants, settings=settings, history=history, default=backend,
+                                                   on_progress=on_progress)
     except StudioError as exc:
         state["cmp_error"] = str(exc)
 

@@ -125,6 +125,13 @@ def sidebar() -> None:
             st.error(plain(exc))
             return
         h = backend_health()
+        if h.undeployed:  # e.g. right after a delete: nothing is wrong, there is nothing to reach yet
+            where = "on the Endpoints page" if auth.page_allowed(actor, "endpoints", require_settings().demo) \
+                else "(an admin does, on the Endpoints page)"
+            st.info(f"{plain(b.label)}: no deployment — deploy one {where}.", icon="☁️")
+            st.caption("Or name running endpoints: " + ", ".join(
+                code(f"OMNI_STUDIO_{role.upper()}_ENDPOINT") for role in ("voice", "image", "video")) + ".")
+            return
         (st.success if h.ok else st.error)(plain(f"{b.label}: {h.detail}"), icon="🟢" if h.ok else "🔴")
         st.caption(f"Target: {code(b.target)}")
 
@@ -224,6 +231,17 @@ def ttl_text(f: dict) -> str:
     return ""
 
 
+def fleet_count(f: dict) -> str:
+    """'**2 studio endpoints running**', and those InService at 0 instances (free until a request scales them up):
+    '**3 studio endpoints**: 2 running, video at 0 instances'."""
+    n, idle = f["running"], f.get("idle") or []
+    if not idle:
+        return f"**{n} studio endpoint{'s' if n != 1 else ''} running**"
+    them = "it" if len(idle) == 1 else "them"
+    return (f"**{n + len(idle)} studio endpoints**: {n} running, {plain(', '.join(idle))} at 0 instances (no cost "
+            f"until a request scales {them} up)")
+
+
 def cost_banner() -> None:
     """'N studio endpoints running: $/hour, cost so far' with a link to the endpoints page, when there are any."""
     if not banner_wanted(settings(), backend_choice()[0]):
@@ -231,9 +249,8 @@ def cost_banner() -> None:
     f = fleet()
     if not f or not f["running"]:
         return
-    n = f["running"]
-    st.warning(f"**{n} studio endpoint{'s' if n != 1 else ''} running** in {plain(f['region'])}: "
-               f"${f['usd_per_hour']:.2f}/hour, ${f['cost_so_far_usd']:.2f} so far{ttl_text(f)}.", icon="💸")
+    st.warning(f"{fleet_count(f)} in {plain(f['region'])}: ${f['usd_per_hour']:.2f}/hour, "
+               f"${f['cost_so_far_usd']:.2f} so far{ttl_text(f)}.", icon="💸")
     st.page_link(ENDPOINTS_PAGE, label="Endpoints: status, cost, delete", icon="☁️")
 
 

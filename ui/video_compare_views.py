@@ -15,6 +15,7 @@ from services.history import History
 from services.load.report import usd
 from services.settings import Settings
 from services.videos import DEFAULT_FRAMES, DEFAULT_GUIDANCE, DEFAULT_STEPS, VIDEO_FILE, VideoRequest
+from ui.compare_progress import compare_progress
 from ui.forms import bounded_number, optional_number, optional_seed
 from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds, video_summary
@@ -54,8 +55,9 @@ def run_video_compare(settings: Settings, history: History, backend: Backend, ga
                                    guidance=float(state[f"vcmp_{i}_guidance"]), reference=reference,
                                    reference_name=name)
             variants.append(VideoVariant(label, request, target))
-        with st.spinner(f"Generating {len(variants)} videos at once…"):
-            state["vcmp_outcomes"] = compare_videos(variants, settings=settings, history=history, default=backend)
+        with compare_progress(variants, "Generating videos:") as on_progress:
+            state["vcmp_outcomes"] = compare_videos(variants, settings=settings, history=history, default=backend,
+                                                    on_progress=on_progress)
     except StudioError as exc:
         state["vcmp_error"] = str(exc)
 

@@ -13,6 +13,7 @@ from services.compare import VARIANTS, Outcome, VoiceVariant, compare_voices
 from services.load.report import usd
 from services.settings import Settings
 from ui.auth import principal
+from ui.compare_progress import compare_progress
 from ui.forms import optional_number
 from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds
@@ -57,9 +58,9 @@ def run_voice_compare(settings: Settings, backend: Backend, text: str) -> None:
                        "instructions": g("style"), "split_granularity": g("split"),
                        "initial_codec_chunk_frames": None if first is None else int(first)}
             variants.append(VoiceVariant(label, text, options, target))
-        with st.spinner(f"Speaking with {len(variants)} variants at once…"):
+        with compare_progress(variants, "Speaking with") as on_progress:
             state["vocmp_outcomes"] = compare_voices(variants, settings=settings, default=backend, actor=principal(),
-                                                       book=book)
+                                                       book=book, on_progress=on_progress)
     except StudioError as exc:
         state["vocmp_error"] = str(exc)
 

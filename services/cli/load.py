@@ -305,6 +305,8 @@ def render(report: LoadReport) -> str:
         tp = cost["throughput"][key]
         lines.append(f"cost: {usd(value)} per {UNIT_WORD[m]} at concurrency {cost['at_concurrency']} "
                      f"({tp:g} {key.replace('_', ' ')} at ${report.usd_per_hour:.4f}/h, {report.price_source})")
+        if report.emulated_note():
+            lines.append(f"  {report.emulated_note()}")
     else:
         lines.append(f"cost: none — {cost['note']}")
     if report.stopped:

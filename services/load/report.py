@@ -181,6 +181,7 @@ class LoadReport:
     price_source: str | None = None  # where usd_per_hour came from
     price_note: str | None = None  # why there is no cost, when there is none
     machine: str | None = None  # set for the offline engine: whose figure this is (not a GPU's)
+    emulated: bool = False  # measured on the local SageMaker emulator: its dollars price an instance that did not run
     work: dict[str, Any] = field(default_factory=dict)
     requests_per_level: int = 0
     max_wall_s: float | None = None
@@ -236,7 +237,7 @@ class LoadReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": REPORT_VERSION, "id": self.id, "title": self.title, "modality": self.modality,
-            "backend": self.backend, "target": self.target, "machine": self.machine,
+            "backend": self.backend, "target": self.target, "machine": self.machine, "emulated": self.emulated,
             "instance_type": self.instance_type, "usd_per_hour": self.usd_per_hour,
             "price_source": self.price_source, "price_note": self.price_note,
             "slo": self.slo.to_dict() if self.slo else None, "percentiles": PERCENTILE_METHOD,
@@ -262,6 +263,7 @@ class LoadReport:
             modality=modality, backend=d["backend"], target=d["target"], levels=levels,
             slo=Slo.from_dict(d.get("slo")), instance_type=d.get("instance_type"), usd_per_hour=d.get("usd_per_hour"),
             price_source=d.get("price_source"), price_note=d.get("price_note"), machine=d.get("machine"),
+            emulated=bool(d.get("emulated")),
             work=dict(d.get("work") or {}), requests_per_level=int(d.get("requests_per_level") or 0),
             max_wall_s=d.get("max_wall_s"), stopped=d.get("stopped"), id=d.get("id") or new_report_id(),
             created_at=float(d.get("created_at") or time.time()), finished_at=d.get("finished_at"), title=d.get("title"),
@@ -269,8 +271,17 @@ class LoadReport:
         )
 
     # ---- for people ------------------------------------------------------------------------------------
+    def emulated_note(self) -> str | None:
+        """Beside every dollar figure of a sweep on the local SageMaker emulator; None otherwise."""
+        if not self.emulated:
+            return None
+        what = self.instance_type or "the endpoint's instance type"
+        return (f"measured on the local SageMaker emulator (the offline engine on this machine), not on {what}: "
+                f"the dollar figures are {what}'s list price over this machine's throughput, not a GPU's cost")
+
     def label(self) -> str:
         """A short name for lists and chart legends."""
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created_at))
         where = self.instance_type or ("this machine" if self.machine else self.target)
+        where += " (emulated)" if self.emulated else ""
         return f"{self.title + ' · ' if self.title else ''}{self.modality} · {where} · {when}"

@@ -144,8 +144,8 @@ async def run_sweep(backend: Backend, plan: LoadPlan, target: LoadTarget, *, on_
     report = LoadReport(
         modality=plan.modality, backend=target.backend, target=target.target, levels=[], slo=plan.slo,
         instance_type=target.instance_type, usd_per_hour=target.usd_per_hour, price_source=target.price_source,
-        price_note=target.price_note, machine=target.machine, work=dict(plan.work), requests_per_level=plan.requests,
-        max_wall_s=plan.max_wall_s,
+        price_note=target.price_note, machine=target.machine, emulated=target.emulated, work=dict(plan.work),
+        requests_per_level=plan.requests, max_wall_s=plan.max_wall_s,
     )
     sweep_t0 = clock()
     deadline = sweep_t0 + plan.max_wall_s

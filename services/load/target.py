@@ -11,12 +11,17 @@
   endpoint runs on — the pool entry SageMaker provisioned — in its region.
 - A price given by hand (`usd_per_hour`) wins; an instance type the table lacks leaves the report without a
   cost, and `price_note` says so.
+- SageMaker reached on loopback is the local emulator (emulator/: `AWS_ENDPOINT_URL_*` points there, or a
+  rehearsal's namespace resolves AWS's names there; a real region never is): `emulated` says so, and the report
+  says its dollar figures price an instance that did not run the load.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import platform
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -52,6 +57,7 @@ class LoadTarget:
     price_source: str | None = None
     price_note: str | None = None  # why there is no price, when there is none
     machine: str | None = None  # the offline engine: whose figure this is
+    emulated: bool = False  # SageMaker was the local emulator: the price is the named instance's, not what ran
 
     @property
     def needs_confirmation(self) -> bool:
@@ -71,6 +77,10 @@ class LoadTarget:
             return f"{head} Its cost cannot be shown: {self.price_note or 'no hourly price is known'}."
         most = self.usd_per_hour * plan.max_wall_s / 3600
         extra = " S3 requests for each video come on top (cents)." if plan.modality == "video" and self.backend == "sagemaker" else ""
+        if self.emulated:
+            return (f"{head} At ${self.usd_per_hour:.4f}/h ({self.price_source}) that would be at most ${most:.2f} of "
+                    f"endpoint time on AWS;{extra} this is the local SageMaker emulator: nothing is billed, and the "
+                    "report's dollar figures price that instance over this machine's throughput.")
         return (f"{head} At ${self.usd_per_hour:.4f}/h ({self.price_source}) that is at most ${most:.2f} of endpoint "
                 f"time (the endpoint bills per second while it exists, loaded or not).{extra}")
 
@@ -165,6 +175,18 @@ def _configured_type(aws: AwsSession, config_name: str | None) -> str | None:
     return None
 
 
+def on_loopback(url: str | None) -> bool:
+    """Does `url`'s host resolve to loopback only (the local emulator, never a real region)?"""
+    host = urlparse(url or "").hostname
+    if not host:
+        return False
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:  # unresolvable here: not the emulator, whatever it is
+        return False
+    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
+
+
 def _sagemaker_target(settings: Settings, modality: Modality, instance_type: str | None, usd_per_hour: float | None,
                       prices: PriceTable | None) -> LoadTarget:
     from services.sagemaker import resolve_targets
@@ -188,12 +210,13 @@ def _sagemaker_target(settings: Settings, modality: Modality, instance_type: str
         raise BackendUnreachable(f"the {modality} endpoint {name} is {status}, not InService; no load was sent — a "
                                  "sweep never starts or waits for endpoints: bring it up (`python -m infra resume` "
                                  "or `python -m infra status`) and run the sweep again")
+    emulated = on_loopback(aws.client("sagemaker").meta.endpoint_url)
     in_use = instance_type_in_use(desc) or _configured_type(aws, desc.get("EndpointConfigName"))
     itype = in_use or instance_type
     note = (f"SageMaker did not say which instance type runs {name}: give --instance-type or --price-per-hour for a "
             "cost per unit")
     return LoadTarget("sagemaker", f"SageMaker endpoint {name} ({targets.region})", "SageMaker endpoint",
-                      endpoint=name, region=targets.region, instance_type=itype,
+                      endpoint=name, region=targets.region, instance_type=itype, emulated=emulated,
                       **_price(itype, targets.region, usd_per_hour, prices, without_type=note))
 
 
