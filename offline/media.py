@@ -507,7 +507,8 @@ async def _video_from_form(form: Any, request: Request) -> Response:
         mp4 = await render_unless_disconnected(
             request.receive, f"video render ({width}x{height}, {frames} frames)",
             lambda cancel: previews.render_video(req.prompt, seed, width, height, frames, fps, reference, stages,
-                                                 cancel),
+                                                 cancel, steps=req.num_inference_steps,
+                                                 guidance=req.guidance_scale),
         )
     except Exception as exc:  # noqa: BLE001 - vLLM-Omni answers any generation failure with a 500 and its text
         return _error(f"Video generation failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)

@@ -352,6 +352,9 @@ def render_video(
     reference: Image.Image | None = None,
     timings: dict[str, float] | None = None,
     cancel: threading.Event | None = None,
+    *,
+    steps: int | None = None,
+    guidance: float | None = None,
 ) -> bytes:
     """An H.264 (yuv420p) MP4 of exactly `num_frames` frames at `fps`.
 
@@ -359,7 +362,8 @@ def render_video(
     then eases into a slow zoom and a seeded pan, with a frame counter (bottom left) and the preview label
     (bottom right) on every frame, and the prompt in a band at the top when there is no reference.
     Width and height must be even (4:2:0); the engine passes multiples of 16. `timings`, when given,
-    receives the seconds spent drawing frames and encoding them.
+    receives the seconds spent drawing frames and encoding them. `steps` and `guidance` settle the source as
+    they do an image preview (fewer steps blurrier and grainier, more guidance more saturated), named in the label.
     """
     if width < 2 or height < 2 or width % 2 or height % 2:
         raise ValueError(f"width and height must be even (yuv420p), got {width}x{height}")
@@ -374,10 +378,10 @@ def render_video(
     else:  # the prompt's picture moves; its text stays put in a band at the top, where zoom cannot crop it
         source = preview_picture(prompt, seed, sw, sh, captioned=False)
         caption = _caption_luma(prompt, width, max(9, min(width, height) // 18))
-    pixels = np.asarray(source)
+    pixels = np.asarray(settle(source, seed, steps, guidance))
     d = _digest(prompt, seed)
     pan = ((d[60] / 255) * 2 - 1, (d[61] / 255) * 2 - 1)  # direction of the drift, −1…1 on each axis
-    label = _luma_tile(PREVIEW_LABEL, max(9, min(width, height) // 22))
+    label = _luma_tile(PREVIEW_LABEL + settings_label(steps, guidance), max(9, min(width, height) // 22))
     margin = max(2, min(width, height) // 64) // 2 * 2
     label_xy = (max(0, width - label.shape[1] - margin) // 2 * 2, max(0, height - label.shape[0] - margin) // 2 * 2)
     counter_size = max(9, min(width, height) // 26)

@@ -146,6 +146,23 @@ def test_a_preview_shows_its_steps_and_guidance(engine_url):
     assert again == first  # still deterministic
 
 
+def test_a_video_preview_shows_its_steps_and_guidance(engine_url):
+    """The video preview too: the same prompt and seed at 4 vs 30 steps, and at guidance 1 vs 8, differ in the
+    direction the image preview does (its first frame, without the label's row)."""
+    def first_frame(**settings) -> np.ndarray:
+        resp = post_video(engine_url, {"prompt": "a red lighthouse on a rocky coast", "width": 320, "height": 192,
+                                       "num_frames": 5, "fps": 8, "seed": 11, **settings})
+        assert resp.status_code == 200, resp.text
+        return decode_mp4(resp.content)[2][0].astype(float)[:-40]
+
+    four, thirty = first_frame(num_inference_steps=4), first_frame(num_inference_steps=30)
+    assert np.abs(four - thirty).mean() > 2, np.abs(four - thirty).mean()
+    # fewer steps: blurrier and grainier — the grain dominates the neighbour differences at this size
+    assert _edges(four) > 1.5 * _edges(thirty), (_edges(four), _edges(thirty))
+    low, high = (first_frame(num_inference_steps=30, guidance_scale=g) for g in (1.0, 8.0))
+    assert _saturation(high) > 1.3 * _saturation(low), (_saturation(low), _saturation(high))
+
+
 def test_image_without_seed_reports_a_random_seed_that_reproduces_it(engine_url):
     first, second = (generate(engine_url, prompt="a red kite", size="128x128") for _ in range(2))
     seed = first.json()["seed"]
