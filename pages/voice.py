@@ -48,7 +48,9 @@ def _start_speaking() -> None:
     belongs to this browser session: if the session goes (the tab closes or reloads), the run is cancelled."""
     state["voice_error"] = None
     state["voice_heard_ms"] = None  # the ear measures this click's first sound
-    state["voice_connect"] = True  # the click is the gesture the browser needs to start the player
+    # The click is the gesture the browser needs to start the player; a connected player is left as it is (its
+    # component's arguments changing under it once dropped the connection and its stats).
+    state["voice_connect"] = not state.get("voice_player_on", False)
     playback = state["voice_playback"]
     try:
         speech = resources.backend().speech
@@ -87,6 +89,7 @@ left, right = st.columns([3, 2], gap="large")
 with right:  # first: whether the player is connected decides whether queued speech is still playing
     st.markdown("**Player**")
     playing = voice_player(playback, resources.ice_servers(), connect=state.pop("voice_connect", False))
+    state["voice_player_on"] = playing
     # Generation ends seconds before the listener hears the end: Stop stays live while the track plays it.
     draining = playing and not running and playback.queued_seconds() > 0
     state["voice_draining"] = draining

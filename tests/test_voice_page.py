@@ -541,12 +541,13 @@ def connected_player(monkeypatch: pytest.MonkeyPatch) -> dict:
 
     import ui.voice_player
 
-    player = {"source": PcmAudioSource(sample_rate=24_000), "connect": []}
+    player = {"source": PcmAudioSource(sample_rate=24_000), "connect": [], "on": False}
 
     def voice_player(playback, ice_servers, *, connect: bool = False) -> bool:
         player["connect"].append(connect)
+        player["on"] = player["on"] or connect  # disconnected until asked, then playing
         playback.attach(player["source"])
-        return True
+        return player["on"]
 
     monkeypatch.setattr(ui.voice_player, "voice_player", voice_player)
     yield player
@@ -566,6 +567,8 @@ def test_speak_connects_the_player_and_stop_stays_live_while_speech_still_plays(
     _button(page, "Stop").click().run()
     assert playback.queued_seconds() == 0  # Stop dropped what was still to play
     assert _button(page, "Stop").disabled
+    _speak(page, "Once more.")
+    assert connected_player["connect"][-1] is False  # a connected player is left alone: no new START under it
 
 
 def test_the_page_shows_the_first_audio_heard_in_the_browser_beside_the_studios(page: AppTest) -> None:
