@@ -58,3 +58,35 @@ def test_a_deep_link_first_shows_the_studios_navigation_and_layout(tmp_path) -> 
         assert seen["main_width"] > 900, seen  # wide (a narrow layout is at most 736 px), viewport 1400 px
         assert seen["title"] == "Omni Studio", seen  # app.py's set_page_config ran
         assert r[f"{page}_url"].endswith(f"/{page}"), r  # the link stays where it pointed
+
+
+def demo_scenario(studio) -> dict:
+    """A demo studio (voice and image): its first page opened by its own URL as the first request, then "/"."""
+    page = studio.page
+    out = {"voice": _seen(page, "Voice"), "voice_url": page.url}
+    second = page.context.new_page()
+    second.goto(f"{studio.url}/")
+    out["root"] = _seen(second, "Voice")
+    out["root_url"] = second.url
+    out["not_found"] = "page not found" in (page.inner_text("body") + second.inner_text("body")).lower()
+    return out
+
+
+demo_scenario.first_url_path = "voice"
+
+
+def test_a_demos_first_page_opens_by_its_own_url(tmp_path) -> None:
+    """In a demo the first page was Streamlit's default page, served at "/" only: /voice said "Page not found"."""
+    import json
+
+    from tests.browser_support import require_browser, run_browser_scenario
+
+    require_browser()
+    r = run_browser_scenario("tests.test_browser_deep_link:demo_scenario", timeout=180,
+                             env={"OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_CONFIG": "",
+                                  "OMNI_STUDIO_DEMO": json.dumps({"pages": ["voice", "image"], "title": "Acme"})})
+    print(r)
+    assert not r["not_found"], r
+    assert r["voice"]["nav"] == ["Voice", "Image"] and r["voice_url"].endswith("/voice"), r
+    assert r["root"]["nav"] == ["Voice", "Image"], r  # "/" lands on the demo's first page
+    assert r["voice"]["title"] == "Acme", r
