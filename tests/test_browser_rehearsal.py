@@ -101,8 +101,9 @@ def scenario(studio) -> dict:
     confirm.wait_for(timeout=30_000)
     out["confirmation"] = _main_text(page)  # the whole list: it names every resource
     confirm.click()
-    out["after_delete"] = poll(lambda: _main_text(page), lambda t: "No deployment yet" in t and "delete — done" in t,
-                                90)[-2500:]
+    out["after_delete"] = poll(lambda: _main_text(page), lambda t: "No deployment yet" in t and "delete — done" in t
+                              # the outcome line is drawn after the title says done (and a stale panel may linger)
+                              and "everything is gone" in t and "delete — running" not in t, 90)
     page.screenshot(path=SCREENSHOT_END, full_page=True)
     out["total_s"] = round(time.monotonic() - t0, 1)
     return out
