@@ -11,6 +11,7 @@ Routes:
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import urllib.parse
@@ -123,6 +124,15 @@ def create_app(emu: Emulator) -> Any:
     return app
 
 
+def denied(emu: Emulator, service: str, op_name: str) -> None:
+    """AccessDeniedException when the `deny_actions` fault names this action (an IAM policy that lacks it)."""
+    action = f"{service}:{op_name}"
+    if any(fnmatch.fnmatchcase(action, pattern) for pattern in emu.config.faults.deny_actions):
+        raise AwsError("AccessDeniedException",
+                       f"User: arn:aws:iam::{emu.config.account_id}:user/emulated is not authorized to perform: "
+                       f"{action} because no identity-based policy allows the {action} action", 400)
+
+
 async def _json_protocol(emu: Emulator, request: Request, target: str) -> Response:
     prefix, _, op_name = target.partition(".")
     service = TARGETS.get(prefix)
@@ -140,6 +150,7 @@ async def _json_protocol(emu: Emulator, request: Request, target: str) -> Respon
             raise AwsError("SerializationException", f"The request body is not valid JSON: {exc}") from exc
         if not isinstance(params, dict):
             raise AwsError("SerializationException", "The request body must be a JSON object")
+        denied(emu, service, op_name)
         if service == "sagemaker":
             result = control.sagemaker_call(emu.registry, op_name, params)
         elif service == "pricing":

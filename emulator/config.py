@@ -85,6 +85,9 @@ class Faults(BaseModel):
     bidi_expire_after_frames: int | None = Field(default=None, ge=0)
     # A bidirectional stream is reset (HTTP/2 RST_STREAM) after sending this many output parts.
     bidi_cut_after_output_parts: int | None = Field(default=None, ge=0)
+    # Control-plane actions the caller's credentials may not call ("sagemaker:DescribeEndpoint",
+    # "sagemaker:Describe*"): they answer AccessDeniedException, as for a user allowed to invoke endpoints only.
+    deny_actions: list[str] = Field(default_factory=list)
 
 
 class Autoscaling(BaseModel):

@@ -48,8 +48,7 @@ def _start_speaking() -> None:
     belongs to this browser session: if the session goes (the tab closes or reloads), the run is cancelled."""
     state["voice_error"] = None
     state["voice_heard_ms"] = None  # the ear measures this click's first sound
-    # The click is the gesture the browser needs to start the player; a connected player is left as it is (its
-    # component's arguments changing under it once dropped the connection and its stats).
+    # The click is the gesture a browser needs to start the player; a connected one is left alone (see voice_player).
     state["voice_connect"] = not state.get("voice_player_on", False)
     playback = state["voice_playback"]
     try:
@@ -103,7 +102,7 @@ with right:  # first: whether the player is connected decides whether queued spe
 
 with left:
     st.text_area("Text", value=SAMPLE_TEXT, height=150, key="voice_text", persist_state="session")
-    mode = mode_picker(task_types, backend.name, demo=resources.settings().demo is not None)
+    mode = mode_picker(task_types, backend.name, demo=resources.settings().demo is not None, note=backend.speech.note())
     if backend.name == "offline":
         st.caption(PREVIEW)
     mode_fields(mode, backend, voices, languages)

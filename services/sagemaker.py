@@ -25,7 +25,7 @@ from typing import Any
 
 import botocore.exceptions as bx
 
-from protocol.errors import ConfigError, InvalidInput, ServerError
+from protocol.errors import BackendUnreachable, ConfigError, InvalidInput, ServerError
 from protocol.limits import STATE_FILE_MAX_BYTES
 from protocol.sagemaker import (
     ROLES,
@@ -108,8 +108,11 @@ def resolve_targets(settings: Settings) -> SageMakerTargets:
         region=region, profile=settings.profile, endpoints=endpoints, bucket=pick("bucket"),
         prefix=str(pick("prefix")).strip("/"), kms_key=pick("kms_key"),
         source=str(settings.state_file) if from_state else "settings",
-        voice_model=voice_model_of(state) if same_voice and state is not None else None,
+        voice_model=settings.voice_model or (voice_model_of(state) if same_voice and state is not None else None),
     )
+
+
+UNKNOWN_MODEL = "unknown"
 
 
 class SageMakerCatalog:
@@ -124,26 +127,39 @@ class SageMakerCatalog:
         self.endpoint = endpoint
         self._model: str | None = model
         self._lock = threading.Lock()
+        self.problem: str | None = None  # what could not be read, when the model id is unknown
 
     def model_id(self) -> str:
+        """The model id, looked up once when neither the settings nor the state file say; "unknown" when the
+        control plane cannot be read (credentials that may only invoke): `problem` then says what and why."""
         if self.endpoint is None:
             raise missing_endpoint("voice")
         with self._lock:
             if self._model is None:
-                self._model = endpoint_model(self.aws, self.endpoint)
+                try:
+                    self._model = endpoint_model(self.aws, self.endpoint)
+                except (ServerError, BackendUnreachable) as exc:  # denied, or no control plane: invoking may work
+                    self._model = UNKNOWN_MODEL
+                    self.problem = (f"could not read which model endpoint {self.endpoint} serves ({exc}); every "
+                                    "Qwen3-TTS voice and language is offered and sent as chosen — set voice_model "
+                                    "in the settings to name it")
             return self._model
+
+    @property
+    def known(self) -> bool:
+        return self.model_id() != UNKNOWN_MODEL
 
     def voices(self) -> list[str]:
         model = self.model_id().lower()
-        if "qwen3-tts" in model and "customvoice" in model:
+        if not self.known or ("qwen3-tts" in model and "customvoice" in model):
             return ["default", *QWEN3_TTS_SPEAKERS]
         return ["default"]
 
     def languages(self) -> list[str]:
-        return list(QWEN3_TTS_LANGUAGES) if "qwen3-tts" in self.model_id().lower() else ["Auto"]
+        return list(QWEN3_TTS_LANGUAGES) if not self.known or "qwen3-tts" in self.model_id().lower() else ["Auto"]
 
     def task_types(self) -> tuple[TaskType, ...]:
-        return task_types_for_model(self.model_id())
+        return task_types_for_model(self.model_id()) if self.known else ("CustomVoice",)
 
     def deploy_hint(self, models: list[str]) -> str:
         return f"deploy one as the voice endpoint: `python -m infra deploy --voice-model {models[-1]}`"

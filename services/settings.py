@@ -146,6 +146,9 @@ class Settings(BaseSettings):
     region: str = "us-east-1"
     profile: str | None = None
     voice_endpoint: str | None = None
+    # The model behind the voice endpoint (e.g. Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice), for credentials that may
+    # invoke endpoints but not describe them; else the state file's, else looked up (DescribeEndpoint …).
+    voice_model: str | None = None
     image_endpoint: str | None = None
     video_endpoint: str | None = None
     bucket: str | None = None

@@ -535,3 +535,37 @@ def test_cli_voices_on_sagemaker(emulator_env: EmulatorHandle, tmp_path: Path) -
     assert design.returncode == 1 and "--voice-model Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign" in design.stderr
     gone = cli("voices", "delete", "--name", name, "--state-file", str(state), tmp=tmp_path)
     assert gone.returncode == 0 and "stays on SageMaker endpoint sm-clone" in json.loads(gone.stdout)["result"]
+
+
+def test_credentials_that_may_only_invoke_still_speak_with_vivian(emulator_env: EmulatorHandle, voice: str,
+                                                                 tmp_path: Path) -> None:
+    """A person whose IAM policy allows InvokeEndpoint* but no Describe* used to get "looking up the model behind
+    endpoint …" and no speech. The model cannot be read, so every Qwen3-TTS voice is offered and sent as chosen,
+    and one line says what could not be read; with voice_model in the settings nothing is looked up."""
+    emulator_env.set_faults(deny_actions=["sagemaker:Describe*"])
+    try:
+        backend = create_backend(settings())
+        try:
+            assert "vivian" in backend.speech.voices()
+            assert "could not read which model endpoint sm-voice serves" in backend.speech.note()
+            assert "AccessDenied" in backend.speech.note() or "access denied" in backend.speech.note()
+            utterance = say(backend, "Only allowed to invoke.", voice="vivian")
+            assert utterance.ok and loud(utterance.pcm), utterance.error
+        finally:
+            backend.close()
+        named = create_backend(settings(voice_model=VOICE_MODEL))
+        try:
+            assert named.speech.note() is None and "vivian" in named.speech.voices()
+        finally:
+            named.close()
+        spoken = subprocess.run(
+            [sys.executable, "-m", "services", "speak", "--text", "Hello.", "--voice", "vivian", "--backend", "sagemaker",
+             "--out", str(tmp_path / "v.wav")], cwd=ROOT, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_CONFIG": "",
+                 "OMNI_STUDIO_VOICE_ENDPOINT": voice, "OMNI_STUDIO_STATE_FILE": str(tmp_path / "none.json")})
+        assert spoken.returncode == 0, spoken.stderr
+        assert "note: could not read which model endpoint sm-voice serves" in spoken.stderr
+        with wave.open(str(tmp_path / "v.wav")) as w:
+            assert w.getnframes() > 1000
+    finally:
+        emulator_env.set_faults()

@@ -49,10 +49,13 @@ PREVIEW = ("**Offline preview**: the offline engine speaks with a CPU voice (Pip
 
 
 # -- what the target offers -----------------------------------------------------------------------------
-def mode_picker(task_types: tuple[str, ...], backend_name: str, *, demo: bool = False) -> str:
+def mode_picker(task_types: tuple[str, ...], backend_name: str, *, demo: bool = False, note: str | None = None) -> str:
     """The modes the model has (others not offered, one caption naming what to deploy — not on a demo's
-    customer-facing screen, which offers what it offers); the chosen one."""
+    customer-facing screen, which offers what it offers); the chosen one. `note`: what the target's catalog
+    could not read (the voices are then offered unchecked), in one line."""
     state = st.session_state
+    if note:
+        st.caption(f"ℹ️ {resources.plain(note)}")
     offered = [t for t in MODES if t in task_types] or ["CustomVoice"]
     if state.get("voice_mode") not in offered:  # a new target without the mode chosen before
         state["voice_mode"] = offered[0]

@@ -25,7 +25,9 @@ def voice_player(playback: Playback, ice_servers: list[dict[str, Any]], *, conne
     The PCM source belongs to this browser session (streamlit-webrtc caches it by key and replaces it
     after a disconnect), so it is attached to `playback` on every run. The player's UDP sockets bind where
     `ice_scope` says. `connect` starts the player as its own START button would (Speak asks for it: the
-    click is the user gesture browsers want before they play sound); on other runs the buttons rule.
+    click is the user gesture browsers want before they play sound) — only when it is not connected yet: a
+    connected player's component arguments changing under it once dropped its connection; on other runs the
+    buttons rule.
     """
     ice_scope(st.get_option("server.address"), ice_servers)
     from streamlit_webrtc import (

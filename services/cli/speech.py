@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     backend = backend_from_args(args)
     try:
         backend.speech.check(config)  # a task type the model lacks: which model to deploy, before speaking
+        if note := backend.speech.note():  # e.g. credentials that may invoke the endpoint but not describe it
+            print(f"note: {note}", file=sys.stderr)
         session = backend.speech.open(config, on_audio=None if args.json else _first_audio_notice(args.out))
         interrupted = False
         try:

@@ -159,10 +159,17 @@ class SpeechClient:
         task_types = getattr(self._catalog, "task_types", None)
         return tuple(task_types()) if callable(task_types) else ("CustomVoice",)
 
+    def note(self) -> str | None:
+        """What the catalog could not read (e.g. the model behind a SageMaker endpoint, without DescribeEndpoint):
+        one line to show beside the voices, which are then offered unchecked."""
+        self.task_types()  # the catalog reads what it can on first use
+        return getattr(self._catalog, "problem", None)
+
     def require_task_type(self, task_type: TaskType) -> None:
-        """InvalidInput naming the model to deploy (and how) unless the target's model can do `task_type`."""
+        """InvalidInput naming the model to deploy (and how) unless the target's model can do `task_type` (sent as
+        asked when the model cannot be read: the server says whether it can)."""
         have = self.task_types()
-        if task_type in have:
+        if task_type in have or getattr(self._catalog, "problem", None):
             return
         model_id = getattr(self._catalog, "model_id", None)
         serves = f"{self.target} serves {model_id()}" if callable(model_id) else f"{self.target} serves a model"
