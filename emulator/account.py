@@ -18,8 +18,9 @@ KINDS = ("endpoints", "endpoint configs", "models", "schedules", "schedule group
 OBJECTS_SHOWN = 1000  # per bucket: a listing, not an inventory
 
 
-def holdings(ready: dict[str, Any]) -> dict[str, list[str]]:
-    """Every kind in KINDS -> the names the emulator (and its moto) hold; `ready` is the emulator's ready line."""
+def holdings(ready: dict[str, Any], *, role_path: str | None = None) -> dict[str, list[str]]:
+    """Every kind in KINDS -> the names the emulator (and its moto) hold; `ready` is the emulator's ready line.
+    `role_path` lists only the IAM roles under that path (e.g. the studio's TTL scheduler roles)."""
     import boto3
 
     env = client_env(ready)
@@ -43,7 +44,7 @@ def holdings(ready: dict[str, Any]) -> dict[str, list[str]]:
         "alarms": [a["AlarmName"] for a in cloudwatch.describe_alarms()["MetricAlarms"]],
         "scalable targets": [t["ResourceId"] for t in
                              aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]],
-        "IAM roles": [r["RoleName"] for r in iam.list_roles()["Roles"]],
+        "IAM roles": [r["RoleName"] for r in iam.list_roles(**({"PathPrefix": role_path} if role_path else {}))["Roles"]],
         "buckets": [],
         "objects": [],
     }

@@ -39,7 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from emulator.account import holdings  # noqa: E402
 from emulator.launch import client_env, start_emulator  # noqa: E402
+from infra.model import PROJECT  # noqa: E402
 from offline.launch import spawn, wait_http_ok  # noqa: E402
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-rehearsal"
@@ -81,21 +83,13 @@ def _session(env: dict[str, str]):  # noqa: ANN202
                          aws_session_token=env["AWS_SESSION_TOKEN"], region_name=env["AWS_DEFAULT_REGION"])
 
 
-def leftovers(env: dict[str, str]) -> dict[str, list[str]]:
-    """What the emulated account still holds (listed the way a person would check the console)."""
-    session = _session(env)
-    sm = session.client("sagemaker", endpoint_url=env["AWS_ENDPOINT_URL_SAGEMAKER"])
-    scheduler = session.client("scheduler", endpoint_url=env["AWS_ENDPOINT_URL_SCHEDULER"])
-    iam = session.client("iam", endpoint_url=env["AWS_ENDPOINT_URL_IAM"])
-    aas = session.client("application-autoscaling", endpoint_url=env["AWS_ENDPOINT_URL_APPLICATION_AUTO_SCALING"])
-    return {
-        "endpoints": [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]],
-        "endpoint configs": [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]],
-        "models": [m["ModelName"] for m in sm.list_models()["Models"]],
-        "schedule groups": [g["Name"] for g in scheduler.list_schedule_groups()["ScheduleGroups"] if g["Name"] != "default"],
-        "scheduler roles": [r["RoleName"] for r in iam.list_roles(PathPrefix="/omni-studio/")["Roles"]],
-        "scalable targets": [t["ResourceId"] for t in aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]],
-    }
+def leftovers(ready: dict) -> dict[str, list[str]]:
+    """What the deployment could leave in the emulated account (emulator/account.py lists it), under the names
+    the rehearsal reports; the bucket and its outputs are kept on purpose, as a delete keeps them."""
+    left = holdings(ready, role_path=f"/{PROJECT}/")
+    return {"endpoints": left["endpoints"], "endpoint configs": left["endpoint configs"], "models": left["models"],
+            "schedule groups": left["schedule groups"], "scheduler roles": left["IAM roles"],
+            "scalable targets": left["scalable targets"]}
 
 
 def move_clock(ready: dict, seconds: float) -> list[dict]:
@@ -237,7 +231,7 @@ def main() -> int:
             if state_file.exists():
                 expire(ready, env, state_file)
                 infra(["delete", "--state-file", str(state_file), "--poll-seconds", "0.5"], env)
-            left = leftovers(env)
+            left = leftovers(ready)
             clean = not any(left.values())
             if clean:
                 say("left in the emulated account: 0 endpoints, endpoint configs, models, schedule groups, scheduler "
