@@ -163,13 +163,6 @@ class TargetBook:
                 for e in self.endpoints(modality)]
         return out
 
-    def option(self, key: str, modality: str) -> TargetOption:
-        """The picked option by its key; one no longer offered (a server removed meanwhile) is refused."""
-        for o in self.options(modality):
-            if o.key == key:
-                return o
-        raise InvalidInput(f"the target {key!r} is not one this studio offers any more: pick another")
-
     def check(self, actor: Principal, kind: str, *, url: str | None = None, endpoint: str | None = None,
               modality: str, who: str = "") -> None:
         """Forbidden unless the target is in the closed set (an admin may name any; a demo stays on its own)."""
@@ -215,6 +208,14 @@ class TargetBook:
                 self.check(actor, "omni", url=v.get("url") or self.settings.omni_url, modality=modality, who=who)
             elif backend == "sagemaker" and v.get("endpoint"):
                 self.check(actor, "sagemaker", endpoint=v.get("endpoint"), modality=modality, who=who)
+
+
+def chosen(options: Iterable[TargetOption], key: str) -> TargetOption:
+    """The picked option by its key; one no longer offered (a server removed meanwhile) is refused."""
+    for o in options:
+        if o.key == key:
+            return o
+    raise InvalidInput(f"the target {key!r} is not one this studio offers any more: pick another")
 
 
 def _host(url: str) -> str:

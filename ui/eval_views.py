@@ -127,6 +127,7 @@ def create_from_form(store: EvalStore, backend_name: str, backend_url: str | Non
                 path.write_bytes(upload.getvalue())
                 prompts += read_prompts_file(path)
         variants, book, modality = [], target_book(), state["ev_modality"]
+        offered = book.options(modality)
         for i in range(int(state["ev_count"])):
             label = str(state[f"ev_{i}_label"]).strip()
             variant: dict[str, Any] = {"label": label, **_settings_text(state[f"ev_{i}_settings"], label or str(i + 1))}
@@ -138,7 +139,7 @@ def create_from_form(store: EvalStore, backend_name: str, backend_url: str | Non
                                            "settings too: keep one")
                     variant[name] = picked
             try:
-                target = picked_target(book, modality, f"ev_{i}_target")
+                target = picked_target(offered, f"ev_{i}_target")
             except StudioError as exc:
                 raise type(exc)(f"variant {label or i + 1}: {exc}") from None
             variants.append(variant | _target_keys(target, backend_name, backend_url))
@@ -166,11 +167,12 @@ def define_form(on_create, backend_name: str, backend_url: str | None, *, editin
     st.text_area("Prompts, one per line", key="ev_prompts", height=120)
     st.file_uploader("Or a prompt file (.txt one per line, .csv first column)", type=["txt", "csv"], key="ev_upload")
     st.segmented_control("Variants", [2, 3, 4], key="ev_count", required=True)
-    modality, book = state["ev_modality"], target_book()
+    modality = state["ev_modality"]
+    offered = target_book().options(modality)
     for i, col in enumerate(st.columns(int(state["ev_count"]))):
         with col.container(border=True):
             st.text_input("Label", key=f"ev_{i}_label", max_chars=40)
-            option = target_picker(book, modality, f"ev_{i}_target")
+            option = target_picker(offered, f"ev_{i}_target")
             typed = SETTINGS[modality]
             if modality == "voice":
                 _speech_pickers(i, offer(_target_keys(option, backend_name, backend_url)))

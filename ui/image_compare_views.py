@@ -43,7 +43,7 @@ def init_compare_state() -> None:
             state.setdefault(f"cmp_{i}_{name}", value)
 
 
-def _variant(i: int, prompt: str, book) -> ImageVariant:
+def _variant(i: int, prompt: str, offered) -> ImageVariant:
     state = st.session_state
     label = str(state[f"cmp_{i}_label"]).strip() or LABELS[i]
     try:
@@ -53,7 +53,7 @@ def _variant(i: int, prompt: str, book) -> ImageVariant:
                                                         blank="the model's default"),
                                seed=optional_seed(state[f"cmp_{i}_seed"]))
         price = optional_number(state[f"cmp_{i}_price"], "the price per hour (USD)", PRICE, blank="no price")
-        target = picked_target(book, "image", f"cmp_{i}_target", price)
+        target = picked_target(offered, f"cmp_{i}_target", price)
     except StudioError as exc:
         raise type(exc)(f"variant {label}: {exc}") from None
     return ImageVariant(label, request, target)
@@ -64,8 +64,8 @@ def run_compare(settings: Settings, history: History, backend: Backend) -> None:
     state = st.session_state
     state["cmp_error"] = None
     try:
-        book = target_book()
-        variants = [_variant(i, state["cmp_prompt"], book) for i in range(int(state["cmp_count"]))]
+        offered = target_book().options("image")
+        variants = [_variant(i, state["cmp_prompt"], offered) for i in range(int(state["cmp_count"]))]
         with compare_progress(variants, "Generating") as on_progress:
             state["cmp_outcomes"] = compare_images(variants, settings=settings, history=history, default=backend,
                                                    on_progress=on_progress)
@@ -76,7 +76,7 @@ def run_compare(settings: Settings, history: History, backend: Backend) -> None:
 def compare_form(on_compare) -> None:
     """The prompt, how many variants, each variant's column of settings and target, the Compare button."""
     state = st.session_state
-    book = target_book()
+    offered = target_book().options("image")
     st.text_area("Compare prompt", key="cmp_prompt", height=80, placeholder="The same prompt goes to every variant")
     st.segmented_control("Variants", list(range(int(VARIANTS.lo), int(VARIANTS.hi) + 1)), key="cmp_count",
                          required=True, help="each variant is a full set of settings and a target")
@@ -84,7 +84,7 @@ def compare_form(on_compare) -> None:
         with col.container(border=True):
             col_text = st.text_input
             col_text("Label", key=f"cmp_{i}_label", max_chars=40)
-            target_picker(book, "image", f"cmp_{i}_target")
+            target_picker(offered, f"cmp_{i}_target")
             col_text("Size (WxH)", key=f"cmp_{i}_size",
                      help=f"width x height, each {IMAGE_SIZE.lo:g}–{IMAGE_SIZE.hi:g}")
             bounded_number(st, "Steps", f"cmp_{i}_steps", IMAGE_STEPS, step=1)

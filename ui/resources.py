@@ -86,13 +86,21 @@ def backend_choice() -> tuple[str, str | None, str | None]:
 
 
 def target_book():
-    """The studio's closed set of targets (services/targets.py) for this session's person."""
+    """The studio's closed set of targets (services/targets.py), one per process: its servers table is made once,
+    not on every page run (adding a server takes the person as an argument)."""
     from services.targets import TargetBook
 
     try:
-        return TargetBook(settings(), history())
+        return _target_book(str(settings().data_dir))
     except StudioError:  # no usable history: the settings' servers still stand
         return TargetBook(settings(), None)
+
+
+@st.cache_resource(show_spinner=False)
+def _target_book(data_dir: str):
+    from services.targets import TargetBook
+
+    return TargetBook(settings(), _history(data_dir))
 
 
 def backend() -> Backend:

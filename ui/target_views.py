@@ -7,15 +7,16 @@ from __future__ import annotations
 import streamlit as st
 
 from services.compare import Target
-from services.targets import TargetBook, TargetOption
+from services.targets import TargetOption, chosen
 from ui.resources import target_book
 
 __all__ = ["picked_target", "target_book", "target_picker"]
 
 
-def target_picker(book: TargetBook, modality: str, key: str) -> TargetOption:
-    """The Target selectbox under `key`; returns the picked option."""
-    options = {o.key: o for o in book.options(modality)}
+def target_picker(offered: list[TargetOption], key: str) -> TargetOption:
+    """The Target selectbox under `key` over `offered` (`book.options(modality)`, read once per form); returns the
+    picked option."""
+    options = {o.key: o for o in offered}
     if st.session_state.get(key) not in options:
         st.session_state[key] = "default"
     st.selectbox("Target", list(options), key=key, format_func=lambda k: options[k].label,
@@ -23,7 +24,7 @@ def target_picker(book: TargetBook, modality: str, key: str) -> TargetOption:
     return options[st.session_state[key]]
 
 
-def picked_target(book: TargetBook, modality: str, key: str, usd_per_hour: float | None = None) -> Target:
-    """The Target of the option under `key` (InvalidInput when it is no longer offered)."""
-    option = book.option(str(st.session_state.get(key) or "default"), modality)
+def picked_target(offered: list[TargetOption], key: str, usd_per_hour: float | None = None) -> Target:
+    """The Target of the option under `key` among `offered` (InvalidInput when it is no longer offered)."""
+    option = chosen(offered, str(st.session_state.get(key) or "default"))
     return Target(option.kind, url=option.url, endpoint=option.endpoint, usd_per_hour=usd_per_hour)  # type: ignore[arg-type]

@@ -41,12 +41,12 @@ def run_video_compare(settings: Settings, history: History, backend: Backend, ga
     try:
         reference, name = chosen_reference(gallery)
         seed = optional_seed(state["video_seed"])
-        variants, book = [], target_book()
+        variants, offered = [], target_book().options("video")
         for i in range(int(state["vcmp_count"])):
             label = str(state[f"vcmp_{i}_label"]).strip() or LABELS[i]
             try:
                 price = optional_number(state[f"vcmp_{i}_price"], "the price per hour (USD)", PRICE, blank="no price")
-                target = picked_target(book, "video", f"vcmp_{i}_target", price)
+                target = picked_target(offered, f"vcmp_{i}_target", price)
             except StudioError as exc:
                 raise type(exc)(f"variant {label}: {exc}") from None
             request = VideoRequest(prompt=state["video_prompt"], width=int(state["video_width"]),
@@ -65,7 +65,7 @@ def run_video_compare(settings: Settings, history: History, backend: Backend, ga
 def video_compare(on_compare) -> None:
     """The variants' columns, Compare, its error, and the last compare's videos side by side."""
     state = st.session_state
-    book = target_book()
+    offered = target_book().options("video")
     st.caption("Uses the motion prompt, size, FPS, seed and reference above; each variant sets its own frames, "
                "steps, guidance and target.")
     st.segmented_control("Variants", list(range(int(VARIANTS.lo), int(VARIANTS.hi) + 1)), key="vcmp_count",
@@ -73,7 +73,7 @@ def video_compare(on_compare) -> None:
     for i, col in enumerate(st.columns(int(state["vcmp_count"]))):
         with col.container(border=True):
             st.text_input("Label", key=f"vcmp_{i}_label", max_chars=40)
-            target_picker(book, "video", f"vcmp_{i}_target")
+            target_picker(offered, f"vcmp_{i}_target")
             bounded_number(st, "Variant frames", f"vcmp_{i}_frames", VIDEO_FRAMES, step=4)
             bounded_number(st, "Variant steps", f"vcmp_{i}_steps", VIDEO_STEPS, step=1)
             bounded_number(st, "Variant guidance", f"vcmp_{i}_guidance", VIDEO_GUIDANCE, step=0.5, integer=False)

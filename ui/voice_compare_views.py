@@ -41,7 +41,8 @@ def run_voice_compare(settings: Settings, backend: Backend, text: str) -> None:
     state = st.session_state
     state["vocmp_error"] = None
     try:
-        variants, book = [], target_book()
+        book = target_book()
+        variants, offered = [], book.options("voice")
         for i in range(int(state["vocmp_count"])):
             g = lambda name: state.get(f"vocmp_{i}_{name}")  # noqa: E731
             label = str(g("label")).strip() or LABELS[i]
@@ -51,7 +52,7 @@ def run_voice_compare(settings: Settings, backend: Backend, text: str) -> None:
                                         blank="the server's default")
                 if first is not None and first != int(first):
                     raise InvalidInput(f"the first-audio frames must be a whole number, not {first:g}")
-                target = picked_target(book, "voice", f"vocmp_{i}_target", price)
+                target = picked_target(offered, f"vocmp_{i}_target", price)
             except StudioError as exc:
                 raise type(exc)(f"variant {label}: {exc}") from None
             options = {"voice": None if g("voice") == DEFAULT_VOICE else g("voice"), "task_type": g("mode"),
@@ -70,7 +71,7 @@ def voice_compare(voices: list[str], task_types: tuple[str, ...], on_compare, *,
     whether "(the model's default)" voice is offered (not in a demo that names its voices)."""
     state = st.session_state
     choices = [DEFAULT_VOICE, *voices] if model_default or not voices else list(voices)
-    book = target_book()
+    offered = target_book().options("voice")
     st.caption("Speaks the text above with each variant; a style is the preset voice's instructions, or a "
                "designed voice's description (mode VoiceDesign).")
     st.segmented_control("Variants", list(range(int(VARIANTS.lo), int(VARIANTS.hi) + 1)), key="vocmp_count",
@@ -79,7 +80,7 @@ def voice_compare(voices: list[str], task_types: tuple[str, ...], on_compare, *,
     for i, col in enumerate(st.columns(int(state["vocmp_count"]))):
         with col.container(border=True):
             st.text_input("Label", key=f"vocmp_{i}_label", max_chars=40)
-            target_picker(book, "voice", f"vocmp_{i}_target")
+            target_picker(offered, f"vocmp_{i}_target")
             if state[f"vocmp_{i}_mode"] not in modes:
                 state[f"vocmp_{i}_mode"] = modes[0]
             st.selectbox("Variant mode", modes, key=f"vocmp_{i}_mode")
