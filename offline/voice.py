@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # The voices this engine answers to, lower-case as vLLM-Omni lists them: the Piper voice itself, then the
 # Qwen3-TTS CustomVoice speakers, each a fixed pitch and rate of it (offline.styles.SPEAKERS).
 VOICE_NAMES = ("joe", *QWEN3_TTS_SPEAKERS)
-DEFAULT_VOICE = "default"  # vLLM-Omni's placeholder: the model's default speaker
+DEFAULT_VOICE = "default"  # the name vLLM-Omni gives the model's own default speaker
 # Every Qwen3-TTS language is accepted, as the model does; the joe voice is en_US and reads them all as English.
 LANGUAGES = tuple(QWEN3_TTS_LANGUAGES)
 

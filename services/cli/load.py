@@ -234,10 +234,7 @@ async def _sweep(backend: Any, plan: LoadPlan, target: LoadTarget, *, quiet: boo
         stop.set()
         say("stopping: no new requests; those in flight finish (Ctrl-C again abandons the sweep)")
 
-    try:
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-        pass
+    handling = _sigint(lambda: loop.add_signal_handler(signal.SIGINT, on_sigint))
     def progress(p: Progress) -> None:
         step = max(1, p.level_planned // 4)  # a few lines per level, not one per request
         if not quiet and (p.level_done % step == 0 or p.level_done == p.level_planned):
@@ -248,10 +245,8 @@ async def _sweep(backend: Any, plan: LoadPlan, target: LoadTarget, *, quiet: boo
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
     finally:
-        try:
-            loop.remove_signal_handler(signal.SIGINT)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
+        if handling:
+            _sigint(lambda: loop.remove_signal_handler(signal.SIGINT))
     if stop.is_set():
         report.stopped = "stopped by Ctrl-C"
     return report, stop.is_set()
@@ -315,3 +310,14 @@ def render(report: LoadReport) -> str:
     lines.append("percentiles are nearest-rank over the successful requests (n = how many); every sample is in "
                  "--json and --out")
     return "\n".join(lines)
+
+
+def _sigint(change: Callable[[], object]) -> bool:
+    """Add or remove the loop's Ctrl-C handler where the platform has one: asyncio says it has none by raising
+    NotImplementedError (Windows' loops), RuntimeError or ValueError (not the main thread); Ctrl-C then simply
+    interrupts the sweep."""
+    try:
+        change()
+    except (NotImplementedError, RuntimeError, ValueError):
+        return False
+    return True

@@ -7,7 +7,7 @@ from typing import Any
 
 def build_request(modality: str, prompt: str, settings: dict[str, Any]) -> Any:
     """The request (voice: the session config) a variant's settings make, checked: InvalidInput names the
-    setting to fix. The SPEC check calls it with a placeholder prompt, so bad values fail before any run."""
+    setting to fix. The SPEC check calls it with a sample prompt ("check"), so bad values fail before any run."""
     if modality == "voice":
         from services.speech import speech_config
         return speech_config(voice=settings.get("voice"), language=settings.get("language"),
