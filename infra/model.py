@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from infra.errors import UsageError
+from protocol.catalog import FAMILIES, LARGE_GPU_POOL, PUBLISHED_POOL
 from protocol.sagemaker import ROLES, Role
 from protocol.speech import VOICE_MODELS, task_types_for_model
 
@@ -29,11 +30,6 @@ DEFAULT_IMAGE_TAG = "omni-sagemaker-cuda-v1.6"  # v1.5 was the first with bidire
 INFERENCE_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
 VARIANT_NAME = "AllTraffic"
 MAX_POOL_ENTRIES = 5
-# The published pool order. SageMaker provisions ONE instance, but checks the quota of EVERY entry.
-PUBLISHED_POOL = ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge")
-# FLUX.2-klein-4B and Wan2.1-VACE (with their text encoders) need more than the T4's 16 GB, and the T4
-# has no bf16: on ml.g4dn they would fail their health check. So g4dn is in the voice pool only.
-LARGE_GPU_POOL = ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge")
 S3_MODEL_DIR = "/opt/ml/model"  # where SageMaker puts ModelDataSource files in the container
 
 # Tags on every resource. `omni-studio:deployment` marks a resource as the studio's (sweep looks for it).
@@ -58,11 +54,9 @@ class RoleProfile:
     extra_env: tuple[tuple[str, str], ...] = ()
 
 
-ROLE_PROFILES: dict[Role, RoleProfile] = {
-    "voice": RoleProfile("voice", "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "realtime", 1800, PUBLISHED_POOL),
-    "image": RoleProfile("image", "black-forest-labs/FLUX.2-klein-4B", "realtime", 1800, LARGE_GPU_POOL),
-    "video": RoleProfile("video", "Wan-AI/Wan2.1-VACE-1.3B-diffusers", "async", 3600, LARGE_GPU_POOL,
-                         (("SM_VLLM_VAE_USE_TILING", "true"),)),
+ROLE_PROFILES: dict[Role, RoleProfile] = {  # one per family of the catalog (protocol/catalog.py)
+    f.name: RoleProfile(f.name, f.default_model, f.endpoint_kind, f.startup_timeout_s, f.default_pool, f.extra_env)
+    for f in FAMILIES
 }
 
 

@@ -12,8 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-Role = Literal["voice", "image", "video"]
-ROLES: tuple[Role, ...] = ("voice", "image", "video")
+from protocol.catalog import FAMILY_NAMES
+
+# A role is a model family with an endpoint of its own: the catalog names them (protocol/catalog.py).
+Role = Literal[FAMILY_NAMES]  # type: ignore[valid-type]  # Literal of the catalog's names, checked by pydantic
+ROLES: tuple[Role, ...] = FAMILY_NAMES
 
 # The container route rides in CustomAttributes (`route=/v1/...`); without one the DLC answers /invocations.
 DEFAULT_ROUTE = "/invocations"
@@ -26,7 +29,7 @@ STATE_FORMAT = "omni-studio-deployment/1"
 
 ResourceStatus = Literal["planned", "created", "reused", "deleted"]
 Phase = Literal["planned", "creating", "deployed", "failed", "incomplete", "deleting"]
-EndpointKind = Literal["realtime", "async"]
+EndpointKind = Literal["realtime", "async"]  # the endpoint config: async has an AsyncInferenceConfig
 
 
 class _StateModel(BaseModel):

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from protocol.catalog import family, models_of
 from protocol.common import ErrorInfo
 from protocol.limits import SPEECH_INPUT_MAX_CHARS, SPEED
 
@@ -30,13 +31,8 @@ TaskType = Literal["CustomVoice", "VoiceDesign", "Base"]
 
 # The task types each voice model serves (Qwen3-TTS: one per checkpoint). The offline engine previews all
 # three; a model not listed here is asked for nothing beyond a preset voice.
-VOICE_MODELS: dict[str, tuple[TaskType, ...]] = {
-    "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice": ("CustomVoice",),
-    "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice": ("CustomVoice",),
-    "Qwen/Qwen3-TTS-12Hz-0.6B-Base": ("Base",),
-    "Qwen/Qwen3-TTS-12Hz-1.7B-Base": ("Base",),
-    "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign": ("VoiceDesign",),
-}
+VOICE_MODELS: dict[str, tuple[TaskType, ...]] = {m.id: m.task_types for m in models_of("voice")}  # type: ignore[misc]
+DEFAULT_VOICE_MODEL = family("voice").default_model
 OFFLINE_TASK_TYPES: tuple[TaskType, ...] = ("CustomVoice", "VoiceDesign", "Base")
 
 

@@ -1,0 +1,184 @@
+"""The catalog: every model family the studio serves, the models in each, and the studio's pages — as data.
+
+This is the one place a family is named. Infra's roles, the evaluation and load modalities, the history's
+record kinds, the pages, the price units and the home page's lines all derive from `FAMILIES` and `PAGES`;
+`tests/test_catalog.py` fails when a list of families is written anywhere else. docs/architecture.md,
+"Adding a model family", lists the files a new family needs.
+
+Every figure of a model says where it comes from (`source`). GPU memory is the figure the published material
+never gives; docs/models.md explains how each one was reached and protocol/instances.py holds the other side
+(each SageMaker instance type's GPUs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# How SageMaker serves a family: InvokeEndpoint, InvokeEndpointAsync (S3 in, S3 out) or the HTTP/2 stream.
+Serving = Literal["realtime", "async", "bidirectional"]
+
+# One GPU-memory rule for models without a published serving figure: the bf16 weights (2 bytes a parameter)
+# plus 20 % for activations and caches, plus 1 GB for the CUDA context.
+BF16_BYTES = 2
+ACTIVATION_HEADROOM = 0.20
+CUDA_CONTEXT_GB = 1.0
+
+
+def computed_need_gb(weights_gb: float) -> float:
+    """GPU memory to serve a model of `weights_gb` by the catalog's stated rule (rounded up to 0.1 GB)."""
+    need = weights_gb * (1 + ACTIVATION_HEADROOM) + CUDA_CONTEXT_GB
+    return round(-(-need * 10 // 1) / 10, 1)
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model a family can serve, with the figures a deployment needs."""
+
+    id: str  # the Hugging Face id, SM_VLLM_MODEL
+    family: str
+    task_types: tuple[str, ...]  # what vLLM-Omni lets it do (Qwen3-TTS: one per checkpoint)
+    params_b: float  # parameters, billions, all components that are loaded
+    weights_gb: float  # what is loaded onto the GPU
+    gpu_need_gb: float  # GPU memory to serve it, headroom included
+    licence: str
+    needs_bf16: bool = True  # T4 (g4dn) has no bf16: these models fail their health check there
+    source: str = ""  # where the figures come from
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family: how it is served, what its unit of work is, where it lives in the studio."""
+
+    name: str  # the role, the page, the modality, the record kind — one word
+    title: str
+    icon: str
+    blurb: str  # the home page's line
+    routes: tuple[str, ...]  # the vLLM-Omni routes it speaks
+    serving: Serving  # how SageMaker serves it
+    unit: str  # the unit of work a load sweep counts
+    price_unit: str  # what a cost is quoted per
+    throughput_key: str  # the load report's throughput figure
+    cost_key: str  # the load report's cost figure
+    default_model: str
+    default_pool: tuple[str, ...]  # instance types, in order of preference
+    startup_timeout_s: int  # ContainerStartupHealthCheckTimeoutInSeconds: image pull + model load
+    extra_env: tuple[tuple[str, str], ...] = ()
+    records: str | None = None  # what the history keeps of its results ("takes", "jobs")
+
+    @property
+    def endpoint_kind(self) -> Literal["realtime", "async"]:
+        """The endpoint config's kind: async endpoints have an AsyncInferenceConfig; the others are realtime
+        (a bidirectional stream is a realtime endpoint that also answers InvokeEndpointWithBidirectionalStream)."""
+        return "async" if self.serving == "async" else "realtime"
+
+
+# The published pool order. SageMaker provisions ONE instance, but checks the quota of EVERY entry.
+PUBLISHED_POOL = ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge")
+# FLUX.2-klein-4B and Wan2.1-VACE want bf16, which the T4 (g4dn) lacks, and Wan2.1-VACE with its text encoder
+# needs more than the T4's 16 GB: g4dn is in the voice pool only.
+LARGE_GPU_POOL = ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge")
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        name="voice", title="Voice", icon="🗣️", blurb="Voice — text in, speech out while it is generated",
+        routes=("/v1/audio/speech/stream", "/v1/audio/speech", "/v1/audio/voices"),
+        serving="bidirectional", unit="audio second", price_unit="audio minute",
+        throughput_key="audio_s_per_s", cost_key="usd_per_audio_minute",
+        default_model="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", default_pool=PUBLISHED_POOL,
+        startup_timeout_s=1800, records="takes"),
+    Family(
+        name="image", title="Image", icon="🖼️", blurb="Image — FLUX.2-klein, realtime",
+        routes=("/v1/images/generations", "/v1/images/edits"),
+        serving="realtime", unit="image", price_unit="image",
+        throughput_key="images_per_min", cost_key="usd_per_image",
+        default_model="black-forest-labs/FLUX.2-klein-4B", default_pool=LARGE_GPU_POOL,
+        startup_timeout_s=1800, records="jobs"),
+    Family(
+        name="video", title="Video", icon="🎬", blurb="Video — Wan2.1-VACE jobs, conditioned on your images",
+        routes=("/v1/videos/sync",),
+        serving="async", unit="video second", price_unit="video second",
+        throughput_key="video_s_per_hour", cost_key="usd_per_video_second",
+        default_model="Wan-AI/Wan2.1-VACE-1.3B-diffusers", default_pool=LARGE_GPU_POOL,
+        startup_timeout_s=3600, extra_env=(("SM_VLLM_VAE_USE_TILING", "true"),), records="jobs"),
+)
+
+FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
+BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
+# Families whose results the history keeps as media jobs (one row per image or video made).
+JOB_KINDS: tuple[str, ...] = tuple(f.name for f in FAMILIES if f.records == "jobs")
+
+
+def family(name: str) -> Family:
+    """The family called `name`; KeyError names the known ones."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no model family {name!r}; the catalog has {', '.join(FAMILY_NAMES)}") from None
+
+
+def _qwen3_tts(size: str, task: str) -> Model:
+    params = 0.6 if size == "0.6B" else 1.7
+    weights = round(params * BF16_BYTES, 1)
+    return Model(
+        id=f"Qwen/Qwen3-TTS-12Hz-{size}-{task}", family="voice", task_types=(task,), params_b=params,
+        weights_gb=weights, gpu_need_gb=computed_need_gb(weights), licence="Apache-2.0", needs_bf16=False,
+        source="parameters from the model id (Qwen3-TTS model cards); weights and need by the catalog's rule")
+
+
+MODELS: tuple[Model, ...] = (
+    _qwen3_tts("0.6B", "CustomVoice"),
+    _qwen3_tts("1.7B", "CustomVoice"),
+    _qwen3_tts("0.6B", "Base"),
+    _qwen3_tts("1.7B", "Base"),
+    _qwen3_tts("1.7B", "VoiceDesign"),
+    Model(id="black-forest-labs/FLUX.2-klein-4B", family="image", task_types=("generate", "edit"), params_b=8.0,
+          weights_gb=16.0, gpu_need_gb=computed_need_gb(16.0), licence="Apache-2.0",
+          source="4B flow transformer + 4B Qwen3 text encoder (Black Forest Labs' FLUX.2 [klein] model card); "
+                 "weights at bf16 and need by the catalog's rule"),
+    Model(id="Wan-AI/Wan2.1-VACE-1.3B-diffusers", family="video", task_types=("generate", "condition"),
+          params_b=7.1, weights_gb=14.3, gpu_need_gb=computed_need_gb(14.3), licence="Apache-2.0",
+          source="1.3B DiT + 5.7B umT5-XXL text encoder + 0.1B VAE (Wan2.1 model card); bf16, catalog's rule"),
+)
+MODELS_BY_ID: dict[str, Model] = {m.id: m for m in MODELS}
+
+
+def model(model_id: str | None) -> Model | None:
+    """The catalog's entry for `model_id` (exact, else case-insensitive), None for a model it does not know."""
+    if not model_id:
+        return None
+    if model_id in MODELS_BY_ID:
+        return MODELS_BY_ID[model_id]
+    lowered = model_id.strip().lower()
+    return next((m for m in MODELS if m.id.lower() == lowered), None)
+
+
+def models_of(family_name: str) -> tuple[Model, ...]:
+    return tuple(m for m in MODELS if m.family == family_name)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of the studio: its URL path (= its name), its script, how it is shown and who may open it."""
+
+    name: str
+    title: str
+    icon: str
+    blurb: str
+    min_role: str  # viewer < creator < admin (services/access.py)
+
+    @property
+    def script(self) -> str:
+        return f"pages/{self.name}.py"
+
+
+# The family pages first (in catalog order), then the studio's tools.
+PAGES: tuple[Page, ...] = tuple(Page(f.name, f.title, f.icon, f.blurb, "viewer") for f in FAMILIES) + (
+    Page("endpoints", "Endpoints", "☁️", "Endpoints — the SageMaker deployment: status, cost, deploy, delete",
+         "admin"),
+    Page("capacity", "Capacity", "📈", "Capacity — load sweeps: how much a target holds, what a unit costs",
+         "viewer"),
+    Page("evaluations", "Evaluations", "⚖️",
+         "Evaluations — variants rated blind, win rates with their uncertainty", "viewer"),
+)
+PAGE_NAMES: tuple[str, ...] = tuple(p.name for p in PAGES)
