@@ -6,17 +6,9 @@ import streamlit as st
 
 st.set_page_config(page_title="Omni Studio", page_icon="🎛️", layout="wide")
 
-from ui import auth  # noqa: E402  (after set_page_config)
+from protocol.catalog import PAGES as CATALOG_PAGES  # noqa: E402  (after set_page_config; the pages, as data)
+from ui import auth  # noqa: E402
 from ui.resources import require_settings  # noqa: E402
-
-LINKS = {  # the home page's line for each page
-    "voice": ("Voice — text in, speech out while it is generated", "🗣️"),
-    "image": ("Image — FLUX.2-klein, realtime", "🖼️"),
-    "video": ("Video — Wan2.1-VACE jobs, conditioned on your images", "🎬"),
-    "endpoints": ("Endpoints — the SageMaker deployment: status, cost, deploy, delete", "☁️"),
-    "capacity": ("Capacity — load sweeps: how much a target holds, what a unit costs", "📈"),
-    "evaluations": ("Evaluations — variants rated blind, win rates with their uncertainty", "⚖️"),
-}
 
 
 def home() -> None:
@@ -28,21 +20,14 @@ def home() -> None:
         "Try multimodal vLLM-Omni models in the browser — streaming **voice**, realtime **images**, and "
         "asynchronous **video** — on the embedded offline engine, a vLLM-Omni server, or SageMaker AI."
     )
-    for name in VISIBLE:
-        label, icon = LINKS[name]
-        st.page_link(PAGES[name], label=label, icon=icon)
+    for page in CATALOG_PAGES:
+        if page.name in VISIBLE:
+            st.page_link(PAGES[page.name], label=page.blurb, icon=page.icon)
     if not VISIBLE:
         st.info(f"Your role ({ACTOR.role}) opens no page of this studio; ask a studio admin for more.", icon="🔒")
 
 
-PAGES = {
-    "voice": st.Page("pages/voice.py", title="Voice", icon="🗣️", url_path="voice"),
-    "image": st.Page("pages/image.py", title="Image", icon="🖼️", url_path="image"),
-    "video": st.Page("pages/video.py", title="Video", icon="🎬", url_path="video"),
-    "endpoints": st.Page("pages/endpoints.py", title="Endpoints", icon="☁️", url_path="endpoints"),
-    "capacity": st.Page("pages/capacity.py", title="Capacity", icon="📈", url_path="capacity"),
-    "evaluations": st.Page("pages/evaluations.py", title="Evaluations", icon="⚖️", url_path="evaluations"),
-}
+PAGES = {p.name: st.Page(p.script, title=p.title, icon=p.icon, url_path=p.name) for p in CATALOG_PAGES}
 # Off loopback without sign-in, signed out, or named by no entry of the access policy: that screen and
 # nothing else. Otherwise who this is (LOCAL without sign-in).
 ACTOR = auth.gate(lambda: require_settings().access, url_paths=list(PAGES))

@@ -31,13 +31,15 @@ from infra.aws import AWS_ERRORS, AwsContext, error_code, error_message, transla
 from infra.errors import UsageError
 from infra.model import VARIANT_NAME, DeploymentSpec, EndpointSpec, Role
 from infra.state import DeploymentState
+from protocol.catalog import FAMILIES
 
 MAX_INSTANCES = 10
 NAMESPACE = "sagemaker"
 DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 BACKLOG_TARGET = 1.0  # video jobs waiting per instance
 # Invocations per instance per minute a realtime endpoint is held at (a voice line takes seconds, an image ~10 s).
-INVOCATIONS_TARGET: dict[str, float] = {"voice": 30.0, "image": 6.0}
+INVOCATIONS_TARGET: dict[str, float] = {  # the catalog's, for the realtime families
+    f.name: f.invocations_target for f in FAMILIES if f.invocations_target is not None}
 SCALE_IN_COOLDOWN_S = 600
 SCALE_OUT_COOLDOWN_S = 300
 BACKLOG_ALARM_PERIOD_S = 60

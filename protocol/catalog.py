@@ -58,13 +58,22 @@ class Family:
     serving: Serving  # how SageMaker serves it
     unit: str  # the unit of work a load sweep counts
     price_unit: str  # what a cost is quoted per
+    price_unit_size: float  # how many units make one price unit (60 audio seconds make an audio minute)
     throughput_key: str  # the load report's throughput figure
+    throughput_title: str  # … in words
+    throughput_window_s: float  # … per this many seconds (audio s per 1 s, images per 60 s, video s per 3600 s)
     cost_key: str  # the load report's cost figure
+    load_noun: str  # what a load sweep sends, in words
+    item_nouns: tuple[str, str]  # one result, several (a gallery's words)
+    media_suffix: str  # the file a result is kept as
     default_model: str
     default_pool: tuple[str, ...]  # instance types, in order of preference
     startup_timeout_s: int  # ContainerStartupHealthCheckTimeoutInSeconds: image pull + model load
     extra_env: tuple[tuple[str, str], ...] = ()
     records: str | None = None  # what the history keeps of its results ("takes", "jobs")
+    # Invocations per instance per minute a realtime endpoint's autoscaling holds (infra/scaling.py); an async
+    # endpoint scales on its backlog instead. A voice line takes seconds, an image about 10 s.
+    invocations_target: float | None = None
 
     @property
     def endpoint_kind(self) -> Literal["realtime", "async"]:
@@ -84,21 +93,27 @@ FAMILIES: tuple[Family, ...] = (
         name="voice", title="Voice", icon="🗣️", blurb="Voice — text in, speech out while it is generated",
         routes=("/v1/audio/speech/stream", "/v1/audio/speech", "/v1/audio/voices"),
         serving="bidirectional", unit="audio second", price_unit="audio minute",
-        throughput_key="audio_s_per_s", cost_key="usd_per_audio_minute",
+        price_unit_size=60, throughput_key="audio_s_per_s", throughput_title="audio seconds per second",
+        throughput_window_s=1, cost_key="usd_per_audio_minute", load_noun="voice sessions",
+        item_nouns=("take", "takes"), media_suffix=".wav",
         default_model="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", default_pool=PUBLISHED_POOL,
-        startup_timeout_s=1800, records="takes"),
+        startup_timeout_s=1800, records="takes", invocations_target=30.0),
     Family(
         name="image", title="Image", icon="🖼️", blurb="Image — FLUX.2-klein, realtime",
         routes=("/v1/images/generations", "/v1/images/edits"),
         serving="realtime", unit="image", price_unit="image",
-        throughput_key="images_per_min", cost_key="usd_per_image",
+        price_unit_size=1, throughput_key="images_per_min", throughput_title="images per minute",
+        throughput_window_s=60, cost_key="usd_per_image", load_noun="image generations",
+        item_nouns=("image", "images"), media_suffix=".png",
         default_model="black-forest-labs/FLUX.2-klein-4B", default_pool=LARGE_GPU_POOL,
-        startup_timeout_s=1800, records="jobs"),
+        startup_timeout_s=1800, records="jobs", invocations_target=6.0),
     Family(
         name="video", title="Video", icon="🎬", blurb="Video — Wan2.1-VACE jobs, conditioned on your images",
         routes=("/v1/videos/sync",),
         serving="async", unit="video second", price_unit="video second",
-        throughput_key="video_s_per_hour", cost_key="usd_per_video_second",
+        price_unit_size=1, throughput_key="video_s_per_hour", throughput_title="video seconds per hour",
+        throughput_window_s=3600, cost_key="usd_per_video_second", load_noun="video jobs",
+        item_nouns=("video", "videos"), media_suffix=".mp4",
         default_model="Wan-AI/Wan2.1-VACE-1.3B-diffusers", default_pool=LARGE_GPU_POOL,
         startup_timeout_s=3600, extra_env=(("SM_VLLM_VAE_USE_TILING", "true"),), records="jobs"),
 )

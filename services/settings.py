@@ -29,6 +29,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from protocol.catalog import PAGE_NAMES
 from protocol.errors import ConfigError
 from services.access import AccessPolicy
 
@@ -50,7 +51,7 @@ class IceServer(BaseModel):
 SERVER_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 SERVER_URL_MAX = 2048
 
-PageName = Literal["voice", "image", "video", "endpoints", "capacity", "evaluations"]
+PageName = Literal[PAGE_NAMES]  # type: ignore[valid-type]  # the catalog's pages
 
 
 class DemoMode(BaseModel):

@@ -33,6 +33,7 @@ from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
+from protocol.catalog import PAGES
 from protocol.errors import ConfigError
 from services import signin
 from services.access import GROUP_PREFIX, LOCAL, ROLES, AccessPolicy, BadToken, Principal, Role
@@ -42,10 +43,7 @@ ENTRY = Path(__file__).resolve().parent.parent / "app.py"
 # Which role sees which page. Every page shows a viewer what the team shared (galleries, saved voices,
 # evaluations, load reports) and offers the forms only to whoever may use them (ui/workspace_views.may; the
 # services check again: services.access.require); the Endpoints page is the admins' alone.
-PAGE_ROLES: dict[str, Role] = {
-    "voice": "viewer", "image": "viewer", "video": "viewer",
-    "evaluations": "viewer", "capacity": "viewer", "endpoints": "admin",
-}
+PAGE_ROLES: dict[str, Role] = {p.name: p.min_role for p in PAGES}  # type: ignore[misc]  # the catalog's
 _PRINCIPAL_KEY = "_auth_principal"
 _run = threading.local()  # `entered`: this script run came through app.py (each run has its own thread)
 

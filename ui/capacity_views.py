@@ -11,14 +11,14 @@ from typing import Any
 import altair as alt
 import streamlit as st
 
+from protocol.catalog import FAMILIES
 from services.images import DEFAULT_SIZE
 from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modality, usd
 from services.load.plan import DEFAULT_IMAGE_PROMPT, DEFAULT_TEXT, DEFAULT_VIDEO_PROMPT
 from ui.resources import plain
 from ui.workspace_views import by_line, owner_of, share_toggle
 
-THROUGHPUT_TITLE = {"voice": "audio seconds per second", "image": "images per minute",
-                    "video": "video seconds per hour"}
+THROUGHPUT_TITLE = {f.name: f.throughput_title for f in FAMILIES}
 METRIC_TITLE = {"ttfa_ms": "first audio (ms)", "latency_s": "latency (s)"}
 LEVEL_FIGURES = {"ttfa_ms": ("first audio", "ms"), "latency_s": ("latency", "s")}  # the levels table's columns
 

@@ -21,7 +21,7 @@ from services.eval.export import export_zip, import_ratings_outcome
 from services.eval.pairing import Pair, next_pair, record_rating
 from services.eval.report import render, results, variant_rows, verdicts
 from services.eval.runner import run_items, speech_offer
-from services.eval.spec import SETTINGS, TARGET_KEYS, parse_spec, read_prompts_file
+from services.eval.spec import SETTINGS, TARGET_KEYS, VARIANT_MODELS, parse_spec, read_prompts_file
 from services.eval.store import EvalStore
 from services.settings import Settings
 from ui.media_views import when
@@ -30,8 +30,7 @@ from ui.target_views import picked_target, target_book, target_picker
 from ui.workspace_views import owner_of
 
 # Valid on every target: a voice and a language are picked from what the variant's target offers, not typed.
-EXAMPLES = {"voice": 'instructions = "slow and warm"\nsplit = "sentence"', "image": "steps = 8\nseed = 1",
-            "video": "frames = 17\nsteps = 4"}
+EXAMPLES = {m: cls.EXAMPLE for m, cls in VARIANT_MODELS.items()}
 DEFAULT_SETTING = "(the target's default)"
 PICKED = {"voice": "Voice", "language": "Language"}  # voice settings picked from what the target offers
 VERDICT = {"a": "1 is better", "b": "2 is better", "tie": "Tie"}

@@ -15,6 +15,7 @@ from typing import Any
 
 import streamlit as st
 
+from protocol.catalog import FAMILIES
 from protocol.errors import StudioError
 from services.history import TITLE_MAX, History, Job, JobKind
 from ui.resources import plain
@@ -22,7 +23,7 @@ from ui.text import shorten
 
 PAGE_SIZE = 24
 ITEM_PARAM = "item"  # ?item=<job id>
-NOUNS = {"image": ("image", "images"), "video": ("video", "videos")}
+NOUNS = {f.name: f.item_nouns for f in FAMILIES}
 PROMPT_SHOWN = 120
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from protocol.catalog import FAMILY_NAMES
 from protocol.errors import ConfigError, StudioError
 from services.backend import Backend, BackendHealth, create_backend
 from services.runtime import BackgroundLoop, background_loop
@@ -138,7 +139,7 @@ def sidebar() -> None:
                 else "(an admin does, on the Endpoints page)"
             st.info(f"{plain(b.label)}: no deployment — deploy one {where}.", icon="☁️")
             st.caption("Or name running endpoints: " + ", ".join(
-                code(f"OMNI_STUDIO_{role.upper()}_ENDPOINT") for role in ("voice", "image", "video")) + ".")
+                code(f"OMNI_STUDIO_{role.upper()}_ENDPOINT") for role in FAMILY_NAMES) + ".")
             return
         (st.success if h.ok else st.error)(plain(f"{b.label}: {h.detail}"), icon="🟢" if h.ok else "🔴")
         st.caption(f"Target: {code(b.target)}")

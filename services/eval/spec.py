@@ -27,41 +27,26 @@ import io
 import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from protocol import limits
+from protocol.catalog import FAMILY_NAMES
 from protocol.errors import InvalidInput
 from protocol.limits import PROMPTS_FILE_MAX_BYTES, SPEC_FILE_MAX_BYTES, Range, check_length
 from services.eval.requests import build_request
 from services.files import read_user_file
 
-Modality = Literal["voice", "image", "video"]
+Modality = Literal[FAMILY_NAMES]  # type: ignore[valid-type]  # the catalog's families
 MAX_ITEMS_UNCONFIRMED = 1000
 MAX_REPEATS = 100
 TARGET_KEYS = ("backend", "url", "endpoint", "region", "profile", "state_file", "instance_type", "price_per_hour")
-SETTINGS: dict[str, tuple[str, ...]] = {
-    "voice": ("voice", "language", "task_type", "instructions", "first_chunk_frames", "split"),
-    "image": ("size", "steps", "guidance", "seed", "negative_prompt"),
-    "video": ("width", "height", "frames", "fps", "steps", "guidance", "seed", "negative_prompt"),
-}
 TOP_KEYS = ("name", "modality", "prompts", "prompts_file", "repeats", "variants", "seed")
-# The numeric settings' ranges, for a message that names the range when TOML's inf or nan is given (pydantic
-# only says "finite"); values inside these are checked by the request itself (build_request).
-RANGES: dict[str, dict[str, tuple[Range, bool]]] = {  # modality → key → (range, whole number)
-    "voice": {"first_chunk_frames": (limits.FIRST_CHUNK_FRAMES, True)},
-    "image": {"steps": (limits.IMAGE_STEPS, True), "guidance": (limits.IMAGE_GUIDANCE, False),
-              "seed": (limits.SEED, True)},
-    "video": {"width": (limits.VIDEO_SIZE, True), "height": (limits.VIDEO_SIZE, True),
-              "frames": (limits.VIDEO_FRAMES, True), "fps": (limits.VIDEO_FPS, True),
-              "steps": (limits.VIDEO_STEPS, True), "guidance": (limits.VIDEO_GUIDANCE, False),
-              "seed": (limits.SEED, True)},
-}
-
-
 class _Variant(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    RANGES: ClassVar[dict[str, tuple[Range, bool]]] = {}
+    EXAMPLE: ClassVar[str] = ""  # a variant's settings as a person would type them (the Evaluations form's hint)
     label: str
     backend: Literal["offline", "omni", "sagemaker"] | None = None
     url: str | None = None
@@ -73,7 +58,11 @@ class _Variant(BaseModel):
     price_per_hour: float | None = None  # the target's hourly price by hand (as `load --price-per-hour`)
 
 
+# The numeric settings' ranges, for a message that names the range when TOML's inf or nan is given (pydantic
+# only says "finite"); values inside these are checked by the request itself (build_request).
 class VoiceVariant(_Variant):
+    EXAMPLE: ClassVar[str] = 'instructions = "slow and warm"\nsplit = "sentence"'  # valid on every target
+    RANGES: ClassVar[dict[str, tuple[Range, bool]]] = {"first_chunk_frames": (limits.FIRST_CHUNK_FRAMES, True)}
     voice: str | None = None
     language: str | None = None
     task_type: Literal["CustomVoice", "VoiceDesign"] | None = None
@@ -83,6 +72,9 @@ class VoiceVariant(_Variant):
 
 
 class ImageVariant(_Variant):
+    EXAMPLE: ClassVar[str] = "steps = 8\nseed = 1"
+    RANGES: ClassVar[dict[str, tuple[Range, bool]]] = {
+        "steps": (limits.IMAGE_STEPS, True), "guidance": (limits.IMAGE_GUIDANCE, False), "seed": (limits.SEED, True)}
     size: str | None = None
     steps: int | None = None
     guidance: float | None = None
@@ -91,6 +83,11 @@ class ImageVariant(_Variant):
 
 
 class VideoVariant(_Variant):
+    EXAMPLE: ClassVar[str] = "frames = 17\nsteps = 4"
+    RANGES: ClassVar[dict[str, tuple[Range, bool]]] = {
+        "width": (limits.VIDEO_SIZE, True), "height": (limits.VIDEO_SIZE, True),
+        "frames": (limits.VIDEO_FRAMES, True), "fps": (limits.VIDEO_FPS, True), "steps": (limits.VIDEO_STEPS, True),
+        "guidance": (limits.VIDEO_GUIDANCE, False), "seed": (limits.SEED, True)}
     width: int | None = None
     height: int | None = None
     frames: int | None = None
@@ -102,6 +99,10 @@ class VideoVariant(_Variant):
 
 
 VARIANT_MODELS: dict[str, type[_Variant]] = {"voice": VoiceVariant, "image": ImageVariant, "video": VideoVariant}
+# Each modality's settings (its variant's own fields, in order) and their ranges (modality → key → (range, whole)).
+SETTINGS: dict[str, tuple[str, ...]] = {
+    m: tuple(f for f in cls.model_fields if f not in _Variant.model_fields) for m, cls in VARIANT_MODELS.items()}
+RANGES: dict[str, dict[str, tuple[Range, bool]]] = {m: cls.RANGES for m, cls in VARIANT_MODELS.items()}
 
 
 class EvalSpec(BaseModel):
@@ -204,7 +205,7 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
         prompts = [p.strip() for p in prompts if p.strip()]
     if not prompts:
         raise InvalidInput("the prompt set is empty: give at least one prompt (prompts = [...] or prompts_file)")
-    if modality in ("image", "video"):  # what the image and video servers accept (voice text is split to fit)
+    if modality != "voice":  # what the image and video servers accept (voice text is split to fit)
         for i, prompt in enumerate(prompts, 1):
             check_length(f"prompt {i}", prompt)
     repeats = data.get("repeats", 1)

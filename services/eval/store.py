@@ -25,11 +25,12 @@ from typing import Any, Literal
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, Forbidden, require
+from protocol.catalog import FAMILIES
 from services.eval.spec import EvalSpec, check_catalog
 from services.history import History, HistoryError
 
 ItemStatus = Literal["pending", "succeeded", "failed"]
-MEDIA_SUFFIX = {"voice": ".wav", "image": ".png", "video": ".mp4"}
+MEDIA_SUFFIX = {f.name: f.media_suffix for f in FAMILIES}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS evaluations (

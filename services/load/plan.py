@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from protocol.catalog import FAMILY_NAMES
 from protocol.errors import InvalidInput
 from protocol.limits import SPEC_FILE_MAX_BYTES, Range
 from services.files import read_user_file
@@ -27,7 +28,7 @@ from services.images import ImageRequest
 from services.speech import require_text, speech_config
 from services.videos import VideoRequest
 
-Modality = Literal["voice", "image", "video"]
+Modality = Literal[FAMILY_NAMES]  # type: ignore[valid-type]  # the catalog's families
 MODALITIES: tuple[Modality, ...] = get_args(Modality)
 SloMetric = Literal["ttfa_ms", "latency_s"]
 

@@ -27,14 +27,15 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from protocol.catalog import FAMILIES, family
 from services.load.plan import MODALITIES, Modality, Slo
 from services.load.stats import PERCENTILE_METHOD, summary
 
 REPORT_VERSION = 1
-THROUGHPUT_KEY: dict[Modality, str] = {"voice": "audio_s_per_s", "image": "images_per_min", "video": "video_s_per_hour"}
-COST_KEY: dict[Modality, str] = {"voice": "usd_per_audio_minute", "image": "usd_per_image",
-                                 "video": "usd_per_video_second"}
-UNIT_WORD: dict[Modality, str] = {"voice": "audio minute", "image": "image", "video": "video second"}
+# Each family's throughput and cost figure and the unit a cost is quoted per: the catalog's (protocol/catalog.py).
+THROUGHPUT_KEY: dict[Modality, str] = {f.name: f.throughput_key for f in FAMILIES}
+COST_KEY: dict[Modality, str] = {f.name: f.cost_key for f in FAMILIES}
+UNIT_WORD: dict[Modality, str] = {f.name: f.price_unit for f in FAMILIES}
 
 
 @dataclass(frozen=True)
@@ -138,8 +139,7 @@ class LevelReport:
         if wall <= 0:
             return None
         done = sum(_work_done(self.modality, s) for s in self.samples)
-        per = {"voice": 1.0, "image": 60.0, "video": 3600.0}[self.modality]
-        return round(done / wall * per, 4)
+        return round(done / wall * family(self.modality).throughput_window_s, 4)
 
     def meets(self, slo: Slo | None) -> bool:
         if self.requests == 0 or self.errors:
@@ -229,7 +229,8 @@ class LoadReport:
         elif self.usd_per_hour is None:
             out["note"] = self.price_note or "no hourly price is known: give --price-per-hour (or --instance-type)"
         else:
-            per_hour = best.throughput * {"voice": 3600.0 / 60.0, "image": 60.0, "video": 1.0}[self.modality]
+            fam = family(self.modality)  # price units made per hour at the best level's throughput
+            per_hour = best.throughput * 3600.0 / fam.throughput_window_s / fam.price_unit_size
             out[key] = float(f"{self.usd_per_hour / per_hour:.4g}")  # 4 significant digits: a price, not a measurement
         return out
 

@@ -29,6 +29,7 @@ from urllib.parse import urlparse
 import botocore.exceptions as bx
 import httpx
 
+from protocol.catalog import family
 from protocol.common import ModelList
 from protocol.errors import BackendUnreachable, InvalidInput
 from protocol.limits import Range
@@ -66,7 +67,7 @@ class LoadTarget:
 
     def estimate(self, plan: LoadPlan) -> str:
         """What the sweep will send and, at the instance's price, the most it can cost."""
-        noun = {"voice": "voice sessions", "image": "image generations", "video": "video jobs"}[plan.modality]
+        noun = family(plan.modality).load_noun
         levels = ",".join(map(str, plan.levels))
         where = f"{self.kind} {self.endpoint or self.target}" + (f" on {self.instance_type}" if self.instance_type else "")
         cap_min = plan.max_wall_s / 60

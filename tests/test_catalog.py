@@ -1,0 +1,105 @@
+"""The catalog (protocol/catalog.py) is the one place the model families are listed, and its figures hold.
+
+A list of families written anywhere else in the product — a tuple, list, set or `Literal` naming two or more
+of them, or a table of plain values (strings, numbers) keyed by two or more of them — fails here, naming the
+file and line: such a fact belongs in the catalog, where a new family adds it once. A table that maps a family
+to code (its request class, its runner) is dispatch, not a fact, and stays beside that code.
+"""
+
+from __future__ import annotations
+
+import ast
+import typing
+
+from protocol import catalog, instances
+from protocol.sagemaker import ROLES, Role
+from tests.test_layers import ROOT, product_files
+
+FAMILIES = set(catalog.FAMILY_NAMES)
+HOME = ROOT / "protocol" / "catalog.py"
+
+
+def _names(elts: list[ast.expr | None]) -> list[str]:
+    return [e.value for e in elts if isinstance(e, ast.Constant) and e.value in FAMILIES]
+
+
+def _plain(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_plain(e) for e in node.elts)
+    return isinstance(node, ast.UnaryOp) and _plain(node.operand)
+
+
+def family_lists(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(_names(node.elts)) >= 2:
+            found.append((node.lineno, "a list of " + ", ".join(_names(node.elts))))
+        elif isinstance(node, ast.Dict) and len(_names(node.keys)) >= 2 and all(_plain(v) for v in node.values):
+            found.append((node.lineno, "a table of plain values keyed by " + ", ".join(_names(node.keys))))
+    return found
+
+
+def test_no_family_list_outside_the_catalog():
+    problems = []
+    for path in product_files(ROOT):
+        if path == HOME:
+            continue
+        for line, what in family_lists(ast.parse(path.read_text(), str(path))):
+            problems.append(f"{path.relative_to(ROOT)}:{line}: {what} — derive it from protocol/catalog.py")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_scan_finds_what_it_forbids():
+    src = 'A = ("voice", "image")\nB: Literal["image", "video"]\nC = {"voice": 1, "video": 2}\nD = {"voice": f, "image": g}\n'
+    assert sorted(line for line, _ in family_lists(ast.parse(src))) == [1, 2, 3]
+
+
+def test_roles_modalities_and_pages_derive_from_the_catalog():
+    from services.eval.spec import Modality as EvalModality
+    from services.load.plan import MODALITIES
+    from services.settings import PageName
+
+    assert ROLES == catalog.FAMILY_NAMES == typing.get_args(Role) == typing.get_args(EvalModality) == MODALITIES
+    assert set(typing.get_args(PageName)) == set(catalog.PAGE_NAMES) >= FAMILIES
+    for page in catalog.PAGES:
+        assert (ROOT / page.script).is_file(), page.script
+
+
+def test_every_family_default_model_is_in_the_catalog_and_fits_its_default_pool():
+    for fam in catalog.FAMILIES:
+        model = catalog.model(fam.default_model)
+        assert model is not None and model.family == fam.name
+        for instance_type in fam.default_pool:
+            assert instance_type in instances.INSTANCES, instance_type
+            assert instances.misfit(model, instance_type) is None, (model.id, instance_type)
+
+
+def test_gpu_need_follows_the_stated_rule():
+    # 1.7B parameters at bf16 = 3.4 GB of weights; × 1.2 = 4.08, + 1 GB context = 5.08 → 5.1 GB (rounded up).
+    assert catalog.computed_need_gb(3.4) == 5.1
+    assert catalog.model("Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice").gpu_need_gb == 5.1
+    # 16.0 GB (FLUX.2-klein-4B with its text encoder) → 19.2 + 1 = 20.2 GB.
+    assert catalog.model("black-forest-labs/FLUX.2-klein-4B").gpu_need_gb == 20.2
+
+
+def test_fit_rule_against_hand_computed_instances():
+    wan = catalog.model("Wan-AI/Wan2.1-VACE-1.3B-diffusers")
+    assert wan.gpu_need_gb == 18.2  # 14.3 × 1.2 + 1 = 18.16 → 18.2
+    # 1× T4 16 GB, vLLM uses 0.9 of it: 14.4 GB < 18.2 GB.
+    assert instances.misfit(wan, "ml.g4dn.xlarge") == (
+        "Wan-AI/Wan2.1-VACE-1.3B-diffusers needs ≈ 18.2 GB of GPU memory; ml.g4dn.xlarge has 1× T4 16 GB, "
+        "of which vLLM uses 14.4 GB")
+    assert instances.misfit(wan, "ml.g6.xlarge") is None  # 1× L4 24 GB → 21.6 GB usable
+    assert instances.misfit(wan, "ml.g4dn.12xlarge") is not None  # 4× T4 = 64 GB holds it, but no bf16
+    assert instances.INSTANCES["ml.g6e.12xlarge"].total_gb == 192  # 4× L40S 48 GB
+    assert instances.fitting(wan)[:3] == ["ml.g5.xlarge", "ml.g6.xlarge", "ml.g6e.xlarge"]
+    assert instances.misfit(wan, "ml.unknown.xlarge") is None  # an unlisted type is not refused
+    assert instances.fit_line(None, "acme/new-model") == (
+        "GPU memory unknown: acme/new-model is not in the studio's catalog")
+
+
+def test_model_lookup_is_case_insensitive_and_none_for_unknown():
+    assert catalog.model("qwen/qwen3-tts-12hz-1.7b-base").id == "Qwen/Qwen3-TTS-12Hz-1.7B-Base"
+    assert catalog.model("acme/unknown") is None and catalog.model(None) is None
