@@ -38,7 +38,7 @@ try:
 except StudioError as exc:
     st.error(f"The video backend is not available: {resources.plain(exc)}")
     st.stop()
-if backend.name == "offline":
+if backend.capabilities.previews:
     st.info("The offline engine animates the reference (or a preview of the prompt) into a real H.264 MP4 "
             "labelled OFFLINE PREVIEW; it is not Wan2.1-VACE output.", icon="🔖")
 

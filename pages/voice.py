@@ -102,8 +102,8 @@ with right:  # first: whether the player is connected decides whether queued spe
 
 with left:
     st.text_area("Text", value=SAMPLE_TEXT, height=150, key="voice_text", persist_state="session")
-    mode = mode_picker(task_types, backend.name, demo=resources.settings().demo is not None, note=backend.speech.note())
-    if backend.name == "offline":
+    mode = mode_picker(task_types, backend.capabilities.deploys_models, demo=resources.settings().demo is not None, note=backend.speech.note())
+    if backend.capabilities.previews:
         st.caption(PREVIEW)
     mode_fields(mode, backend, voices, languages)
     with st.expander("Streaming options"):

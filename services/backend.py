@@ -13,7 +13,8 @@ import httpx
 from protocol.errors import ConfigError
 from services.base import Backend, BackendHealth
 from services.history import History
-from services.settings import BackendName, Settings
+from services.kinds import BackendName
+from services.settings import Settings
 
 if TYPE_CHECKING:
     pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.settings import BackendName
+from services.kinds import BackendName, Capabilities, kind
 
 if TYPE_CHECKING:
     from services.images import ImageClient
@@ -41,7 +41,12 @@ class Backend:
 
     @property
     def label(self) -> str:
-        return {"offline": "Offline engine", "omni": "vLLM-Omni server", "sagemaker": "SageMaker AI"}[self.name]
+        return kind(self.name).label
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this target can do: pages ask this, never the backend's name (services/kinds.py)."""
+        return kind(self.name).capabilities
 
     def health(self) -> BackendHealth:
         return self._health()

@@ -41,7 +41,7 @@ from services.base import Backend
 from services.history import History, Job
 from services.images import ImageRequest, record_image
 from services.settings import Settings
-from services.targets import TargetBook
+from services.targets import TargetBook, target_overrides
 from services.videos import VideoJobs, VideoRequest
 
 VARIANTS = Range(2, 4)
@@ -135,11 +135,11 @@ def target_settings(settings: Settings, target: Target, modality: str = "image")
     if target.kind == "omni":
         if not (target.url or "").strip():
             raise InvalidInput("a vLLM-Omni target needs its URL, e.g. http://gpu-box:8091")
-        return settings.with_overrides(backend="omni", omni_url=target.url.strip())
+        return settings.with_overrides(**target_overrides(modality, url=target.url.strip()))
     if target.kind == "sagemaker":
         if not (target.endpoint or "").strip():
             raise InvalidInput("a SageMaker target needs the endpoint's name")
-        return settings.with_overrides(backend="sagemaker", **{f"{modality}_endpoint": target.endpoint.strip()})
+        return settings.with_overrides(**target_overrides(modality, endpoint=target.endpoint.strip()))
     raise InvalidInput(f"unknown target {target.kind!r}: one of {', '.join(TARGET_KINDS)}")
 
 

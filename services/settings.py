@@ -32,8 +32,8 @@ from pydantic_settings.sources.utils import parse_env_vars
 from protocol.catalog import PAGE_NAMES
 from protocol.errors import ConfigError
 from services.access import AccessPolicy
+from services.kinds import BackendName
 
-BackendName = Literal["offline", "omni", "sagemaker"]
 ENV_PREFIX = "OMNI_STUDIO_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 DEFAULT_CONFIG_FILE = "studio.toml"

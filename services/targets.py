@@ -198,7 +198,7 @@ class TargetBook:
             if elsewhere and not names_any_target(actor):
                 raise Forbidden(f"{who}: {', '.join(elsewhere)} point the studio elsewhere and are set on the "
                                 "command line only (python -m services eval)")
-            backend = v.get("backend") or ("omni" if v.get("url") else "sagemaker" if v.get("endpoint") else None)
+            backend = target_backend(v.get("backend"), url=v.get("url"), endpoint=v.get("endpoint"))
             if self.settings.demo is not None:
                 same = backend in (None, self.settings.backend) and v.get("url") in (None, self.settings.omni_url)
                 if not same or v.get("endpoint"):
@@ -222,3 +222,43 @@ def _host(url: str) -> str:
     from urllib.parse import urlsplit
 
     return urlsplit(url).netloc or url
+
+
+# -- a target named by keys (a SPEC variant, CLI flags, a picked option) → the backend it means ----------------
+def target_backend(backend: str | None = None, *, url: str | None = None, endpoint: str | None = None) -> str | None:
+    """The backend a target's keys name: `backend` when given; a URL alone means a vLLM-Omni server, an
+    endpoint alone a SageMaker endpoint; None leaves the caller's."""
+    return backend or ("omni" if url else "sagemaker" if endpoint else None)
+
+
+def target_overrides(modality: str, *, backend: str | None = None, url: str | None = None,
+                     endpoint: str | None = None) -> dict[str, Any]:
+    """The settings overrides (`Settings.with_overrides`) that aim a backend at the target these keys name."""
+    changes: dict[str, Any] = {}
+    if name := target_backend(backend, url=url, endpoint=endpoint):
+        changes["backend"] = name
+    if url:
+        changes["omni_url"] = url
+    if endpoint:
+        changes[f"{modality}_endpoint"] = endpoint
+    return changes
+
+
+def spec_keys(option: Any, default_backend: str, default_url: str | None) -> dict[str, Any]:
+    """A picked target (a TargetOption or services.compare.Target) as a SPEC variant's keys; `default` is the
+    caller's own backend (its URL only when it is a vLLM-Omni server)."""
+    if option.kind == "default":
+        return {"backend": default_backend} | ({"url": default_url} if default_backend == "omni" else {})
+    if option.kind == "omni":
+        return {"backend": "omni", "url": option.url}
+    return {"backend": "sagemaker", "endpoint": option.endpoint}
+
+
+def option_key(variant: Mapping[str, Any], default_backend: str, default_url: str | None) -> str:
+    """The TargetOption key a SPEC variant's keys name (`default` when they are the caller's own backend)."""
+    if variant.get("endpoint"):
+        return f"sagemaker:{variant['endpoint']}"
+    own_url = default_url if default_backend == "omni" else None
+    if variant.get("backend") == default_backend and variant.get("url") == own_url:
+        return "default"
+    return f"omni:{variant['url']}" if variant.get("url") else "default"

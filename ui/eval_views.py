@@ -24,6 +24,7 @@ from services.eval.runner import run_items, speech_offer
 from services.eval.spec import SETTINGS, TARGET_KEYS, VARIANT_MODELS, parse_spec, read_prompts_file
 from services.eval.store import EvalStore
 from services.settings import Settings
+from services.targets import option_key, spec_keys
 from ui.media_views import when
 from ui.resources import plain, settings
 from ui.target_views import picked_target, target_book, target_picker
@@ -50,15 +51,6 @@ def init_define_state() -> None:
     for i in range(4):
         for name, value in (VARIANT_DEFAULTS | {"label": "ABCD"[i]}).items():
             state.setdefault(f"ev_{i}_{name}", value)
-
-
-def _target_keys(target: Any, backend_name: str, backend_url: str | None) -> dict[str, Any]:
-    """The SPEC keys of a picked Target (services.compare.Target or a TargetOption)."""
-    if target.kind == "default":
-        return {"backend": backend_name} | ({"url": backend_url} if backend_name == "omni" else {})
-    if target.kind == "omni":
-        return {"backend": "omni", "url": target.url}
-    return {"backend": "sagemaker", "endpoint": target.endpoint}
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -141,7 +133,7 @@ def create_from_form(store: EvalStore, backend_name: str, backend_url: str | Non
                 target = picked_target(offered, f"ev_{i}_target")
             except StudioError as exc:
                 raise type(exc)(f"variant {label or i + 1}: {exc}") from None
-            variants.append(variant | _target_keys(target, backend_name, backend_url))
+            variants.append(variant | spec_keys(target, backend_name, backend_url))
         spec = parse_spec({"name": state["ev_name"], "modality": modality, "prompts": prompts,
                            "repeats": int(state["ev_repeats"]), "variants": variants})
         if state.get("ev_editing"):
@@ -174,7 +166,7 @@ def define_form(on_create, backend_name: str, backend_url: str | None, *, editin
             option = target_picker(offered, f"ev_{i}_target")
             typed = SETTINGS[modality]
             if modality == "voice":
-                _speech_pickers(i, offer(_target_keys(option, backend_name, backend_url)))
+                _speech_pickers(i, offer(spec_keys(option, backend_name, backend_url)))
                 typed = tuple(k for k in typed if k not in PICKED)
             st.text_area("Settings (name = value)", key=f"ev_{i}_settings", height=110, placeholder=EXAMPLES[modality],
                          help=f"{modality} settings: {', '.join(typed)}")
@@ -189,15 +181,6 @@ def define_form(on_create, backend_name: str, backend_url: str | None, *, editin
         st.error(plain(state["ev_error"]))
 
 
-def _option_key(variant: dict[str, Any], backend_name: str, backend_url: str | None) -> str:
-    """The Target picker's key for a variant's SPEC keys (the sidebar's when they are its)."""
-    if variant.get("endpoint"):
-        return f"sagemaker:{variant['endpoint']}"
-    if variant.get("backend") == backend_name and variant.get("url") == (backend_url if backend_name == "omni" else None):
-        return "default"
-    return f"omni:{variant['url']}" if variant.get("url") else "default"
-
-
 def _load_for_edit(store: EvalStore, eval_id: str, backend_name: str, backend_url: str | None) -> None:
     """Edit's callback: the evaluation's SPEC back into the definition form, to change and Save."""
     state, spec = st.session_state, store.get(eval_id).spec
@@ -206,7 +189,7 @@ def _load_for_edit(store: EvalStore, eval_id: str, backend_name: str, backend_ur
     for i, variant in enumerate(spec.variants):
         values = spec.settings(variant["label"])
         state[f"ev_{i}_label"] = values.pop("label")
-        state[f"ev_{i}_target"] = _option_key(values, backend_name, backend_url)
+        state[f"ev_{i}_target"] = option_key(values, backend_name, backend_url)
         for name in PICKED:
             state[f"ev_{i}_{name}"] = values.pop(name, None) or DEFAULT_SETTING
         rest = {k: v for k, v in values.items() if k not in TARGET_KEYS or k in PRICE_KEYS}

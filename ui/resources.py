@@ -10,6 +10,7 @@ import streamlit as st
 from protocol.catalog import FAMILY_NAMES
 from protocol.errors import ConfigError, StudioError
 from services.backend import Backend, BackendHealth, create_backend
+from services.kinds import kind
 from services.runtime import BackgroundLoop, background_loop
 from services.settings import Settings, load_settings
 from ui import auth
@@ -150,7 +151,7 @@ def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
     (services/targets.py). Only an admin adds a server, here — the studio's server connects to it."""
     book = target_book()
     servers = book.servers()
-    labels = {"offline": "Offline engine (this machine)", "sagemaker": "SageMaker AI"}
+    labels = {name: kind(name).picker_label for name in ("offline", "sagemaker")}
     labels |= {f"omni:{srv.url}": f"vLLM-Omni {srv.name}" for srv in servers}
     options = ["offline", *[f"omni:{srv.url}" for srv in servers], "sagemaker"]
     current = f"omni:{url or ''}" if name == "omni" else name
@@ -223,7 +224,7 @@ def fleet() -> dict | None:
 def banner_wanted(s: Settings, backend_name: str) -> bool:
     if s.cost_banner == "off":
         return False
-    return s.cost_banner == "always" or s.state_file.is_file() or backend_name == "sagemaker"
+    return s.cost_banner == "always" or s.state_file.is_file() or kind(backend_name).capabilities.billed
 
 
 def ttl_text(f: dict) -> str:

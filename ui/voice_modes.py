@@ -49,7 +49,7 @@ PREVIEW = ("**Offline preview**: the offline engine speaks with a CPU voice (Pip
 
 
 # -- what the target offers -----------------------------------------------------------------------------
-def mode_picker(task_types: tuple[str, ...], backend_name: str, *, demo: bool = False, note: str | None = None) -> str:
+def mode_picker(task_types: tuple[str, ...], deploys_models: bool, *, demo: bool = False, note: str | None = None) -> str:
     """The modes the model has (others not offered, one caption naming what to deploy — not on a demo's
     customer-facing screen, which offers what it offers); the chosen one. `note`: what the target's catalog
     could not read (the voices are then offered unchecked), in one line."""
@@ -61,7 +61,7 @@ def mode_picker(task_types: tuple[str, ...], backend_name: str, *, demo: bool = 
         state["voice_mode"] = offered[0]
     st.radio("Voice", offered, format_func=MODES.__getitem__, horizontal=True, key="voice_mode", persist_state=KEEP)
     if (missing := [t for t in MODES if t not in offered]) and not demo:
-        how = ("`python -m infra deploy --voice-model MODEL`" if backend_name == "sagemaker"
+        how = ("`python -m infra deploy --voice-model MODEL`" if deploys_models
                else "`vllm serve MODEL --omni`, or the offline engine, which previews every mode")
         needs = "; ".join(f"*{MODES[t]}* needs {' or '.join(map(code, models_for_task(t)))}" for t in missing)
         st.caption(f"Not offered by this target's voice model — {needs}. Deploy one: {how}.")

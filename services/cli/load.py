@@ -156,13 +156,14 @@ def _checked(args: argparse.Namespace) -> LoadPlan:
 def run(args: argparse.Namespace) -> int:
     from services.backend import create_backend
     from services.history import History
+    from services.targets import target_overrides
 
     plan = _checked(args)  # bad input fails before any backend starts
     if args.out is not None:
         check_out(args.out)
     settings = settings_from_args(args)
     if args.endpoint:
-        settings = settings.with_overrides(backend="sagemaker", **{f"{plan.modality}_endpoint": args.endpoint})
+        settings = settings.with_overrides(**target_overrides(plan.modality, endpoint=args.endpoint))
     backend = create_backend(settings)
     try:
         target = describe_target(backend, settings, plan.modality, instance_type=args.instance_type,

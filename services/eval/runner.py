@@ -25,6 +25,7 @@ from services.eval.requests import build_request
 from services.eval.spec import EvalSpec
 from services.eval.store import EvalStore
 from services.settings import Settings
+from services.targets import target_overrides
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -44,15 +45,8 @@ class RunOutcome:
 
 def variant_settings(base: Settings, modality: str, settings: dict[str, Any]) -> Settings:
     """The studio's settings with the variant's target over them (`url` alone means backend omni)."""
-    changes: dict[str, Any] = {}
-    if settings.get("backend"):
-        changes["backend"] = settings["backend"]
-    if settings.get("url"):
-        changes["omni_url"] = settings["url"]
-        changes.setdefault("backend", "omni")
-    if settings.get("endpoint"):
-        changes[f"{modality}_endpoint"] = settings["endpoint"]
-        changes.setdefault("backend", "sagemaker")
+    changes = target_overrides(modality, backend=settings.get("backend"), url=settings.get("url"),
+                               endpoint=settings.get("endpoint"))
     for key in ("region", "profile", "state_file"):
         if settings.get(key):
             changes[key] = settings[key]

@@ -36,6 +36,7 @@ from protocol.catalog import FAMILY_NAMES
 from protocol.errors import InvalidInput
 from protocol.limits import PROMPTS_FILE_MAX_BYTES, SPEC_FILE_MAX_BYTES, Range, check_length
 from services.eval.requests import build_request
+from services.kinds import BackendName
 from services.files import read_user_file
 
 Modality = Literal[FAMILY_NAMES]  # type: ignore[valid-type]  # the catalog's families
@@ -48,7 +49,7 @@ class _Variant(BaseModel):
     RANGES: ClassVar[dict[str, tuple[Range, bool]]] = {}
     EXAMPLE: ClassVar[str] = ""  # a variant's settings as a person would type them (the Evaluations form's hint)
     label: str
-    backend: Literal["offline", "omni", "sagemaker"] | None = None
+    backend: BackendName | None = None
     url: str | None = None
     endpoint: str | None = None
     region: str | None = None

@@ -35,6 +35,7 @@ from protocol.errors import BackendUnreachable, InvalidInput
 from protocol.limits import Range
 from services.aws import AwsSession, aws_error, missing_endpoint
 from services.base import Backend
+from services.kinds import kind
 from services.load.plan import LoadPlan, Modality
 from services.pricing import PriceTable, load_prices
 from services.settings import Settings
@@ -63,7 +64,7 @@ class LoadTarget:
     @property
     def needs_confirmation(self) -> bool:
         """A sweep against SageMaker uses paid endpoint time: it is shown first and confirmed (`--yes`)."""
-        return self.backend == "sagemaker"
+        return kind(self.backend).capabilities.billed
 
     def estimate(self, plan: LoadPlan) -> str:
         """What the sweep will send and, at the instance's price, the most it can cost."""
@@ -130,7 +131,7 @@ def _omni_target(backend: Backend, settings: Settings, modality: Modality, insta
         models = ModelList.model_validate(httpx.get(f"{url}/v1/models", timeout=settings.connect_timeout_s).json())
         offline = any(m.owned_by == OFFLINE_ENGINE_OWNER for m in models.data)
     except (httpx.HTTPError, ValueError):
-        offline = backend.name == "offline"
+        offline = backend.capabilities.previews
     if offline:
         if instance_type is not None and usd_per_hour is None:
             raise InvalidInput(f"the offline engine runs on this machine's CPU, not on {instance_type}: its figures at "
