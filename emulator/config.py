@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from protocol.sagemaker import DEFAULT_REGION
 
 DEFAULT_ACCOUNT_ID = "123456789012"  # moto's default account too, so S3/STS and SageMaker agree
 # The AMIs whose host sidecar terminates HTTP/2 bidirectional streams (docs/protocols.md, "SageMaker").
@@ -105,7 +106,7 @@ class Autoscaling(BaseModel):
 class EmulatorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    region: str = "us-east-1"
+    region: str = DEFAULT_REGION
     account_id: str = Field(default=DEFAULT_ACCOUNT_ID, pattern=r"^\d{12}$")
     delays: Delays = Field(default_factory=Delays)
     # Service Quotas "ml.<type> for endpoint usage" values, per instance type; others get default_quota.

@@ -20,13 +20,15 @@ from botocore.config import Config as BotoConfig
 
 from emulator import launch
 from emulator.launch import client_env, start_emulator
+from protocol.catalog import PUBLISHED_POOL
+from protocol.sagemaker import DEFAULT_REGION
 
-REGION = "us-east-1"
+REGION = DEFAULT_REGION
 FAST_DELAYS = {"create_s": 0.3, "update_s": 0.3, "delete_s": 0.2}
 IMAGE_URI = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:omni-sagemaker-cuda-v1.6"
 ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-sagemaker-execution"
 BIDI_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
-DEFAULT_POOL = ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge"]
+DEFAULT_POOL = list(PUBLISHED_POOL)
 # Service name (boto3) -> which listener serves it.
 _EMULATED = ("sagemaker", "sagemaker-runtime", "service-quotas", "sts", "pricing", "scheduler",
              "application-autoscaling", "iam")

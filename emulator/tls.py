@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from emulator.pricing import PRICE_LIST_REGIONS
+from protocol.sagemaker import DEFAULT_REGION
 
-DEFAULT_REGION = "us-east-1"
 
 
 def aws_host_names(region: str) -> list[str]:

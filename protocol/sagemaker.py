@@ -18,6 +18,8 @@ from protocol.catalog import FAMILY_NAMES
 Role = Literal[FAMILY_NAMES]  # type: ignore[valid-type]  # Literal of the catalog's names, checked by pydantic
 ROLES: tuple[Role, ...] = FAMILY_NAMES
 
+DEFAULT_REGION = "us-east-1"  # where a person who names no region works: boto3's profile first, then this
+
 # The container route rides in CustomAttributes (`route=/v1/...`); without one the DLC answers /invocations.
 DEFAULT_ROUTE = "/invocations"
 SPEECH_INVOCATION_PATH = "v1/audio/speech/stream"  # the bidi stream's model invocation path: no leading slash

@@ -31,6 +31,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from protocol.catalog import PAGE_NAMES
 from protocol.errors import ConfigError
+from protocol.sagemaker import DEFAULT_REGION
 from services.access import AccessPolicy
 from services.kinds import BackendName
 
@@ -144,7 +145,7 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(default=120.0, gt=0)
 
     # SageMaker backend
-    region: str = "us-east-1"
+    region: str = DEFAULT_REGION
     profile: str | None = None
     voice_endpoint: str | None = None
     # The model behind the voice endpoint (e.g. Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice), for credentials that may
