@@ -45,6 +45,39 @@ def _median_ms(xs: list[float]) -> float:
     return statistics.median(xs) * 1000.0
 
 
+def _client_steps(b64: str, history: History, request: ImageRequest, url: str, runs: int) -> tuple[list[float], list[float]]:
+    """`runs` timings each of what the client adds once a response carrying `b64` is in hand: decoding and
+    verifying the PNG, and writing it to the history."""
+    from PIL import Image
+
+    png = base64.b64decode(b64)
+
+    def checks() -> float:
+        t0 = time.perf_counter()
+        data = base64.b64decode(b64, validate=True)
+        with Image.open(io.BytesIO(data)) as im:
+            im.verify()
+        return time.perf_counter() - t0
+
+    def history_write() -> float:
+        t0 = time.perf_counter()
+        job = history.create("image", PROMPT, request.params(), target=url, status="running")
+        history.succeed(job.id, {"image-0.png": png}, timings={"total_s": 0.0}, meta={"seed": 1234})
+        return time.perf_counter() - t0
+
+    return [checks() for _ in range(runs)], [history_write() for _ in range(runs)]
+
+
+def _noise_png(width: int, height: int) -> bytes:
+    """An incompressible PNG of the size: random pixels (seeded, the same every run)."""
+    import numpy as np
+    from PIL import Image
+
+    noisy = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (height, width, 3), dtype=np.uint8)).save(noisy, "PNG")
+    return noisy.getvalue()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=15)
@@ -88,38 +121,14 @@ def main() -> int:
                     (raws if f is raw else studios).append(f())
 
             # breakdown on the same bytes: what the client adds after the response is in hand
-            payload = raw_http.post(url + IMAGES_PATH, json=body).json()
-            png = engine_png = base64.b64decode(payload["data"][0]["b64_json"])
-            from PIL import Image
-
-            def checks() -> float:
-                t0 = time.perf_counter()
-                data = base64.b64decode(payload["data"][0]["b64_json"], validate=True)
-                with Image.open(io.BytesIO(data)) as im:
-                    im.verify()
-                return time.perf_counter() - t0
-
-            def history_write() -> float:
-                t0 = time.perf_counter()
-                job = history.create("image", PROMPT, request.params(), target=url, status="running")
-                history.succeed(job.id, {"image-0.png": png}, timings={"total_s": 0.0}, meta={"seed": 1234})
-                return time.perf_counter() - t0
-
-            check_s = [checks() for _ in range(args.runs)]
-            history_s = [history_write() for _ in range(args.runs)]
+            b64 = raw_http.post(url + IMAGES_PATH, json=body).json()["data"][0]["b64_json"]
+            png = base64.b64decode(b64)
+            check_s, history_s = _client_steps(b64, history, request, url, args.runs)
             # The previews compress well; a diffusion model's 1024² PNG is megabytes. Time the same client
             # steps on an incompressible image of the requested size as a worst case.
-            import numpy as np
-
-            w, h = request.width, request.height
-            noisy = io.BytesIO()
-            Image.fromarray(np.random.default_rng(0).integers(0, 255, (h, w, 3), dtype=np.uint8)).save(noisy, "PNG")
-            png_big = noisy.getvalue()
-            payload = {"data": [{"b64_json": base64.b64encode(png_big).decode()}]}
-            png = png_big
-            big_check_s = [checks() for _ in range(args.runs)]
-            big_history_s = [history_write() for _ in range(args.runs)]
-            png = engine_png  # the figures below speak of the engine's image
+            png_big = _noise_png(request.width, request.height)
+            big_check_s, big_history_s = _client_steps(base64.b64encode(png_big).decode(), history, request, url,
+                                                       args.runs)
         raw_http.close()
         client.close()
     finally:

@@ -77,6 +77,51 @@ def playback(arrivals: list[tuple[float, int]]) -> dict:
             "dry": least < 0}
 
 
+def _figures(args: argparse.Namespace, url: str, single: list[float], many: list[float], single_wall: list[float],
+             many_wall: list[float], raw_single: list[dict], raw_rounds: list[list[dict]]) -> dict:
+    """The measured times as the figures --json prints (and the report below reads)."""
+    raw_many = [r["ttfa_ms"] for batch_ in raw_rounds for r in batch_]
+    raw_alone = [r["ttfa_ms"] for r in raw_single]
+    sessions = [r for batch_ in raw_rounds for r in batch_]
+
+    return {
+        "backend": args.backend, "target": url, "sessions": args.sessions, "rounds": args.rounds,
+        "single_p50_ms": round(statistics.median(single), 1), "single_p95_ms": round(p95(single), 1),
+        "concurrent_p50_ms": round(statistics.median(many), 1), "concurrent_p95_ms": round(p95(many), 1),
+        "p95_ratio": round(p95(many) / p95(single), 3),
+        "raw_single_p50_ms": round(statistics.median(raw_alone), 1), "raw_single_p95_ms": round(p95(raw_alone), 1),
+        "raw_concurrent_p50_ms": round(statistics.median(raw_many), 1), "raw_concurrent_p95_ms": round(p95(raw_many), 1),
+        "raw_p95_ratio": round(p95(raw_many) / p95(raw_alone), 3),
+        "single_utterance_wall_s": round(statistics.median(single_wall), 3),
+        "batch_wall_s": round(statistics.median(many_wall), 3),
+        "sessions_dry": sum(r["dry"] for r in sessions), "sessions_checked": len(sessions),
+        "min_buffer_ms": round(min(r["min_buffer_ms"] for r in sessions), 1),
+        "raw_rounds": [[{"ttfa_ms": round(r["ttfa_ms"], 1), "min_buffer_ms": round(r["min_buffer_ms"], 1),
+                         "audio_s": round(r["audio_s"], 3), "dry": r["dry"]} for r in batch_] for batch_ in raw_rounds],
+    }
+
+
+def _report(res: dict, args: argparse.Namespace, url: str) -> None:
+    """The figures for a reader, with the verdict against TARGET and dry playback."""
+    print(f"voice concurrency: {args.sessions} sessions at once vs one alone, {args.rounds} rounds, {args.backend} at {url}")
+    print(f"  single      ttfa p50 {res['single_p50_ms']:7.1f} ms   p95 {res['single_p95_ms']:7.1f} ms   "
+          f"(whole utterance {res['single_utterance_wall_s']:.2f} s)")
+    print(f"  {args.sessions} at once   ttfa p50 {res['concurrent_p50_ms']:7.1f} ms   p95 {res['concurrent_p95_ms']:7.1f} ms   "
+          f"(all {args.sessions} utterances {res['batch_wall_s']:.2f} s)")
+    print(f"  raw websockets client alone: ttfa p50 {res['raw_single_p50_ms']:7.1f} ms   p95 {res['raw_single_p95_ms']:7.1f} ms")
+    print(f"  {args.sessions} raw websockets clients at once: ttfa p50 {res['raw_concurrent_p50_ms']:7.1f} ms   "
+          f"p95 {res['raw_concurrent_p95_ms']:7.1f} ms   (same server, no studio code)")
+    print("  playback of each raw session at real time from its first audio (ttfa ms / least buffered ms):")
+    for i, batch_ in enumerate(res["raw_rounds"]):
+        cells = "  ".join(f"{r['ttfa_ms']:5.0f}/{r['min_buffer_ms']:+5.0f}{' DRY' if r['dry'] else ''}" for r in batch_)
+        print(f"    round {i + 1}: {cells}")
+    dry_ok = res["sessions_dry"] == 0
+    print(f"  sessions whose playback ran dry: {res['sessions_dry']} of {res['sessions_checked']} "
+          f"(least buffer {res['min_buffer_ms']:+.0f} ms) → {'OK' if dry_ok else 'MISSED'}")
+    print(f"  studio p95 ratio {res['p95_ratio']:.2f}; raw p95 ratio {res['raw_p95_ratio']:.2f} (target ≤ {TARGET}) → "
+          f"{'OK' if res['raw_p95_ratio'] <= TARGET and dry_ok else 'MISSED'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=["offline", "omni"], default="offline")
@@ -145,45 +190,11 @@ def main() -> None:
     finally:
         if engine is not None:
             engine.stop()
-    raw_many = [r["ttfa_ms"] for batch_ in raw_rounds for r in batch_]
-    raw_alone = [r["ttfa_ms"] for r in raw_single]
-    sessions = [r for batch_ in raw_rounds for r in batch_]
-
-    res = {
-        "backend": args.backend, "target": url, "sessions": args.sessions, "rounds": args.rounds,
-        "single_p50_ms": round(statistics.median(single), 1), "single_p95_ms": round(p95(single), 1),
-        "concurrent_p50_ms": round(statistics.median(many), 1), "concurrent_p95_ms": round(p95(many), 1),
-        "p95_ratio": round(p95(many) / p95(single), 3),
-        "raw_single_p50_ms": round(statistics.median(raw_alone), 1), "raw_single_p95_ms": round(p95(raw_alone), 1),
-        "raw_concurrent_p50_ms": round(statistics.median(raw_many), 1), "raw_concurrent_p95_ms": round(p95(raw_many), 1),
-        "raw_p95_ratio": round(p95(raw_many) / p95(raw_alone), 3),
-        "single_utterance_wall_s": round(statistics.median(single_wall), 3),
-        "batch_wall_s": round(statistics.median(many_wall), 3),
-        "sessions_dry": sum(r["dry"] for r in sessions), "sessions_checked": len(sessions),
-        "min_buffer_ms": round(min(r["min_buffer_ms"] for r in sessions), 1),
-        "raw_rounds": [[{"ttfa_ms": round(r["ttfa_ms"], 1), "min_buffer_ms": round(r["min_buffer_ms"], 1),
-                         "audio_s": round(r["audio_s"], 3), "dry": r["dry"]} for r in batch_] for batch_ in raw_rounds],
-    }
+    res = _figures(args, url, single, many, single_wall, many_wall, raw_single, raw_rounds)
     if args.json:
         print(json.dumps(res))
         return
-    print(f"voice concurrency: {args.sessions} sessions at once vs one alone, {args.rounds} rounds, {args.backend} at {url}")
-    print(f"  single      ttfa p50 {res['single_p50_ms']:7.1f} ms   p95 {res['single_p95_ms']:7.1f} ms   "
-          f"(whole utterance {res['single_utterance_wall_s']:.2f} s)")
-    print(f"  {args.sessions} at once   ttfa p50 {res['concurrent_p50_ms']:7.1f} ms   p95 {res['concurrent_p95_ms']:7.1f} ms   "
-          f"(all {args.sessions} utterances {res['batch_wall_s']:.2f} s)")
-    print(f"  raw websockets client alone: ttfa p50 {res['raw_single_p50_ms']:7.1f} ms   p95 {res['raw_single_p95_ms']:7.1f} ms")
-    print(f"  {args.sessions} raw websockets clients at once: ttfa p50 {res['raw_concurrent_p50_ms']:7.1f} ms   "
-          f"p95 {res['raw_concurrent_p95_ms']:7.1f} ms   (same server, no studio code)")
-    print("  playback of each raw session at real time from its first audio (ttfa ms / least buffered ms):")
-    for i, batch_ in enumerate(res["raw_rounds"]):
-        cells = "  ".join(f"{r['ttfa_ms']:5.0f}/{r['min_buffer_ms']:+5.0f}{' DRY' if r['dry'] else ''}" for r in batch_)
-        print(f"    round {i + 1}: {cells}")
-    dry_ok = res["sessions_dry"] == 0
-    print(f"  sessions whose playback ran dry: {res['sessions_dry']} of {res['sessions_checked']} "
-          f"(least buffer {res['min_buffer_ms']:+.0f} ms) → {'OK' if dry_ok else 'MISSED'}")
-    print(f"  studio p95 ratio {res['p95_ratio']:.2f}; raw p95 ratio {res['raw_p95_ratio']:.2f} (target ≤ {TARGET}) → "
-          f"{'OK' if res['raw_p95_ratio'] <= TARGET and dry_ok else 'MISSED'}")
+    _report(res, args, url)
 
 
 if __name__ == "__main__":

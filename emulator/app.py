@@ -61,7 +61,20 @@ def create_app(emu: Emulator) -> Any:
     async def async_invocations(name: str, request: Request) -> Response:
         return await runtime.invoke_async(emu, request, name)
 
-    # -- admin ------------------------------------------------------------------------------------
+    _add_admin(api, emu)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # The bidirectional stream needs raw ASGI: request and response bodies flow at the same time.
+        if scope["type"] == "http" and bidi.PATH.match(scope["path"]):
+            await bidi.handle(emu, scope, receive, send)
+            return
+        await api(scope, receive, send)
+
+    return app
+
+
+def _add_admin(api: FastAPI, emu: Emulator) -> None:
+    """`/_emulator/...`: health, config and faults, reset, state (not AWS APIs; never counted)."""
     @api.get("/_emulator/health")
     async def health() -> dict[str, Any]:
         return {"status": "healthy", "engine": emu.engine_url, "s3": emu.s3_endpoint}
@@ -113,15 +126,6 @@ def create_app(emu: Emulator) -> Any:
             "calls": dict(emu.meter.calls),
             "async_jobs_running": len(emu.jobs),
         }
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        # The bidirectional stream needs raw ASGI: request and response bodies flow at the same time.
-        if scope["type"] == "http" and bidi.PATH.match(scope["path"]):
-            await bidi.handle(emu, scope, receive, send)
-            return
-        await api(scope, receive, send)
-
-    return app
 
 
 def denied(emu: Emulator, service: str, op_name: str) -> None:

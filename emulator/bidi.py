@@ -169,6 +169,14 @@ class _Bridge:
         await self.emit(exception_event(exception_type, message, error_code), last=True)
         await self.ws.close(code=1011, reason=error_code[:100])
 
+    async def _parsed(self, buffer: EventStreamBuffer, what: str) -> list[Any] | None:
+        """The messages `buffer` holds, or None once the stream is failed for one that does not parse."""
+        try:
+            return list(buffer)
+        except ParserError as exc:
+            await self.fail("ModelStreamError", f"{what}: {exc}", "ValidationError")
+            return None
+
     async def run(self) -> None:
         inbound = asyncio.create_task(self.pump_in())
         outbound = asyncio.create_task(self.pump_out())
@@ -199,10 +207,8 @@ class _Bridge:
                 await self.ws.close(code=1001, reason="client went away")
                 return
             buffer.add_data(message.get("body", b""))
-            try:
-                frames = list(buffer)
-            except ParserError as exc:
-                await self.fail("ModelStreamError", f"Invalid event-stream frame from the client: {exc}", "ValidationError")
+            frames = await self._parsed(buffer, "Invalid event-stream frame from the client")
+            if frames is None:
                 return
             for frame in frames:
                 if not isinstance(frame.headers.get(":date"), int) or len(frame.headers.get(":chunk-signature", b"")) != 32:
@@ -221,10 +227,8 @@ class _Bridge:
                     return
                 inner = EventStreamBuffer()
                 inner.add_data(frame.payload)
-                try:
-                    events = list(inner)
-                except ParserError as exc:
-                    await self.fail("ModelStreamError", f"Invalid inner event in frame {self.frames_in}: {exc}", "ValidationError")
+                events = await self._parsed(inner, f"Invalid inner event in frame {self.frames_in}")
+                if events is None:
                     return
                 for event in events:
                     if event.headers.get(":event-type") != "PayloadPart":

@@ -232,36 +232,41 @@ padding:.8rem;font-size:1rem;text-align:left;cursor:pointer}}small{{color:#666}}
 _VERIFIED_NOTE = {False: "e-mail not verified", None: "no email_verified claim"}
 
 
+def _oauth_error(status: int, error: str, description: str) -> JSONResponse:
+    return JSONResponse({"error": error, "error_description": description}, status_code=status,
+                        headers={"Cache-Control": "no-store"})
+
+
+def _bad_request(text: str) -> HTMLResponse:  # never redirected: the client or its redirect URI is unknown
+    return HTMLResponse(f"<!doctype html><h1>Bad sign-in request</h1><p>{html.escape(text)}</p>", status_code=400)
+
+
+def _check_client(provider: Provider, params: dict[str, str]) -> str | None:
+    """Why the client or its redirect URI is not this provider's (an error page, never a redirect), or None."""
+    if params.get("client_id") != provider.client_id:
+        return f"unknown client_id {params.get('client_id')!r} (this provider knows {provider.client_id!r})"
+    uri = params.get("redirect_uri", "")
+    if not provider.redirect_allowed(uri):
+        return (f"redirect_uri {uri!r} is not registered with this provider (registered: "
+                f"{', '.join(provider.redirect_uris)}). Register it by starting the provider with "
+                f"--redirect-uri {uri or '<the studio URL>/oauth2callback'} (repeatable), or "
+                "start_oidc(redirect_uris=[...]) from Python.")
+    return None
+
+
+def _check_request(params: dict[str, str]) -> str | None:
+    """An error to send back to the client's redirect URI (its identity is known by now), or None."""
+    if params.get("response_type") != "code":
+        return "unsupported_response_type"
+    if "openid" not in params.get("scope", "").split():
+        return "invalid_scope"
+    if params.get("code_challenge") and params.get("code_challenge_method", "plain") != "S256":
+        return "invalid_request"
+    return None
+
+
 def create_app(provider: Provider) -> FastAPI:
     app = FastAPI(title="Local OpenID Connect provider", docs_url=None, redoc_url=None, openapi_url=None)
-
-    def oauth_error(status: int, error: str, description: str) -> JSONResponse:
-        return JSONResponse({"error": error, "error_description": description}, status_code=status,
-                            headers={"Cache-Control": "no-store"})
-
-    def bad_request(text: str) -> HTMLResponse:  # never redirected: the client or its redirect URI is unknown
-        return HTMLResponse(f"<!doctype html><h1>Bad sign-in request</h1><p>{html.escape(text)}</p>", status_code=400)
-
-    def check_client(params: dict[str, str]) -> str | None:
-        if params.get("client_id") != provider.client_id:
-            return f"unknown client_id {params.get('client_id')!r} (this provider knows {provider.client_id!r})"
-        uri = params.get("redirect_uri", "")
-        if not provider.redirect_allowed(uri):
-            return (f"redirect_uri {uri!r} is not registered with this provider (registered: "
-                    f"{', '.join(provider.redirect_uris)}). Register it by starting the provider with "
-                    f"--redirect-uri {uri or '<the studio URL>/oauth2callback'} (repeatable), or "
-                    "start_oidc(redirect_uris=[...]) from Python.")
-        return None
-
-    def check_request(params: dict[str, str]) -> str | None:
-        """An error to send back to the client's redirect URI (its identity is known by now), or None."""
-        if params.get("response_type") != "code":
-            return "unsupported_response_type"
-        if "openid" not in params.get("scope", "").split():
-            return "invalid_scope"
-        if params.get("code_challenge") and params.get("code_challenge_method", "plain") != "S256":
-            return "invalid_request"
-        return None
 
     @app.get("/.well-known/openid-configuration")
     def discovery() -> dict[str, Any]:
@@ -271,13 +276,33 @@ def create_app(provider: Provider) -> FastAPI:
     def jwks() -> dict[str, Any]:
         return provider.jwks()
 
+    @app.get("/logout")
+    def logout(post_logout_redirect_uri: str | None = None, state: str | None = None) -> Any:
+        if not post_logout_redirect_uri:
+            return HTMLResponse("<!doctype html><h1>Signed out</h1>")
+        if not provider.logout_allowed(post_logout_redirect_uri):
+            return _bad_request(
+                f"post_logout_redirect_uri {post_logout_redirect_uri!r} is not registered with this provider: it "
+                f"must be on the origin of a registered redirect URI ({', '.join(provider.redirect_uris)}) or "
+                f"registered itself (registered: {', '.join(provider.post_logout_uris) or 'none'}). Register it by "
+                f"starting the provider with --post-logout-uri {post_logout_redirect_uri}, or "
+                "start_oidc(post_logout_uris=[...]) from Python.")
+        return RedirectResponse(_with_query(post_logout_redirect_uri, {"state": state}), 302)
+
+    _add_authorization(app, provider)
+    _add_tokens(app, provider)
+    return app
+
+
+def _add_authorization(app: FastAPI, provider: Provider) -> None:
+    """/authorize: the page of users to pick from, and the pick that sends a one-time code back."""
     @app.get("/authorize")
     def authorize_page(request: Request) -> Any:
         params = dict(request.query_params)
-        problem = check_client(params)
+        problem = _check_client(provider, params)
         if problem:
-            return bad_request(problem)
-        error = check_request(params)
+            return _bad_request(problem)
+        error = _check_request(params)
         if error:
             back = _with_query(params["redirect_uri"], {"error": error, "state": params.get("state")})
             return RedirectResponse(back, 302)
@@ -296,10 +321,10 @@ def create_app(provider: Provider) -> FastAPI:
     @app.post("/authorize")
     async def authorize(request: Request) -> Any:
         params = {k: str(v) for k, v in (await request.form()).items()}
-        problem = check_client(params)
+        problem = _check_client(provider, params)
         if problem:
-            return bad_request(problem)
-        error = check_request(params)
+            return _bad_request(problem)
+        error = _check_request(params)
         user = provider.user(params.get("user", ""))
         if error or user is None:
             return RedirectResponse(_with_query(params["redirect_uri"], {"error": error or "access_denied",
@@ -311,6 +336,9 @@ def create_app(provider: Provider) -> FastAPI:
                                           time.monotonic() + CODE_TTL_S)
         return RedirectResponse(_with_query(params["redirect_uri"], {"code": code, "state": params.get("state")}), 302)
 
+
+def _add_tokens(app: FastAPI, provider: Provider) -> None:
+    """/token: a code for an access token and an id_token; /userinfo: the claims of an access token."""
     @app.post("/token")
     async def token(request: Request) -> Any:
         form = {k: str(v) for k, v in (await request.form()).items()}
@@ -321,22 +349,22 @@ def create_app(provider: Provider) -> FastAPI:
                 raw_id, _, raw_secret = base64.b64decode(basic[6:]).decode().partition(":")
                 client_id, client_secret = unquote(raw_id), unquote(raw_secret)
             except (ValueError, UnicodeDecodeError):
-                return oauth_error(401, "invalid_client", "malformed HTTP Basic client credentials")
+                return _oauth_error(401, "invalid_client", "malformed HTTP Basic client credentials")
         if client_id != provider.client_id or not hmac.compare_digest(str(client_secret or ""), provider.client_secret):
-            return oauth_error(401, "invalid_client", "unknown client or wrong client secret")
+            return _oauth_error(401, "invalid_client", "unknown client or wrong client secret")
         if form.get("grant_type") != "authorization_code":
-            return oauth_error(400, "unsupported_grant_type", "only authorization_code")
+            return _oauth_error(400, "unsupported_grant_type", "only authorization_code")
         with provider.lock:
             grant = provider.codes.pop(form.get("code", ""), None)  # one use only
         if grant is None or grant.expires < time.monotonic():
-            return oauth_error(400, "invalid_grant", "unknown, used or expired code")
+            return _oauth_error(400, "invalid_grant", "unknown, used or expired code")
         if grant.client_id != client_id or grant.redirect_uri != form.get("redirect_uri"):
-            return oauth_error(400, "invalid_grant", "the code was given to another client or redirect_uri")
+            return _oauth_error(400, "invalid_grant", "the code was given to another client or redirect_uri")
         if grant.challenge:
             verifier = form.get("code_verifier", "")
             digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
             if not verifier or not hmac.compare_digest(digest, grant.challenge):
-                return oauth_error(400, "invalid_grant", "code_verifier does not match the code_challenge")
+                return _oauth_error(400, "invalid_grant", "code_verifier does not match the code_challenge")
         access = secrets.token_urlsafe(24)
         with provider.lock:
             provider.tokens[access] = (grant.user, time.monotonic() + TOKEN_TTL_S)
@@ -353,21 +381,6 @@ def create_app(provider: Provider) -> FastAPI:
             return JSONResponse({"error": "invalid_token"}, status_code=401,
                                 headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
         return provider.claims(entry[0])
-
-    @app.get("/logout")
-    def logout(post_logout_redirect_uri: str | None = None, state: str | None = None) -> Any:
-        if not post_logout_redirect_uri:
-            return HTMLResponse("<!doctype html><h1>Signed out</h1>")
-        if not provider.logout_allowed(post_logout_redirect_uri):
-            return bad_request(
-                f"post_logout_redirect_uri {post_logout_redirect_uri!r} is not registered with this provider: it "
-                f"must be on the origin of a registered redirect URI ({', '.join(provider.redirect_uris)}) or "
-                f"registered itself (registered: {', '.join(provider.post_logout_uris) or 'none'}). Register it by "
-                f"starting the provider with --post-logout-uri {post_logout_redirect_uri}, or "
-                "start_oidc(post_logout_uris=[...]) from Python.")
-        return RedirectResponse(_with_query(post_logout_redirect_uri, {"state": state}), 302)
-
-    return app
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -117,6 +117,65 @@ class EndpointRecord:
         return held
 
 
+def check_variant(variant: dict[str, Any]) -> None:
+    """Refuse a ProductionVariant SageMaker would refuse: one kind of capacity, counts, unique pools."""
+    vname = variant.get("VariantName")
+    has_type = bool(variant.get("InstanceType"))
+    pools = variant.get("InstancePools")
+    serverless = variant.get("ServerlessConfig")
+    if has_type and pools:
+        raise validation(f"Production variant {vname}: specify either InstanceType or InstancePools, not both")
+    if not has_type and not pools and not serverless:
+        raise validation(f"Production variant {vname}: one of InstanceType, InstancePools or ServerlessConfig is required")
+    if serverless and (has_type or pools):
+        raise validation(f"Production variant {vname}: ServerlessConfig cannot be combined with InstanceType or InstancePools")
+    if not serverless and variant.get("InitialInstanceCount") is None:
+        raise validation(f"Production variant {vname}: InitialInstanceCount is required for instance-based variants")
+    if pools:
+        priorities = [p["Priority"] for p in pools]
+        types = [p["InstanceType"] for p in pools]
+        if len(set(priorities)) != len(priorities):
+            raise validation(f"Production variant {vname}: InstancePools priorities must be unique (got {priorities})")
+        if len(set(types)) != len(types):
+            raise validation(f"Production variant {vname}: InstancePools instance types must be unique (got {types})")
+
+
+def plan_capacity(cfg: EndpointConfigRecord, unavailable: set[str]) -> list[Deployment]:
+    """Pick each variant's instance type now: the first pool entry (by priority) with capacity
+    (`unavailable`: the instance types the faults say have none)."""
+    plan: list[Deployment] = []
+    for variant in cfg.variants:
+        variant = copy.deepcopy(variant)
+        count = int(variant.get("InitialInstanceCount") or 0)
+        if variant.get("ServerlessConfig"):
+            plan.append(Deployment(variant, None, 0, "Provisioning serverless capacity"))
+            continue
+        entries = (
+            sorted(variant["InstancePools"], key=lambda p: p["Priority"])
+            if variant.get("InstancePools")
+            else [{"InstanceType": variant["InstanceType"], "Priority": 1}]
+        )
+        skipped = [e for e in entries if e["InstanceType"] in unavailable]
+        usable = [e for e in entries if e["InstanceType"] not in unavailable]
+        if not usable:
+            tried = ", ".join(e["InstanceType"] for e in entries)
+            reason = (
+                "Unable to provision requested ML compute capacity due to InsufficientInstanceCapacity "
+                f"for every instance type of production variant {variant.get('VariantName')} ({tried}). "
+                "Please retry using a different ML instance type or after some time."
+            )
+            plan.append(Deployment(variant, entries[0]["InstanceType"], count, reason, failure=reason))
+            continue
+        chosen = usable[0]
+        message = f"Provisioning {count} x {chosen['InstanceType']} (pool priority {chosen['Priority']})"
+        if skipped:
+            message += "; no capacity for " + ", ".join(
+                f"{e['InstanceType']} (priority {e['Priority']})" for e in skipped if e["Priority"] < chosen["Priority"]
+            )
+        plan.append(Deployment(variant, chosen["InstanceType"], count, message))
+    return plan
+
+
 # A probe runs when provisioning finishes; it returns a FailureReason, or None when the variant is healthy.
 Probe = Callable[[EndpointRecord, list[Deployment]], Awaitable[str | None]]
 
@@ -184,7 +243,7 @@ class Registry:
             if vname.lower() in seen_variants:
                 raise validation(f"Production variant names must be unique; {vname!r} appears more than once")
             seen_variants.add(vname.lower())
-            self._check_variant(variant)
+            check_variant(variant)
             self.model(variant["ModelName"])  # SageMaker checks the model exists here
         async_cfg = spec.get("AsyncInferenceConfig")
         if async_cfg is not None and not async_cfg.get("OutputConfig", {}).get("S3OutputPath"):
@@ -193,28 +252,6 @@ class Registry:
         self.configs[name.lower()] = record
         self._set_tags(record.arn, tags)
         return record
-
-    @staticmethod
-    def _check_variant(variant: dict[str, Any]) -> None:
-        vname = variant.get("VariantName")
-        has_type = bool(variant.get("InstanceType"))
-        pools = variant.get("InstancePools")
-        serverless = variant.get("ServerlessConfig")
-        if has_type and pools:
-            raise validation(f"Production variant {vname}: specify either InstanceType or InstancePools, not both")
-        if not has_type and not pools and not serverless:
-            raise validation(f"Production variant {vname}: one of InstanceType, InstancePools or ServerlessConfig is required")
-        if serverless and (has_type or pools):
-            raise validation(f"Production variant {vname}: ServerlessConfig cannot be combined with InstanceType or InstancePools")
-        if not serverless and variant.get("InitialInstanceCount") is None:
-            raise validation(f"Production variant {vname}: InitialInstanceCount is required for instance-based variants")
-        if pools:
-            priorities = [p["Priority"] for p in pools]
-            types = [p["InstanceType"] for p in pools]
-            if len(set(priorities)) != len(priorities):
-                raise validation(f"Production variant {vname}: InstancePools priorities must be unique (got {priorities})")
-            if len(set(types)) != len(types):
-                raise validation(f"Production variant {vname}: InstancePools instance types must be unique (got {types})")
 
     def endpoint_config(self, name: str) -> EndpointConfigRecord:
         record = self.configs.get(name.lower())
@@ -238,7 +275,7 @@ class Registry:
         if name.lower() in self.endpoints:
             raise validation(f'Cannot create already existing endpoint "{self.arn("endpoint", name)}".')
         cfg = self.endpoint_config(config_name)
-        plan = self._plan(cfg)
+        plan = plan_capacity(cfg, set(self.config.faults.capacity_unavailable))
         self._check_quotas(cfg, exclude=None)
         now = time.time()
         record = EndpointRecord(
@@ -259,7 +296,7 @@ class Registry:
         if record.status != "InService":
             raise validation(f'Cannot update endpoint "{record.arn}" in status {record.status}; delete and recreate it.')
         cfg = self.endpoint_config(config_name)
-        plan = self._plan(cfg)
+        plan = plan_capacity(cfg, set(self.config.faults.capacity_unavailable))
         self._check_quotas(cfg, exclude=None)  # blue/green: the new fleet comes up beside the old one
         record.pending, record.pending_config = plan, cfg.name
         record.pending_async_config = copy.deepcopy(cfg.async_config)
@@ -281,41 +318,6 @@ class Registry:
     def _set_status(self, record: EndpointRecord, status: str) -> None:
         record.status = status
         record.modified = record.status_since = time.time()
-
-    def _plan(self, cfg: EndpointConfigRecord) -> list[Deployment]:
-        """Pick each variant's instance type now: the first pool entry (by priority) with capacity."""
-        unavailable = set(self.config.faults.capacity_unavailable)
-        plan: list[Deployment] = []
-        for variant in cfg.variants:
-            variant = copy.deepcopy(variant)
-            count = int(variant.get("InitialInstanceCount") or 0)
-            if variant.get("ServerlessConfig"):
-                plan.append(Deployment(variant, None, 0, "Provisioning serverless capacity"))
-                continue
-            entries = (
-                sorted(variant["InstancePools"], key=lambda p: p["Priority"])
-                if variant.get("InstancePools")
-                else [{"InstanceType": variant["InstanceType"], "Priority": 1}]
-            )
-            skipped = [e for e in entries if e["InstanceType"] in unavailable]
-            usable = [e for e in entries if e["InstanceType"] not in unavailable]
-            if not usable:
-                tried = ", ".join(e["InstanceType"] for e in entries)
-                reason = (
-                    "Unable to provision requested ML compute capacity due to InsufficientInstanceCapacity "
-                    f"for every instance type of production variant {variant.get('VariantName')} ({tried}). "
-                    "Please retry using a different ML instance type or after some time."
-                )
-                plan.append(Deployment(variant, entries[0]["InstanceType"], count, reason, failure=reason))
-                continue
-            chosen = usable[0]
-            message = f"Provisioning {count} x {chosen['InstanceType']} (pool priority {chosen['Priority']})"
-            if skipped:
-                message += "; no capacity for " + ", ".join(
-                    f"{e['InstanceType']} (priority {e['Priority']})" for e in skipped if e["Priority"] < chosen["Priority"]
-                )
-            plan.append(Deployment(variant, chosen["InstanceType"], count, message))
-        return plan
 
     def usage(self, exclude: EndpointRecord | None = None) -> dict[str, int]:
         """Instance type -> instances held by endpoints (what Service Quotas compares against)."""

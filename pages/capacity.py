@@ -21,11 +21,7 @@ st.caption("Send the same request at increasing concurrency to the target in the
            "what a unit of work costs there. A sweep never starts an endpoint.")
 
 history = resources.require_history()
-try:
-    backend = resources.backend()
-except StudioError as exc:
-    st.error(f"The backend is not available: {resources.plain(exc)}")
-    st.stop()
+backend = resources.require_backend()
 if not may("load_test"):  # the sweep is for those who may run one; the team's reports are for everyone
     reports_section(history, None, empty="No load reports shared with the team yet.")
     st.stop()

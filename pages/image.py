@@ -25,11 +25,7 @@ st.caption(f"FLUX.2-klein is distilled: about **{DEFAULT_STEPS} steps** is right
            "side. Every image is kept in the gallery below; take a good one on to the video studio.")
 
 history = resources.require_history()
-try:
-    backend = resources.backend()
-except StudioError as exc:
-    st.error(f"The image backend is not available: {resources.plain(exc)}")
-    st.stop()
+backend = resources.require_backend("The image backend")
 
 for key, value in {"image_prompt": "", "image_negative": "", "image_size": DEFAULT_SIZE, "image_steps": DEFAULT_STEPS,
                    "image_guidance": "", "image_seed": "", "image_n": 1}.items():

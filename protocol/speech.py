@@ -219,13 +219,23 @@ def _error_message(data: Any) -> str | None:
     return str(err) if err else None
 
 
-def _answer_with_error(data: Any) -> Any:
-    """An error-only body as `success=False`; an `error` object flattened to its message."""
-    if isinstance(data, dict) and "success" not in data and (message := _error_message(data)) is not None:
-        return {"success": False, "error": message}
-    if isinstance(data, dict) and not isinstance(data.get("error"), str | None):
-        return {**data, "error": _error_message(data)}
-    return data
+class _VoicesAnswer(BaseModel):
+    """An answer of the voices routes: `success`, and the server's words in `error` when it failed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    success: bool
+    error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _error_body(cls, data: Any) -> Any:
+        """An error-only body as `success=False`; an `error` object flattened to its message."""
+        if isinstance(data, dict) and "success" not in data and (message := _error_message(data)) is not None:
+            return {"success": False, "error": message}
+        if isinstance(data, dict) and not isinstance(data.get("error"), str | None):
+            return {**data, "error": _error_message(data)}
+        return data
 
 
 def voice_name_error(name: str) -> str | None:
@@ -334,7 +344,7 @@ class VoicesResponse(BaseModel):
         return {"voices": self.voices, "uploaded_voices": [v.listed() for v in self.uploaded_voices]}
 
 
-class VoiceUploadResponse(BaseModel):
+class VoiceUploadResponse(_VoicesAnswer):
     """The answer to `POST /v1/audio/voices`: `{"success": true, "voice": {...}}`.
 
     vLLM-Omni answers a refused upload with HTTP **200** and an error body `{"error": {"message", ...}}`
@@ -342,38 +352,20 @@ class VoiceUploadResponse(BaseModel):
     and `error` holding the server's words, so a client checks `success`, never only the status.
     """
 
-    model_config = ConfigDict(extra="allow")
-
-    success: bool
     voice: UploadedVoice | None = None
-    error: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _error_body(cls, data: Any) -> Any:
-        return _answer_with_error(data)
 
     def wire(self) -> dict[str, Any]:
         return {"success": self.success, "voice": self.voice.uploaded() if self.voice else None}
 
 
-class VoiceDeleteResponse(BaseModel):
+class VoiceDeleteResponse(_VoicesAnswer):
     """The answer to `DELETE /v1/audio/voices/{name}`.
 
     200 `{"success": true, "message": "Voice 'x' deleted successfully"}`; an unknown name is **404**
     `{"success": false, "error": "Voice 'x' not found"}`. An `{"error": {...}}` body parses as success=False.
     """
 
-    model_config = ConfigDict(extra="allow")
-
-    success: bool
     message: str | None = None
-    error: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _error_body(cls, data: Any) -> Any:
-        return _answer_with_error(data)
 
     def wire(self) -> dict[str, Any]:
         if self.success:

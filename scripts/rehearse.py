@@ -149,6 +149,53 @@ class _Interrupted(Exception):
     """Ctrl-C before the studio started: straight to the clean-up."""
 
 
+def _studio_env(ready: dict, work: Path, state_file: Path) -> dict[str, str]:
+    """The studio's environment: none of the caller's AWS or studio settings, the emulator's client ones,
+    SageMaker as the backend, and state and data under the rehearsal's folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OMNI_STUDIO_"))}
+    env |= client_env(ready) | {
+        "PYTHONUNBUFFERED": "1",
+        "SAGEMAKER_EXECUTION_ROLE_ARN": ROLE_ARN,
+        "OMNI_STUDIO_CONFIG": "",  # set empty: no studio.toml at all
+        "OMNI_STUDIO_BACKEND": "sagemaker",
+        "OMNI_STUDIO_STATE_FILE": str(state_file),
+        "OMNI_STUDIO_DATA_DIR": str(work / "data"),
+        "OMNI_STUDIO_REGION": ready["region"],
+        "OMNI_STUDIO_INFRA_POLL_S": "0.5",
+    }
+    return env
+
+
+def _deploy(ready: dict, env: dict[str, str], work: Path, state_file: Path) -> int:
+    """`infra deploy` to the emulator (then its status, and the schedule to zero); its exit code."""
+    code = infra(["deploy", "--state-file", str(state_file), "--bucket", BUCKET, "--smoke-dir",
+                  str(work / "smoke"), "--poll-seconds", "0.5"], env, interruptible=True)
+    if code != 0 and not STOPPING["now"]:
+        say(f"deploy ended with exit code {code}; the studio starts anyway, so you can look around")
+    elif code == 0 and not STOPPING["now"]:
+        infra(["status", "--state-file", str(state_file)], env)
+        scale_to_zero(ready, env, state_file)
+    return code
+
+
+def _clean_up(ready: dict, env: dict[str, str], state_file: Path, report: Path | None, code: int) -> bool:
+    """Delete what the deployment created, say what is left (written to `report` too); True: nothing is."""
+    say("ending the rehearsal: deleting what the deployment created ...")
+    if state_file.exists():
+        expire(ready, env, state_file)
+        infra(["delete", "--state-file", str(state_file), "--poll-seconds", "0.5"], env)
+    left = leftovers(ready)
+    clean = not any(left.values())
+    if clean:
+        say("left in the emulated account: 0 endpoints, endpoint configs, models, schedule groups, scheduler "
+            "roles, scalable targets — nothing is left")
+    else:
+        say("STILL THERE: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in left.items() if v))
+    if report:
+        report.write_text(json.dumps({"left": left, "clean": clean, "deploy_exit": code}))
+    return clean
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=8501, help="the studio's port on 127.0.0.1 (default 8501)")
@@ -179,29 +226,13 @@ def main() -> int:
     # The emulator and the studio run in their own sessions: a terminal's Ctrl-C must not stop them before the
     # rehearsal has deleted what it deployed (the rehearsal stops them itself, last).
     with start_emulator(work / "emulator", config=config, log_level="warning", new_session=True) as ready:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OMNI_STUDIO_"))}
-        env |= client_env(ready) | {
-            "PYTHONUNBUFFERED": "1",
-            "SAGEMAKER_EXECUTION_ROLE_ARN": ROLE_ARN,
-            "OMNI_STUDIO_CONFIG": "",  # set empty: no studio.toml at all
-            "OMNI_STUDIO_BACKEND": "sagemaker",
-            "OMNI_STUDIO_STATE_FILE": str(state_file),
-            "OMNI_STUDIO_DATA_DIR": str(work / "data"),
-            "OMNI_STUDIO_REGION": ready["region"],
-            "OMNI_STUDIO_INFRA_POLL_S": "0.5",
-        }
+        env = _studio_env(ready, work, state_file)
         say(f"emulator ready: {ready['http']} (HTTP/2 bidi {ready['https']}), account {ready['account_id']}")
         code = 0
         studio = None
         try:
             if not args.no_deploy:
-                code = infra(["deploy", "--state-file", str(state_file), "--bucket", BUCKET, "--smoke-dir",
-                              str(work / "smoke"), "--poll-seconds", "0.5"], env, interruptible=True)
-                if code != 0 and not stopping["now"]:
-                    say(f"deploy ended with exit code {code}; the studio starts anyway, so you can look around")
-                elif code == 0 and not stopping["now"]:
-                    infra(["status", "--state-file", str(state_file)], env)
-                    scale_to_zero(ready, env, state_file)
+                code = _deploy(ready, env, work, state_file)
             if stopping["now"]:
                 raise _Interrupted
             url = f"http://127.0.0.1:{args.port}"
@@ -227,19 +258,7 @@ def main() -> int:
                     studio.wait(10)
                 except subprocess.TimeoutExpired:
                     studio.kill()
-            say("ending the rehearsal: deleting what the deployment created ...")
-            if state_file.exists():
-                expire(ready, env, state_file)
-                infra(["delete", "--state-file", str(state_file), "--poll-seconds", "0.5"], env)
-            left = leftovers(ready)
-            clean = not any(left.values())
-            if clean:
-                say("left in the emulated account: 0 endpoints, endpoint configs, models, schedule groups, scheduler "
-                    "roles, scalable targets — nothing is left")
-            else:
-                say("STILL THERE: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in left.items() if v))
-            if args.report:
-                args.report.write_text(json.dumps({"left": left, "clean": clean, "deploy_exit": code}))
+            clean = _clean_up(ready, env, state_file, args.report, code)
     return 0 if clean else 1
 
 

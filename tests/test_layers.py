@@ -223,18 +223,63 @@ def test_engine_internals_private_modules_cycles_and_ui_rules_are_caught(tmp_pat
     assert "offline/launch.py" not in text  # a package may use its own private modules
 
 
+VOICE_PAGE = "pages.voice"
+VOICE_CLIENT = "services.speech.client"  # SpeechRun and SpeechClient: what the voice page's Speak starts
+WIRE_MAX_MODULES = 6
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports (the same imports the rules above read)."""
+    imports, _ = collect(root)
+    ours = {module_name(p, root) for p in product_files(root)}
+    graph: dict[str, set[str]] = {m: set() for m in ours}
+    for imp in imports:
+        if imp.target in ours and imp.target != imp.source:
+            graph[imp.source].add(imp.target)
+    return graph
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def shortest_chain(graph: dict[str, set[str]], start: str, goal: str) -> list[str]:
+    """The fewest modules from `start` to `goal` along imports (breadth first), both ends included."""
+    came: dict[str, str | None] = {start: None}
+    level = [start]
+    while level and goal not in came:
+        following = []
+        for here in level:
+            for nxt in sorted(graph[here] - came.keys()):
+                came[nxt] = here
+                following.append(nxt)
+        level = following
+    chain = [goal] if goal in came else []
+    while chain and came[chain[-1]] is not None:
+        chain.append(came[chain[-1]])
+    return chain[::-1]
+
+
 def test_a_voice_request_crosses_at_most_six_modules():
-    """docs/architecture.md lists the modules a voice request passes from the page to the wire."""
-    doc = (ROOT / "docs" / "architecture.md").read_text()
-    section = doc.split("## Following one voice request", 1)[1].split("\n## ", 1)[0]
-    listed = [line.split("`")[1] for line in section.splitlines() if line.lstrip().startswith(tuple("123456789"))
-              and "`" in line]
-    assert 1 <= len(listed) <= 6, listed
-    for path in listed:
-        assert (ROOT / path).is_file(), f"docs/architecture.md names {path}, which does not exist"
+    """The modules a voice request imports, derived from the real imports from the speech client down (not
+    from a list): they keep to protocol/ and services/, use no services package but speech, and each of them
+    that talks to the network (the wire) is at most six modules from the voice page."""
+    graph = import_graph()
+    modules = reachable(graph, VOICE_CLIENT)
     imports, _ = collect(ROOT)
-    edges = {(i.source, i.target) for i in imports}
-    mods = [module_name(ROOT / p, ROOT) for p in listed]
-    for i, b in enumerate(mods[1:], start=1):  # each one is imported by one listed before it
-        assert any((a, t) in edges for a in mods[:i] for t in {b, b.rpartition(".")[0]}), \
-            f"no module listed before {b} imports it"
+    wire = sorted({i.source for i in imports if i.source in modules and i.target.split(".")[0] in NO_NETWORK_CLIENTS})
+    assert "services.speech.websocket" in wire, wire  # the stream itself: the derivation found the wire
+    for module in sorted(modules):
+        assert layer_of(module) in ("protocol", "services"), f"a voice request loads {module}"
+        parts = module.split(".")
+        assert parts[0] != "services" or len(parts) == 2 or parts[1] == "speech", \
+            f"a voice request loads {module}, another services package than speech"
+    for module in wire:
+        chain = shortest_chain(graph, VOICE_PAGE, module)
+        assert chain, f"{VOICE_PAGE} does not reach {module}"
+        assert len(chain) <= WIRE_MAX_MODULES, f"a voice request crosses {len(chain)} modules: {' -> '.join(chain)}"

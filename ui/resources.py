@@ -389,6 +389,15 @@ def history():
     return _history(str(settings().data_dir)).acting_as(auth.principal())
 
 
+def require_backend(what: str = "The backend"):
+    """`backend()`, or — when it cannot be built — "<what> is not available: …" and the page stops."""
+    try:
+        return backend()
+    except StudioError as exc:
+        st.error(f"{what} is not available: {plain(exc)}")
+        st.stop()
+
+
 def require_history():
     """`history()`, or — when it cannot be used (a damaged database, a folder that is not writable) — its one
     line naming the file and what to do, and the page stops (for pages that show nothing without it)."""

@@ -32,7 +32,7 @@ from protocol.limits import FIRST_CHUNK_FRAMES, INSTRUCTIONS_MAX_CHARS, REFERENC
 from protocol.speech import SplitGranularity
 from services.cli.common import check_out, read_text, save_output
 from services.files import read_user_file
-from services.speech import PcmChunk, ReferenceAudio, Utterance, load_reference, require_text, speech_config
+from services.speech import PcmChunk, ReferenceAudio, Utterance, load_reference, speakable, speech_config
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def run(args: argparse.Namespace) -> int:
     from services.cli.common import backend_from_args
 
-    text = require_text(read_text(args.text, "--text"))  # bad input fails before any backend starts
+    text = speakable(read_text(args.text, "--text"))  # bad input fails before any backend starts; checked once
     check_out(args.out)
     split: SplitGranularity = args.split
     if args.ref_audio is not None and args.saved_voice:

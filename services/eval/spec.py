@@ -176,20 +176,8 @@ def _check_numbers(name: str, modality: str, raw: dict[str, Any]) -> None:
             rng.check(f"{name}: {key}", value, integer=whole)
 
 
-def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool = False) -> EvalSpec:
-    """Check a SPEC dict (from TOML or a page); every refusal is an InvalidInput naming what to fix."""
-    if not isinstance(data, dict):
-        raise InvalidInput("a SPEC is a table of keys (name, modality, prompts, repeats, [[variants]])")
-    data = {_norm(k): v for k, v in data.items()}
-    unknown = [k for k in data if k not in TOP_KEYS]
-    if unknown:
-        raise InvalidInput(f"unknown key(s) in the SPEC: {', '.join(unknown)}; the keys are {', '.join(TOP_KEYS)}")
-    for key in ("name", "modality", "variants"):
-        if key not in data:
-            raise InvalidInput(f"the SPEC has no {key!r}")
-    modality = data["modality"]
-    if modality not in SETTINGS:
-        raise InvalidInput(f"modality must be voice, image or video, not {modality!r}")
+def _prompts(data: dict[str, Any], modality: str, base_dir: Path | None) -> list[str]:
+    """The SPEC's prompt set: `prompts` (a list, or lines of one text) or `prompts_file`, never empty."""
     if "prompts" in data and "prompts_file" in data:
         raise InvalidInput("give prompts or prompts_file, not both")
     if "prompts_file" in data:
@@ -209,10 +197,11 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
     if modality != "voice":  # what the image and video servers accept (voice text is split to fit)
         for i, prompt in enumerate(prompts, 1):
             check_length(f"prompt {i}", prompt)
-    repeats = data.get("repeats", 1)
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
-        raise InvalidInput(f"repeats must be a whole number from 1 to {MAX_REPEATS}, not {repeats!r}")
-    raw_variants = data["variants"]
+    return prompts
+
+
+def _variants(raw_variants: Any, modality: str) -> list[dict[str, Any]]:
+    """The [[variants]] tables, each checked as its requests will be: at least 2, labelled uniquely."""
     if not isinstance(raw_variants, list) or len(raw_variants) < 2:
         n = len(raw_variants) if isinstance(raw_variants, list) else 0
         raise InvalidInput(f"an evaluation compares at least 2 variants ([[variants]] tables); this SPEC has {n}")
@@ -246,6 +235,28 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
         except InvalidInput as exc:
             raise InvalidInput(f"{name}: {exc}") from None
         variants.append(dumped)
+    return variants
+
+
+def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool = False) -> EvalSpec:
+    """Check a SPEC dict (from TOML or a page); every refusal is an InvalidInput naming what to fix."""
+    if not isinstance(data, dict):
+        raise InvalidInput("a SPEC is a table of keys (name, modality, prompts, repeats, [[variants]])")
+    data = {_norm(k): v for k, v in data.items()}
+    unknown = [k for k in data if k not in TOP_KEYS]
+    if unknown:
+        raise InvalidInput(f"unknown key(s) in the SPEC: {', '.join(unknown)}; the keys are {', '.join(TOP_KEYS)}")
+    for key in ("name", "modality", "variants"):
+        if key not in data:
+            raise InvalidInput(f"the SPEC has no {key!r}")
+    modality = data["modality"]
+    if modality not in SETTINGS:
+        raise InvalidInput(f"modality must be voice, image or video, not {modality!r}")
+    prompts = _prompts(data, modality, base_dir)
+    repeats = data.get("repeats", 1)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
+        raise InvalidInput(f"repeats must be a whole number from 1 to {MAX_REPEATS}, not {repeats!r}")
+    variants = _variants(data["variants"], modality)
     seed = data.get("seed", 0)
     limits.SEED.check("seed", seed, hint="it orders the blind pairs")  # TOML's inf and nan too, naming the key
     try:

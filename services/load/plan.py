@@ -25,7 +25,7 @@ from protocol.errors import InvalidInput
 from protocol.limits import SPEC_FILE_MAX_BYTES, Range
 from services.files import read_user_file
 from services.images import ImageRequest
-from services.speech import require_text, speech_config
+from services.speech import speakable, speech_config
 from services.videos import VideoRequest
 
 Modality = Literal[FAMILY_NAMES]  # type: ignore[valid-type]  # the catalog's families
@@ -170,7 +170,7 @@ def check_work(modality: Modality, work: dict[str, Any]) -> dict[str, Any]:
     work = {k: v for k, v in work.items() if v is not None}
     if modality == "voice":
         work.setdefault("text", DEFAULT_TEXT)
-        require_text(work["text"])
+        work["text"] = speakable(work["text"])  # checked once: every request of the run relies on it
         speech_config(voice=work.get("voice"), language=work.get("language"))
     elif modality == "image":
         work.setdefault("prompt", DEFAULT_IMAGE_PROMPT)

@@ -1,12 +1,14 @@
 """Streaming speech: `SpeechClient` → `SpeechSession` over a `SpeechTransport`.
 
-- session.py         SpeechSession, SessionStats, PcmChunk, Utterance, speech_config
+- session.py         SpeechSession, PcmChunk, Utterance, speech_config
+- recording.py       SessionStats and the thread-safe recording (figures, PCM) of a session's utterance
 - client.py          SpeechClient (open sessions, list voices/languages), SpeechRun (watched from a UI thread)
 - transport.py       the four-method transport interface
 - websocket.py       vLLM-Omni's `/v1/audio/speech/stream` (and the offline engine)
 - sagemaker_http2.py SageMaker's HTTP/2 bidirectional stream
 - mock.py            a scripted in-memory server for tests
-- text.py, audio.py  text pieces under the message limit; WAV, envelope and waveform pictures
+- text.py            speakable(text): the one check of a voice request's text; pieces under the message limit
+- audio.py           WAV, envelope and waveform pictures
 - reference.py       load_reference(bytes) -> ReferenceAudio: a cloning reference checked (length 3–30 s, not
                      silent, not clipped, ≤ 10 MB, audio at all) and made mono 24 kHz WAV; `.data_url()` is the
                      `ref_audio` of a Base request, `.wav` the `audio_sample` of a saved voice
@@ -30,22 +32,22 @@ from services.speech.client import (
 )
 from services.speech.mock import MockPeer, MockTransport
 from services.speech.reference import ReferenceAudio, load_reference
+from services.speech.recording import SessionStats
 from services.speech.session import (
     PcmChunk,
-    SessionStats,
     SpeechEvent,
     SpeechSession,
     Utterance,
-    require_text,
     speech_config,
 )
+from services.speech.text import SpeakableText, require_text, speakable
 from services.speech.transport import SpeechTransport
 from services.speech.voices import OmniVoices, SageMakerVoices, SavedVoice, VoiceLibrary
 from services.speech.websocket import WebSocketTransport
 
 __all__ = [
-    "MockPeer", "MockTransport", "OmniCatalog", "PcmChunk", "ReferenceAudio", "SessionStats", "SpeechCatalog", "SpeechClient",
+    "MockPeer", "MockTransport", "OmniCatalog", "PcmChunk", "ReferenceAudio", "SessionStats", "SpeakableText", "SpeechCatalog", "SpeechClient",
     "OmniVoices", "SageMakerVoices", "SavedVoice", "SpeechEvent", "SpeechRun", "SpeechRuns", "SpeechSession",
     "SpeechTransport", "Utterance", "VoiceLibrary", "WebSocketTransport",
-    "load_reference", "omni_client", "pcm_seconds", "read_wav", "require_text", "speech_config", "wav_bytes", "waveform_png",
+    "load_reference", "omni_client", "pcm_seconds", "read_wav", "require_text", "speakable", "speech_config", "wav_bytes", "waveform_png",
 ]

@@ -42,8 +42,8 @@ from services.speech.session import (
     SessionStats,
     SpeechSession,
     Utterance,
-    require_text,
 )
+from services.speech.text import speakable
 from services.speech.transport import SpeechTransport
 from services.speech.websocket import WebSocketTransport
 
@@ -198,8 +198,9 @@ class SpeechClient:
 
     async def say(self, config: SessionConfig | None, text: str, *, on_audio: OnAudio | None = None,
                   session: SpeechSession | None = None) -> Utterance:
-        """Connect, speak `text`, close. Every failure after validation ends up in `Utterance.error`."""
-        require_text(text)
+        """Connect, speak `text`, close. Every failure after validation ends up in `Utterance.error`.
+        The text is checked here (`speakable`) unless the caller checked it already."""
+        text = speakable(text)
         session = session or self.open(config, on_audio=on_audio)
         try:
             async with session:
@@ -209,7 +210,7 @@ class SpeechClient:
         except StudioError as exc:  # connect failures: nothing was streamed
             stats = session.snapshot()
             stats.state, stats.error = "failed", str(exc)
-            return Utterance(text, session.config.voice, session.config.language, stats, session.recording(), exc)
+            return Utterance(str(text), session.config.voice, session.config.language, stats, session.recording(), exc)
 
 
 def omni_client(url: str, settings: Settings | None = None) -> SpeechClient:
@@ -233,8 +234,7 @@ class SpeechRun:
 
     def __init__(self, loop: BackgroundLoop, client: SpeechClient, config: SessionConfig | None, text: str, *,
                  on_audio: OnAudio | None = None) -> None:
-        require_text(text)
-        self.text = text
+        self.text = text = speakable(text)  # the one check of the UI's request; the layers below rely on it
         self._loop = loop
         self._session = client.open(config, on_audio=on_audio)
         self._future = loop.submit(client.say(None, text, session=self._session))

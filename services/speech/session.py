@@ -17,7 +17,7 @@ The session sends `session.config`, the text as one or more `input.text` (long t
 and `input.done` at once, so on SageMaker's HTTP/2 stream the first audio's request is one write, not small
 writes each waiting behind the last one's ACK (Nagle against delayed ACKs, ~40 ms each). A config with no
 text behind it goes out alone after CONFIG_HOLD_S, well inside the server's wait for it. A background reader takes every frame off the transport the
-moment it arrives, updates `SessionStats` and the recording, and hands each PCM chunk to `on_audio`
+moment it arrives, updates the `Recording` (services/speech/recording.py: figures and PCM), and hands each PCM chunk to `on_audio`
 (playback) before the caller even looks at it. The client and `SpeechRun` (one utterance watched from a UI
 thread) are in services/speech/client.py.
 """
@@ -25,14 +25,11 @@ thread) are in services/speech/client.py.
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
-import threading
 import time
-import unicodedata
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -59,18 +56,13 @@ from protocol.speech import (
     TaskType,
     parse_server_event,
 )
-from services.speech.audio import pcm_seconds, wav_bytes
+from services.speech.audio import wav_bytes
 from services.speech.reference import ReferenceAudio
-from services.speech.text import split_for_input
+from services.speech.recording import Recording, SessionStats, TtfaFrom
+from services.speech.text import speakable, split_for_input
 from services.speech.transport import SpeechTransport
 
-if TYPE_CHECKING:
-    pass
-
-
 log = logging.getLogger(__name__)
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,49 +78,6 @@ class PcmChunk:
 
 
 SpeechEvent = AudioStart | PcmChunk | AudioDone | SessionDone | ErrorEvent
-
-
-TtfaFrom = Literal["input.done", "first_text"]
-
-
-SessionState = Literal["idle", "streaming", "done", "failed", "cancelled"]
-
-
-@dataclass
-class SessionStats:
-    """Figures of the current (or last) utterance."""
-
-    # Time to first audio is measured from sending `input.done` when the whole text went out in one
-    # message right before it (speak), else from sending the first text (feed, or text cut in parts).
-    ttfa_from: TtfaFrom = "input.done"
-    ttfa_ms: float | None = None
-    chunks: int = 0
-    bytes: int = 0
-    sentences: int = 0  # units finished (audio.done)
-    sample_rate: int = PCM_SAMPLE_RATE
-    channels: int = PCM_CHANNELS
-    generation_s: float = 0.0  # from the ttfa reference to the last audio chunk
-    text_messages: int = 0  # input.text messages sent
-    state: SessionState = "idle"
-    error: str | None = None
-
-    @property
-    def audio_seconds(self) -> float:
-        return pcm_seconds(self.bytes, self.sample_rate, self.channels)
-
-    @property
-    def rtf(self) -> float | None:
-        """Real-time factor: generation time / audio duration (below 1 is faster than real time)."""
-        return self.generation_s / self.audio_seconds if self.audio_seconds > 0 else None
-
-    def figures(self) -> dict[str, Any]:
-        """The figures as plain JSON-able values (the CLI's --json, the page's history)."""
-        d = asdict(self)
-        d.update(audio_seconds=round(self.audio_seconds, 4), rtf=None if self.rtf is None else round(self.rtf, 4))
-        if d["ttfa_ms"] is not None:
-            d["ttfa_ms"] = round(d["ttfa_ms"], 2)
-        d["generation_s"] = round(d["generation_s"], 4)
-        return d
 
 
 @dataclass
@@ -242,35 +191,25 @@ def _streaming(config: SessionConfig | None) -> SessionConfig:
     return config.model_copy(update={"response_format": "pcm", "stream_audio": True})
 
 
-# Characters that show nothing and say nothing: controls, format characters (zero-width space and joiners,
-# word joiner, BOM, soft hyphen, bidi marks, tags), separators, marks with no base, unassigned/private/surrogate
-# code points, and the few letters and symbols drawn blank (Hangul fillers, the blank braille pattern).
-_SILENT_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me", "Mc"})
-_BLANK_CHARACTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-
-
-def _speakable(ch: str) -> bool:
-    return ch not in _BLANK_CHARACTERS and unicodedata.category(ch) not in _SILENT_CATEGORIES
-
-
-def require_text(text: str) -> str:
-    """`text` as it is, if it has anything to speak; else InvalidInput before anything is sent (the CLI, the pages)."""
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("there is no text to speak: type a sentence first")
-    if not any(map(_speakable, text)):
-        seen = next(ch for ch in text if not ch.isspace())
-        name = unicodedata.name(seen, "an invisible character")
-        raise InvalidInput(f"nothing to speak: the text has no speakable characters, only invisible ones such as "
-                           f"U+{ord(seen):04X} ({name}); type a sentence")
-    return text
-
-
 _END = object()
 
 CONFIG_HOLD_S = 1.0  # a session.config waits this long for the first text to leave with (servers wait 10 s)
 
 
 OnAudio = Callable[[PcmChunk], None]
+
+
+def _end_error(item: Any, stats: SessionStats, server_errors: list[str]) -> StudioError:
+    """Why an utterance ended before `session.done` (`item`: what the reader queued), with the audio kept."""
+    kept = f"{stats.bytes} bytes ({stats.audio_seconds:.2f} s) of audio kept"
+    server = f" — the server said: {server_errors[-1]}" if server_errors else ""
+    if isinstance(item, StudioError) and not isinstance(item, StreamError) and not stats.bytes:
+        return item  # nothing streamed yet (the stream never opened): the transport's own message and type
+    if isinstance(item, BaseException):
+        return StreamError(f"{item}{server}; {kept}")
+    if server_errors:
+        return ServerError(f"{server_errors[-1]} (the server then closed the stream; {kept})")
+    return StreamError(f"the server closed the speech stream before the utterance finished; {kept}")
 
 
 class SpeechSession:
@@ -286,20 +225,15 @@ class SpeechSession:
         self.config = _streaming(config)
         self.on_audio = on_audio
         self.max_message_bytes = MAX_INPUT_TEXT_MESSAGE_BYTES  # per input.text (lowered in tests)
-        self.stats = SessionStats()
-        self._lock = threading.Lock()  # stats and recording are read from other threads (the UI)
-        self._pcm = bytearray()
+        self._recording = Recording()  # figures and audio, read from other threads (the UI)
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._reader: asyncio.Task | None = None
         self._connected = False
         self._cancelled = False
         self._utterance_open = False  # text sent, input.done not yet answered by session.done
         self._pending_space = ""  # whitespace fed before any real text (not sent until text follows)
-        self._t_first_text: float | None = None
-        self._t_done: float | None = None
         self._fmt = (PCM_SAMPLE_RATE, PCM_CHANNELS)  # of the current unit, from audio.start
         self._unit = (0, 0)  # (utterance_index, sentence_index) of the current unit
-        self._t_ref = 0.0  # the ttfa reference actually used
         self._server_errors: list[str] = []
         self._held_config: str | None = None  # session.config not sent yet: it leaves with the next text
         self._config_timer: asyncio.TimerHandle | None = None
@@ -383,9 +317,7 @@ class SpeechSession:
         """Stop now: close the stream (the server aborts generation). Audio received so far is kept."""
         self._cancelled = True
         self._stop_config_timer()
-        with self._lock:
-            if self.stats.state in ("idle", "streaming"):
-                self.stats.state = "cancelled"
+        self._recording.cancel()
         await self.transport.close()
 
     async def aclose(self) -> None:
@@ -408,18 +340,20 @@ class SpeechSession:
                 pass
 
     # ---- thread-safe views -------------------------------------------------------------------------
+    @property
+    def stats(self) -> SessionStats:
+        """The current utterance's figures, live (`snapshot()` for a copy another thread may keep)."""
+        return self._recording.stats
+
     def snapshot(self) -> SessionStats:
-        with self._lock:
-            return copy.copy(self.stats)
+        return self._recording.snapshot()
 
     def recording(self) -> bytes:
         """PCM of the current (or last) utterance so far."""
-        with self._lock:
-            return bytes(self._pcm)
+        return self._recording.pcm()
 
     def wav(self) -> bytes:
-        with self._lock:
-            return wav_bytes(bytes(self._pcm), self.stats.sample_rate, self.stats.channels)
+        return self._recording.wav()
 
     # ---- sending -----------------------------------------------------------------------------------
     def _begin(self, ttfa_from: TtfaFrom) -> None:
@@ -427,11 +361,8 @@ class SpeechSession:
             return
         if not self._connected:
             raise StreamError(f"the speech stream to {self.transport.target} is not open")
-        with self._lock:
-            self.stats = SessionStats(ttfa_from=ttfa_from, state="streaming")
-            self._pcm = bytearray()
+        self._recording.begin(ttfa_from)
         self._server_errors = []
-        self._t_first_text = self._t_done = None
         self._utterance_open = True
 
     async def _send_pieces(self, pieces: list[str], *, done: bool = False) -> None:
@@ -439,13 +370,8 @@ class SpeechSession:
         messages = [dumps(InputText(text=piece)) for piece in pieces]
         if done:
             messages.append(dumps(InputDone()))
-        now = time.perf_counter()
-        if self._t_first_text is None and pieces:
-            self._t_first_text = now
-        if done:
-            self._t_done = now
+        self._recording.sent(time.perf_counter(), texts=len(pieces), done=done)
         await self._send(messages)
-        self.stats.text_messages += len(pieces)
 
     async def feed(self, text: str) -> None:
         """Send more text of the current utterance (starts one if needed), as an LLM would produce it."""
@@ -476,8 +402,9 @@ class SpeechSession:
             yield event
 
     async def speak(self, text: str) -> AsyncIterator[SpeechEvent]:
-        """One whole utterance: the text (cut into parts if long), `input.done`, then its events."""
-        require_text(text)
+        """One whole utterance: the text (cut into parts if long), `input.done`, then its events.
+        The text is checked here unless it comes checked (`speakable`) from the layer above."""
+        text = speakable(text)
         if self._cancelled:
             return
         if self._utterance_open:
@@ -503,7 +430,7 @@ class SpeechSession:
         stats = self.snapshot()
         if error is None and stats.error is not None and stats.state == "failed":
             error = ServerError(stats.error)
-        return Utterance(text, self.config.voice, self.config.language, stats, self.recording(), error)
+        return Utterance(str(text), self.config.voice, self.config.language, stats, self.recording(), error)
 
     # ---- receiving ---------------------------------------------------------------------------------
     async def events(self) -> AsyncIterator[SpeechEvent]:
@@ -518,26 +445,13 @@ class SpeechSession:
                 self._utterance_open = False
                 if self._cancelled:
                     return
-                err = self._end_error(item)
-                with self._lock:
-                    self.stats.state = "failed"
-                    self.stats.error = str(err)
+                err = _end_error(item, self.stats, self._server_errors)
+                self._recording.end("failed", str(err))
                 raise err
             yield item
             if isinstance(item, SessionDone):
                 self._utterance_open = False
                 return
-
-    def _end_error(self, item: Any) -> StudioError:
-        kept = f"{self.stats.bytes} bytes ({self.stats.audio_seconds:.2f} s) of audio kept"
-        server = f" — the server said: {self._server_errors[-1]}" if self._server_errors else ""
-        if isinstance(item, StudioError) and not isinstance(item, StreamError) and not self.stats.bytes:
-            return item  # nothing streamed yet (the stream never opened): the transport's own message and type
-        if isinstance(item, BaseException):
-            return StreamError(f"{item}{server}; {kept}")
-        if self._server_errors:
-            return ServerError(f"{self._server_errors[-1]} (the server then closed the stream; {kept})")
-        return StreamError(f"the server closed the speech stream before the utterance finished; {kept}")
 
     async def _read_frames(self) -> None:
         try:
@@ -565,21 +479,7 @@ class SpeechSession:
             if not data:
                 return None
             rate, channels = self._fmt
-            with self._lock:
-                st = self.stats
-                if st.ttfa_ms is None:
-                    ref = self._t_done if (st.ttfa_from == "input.done" and self._t_done is not None) else self._t_first_text
-                    if ref is None:
-                        ref = now
-                    if st.ttfa_from == "input.done" and self._t_done is None:
-                        st.ttfa_from = "first_text"  # audio before input.done went out: say so
-                    st.ttfa_ms = (now - ref) * 1000.0
-                    self._t_ref = ref
-                st.chunks += 1
-                st.bytes += len(data)
-                st.sample_rate, st.channels = rate, channels
-                st.generation_s = now - self._t_ref
-                self._pcm += data
+            self._recording.audio(data, rate, channels, now)
             chunk = PcmChunk(data, self._unit[0], self._unit[1], rate, channels)
             if self.on_audio is not None:
                 try:
@@ -596,14 +496,10 @@ class SpeechSession:
             self._fmt = (event.sample_rate or PCM_SAMPLE_RATE, PCM_CHANNELS)  # streamed PCM is mono
             self._unit = (event.utterance_index, event.sentence_index)
         elif isinstance(event, AudioDone):
-            with self._lock:
-                self.stats.sentences += 1
+            self._recording.unit_done()
         elif isinstance(event, ErrorEvent):
             self._server_errors.append(event.message)
-            with self._lock:
-                if self.stats.error is None:
-                    self.stats.error = event.message
+            self._recording.server_error(event.message)
         elif isinstance(event, SessionDone):
-            with self._lock:
-                self.stats.state = "failed" if self._server_errors else "done"
+            self._recording.end("failed" if self._server_errors else "done")
         return event

@@ -1,6 +1,11 @@
-"""Cutting long text into `input.text` messages that fit the server's per-message limit.
+"""The text of a voice request: checked once where it comes in, then cut into `input.text` messages.
 
-vLLM-Omni rejects an `input.text` message longer than 128 KiB ("input.text message too large") and
+`speakable(text)` is the one check (`require_text`'s rule: something to speak, not only blanks or invisible
+characters). It returns a `SpeakableText`, and every layer below (SpeechRun, SpeechClient.say,
+SpeechSession.speak) passes one through as it is instead of checking it again; plain text that reaches them
+directly (a script, a benchmark) is checked where it arrives.
+
+Cutting: vLLM-Omni rejects an `input.text` message longer than 128 KiB ("input.text message too large") and
 drops that text. The server concatenates every `input.text` of an utterance, so the pieces here join
 back to exactly the original text; cuts fall after a sentence end where possible, else after
 whitespace, else between two characters.
@@ -10,8 +15,47 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 
+from protocol.errors import InvalidInput
 from protocol.limits import MAX_INPUT_TEXT_MESSAGE_BYTES
+
+# Characters that show nothing and say nothing: controls, format characters (zero-width space and joiners,
+# word joiner, BOM, soft hyphen, bidi marks, tags), separators, marks with no base, unassigned/private/surrogate
+# code points, and the few letters and symbols drawn blank (Hangul fillers, the blank braille pattern).
+_SILENT_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me", "Mc"})
+_BLANK_CHARACTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _speakable(ch: str) -> bool:
+    return ch not in _BLANK_CHARACTERS and unicodedata.category(ch) not in _SILENT_CATEGORIES
+
+
+def require_text(text: str) -> str:
+    """`text` as it is, if it has anything to speak; else InvalidInput before anything is sent (the CLI, the pages)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("there is no text to speak: type a sentence first")
+    if not any(map(_speakable, text)):
+        seen = next(ch for ch in text if not ch.isspace())
+        name = unicodedata.name(seen, "an invisible character")
+        raise InvalidInput(f"nothing to speak: the text has no speakable characters, only invisible ones such as "
+                           f"U+{ord(seen):04X} ({name}); type a sentence")
+    return text
+
+
+class SpeakableText(str):
+    """Text `speakable` has passed: the layers below take it as it is."""
+
+    __slots__ = ()
+
+
+def speakable(text: str) -> SpeakableText:
+    """The check of a voice request's text, made once: `require_text`, unless `text` has passed it already."""
+    if isinstance(text, SpeakableText):
+        return text
+    return SpeakableText(require_text(text))
+
+
 
 # A cut point is *after* one of these: a sentence end followed by whitespace, or any whitespace.
 _SENTENCE_END = re.compile(r"[.!?…。！？][\"')\]]*\s+|[。！？]")
