@@ -51,6 +51,7 @@ from starlette.formparsers import MultiPartException
 
 from offline import previews
 from offline.guards import render_unless_disconnected
+from protocol.catalog import family
 from protocol.common import ErrorInfo, ErrorResponse, loads
 from protocol.images import (
     EDIT_AUTO_SIZE,
@@ -69,8 +70,9 @@ from protocol.common import HEADER_INFERENCE_TIME, HEADER_REQUEST_ID, HEADER_STA
 from protocol.limits import ENGINE_FILE_PART_BYTES, IMAGE_EDIT_REFERENCES, IMAGE_SIZE
 from protocol.videos import VIDEO_SYNC_PATH, VideoSyncForm
 
-IMAGE_MODEL = "black-forest-labs/FLUX.2-klein-4B"
-VIDEO_MODEL = "Wan-AI/Wan2.1-VACE-1.3B-diffusers"
+# The models the image and video endpoints serve on the DLC; the engine answers to their names.
+IMAGE_MODEL = family("image").default_model
+VIDEO_MODEL = family("video").default_model
 DEFAULT_IMAGE_SIZE = (1024, 1024)  # FLUX.2-klein's default
 VIDEO_DEFAULT_WIDTH, VIDEO_DEFAULT_HEIGHT = 832, 480  # Wan VACE pipeline defaults
 VIDEO_DEFAULT_FRAMES = 81

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from protocol.audio import wav_bytes
 from protocol.common import dumps
 from protocol.errors import InvalidInput, ServerError, StreamError, StudioError
 from protocol.limits import (
@@ -59,7 +60,7 @@ from protocol.speech import (
     TaskType,
     parse_server_event,
 )
-from services.speech.audio import pcm_seconds, wav_bytes
+from services.speech.audio import pcm_seconds
 from services.speech.reference import ReferenceAudio
 from services.speech.text import split_for_input
 from services.speech.transport import SpeechTransport
