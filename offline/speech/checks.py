@@ -23,7 +23,8 @@ MAX_NEW_TOKENS = Range(1, 4096)  # vLLM-Omni's bounds on max_new_tokens
 
 
 def check_model(model: str | None) -> str | None:
-    """The engine answers to every Qwen3-TTS model id of the catalog's voice family; naming one makes it that checkpoint (its task type)."""
+    """The engine answers to every model of the catalog's voice family (protocol.speech.VOICE_MODELS); naming one
+    makes it that checkpoint (its task type)."""
     if model is not None and model not in VOICE_MODELS:
         return f"The model `{model}` does not exist."
     return None

@@ -37,7 +37,8 @@ def _streaming_error(req: SpeechRequest, raw_stream: bool) -> str | None:
                 f"response_format='pcm' or 'wav'. Got response_format='{req.response_format}'.")
     if req.speed != 1.0:
         label = "Streaming" if raw_stream else "SSE streaming"
-        return f"{label} is not supported with speed adjustment. Use a non-streaming request or remove the speed parameter."
+        return (f"{label} is not supported with speed adjustment. "
+                "Use a non-streaming request or remove the speed parameter.")
     return None
 
 

@@ -52,8 +52,8 @@ class Playback:
 
     One per utterance (a WebSocket session's units share it: `lasting`, closed when the utterance ends; a REST
     request has its own, over when its one stream ends). The audio is taken
-    to play in real time from the moment the first piece was ready, so `dry_at` is when the listener's buffer
-    runs out unless more comes; after a gap the clock moves on by the gap, as a player that waited would.
+    to play in real time from the moment the first piece was ready, so `started + audio_s` is when the listener's
+    buffer runs out unless more comes; after a gap the clock moves on by the gap, as a player that waited would.
     `streaming=False`: a whole file, which nobody plays before it is complete.
     """
 
@@ -68,10 +68,6 @@ class Playback:
     def close(self) -> None:
         """The utterance is over: the engine stops counting this listener as one it serves."""
         self.closed = True
-
-    @property
-    def dry_at(self) -> float | None:
-        return None if self.started is None else self.started + self.audio_s
 
     def ahead(self, now: float) -> float:
         """Seconds of audio the listener has that it has not played yet."""
