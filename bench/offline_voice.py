@@ -5,7 +5,7 @@
 Starts the offline engine (`python -m offline`) on a free loopback port unless --url names a running one,
 then speaks a fixed three-sentence paragraph, interleaving:
 - the WebSocket path: session.config (pcm, stream_audio), input.text, input.done -> first binary frame;
-- the same pipeline in-process (offline.voice.stream_pcm: first-clause split, 24 kHz resampling);
+- the same pipeline in-process (offline.voice's VoiceEngine.stream_pcm: first-clause split, 24 kHz resampling);
 - plain Piper in-process (PiperVoice.synthesize on the whole paragraph, 22 050 Hz, no clause split).
 First audio counts from sending the text (or calling the function) to the first audio bytes; RTF is the
 time to the last audio bytes over the audio's duration. Medians are printed side by side with the ratio
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from websockets.asyncio.client import connect  # noqa: E402
 
-from offline import voice  # noqa: E402
+from offline.voice import VoiceEngine  # noqa: E402
 from offline.launch import start_engine  # noqa: E402
 from protocol.limits import PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH
 from protocol.speech import SPEECH_STREAM_PATH  # noqa: E402
@@ -70,7 +70,7 @@ async def websocket_run(url: str) -> tuple[float, float, float]:
     return first - t0, last - t0, audio_bytes / (PCM_SAMPLE_RATE * PCM_SAMPLE_WIDTH)
 
 
-async def pipeline_run() -> tuple[float, float, float]:
+async def pipeline_run(voice: VoiceEngine) -> tuple[float, float, float]:
     """The same pipeline called in-process."""
     t0 = time.perf_counter()
     first = last = None
@@ -127,19 +127,20 @@ async def main(argv: list[str] | None = None) -> int:
     try:
         from piper.config import SynthesisConfig
 
-        speaker = await asyncio.get_running_loop().run_in_executor(None, voice.get_speaker)
+        voice = VoiceEngine()  # the engine's voice, in this process
+        speaker = await asyncio.get_running_loop().run_in_executor(None, voice.speaker)
         piper_voice = speaker.piper_voice  # the same loaded model, called the plain way
         plain_config = SynthesisConfig(normalize_audio=False)
 
         await websocket_run(url)  # warm-up: the engine may still be loading its voice
-        await pipeline_run()
+        await pipeline_run(voice)
         piper_run(piper_voice, plain_config)
 
         results: dict[str, list[tuple[float, float, float]]] = {"ws": [], "pipeline": [], "piper": []}
         for _ in range(args.runs):  # interleaved, so drifts in machine load hit every path alike
             results["ws"].append(await websocket_run(url))
             await asyncio.sleep(PAUSE_S)
-            results["pipeline"].append(await pipeline_run())
+            results["pipeline"].append(await pipeline_run(voice))
             await asyncio.sleep(PAUSE_S)
             results["piper"].append(piper_run(piper_voice, plain_config))
             await asyncio.sleep(PAUSE_S)

@@ -174,14 +174,23 @@ def start_engine(*, port: int | None = None, timeout: float = START_TIMEOUT_S) -
     raise last
 
 
-_shared: Engine | None = None
-_lock = threading.Lock()
+class _EngineSlot:
+    """Where the studio process keeps its one engine (a child process: one per studio, by design)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
+
+    def get(self) -> Engine:
+        with self._lock:
+            if self._engine is None or not self._engine.alive:
+                self._engine = start_engine()
+            return self._engine
+
+
+_shared = _EngineSlot()
 
 
 def shared_engine() -> Engine:
     """The process's offline engine, started on first use (and again if it died)."""
-    global _shared
-    with _lock:
-        if _shared is None or not _shared.alive:
-            _shared = start_engine()
-        return _shared
+    return _shared.get()

@@ -51,6 +51,7 @@ from starlette.formparsers import MultiPartException
 
 from offline import previews
 from offline.guards import render_unless_disconnected
+from protocol.catalog import family
 from protocol.common import ErrorInfo, ErrorResponse, loads
 from protocol.images import (
     EDIT_AUTO_SIZE,
@@ -69,8 +70,9 @@ from protocol.common import HEADER_INFERENCE_TIME, HEADER_REQUEST_ID, HEADER_STA
 from protocol.limits import ENGINE_FILE_PART_BYTES, IMAGE_EDIT_REFERENCES, IMAGE_SIZE
 from protocol.videos import VIDEO_SYNC_PATH, VideoSyncForm
 
-IMAGE_MODEL = "black-forest-labs/FLUX.2-klein-4B"
-VIDEO_MODEL = "Wan-AI/Wan2.1-VACE-1.3B-diffusers"
+# The models the image and video endpoints serve on the DLC; the engine answers to their names.
+IMAGE_MODEL = family("image").default_model
+VIDEO_MODEL = family("video").default_model
 DEFAULT_IMAGE_SIZE = (1024, 1024)  # FLUX.2-klein's default
 VIDEO_DEFAULT_WIDTH, VIDEO_DEFAULT_HEIGHT = 832, 480  # Wan VACE pipeline defaults
 VIDEO_DEFAULT_FRAMES = 81
@@ -93,6 +95,10 @@ def _error(message: str, status: int = HTTPStatus.BAD_REQUEST, param: str | None
     """What vLLM's HTTPException handler returns: the status phrase as `type`, the status as `code`."""
     info = ErrorInfo(message=message, type=HTTPStatus(status).phrase, param=param, code=int(status))
     return JSONResponse(ErrorResponse(error=info).model_dump(), status_code=int(status))
+
+
+def _model_mismatch(asked: str, serving: str) -> JSONResponse:
+    return _error(f"Model mismatch: request specifies '{asked}' but server is running '{serving}'.")
 
 
 def _validation_error(errors: list[Any]) -> JSONResponse:
@@ -187,7 +193,7 @@ async def images_generations(request: Request) -> Response:
     except ValidationError as exc:
         return _validation_error(_body_errors(exc))
     if req.model is not None and req.model != IMAGE_MODEL:
-        return _error(f"Model mismatch: request specifies '{req.model}' but server is running '{IMAGE_MODEL}'.")
+        return _model_mismatch(req.model, IMAGE_MODEL)
     try:
         width, height = _parse_size(req.size) if req.size else DEFAULT_IMAGE_SIZE
     except ValueError as exc:
@@ -259,63 +265,92 @@ async def images_edits(request: Request) -> Response:
         await form.close()
 
 
-async def _edit_from_form(form: Any, request: Request) -> Response:
-    fields: dict[str, str] = {}
-    for key, value in form.multi_items():
-        if isinstance(value, str) and value != "" and key not in (EDIT_URL_FIELD, EDIT_URL_ARRAY_FIELD):
-            fields[key] = value  # FastAPI treats an empty form field as absent
+class _Refusal(Exception):
+    """A request refused with vLLM-Omni's answer (`response`), raised by a form's checks and returned by its route."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _form_fields(form: Any, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """The form's text fields; FastAPI treats an empty form field as absent."""
+    return {key: value for key, value in form.multi_items()
+            if isinstance(value, str) and value != "" and key not in skip}
+
+
+def _edit_form(form: Any) -> tuple[ImageEditForm, list[Any], list[str], str]:
+    """The edit request, its reference files and URLs and its output format, checked in vLLM-Omni's order."""
+    fields = _form_fields(form, skip=(EDIT_URL_FIELD, EDIT_URL_ARRAY_FIELD))
     # vLLM-Omni: `image` files, else `image[]`; then `url`, else `url[]` — in that order.
     files = form.getlist(EDIT_IMAGE_FIELD) or form.getlist(EDIT_IMAGE_ARRAY_FIELD)
     for name in (EDIT_IMAGE_FIELD, EDIT_IMAGE_ARRAY_FIELD):
         fields.pop(name, None)
     for i, item in enumerate(files):
         if isinstance(item, str):  # a text part where FastAPI expects an UploadFile
-            return _validation_error([{"type": "value_error", "loc": ("body", EDIT_IMAGE_FIELD, i),
-                                       "msg": "Value error, Expected UploadFile, received: <class 'str'>",
-                                       "input": item[:80]}])
+            raise _Refusal(_validation_error([{"type": "value_error", "loc": ("body", EDIT_IMAGE_FIELD, i),
+                                               "msg": "Value error, Expected UploadFile, received: <class 'str'>",
+                                               "input": item[:80]}]))
     urls = [u for u in (form.getlist(EDIT_URL_FIELD) or form.getlist(EDIT_URL_ARRAY_FIELD)) if isinstance(u, str) and u]
     try:
         req = ImageEditForm.model_validate(fields)
     except ValidationError as exc:
-        return _validation_error(_body_errors(exc))
+        raise _Refusal(_validation_error(_body_errors(exc))) from None
     if req.model is not None and req.model != IMAGE_MODEL:
-        return _error(f"Model mismatch: request specifies '{req.model}' but server is running '{IMAGE_MODEL}'.")
+        raise _Refusal(_model_mismatch(req.model, IMAGE_MODEL))
     fmt = _edit_output_format(req.output_format, req.background)
     if req.response_format != "b64_json":
-        return _error("Only response_format 'b64_json' is supported now.")
+        raise _Refusal(_error("Only response_format 'b64_json' is supported now."))
     count = len(files) + len(urls)
     if count == 0:
-        return _error("Field 'image' or 'url' is required", HTTPStatus.UNPROCESSABLE_ENTITY)
+        raise _Refusal(_error("Field 'image' or 'url' is required", HTTPStatus.UNPROCESSABLE_ENTITY))
     if count > MAX_EDIT_IMAGES:
-        return _error(_too_many_images(count, MAX_EDIT_IMAGES))
+        raise _Refusal(_error(_too_many_images(count, MAX_EDIT_IMAGES)))
+    return req, files, urls, fmt
 
+
+async def _edit_references(files: list[Any], urls: list[str]) -> list[Image.Image]:
+    """The reference images, files first, then URLs (numbered in that order in any message)."""
     references: list[Image.Image] = []
     try:
         for i, upload in enumerate(files, 1):
             assert isinstance(upload, UploadFile)
             label = f"image {i} ({upload.filename!r})"
             if upload.size is not None and upload.size > ENGINE_FILE_PART_BYTES:
-                return _error(f"{label} is {upload.size:,} bytes; the offline engine accepts files up to "
-                              f"{ENGINE_FILE_PART_BYTES // (1024 * 1024)} MB", HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                              EDIT_IMAGE_FIELD)
+                raise _Refusal(_error(f"{label} is {upload.size:,} bytes; the offline engine accepts files up to "
+                                      f"{ENGINE_FILE_PART_BYTES // (1024 * 1024)} MB",
+                                      HTTPStatus.REQUEST_ENTITY_TOO_LARGE, EDIT_IMAGE_FIELD))
             data = await upload.read()
             references.append(await asyncio.to_thread(_decode_image, data, label))
         for i, url in enumerate(urls, len(files) + 1):
             references.append(await asyncio.to_thread(_image_from_url, url, f"image {i} (url)"))
     except BadReference as exc:
-        return _error(str(exc))
+        raise _Refusal(_error(str(exc))) from None
+    return references
 
+
+def _edit_size(size: str, first: Image.Image) -> tuple[int, int]:
+    """The edit's size: as asked, or with 'auto' the first image's (vLLM-Omni), within the engine's range."""
     try:
-        if req.size.lower() == EDIT_AUTO_SIZE:
-            width, height = references[0].size  # vLLM-Omni: the first image's size
-            if width not in IMAGE_SIZE or height not in IMAGE_SIZE:
-                raise ValueError(f"Invalid size: {width}x{height} (size='auto' takes the first image's size). "
-                                 f"Width and height must be between {IMAGE_SIZE.lo:g} and {IMAGE_SIZE.hi:g} pixels "
-                                 "on the offline engine: send a size, e.g. '1024x1024'.")
-        else:
-            width, height = _parse_size(req.size)
+        if size.lower() != EDIT_AUTO_SIZE:
+            return _parse_size(size)
+        width, height = first.size
+        if width not in IMAGE_SIZE or height not in IMAGE_SIZE:
+            raise ValueError(f"Invalid size: {width}x{height} (size='auto' takes the first image's size). "
+                             f"Width and height must be between {IMAGE_SIZE.lo:g} and {IMAGE_SIZE.hi:g} pixels "
+                             "on the offline engine: send a size, e.g. '1024x1024'.")
+        return width, height
     except ValueError as exc:
-        return _error(str(exc), param="size")
+        raise _Refusal(_error(str(exc), param="size")) from None
+
+
+async def _edit_from_form(form: Any, request: Request) -> Response:
+    try:
+        req, files, urls, fmt = _edit_form(form)
+        references = await _edit_references(files, urls)
+        width, height = _edit_size(req.size, references[0])
+    except _Refusal as refusal:
+        return refusal.response
     seed = _random_seed(req.seed)
     quality = max(1, req.output_compression)
     started = time.perf_counter()
@@ -432,55 +467,61 @@ async def videos_sync(request: Request) -> Response:
         await form.close()
 
 
-async def _video_from_form(form: Any, request: Request) -> Response:
-    fields: dict[str, str] = {}
-    for key, value in form.multi_items():
-        if isinstance(value, str) and value != "":  # FastAPI treats an empty form field as absent
-            fields[key] = value
+def _video_form(form: Any) -> tuple[VideoSyncForm, Any, Any]:
+    """The video request, its uploaded `input_reference` (or None) and its decoded `image_reference` JSON (or
+    None), checked in vLLM-Omni's order."""
+    fields = _form_fields(form)
     upload = form.get("input_reference")
     if isinstance(upload, str):
         fields.pop("input_reference", None)
         if upload:
-            return _validation_error([_value_error("input_reference", "Expected UploadFile, received: <class 'str'>",
-                                                   upload)])
+            raise _Refusal(_validation_error([_value_error(
+                "input_reference", "Expected UploadFile, received: <class 'str'>", upload)]))
         upload = None
     try:
         req = VideoSyncForm.model_validate(fields)
     except ValidationError as exc:
-        return _validation_error(_body_errors(exc))
+        raise _Refusal(_validation_error(_body_errors(exc))) from None
     image_reference = None
     if req.image_reference is not None:
         try:
             image_reference = loads(req.image_reference)
         except ValueError:
-            return _error("Invalid JSON in form field.", param="image_reference")
+            raise _Refusal(_error("Invalid JSON in form field.", param="image_reference")) from None
     if image_reference is not None and upload is not None:
-        return _error("Provide either input_reference or image_reference, not both.")
+        raise _Refusal(_error("Provide either input_reference or image_reference, not both."))
     if req.model is not None and req.model != VIDEO_MODEL:
-        return _error(f"Model mismatch: request specifies '{req.model}' but server is running '{VIDEO_MODEL}'.")
+        raise _Refusal(_model_mismatch(req.model, VIDEO_MODEL))
+    return req, upload, image_reference
 
-    reference: Image.Image | None = None
+
+async def _video_reference(upload: Any, image_reference: Any) -> Image.Image | None:
+    """The reference image, from the uploaded file or the `image_reference` data URL; None without one."""
     try:
         if upload is not None:
             assert isinstance(upload, UploadFile)
             if upload.size is not None and upload.size > ENGINE_FILE_PART_BYTES:
-                return _error(f"input_reference {upload.filename!r} is {upload.size:,} bytes; the offline engine "
-                              f"accepts files up to {ENGINE_FILE_PART_BYTES // (1024 * 1024)} MB",
-                              HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "input_reference")
+                raise _Refusal(_error(f"input_reference {upload.filename!r} is {upload.size:,} bytes; the offline "
+                                      f"engine accepts files up to {ENGINE_FILE_PART_BYTES // (1024 * 1024)} MB",
+                                      HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "input_reference"))
             data = await upload.read()
-            reference = await asyncio.to_thread(_decode_image, data, "input_reference")
-        elif image_reference is not None:
-            reference = await asyncio.to_thread(_reference_from_field, image_reference)
+            return await asyncio.to_thread(_decode_image, data, "input_reference")
+        if image_reference is not None:
+            return await asyncio.to_thread(_reference_from_field, image_reference)
     except BadReference as exc:
-        return _error(str(exc))
+        raise _Refusal(_error(str(exc))) from None
+    return None
 
+
+def _video_shape(req: VideoSyncForm, reference: Image.Image | None) -> tuple[int, int, int, int]:
+    """(width, height, frames, fps) as Wan's pipeline would make them, within the offline engine's limits."""
     # vLLM-Omni: `size` wins over width/height; fps defaults to 24; seconds × fps gives the frame count.
     width, height = req.width, req.height
     if req.size:
         width, height = (int(p) for p in req.size.split("x"))
         if width <= 0 or height <= 0:
-            return _error(f"Invalid size: {width}x{height}. Width and height must be positive integers.",
-                          param="size")
+            raise _Refusal(_error(f"Invalid size: {width}x{height}. Width and height must be positive integers.",
+                                  param="size"))
     fps = req.fps or VIDEO_DEFAULT_FPS
     frames = req.num_frames or (int(req.seconds) * fps if req.seconds else VIDEO_DEFAULT_FRAMES)
     if width is None or height is None:
@@ -490,15 +531,24 @@ async def _video_from_form(form: Any, request: Request) -> Response:
     # Wan's rounding: sizes down to multiples of 16, frames to 4k+1.
     width, height, frames = width // 16 * 16, height // 16 * 16, _round_frames(frames)
     if width < 16 or height < 16:
-        return _error(f"Video size {width}x{height} after rounding down to multiples of 16 is too small: "
-                      "width and height must be at least 16 pixels.", param="size")
+        raise _Refusal(_error(f"Video size {width}x{height} after rounding down to multiples of 16 is too small: "
+                              "width and height must be at least 16 pixels.", param="size"))
     if width * height > MAX_VIDEO_PIXELS:
-        return _error(f"Video size {width}x{height} is too large for the offline engine: at most "
-                      f"{MAX_VIDEO_PIXELS:,} pixels per frame (e.g. 1280x720).", param="size")
+        raise _Refusal(_error(f"Video size {width}x{height} is too large for the offline engine: at most "
+                              f"{MAX_VIDEO_PIXELS:,} pixels per frame (e.g. 1280x720).", param="size"))
     if frames > MAX_VIDEO_FRAMES:
-        return _error(f"{frames} frames is too many for the offline engine: at most {MAX_VIDEO_FRAMES} "
-                      "(lower num_frames, seconds or fps).", param="num_frames")
+        raise _Refusal(_error(f"{frames} frames is too many for the offline engine: at most {MAX_VIDEO_FRAMES} "
+                              "(lower num_frames, seconds or fps).", param="num_frames"))
+    return width, height, frames, fps
 
+
+async def _video_from_form(form: Any, request: Request) -> Response:
+    try:
+        req, upload, image_reference = _video_form(form)
+        reference = await _video_reference(upload, image_reference)
+        width, height, frames, fps = _video_shape(req, reference)
+    except _Refusal as refusal:
+        return refusal.response
     request_id = f"video_sync-{uuid.uuid4().hex}"
     seed = _random_seed(req.seed)
     stages: dict[str, float] = {}

@@ -342,6 +342,52 @@ def _stamp(yuv: np.ndarray, tile: np.ndarray, x: int, y: int, width: int, height
         plane.reshape(height // 2, width // 2)[y // 2:(y + th + 1) // 2, x // 2:(x + tw + 1) // 2] = 128
 
 
+class _Clip:
+    """What every frame of a preview video shares, and how frame `i` is drawn: the source picture (drawn at the
+    zoomed-in size, so the last frame is as sharp as the first), the seeded pan, the caption, label and counter."""
+
+    def __init__(self, prompt: str, seed: int, width: int, height: int, num_frames: int,
+                 reference: Image.Image | None, steps: int | None, guidance: float | None) -> None:
+        self.width, self.height, self.num_frames = width, height, num_frames
+        self.sw, self.sh = math.ceil(width * ZOOM), math.ceil(height * ZOOM)
+        self.caption = None
+        if reference is not None:
+            source = cover(reference, self.sw, self.sh)
+        else:  # the prompt's picture moves; its text stays put in a band at the top, where zoom cannot crop it
+            source = preview_picture(prompt, seed, self.sw, self.sh, captioned=False)
+            self.caption = _caption_luma(prompt, width, max(9, min(width, height) // 18))
+        self.pixels = np.asarray(settle(source, seed, steps, guidance))
+        d = _digest(prompt, seed)
+        self.pan = ((d[60] / 255) * 2 - 1, (d[61] / 255) * 2 - 1)  # direction of the drift, −1…1 on each axis
+        self.label = _luma_tile(PREVIEW_LABEL + settings_label(steps, guidance), max(9, min(width, height) // 22))
+        self.margin = max(2, min(width, height) // 64) // 2 * 2
+        self.label_xy = (max(0, width - self.label.shape[1] - self.margin) // 2 * 2,
+                         max(0, height - self.label.shape[0] - self.margin) // 2 * 2)
+        self.counter_size = max(9, min(width, height) // 26)
+
+    def frame(self, i: int) -> av.VideoFrame:
+        """Frame `i` (yuv420p): eased zoom and pan over the source, then caption, counter and label."""
+        width, height = self.width, self.height
+        ease = 0.5 - 0.5 * math.cos(math.pi * i / max(1, self.num_frames - 1))
+        scale = 1 + (ZOOM - 1) * ease  # 1.0 (the whole source) → ZOOM
+        cw, ch = round(self.sw / scale), round(self.sh / scale)
+        x0 = round((self.sw - cw) / 2 * (1 + self.pan[0] * ease))
+        y0 = round((self.sh - ch) / 2 * (1 + self.pan[1] * ease))
+        window = np.ascontiguousarray(self.pixels[y0:y0 + ch, x0:x0 + cw])
+        # swscale does the zoom and the RGB → YUV conversion in one pass.
+        yuv = av.VideoFrame.from_ndarray(window, format="rgb24").reformat(
+            width=width, height=height, format="yuv420p", interpolation="FAST_BILINEAR"
+        ).to_ndarray()
+        if self.caption is not None:
+            _stamp(yuv, self.caption, 0, 0, width, height)
+        counter = _luma_tile(f"{i + 1}/{self.num_frames}", self.counter_size)
+        _stamp(yuv, counter, self.margin, max(0, height - counter.shape[0] - self.margin) // 2 * 2, width, height)
+        _stamp(yuv, self.label, *self.label_xy, width, height)
+        frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
+        frame.pts = i
+        return frame
+
+
 def render_video(
     prompt: str,
     seed: int,
@@ -370,21 +416,7 @@ def render_video(
     if num_frames < 1 or fps < 1:
         raise ValueError(f"num_frames and fps must be positive, got {num_frames} and {fps}")
     t_start = time.perf_counter()
-    # The source is drawn at the zoomed-in size, so the last frame is as sharp as the first.
-    sw, sh = math.ceil(width * ZOOM), math.ceil(height * ZOOM)
-    caption = None
-    if reference is not None:
-        source = cover(reference, sw, sh)
-    else:  # the prompt's picture moves; its text stays put in a band at the top, where zoom cannot crop it
-        source = preview_picture(prompt, seed, sw, sh, captioned=False)
-        caption = _caption_luma(prompt, width, max(9, min(width, height) // 18))
-    pixels = np.asarray(settle(source, seed, steps, guidance))
-    d = _digest(prompt, seed)
-    pan = ((d[60] / 255) * 2 - 1, (d[61] / 255) * 2 - 1)  # direction of the drift, −1…1 on each axis
-    label = _luma_tile(PREVIEW_LABEL + settings_label(steps, guidance), max(9, min(width, height) // 22))
-    margin = max(2, min(width, height) // 64) // 2 * 2
-    label_xy = (max(0, width - label.shape[1] - margin) // 2 * 2, max(0, height - label.shape[0] - margin) // 2 * 2)
-    counter_size = max(9, min(width, height) // 26)
+    clip = _Clip(prompt, seed, width, height, num_frames, reference, steps, guidance)
     draw_s = encode_s = 0.0
 
     buf = io.BytesIO()
@@ -397,23 +429,7 @@ def render_video(
         for i in range(num_frames):
             _check(cancel, f"{i} of {num_frames} frames")
             t0 = time.perf_counter()
-            ease = 0.5 - 0.5 * math.cos(math.pi * i / max(1, num_frames - 1))
-            scale = 1 + (ZOOM - 1) * ease  # 1.0 (the whole source) → ZOOM
-            cw, ch = round(sw / scale), round(sh / scale)
-            x0 = round((sw - cw) / 2 * (1 + pan[0] * ease))
-            y0 = round((sh - ch) / 2 * (1 + pan[1] * ease))
-            window = np.ascontiguousarray(pixels[y0:y0 + ch, x0:x0 + cw])
-            # swscale does the zoom and the RGB → YUV conversion in one pass.
-            yuv = av.VideoFrame.from_ndarray(window, format="rgb24").reformat(
-                width=width, height=height, format="yuv420p", interpolation="FAST_BILINEAR"
-            ).to_ndarray()
-            if caption is not None:
-                _stamp(yuv, caption, 0, 0, width, height)
-            counter = _luma_tile(f"{i + 1}/{num_frames}", counter_size)
-            _stamp(yuv, counter, margin, max(0, height - counter.shape[0] - margin) // 2 * 2, width, height)
-            _stamp(yuv, label, *label_xy, width, height)
-            frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
-            frame.pts = i
+            frame = clip.frame(i)
             t1 = time.perf_counter()
             for packet in stream.encode(frame):
                 container.mux(packet)

@@ -7,23 +7,23 @@ previews). This module only assembles them.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from protocol.catalog import FAMILIES, family
 from protocol.common import HealthResponse, ModelCard, ModelList
 
 ENGINE_NAME = "omni-studio-offline"
-# The models the engine stands in for, named as the DLC endpoints name them, plus what really runs.
-MODELS = [
-    "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
-    "black-forest-labs/FLUX.2-klein-4B",
-    "Wan-AI/Wan2.1-VACE-1.3B-diffusers",
-]
+# The models the engine stands in for: each family's default, named as the DLC endpoints name them.
+MODELS = [f.default_model for f in FAMILIES]
 
 
 # What each stand-in really is, on its card in /v1/models (a client can show it next to the output).
 PREVIEW_NOTES = {
-    "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice": (
+    family("voice").default_model: (
         "Offline preview: a Piper voice. Each of the model's preset speakers is that voice at its own pitch and "
         "rate; every language is accepted and spoken with its English voice. All three Qwen3-TTS task types are "
         "accepted; style instructions, voice descriptions and voice references change its rate, pitch, pauses and "
@@ -35,9 +35,18 @@ PREVIEW_NOTES = {
 def create_app() -> FastAPI:
     from offline import media, speech, voices
     from offline.guards import BodyLimit
+    from offline.voice import VoiceEngine
 
-    app = FastAPI(title="Omni Studio offline engine", version="0.30-compatible")
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.voice.preload()  # load Piper on its worker thread while the engine starts answering
+        yield
+        app.state.voice.shutdown()
+
+    app = FastAPI(title="Omni Studio offline engine", version="0.30-compatible", lifespan=lifespan)
     app.add_middleware(BodyLimit)  # an oversized body is refused before any route reads it
+    app.state.voice = VoiceEngine()  # the Piper voice, its synthesis workers and their scheduler
+    app.state.speech_stream = speech.SpeechStreamHandler.from_env()  # the WebSocket's timeouts
     app.state.voices = voices.VoiceStore.from_env()  # uploaded voices (in memory; OMNI_ENGINE_VOICES_DIR keeps them)
 
     @app.get("/health")

@@ -190,25 +190,6 @@ def split_text(text: str, granularity: Granularity) -> list[str]:
     return extract_units(text, granularity, flush=True)[0]
 
 
-def first_clause_split(text: str) -> list[str]:
-    """`text` as [first clause of its first sentence, the rest] — or [text] when there is no such clause.
-
-    The voice synthesizes the pieces one after the other, so a short first piece means fast first audio
-    while the units the client sees stay as its split_granularity made them.
-    """
-    sentences = split_text(text, "sentence")
-    if not sentences:
-        return []
-    clauses = split_text(sentences[0], "clause")
-    if len(clauses) < 2:
-        return [strip_blank(text)]
-    first = clauses[0]
-    # Find where the first clause ends in the original text so the rest keeps its own spacing.
-    end = text.find(first) + len(first)
-    rest = strip_blank(text[end:])
-    return [first, rest] if rest else [first]
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Pieces: where the voice may cut a unit's text so a busy engine can speak it a few words at a time.
 SENTENCE, CLAUSE, PHRASE, WORD, WEAK = 3, 2, 1, 0, -1  # how natural a pause each kind of cut is

@@ -135,10 +135,6 @@ class Style:
     def pitch_factor(self) -> float:
         return 2.0 ** (self.semitones / 12.0)
 
-    @property
-    def changes_audio(self) -> bool:
-        return (self.rate, self.semitones, self.pause_s, self.level) != (1.0, 0.0, 0.0, 1.0)
-
     def label(self) -> str:
         """A one-line ASCII description of what was done, e.g. for the X-Offline-Preview header."""
         parts = []

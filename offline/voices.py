@@ -53,6 +53,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
 from offline import styles
+from offline.voice import DEFAULT_VOICE, VOICE_NAMES
 from protocol.common import ErrorInfo, ErrorResponse
 from protocol.limits import VOICE_SAMPLE_MAX_BYTES
 from protocol.speech import (
@@ -436,78 +437,73 @@ async def _upload_embedding(store: VoiceStore, raw: str, consent: str, name: str
     return info
 
 
-def _create_router() -> APIRouter:
-    router = APIRouter()
+router = APIRouter()
 
-    @router.get(VOICES_PATH)
-    async def list_voices(request: Request) -> JSONResponse:
-        from offline import voice
 
-        store = store_of(request.app)
-        body = {
-            "voices": [*voice.VOICE_NAMES, voice.DEFAULT_VOICE, *store.names()],
-            "uploaded_voices": [v.listed() for v in store.listed()],
-        }
-        return JSONResponse(body)
+@router.get(VOICES_PATH)
+async def list_voices(request: Request) -> JSONResponse:
+    store = store_of(request.app)
+    body = {
+        "voices": [*VOICE_NAMES, DEFAULT_VOICE, *store.names()],
+        "uploaded_voices": [v.listed() for v in store.listed()],
+    }
+    return JSONResponse(body)
 
-    @router.post(VOICES_PATH)
-    async def upload_voice(request: Request) -> JSONResponse:
-        store = store_of(request.app)
-        try:
-            form = await request.form()
-        except (StarletteHTTPException, MultiPartException) as exc:
-            detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
-            return _validation_error([{"type": "value_error", "loc": ("body",), "msg": str(detail), "input": None}])
-        try:
-            sample = form.get(VOICE_SAMPLE_FIELD)
-            if sample is not None and not isinstance(sample, UploadFile):
-                if sample == "":
-                    sample = None  # an empty text part is FastAPI's "absent"
-                else:
-                    return _validation_error([{
-                        "type": "value_error", "loc": ("body", VOICE_SAMPLE_FIELD),
-                        "msg": f"Value error, Expected UploadFile, received: {type(sample)}", "input": sample,
-                    }])
-            embedding = _text_field(form, "speaker_embedding")
-            consent, name = _text_field(form, "consent"), _text_field(form, "name")
-            missing = [_missing(f) for f, v in (("consent", consent), ("name", name)) if v is None]
-            if missing:
-                return _validation_error(missing)
-            assert consent is not None and name is not None
-            # vLLM-Omni's order: the route checks the sources, then the handler checks the name.
-            if embedding is not None and sample is not None:
-                return _error_body("'audio_sample' and 'speaker_embedding' are mutually exclusive")
-            if embedding is None and sample is None:
-                return _error_body("Either 'audio_sample' or 'speaker_embedding' must be provided")
-            if (error := voice_name_error(name)) is not None:
-                return _error_body(error)
-            if embedding is not None:
-                info = await _upload_embedding(store, embedding, consent, name)
+
+@router.post(VOICES_PATH)
+async def upload_voice(request: Request) -> JSONResponse:
+    store = store_of(request.app)
+    try:
+        form = await request.form()
+    except (StarletteHTTPException, MultiPartException) as exc:
+        detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
+        return _validation_error([{"type": "value_error", "loc": ("body",), "msg": str(detail), "input": None}])
+    try:
+        sample = form.get(VOICE_SAMPLE_FIELD)
+        if sample is not None and not isinstance(sample, UploadFile):
+            if sample == "":
+                sample = None  # an empty text part is FastAPI's "absent"
             else:
-                assert isinstance(sample, UploadFile)
-                info = await _upload_sample(store, sample, consent, name, _text_field(form, "ref_text"),
-                                            _text_field(form, "speaker_description"))
-        except VoiceError as exc:
-            return _error_body(str(exc))
-        except Exception as exc:  # vLLM-Omni's catch-all wording
-            log.exception("failed to upload voice")
-            return _error_body(f"Failed to upload voice: {exc}")
-        finally:
-            await form.close()
-        return JSONResponse(VoiceUploadResponse(success=True, voice=info).wire())
+                return _validation_error([{
+                    "type": "value_error", "loc": ("body", VOICE_SAMPLE_FIELD),
+                    "msg": f"Value error, Expected UploadFile, received: {type(sample)}", "input": sample,
+                }])
+        embedding = _text_field(form, "speaker_embedding")
+        consent, name = _text_field(form, "consent"), _text_field(form, "name")
+        missing = [_missing(f) for f, v in (("consent", consent), ("name", name)) if v is None]
+        if missing:
+            return _validation_error(missing)
+        assert consent is not None and name is not None
+        # vLLM-Omni's order: the route checks the sources, then the handler checks the name.
+        if embedding is not None and sample is not None:
+            return _error_body("'audio_sample' and 'speaker_embedding' are mutually exclusive")
+        if embedding is None and sample is None:
+            return _error_body("Either 'audio_sample' or 'speaker_embedding' must be provided")
+        if (error := voice_name_error(name)) is not None:
+            return _error_body(error)
+        if embedding is not None:
+            info = await _upload_embedding(store, embedding, consent, name)
+        else:
+            assert isinstance(sample, UploadFile)
+            info = await _upload_sample(store, sample, consent, name, _text_field(form, "ref_text"),
+                                        _text_field(form, "speaker_description"))
+    except VoiceError as exc:
+        return _error_body(str(exc))
+    except Exception as exc:  # vLLM-Omni's catch-all wording
+        log.exception("failed to upload voice")
+        return _error_body(f"Failed to upload voice: {exc}")
+    finally:
+        await form.close()
+    return JSONResponse(VoiceUploadResponse(success=True, voice=info).wire())
 
-    @router.delete(VOICES_PATH + "/{name}")
-    async def delete_voice(name: str, request: Request) -> JSONResponse:
-        store = store_of(request.app)
-        async with store.lock:
-            deleted = store.delete(name)
-        if not deleted:
-            body = VoiceDeleteResponse(success=False, error=f"Voice '{name}' not found")
-            return JSONResponse(body.wire(), status_code=HTTPStatus.NOT_FOUND)
-        log.info("deleted voice %r", name)
-        return JSONResponse(VoiceDeleteResponse(success=True, message=f"Voice '{name}' deleted successfully").wire())
 
-    return router
-
-
-router = _create_router()
+@router.delete(VOICES_PATH + "/{name}")
+async def delete_voice(name: str, request: Request) -> JSONResponse:
+    store = store_of(request.app)
+    async with store.lock:
+        deleted = store.delete(name)
+    if not deleted:
+        body = VoiceDeleteResponse(success=False, error=f"Voice '{name}' not found")
+        return JSONResponse(body.wire(), status_code=HTTPStatus.NOT_FOUND)
+    log.info("deleted voice %r", name)
+    return JSONResponse(VoiceDeleteResponse(success=True, message=f"Voice '{name}' deleted successfully").wire())

@@ -1,6 +1,6 @@
 """Checks of the container image's build, run by scripts/image-build.sh (in the image's venv, as root).
 
-    python scripts/image_check.py voice     the Piper voice's files are where offline/voice.py loads them from
+    python scripts/image_check.py voice     the Piper voice's files are where offline/voice/speaker.py loads them from
     python scripts/image_check.py studio    (source in place) every studio module imports and the voice speaks,
                                             both with network connections refused: nothing is fetched at run time
 

@@ -42,7 +42,8 @@ def engine() -> Iterator[str]:
     from offline.server import create_app
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     for _ in range(200):
@@ -50,7 +51,7 @@ def engine() -> Iterator[str]:
             break
         threading.Event().wait(0.05)
     assert server.started, "the in-process engine did not start"
-    voice.get_speaker()  # loaded before the sessions race
+    app.state.voice.speaker()  # loaded before the sessions race
     yield f"ws://127.0.0.1:{port}{SPEECH_STREAM_PATH}"
     server.should_exit = True
     thread.join(timeout=10)
@@ -117,7 +118,8 @@ def test_concurrent_sessions_all_complete_with_all_their_text(engine: str, monke
 
 
 def test_an_interrupted_piece_leaves_nothing_behind() -> None:
-    speaker = voice.get_speaker()
+    engine = voice.VoiceEngine()
+    speaker = engine.speaker()
     session = speaker.piper_voice.session
     assert isinstance(session, voice.InterruptibleSession)
     text = "An interrupted piece is made again, as if it had never started."
@@ -128,10 +130,10 @@ def test_an_interrupted_piece_leaves_nothing_behind() -> None:
 
     fresh = spoken(speaker.voicing(style=Style(deterministic=True)))
     voicing = speaker.voicing(style=Style(deterministic=True))
-    made = voice.stats().pieces
+    made = engine.stats().pieces
     session.begin()
     session.interrupt()  # before the run starts: it stops at once
     with pytest.raises(voice.Interrupted):
         list(voicing.speak(text))
-    assert voice.stats().pieces == made  # nothing was counted as made
+    assert engine.stats().pieces == made  # nothing was counted as made
     assert spoken(voicing) == fresh  # the same voicing goes on exactly as a fresh one

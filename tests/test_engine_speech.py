@@ -26,7 +26,7 @@ import websockets
 from fastapi import FastAPI
 from websockets.asyncio.client import ClientConnection, connect
 
-from offline import voice
+from offline.voice import VoiceEngine
 from offline.speech import CONFIG_TIMEOUT_ENV, IDLE_TIMEOUT_ENV, SpeechStreamHandler
 from protocol.limits import SPEECH_INPUT_MAX_CHARS
 from protocol.speech import QWEN3_TTS_SPEAKERS, SPEECH_STREAM_PATH
@@ -764,12 +764,21 @@ def test_concurrent_sessions_each_get_their_audio(engine_url: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------------
 # Work nobody waits for: an in-process engine, so the voice's own counters can be read
+INPROC: dict[str, VoiceEngine] = {}  # the in-process engine's voice (app.state.voice), set by inproc_url
+
+
+def inproc_voice() -> VoiceEngine:
+    return INPROC["voice"]
+
+
 @pytest.fixture(scope="module")
 def inproc_url() -> Iterator[str]:
     from offline.server import create_app
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app()
+    INPROC["voice"] = app.state.voice
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     for _ in range(200):
@@ -793,7 +802,7 @@ def voice_held() -> Iterator[None]:
         holding.set()
         release.wait(120)
 
-    held = voice._synthesis.submit(hold)
+    held = inproc_voice()._synthesis.submit(hold)
     assert holding.wait(60), "the synthesis thread did not pick up the hold"
     try:
         yield
@@ -808,11 +817,11 @@ async def until(condition: Callable[[], bool], what: str) -> None:
         if condition():
             return
         await asyncio.sleep(0.02)
-    raise AssertionError(f"the engine never got there: {what} (voice stats: {voice.stats()})")
+    raise AssertionError(f"the engine never got there: {what} (voice stats: {inproc_voice().stats()})")
 
 
 def open_streams(n: int) -> Callable[[], bool]:
-    return lambda: voice.stats().open_streams == n
+    return lambda: inproc_voice().stats().open_streams == n
 
 
 LONG_TEXT = " ".join(f"Sentence number {i} keeps the voice busy for a while." for i in range(40))
@@ -842,13 +851,13 @@ def test_dropped_websocket_clients_leave_no_queued_synthesis(inproc_url: str) ->
                 assert (await c.recv_json())["type"] == "audio.start"
                 clients.append(ws)
             await until(open_streams(len(clients)), "every session waiting for its first chunk")
-            pieces = voice.stats().pieces
+            pieces = inproc_voice().stats().pieces
             for ws in clients:
                 await ws.close()
             await until(open_streams(0), "the dropped sessions' streams closed")
         # The next client is served, and nothing of the dropped sessions was synthesized in between.
         assert_speech(await speak_once(inproc_url, "Next client."))
-        assert voice.stats().pieces - pieces == 1, "only the new client's one sentence"
+        assert inproc_voice().stats().pieces - pieces == 1, "only the new client's one sentence"
 
     run(scenario())
 
@@ -874,25 +883,25 @@ def test_abandoned_rest_request_leaves_no_queued_synthesis(inproc_url: str, extr
         with voice_held():
             sock = post_and_keep_open(inproc_url, {"input": LONG_TEXT, **extra})
             await until(open_streams(1), "the request waiting for its first chunk")
-            pieces = voice.stats().pieces
+            pieces = inproc_voice().stats().pieces
             sock.close()
             await until(open_streams(0), "the abandoned request's stream closed")
         assert_speech(await speak_once(inproc_url, "Next client."))
-        assert voice.stats().pieces - pieces == 1, "only the new client's one sentence"
+        assert inproc_voice().stats().pieces - pieces == 1, "only the new client's one sentence"
 
     run(scenario())
 
 
 def test_abandoned_rest_request_stops_at_the_next_chunk(inproc_url: str) -> None:
     async def scenario() -> None:
-        pieces = voice.stats().pieces
+        pieces = inproc_voice().stats().pieces
         sock = post_and_keep_open(inproc_url, {"input": LONG_TEXT})
-        await until(lambda: voice.stats().pieces > pieces, "the long request synthesizing")
-        pieces = voice.stats().pieces
+        await until(lambda: inproc_voice().stats().pieces > pieces, "the long request synthesizing")
+        pieces = inproc_voice().stats().pieces
         sock.close()
         await until(open_streams(0), "the abandoned request's stream closed")
         assert_speech(await speak_once(inproc_url, "Next client."))
         # The sentence being synthesized when the client went, maybe the one just queued, and the new client's.
-        assert voice.stats().pieces - pieces <= 3, "the abandoned request went on synthesizing"
+        assert inproc_voice().stats().pieces - pieces <= 3, "the abandoned request went on synthesizing"
 
     run(scenario())

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from offline.splitter import TextSplitter, first_clause_split, split_text
+from offline.splitter import TextSplitter, split_text
 
 
 def feed_in_pieces(text: str, cuts: list[int], granularity: str) -> list[str]:
@@ -135,22 +135,6 @@ def test_unknown_granularity_is_rejected() -> None:
         TextSplitter("paragraph")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    ("text", "pieces"),
-    [
-        ("Hello, and welcome. This is it.", ["Hello,", "and welcome. This is it."]),
-        ("Welcome to the studio. Enjoy, really.", ["Welcome to the studio. Enjoy, really."]),
-        ("Dr. Smith, hello.", ["Dr. Smith,", "hello."]),
-        ("你好，世界。再见", ["你好，", "世界。再见"]),
-        ("Just words", ["Just words"]),
-        ("Hello,", ["Hello,"]),
-        ("", []),
-    ],
-)
-def test_first_clause_split(text: str, pieces: list[str]) -> None:
-    assert first_clause_split(text) == pieces
-
-
 @pytest.mark.parametrize("granularity", ["none", "sentence", "clause"])
 def test_nothing_visible_is_no_unit(granularity: str) -> None:
     # Zero-width spaces/joiners, a word joiner, a BOM and a soft hyphen are as empty as whitespace: no unit
@@ -165,6 +149,5 @@ def test_invisible_characters_around_a_unit_are_stripped() -> None:
     assert split_text("\ufeffHello there. \u200b", "sentence") == ["Hello there."]
     assert split_text("\u200bOne, two.\u200b", "clause") == ["One,", "two."]
     assert split_text("\ufeff Hi \u200b", "none") == ["Hi"]
-    assert first_clause_split("\u200b") == []
     # Inside a unit they stay: a zero-width joiner belongs to its emoji.
     assert split_text("Family: 👨\u200d👩\u200d👧.", "sentence") == ["Family: 👨\u200d👩\u200d👧."]

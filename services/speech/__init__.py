@@ -18,10 +18,12 @@
 What a target's voice can do: `client.task_types()` (CustomVoice, VoiceDesign, Base, from its model);
 `client.check(config)` refuses a task type the model lacks, naming the model to deploy.
 `speech_config(..., task_type=, instructions=, ref_audio=, ref_text=, initial_codec_chunk_frames=)` checks
-the rest (VoiceDesign needs a description, Base a reference or a saved voice, instructions ≤ 500 characters).
+the rest (VoiceDesign needs a description, Base a reference or a saved voice, instructions within
+protocol.limits.INSTRUCTIONS_MAX_CHARS).
 """
 
-from services.speech.audio import pcm_seconds, read_wav, wav_bytes, waveform_png
+from protocol.audio import wav_bytes
+from services.speech.audio import pcm_seconds, read_wav, waveform_png
 from services.speech.client import (
     OmniCatalog,
     SpeechCatalog,

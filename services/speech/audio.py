@@ -1,4 +1,5 @@
-"""PCM helpers: WAV container, duration, and a small waveform picture of what was spoken."""
+"""PCM helpers: reading a WAV (protocol.audio writes them), duration, and a small waveform picture of what was
+spoken."""
 
 from __future__ import annotations
 
@@ -12,19 +13,6 @@ from protocol.limits import PCM_CHANNELS, PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH
 
 def pcm_seconds(n_bytes: int, sample_rate: int = PCM_SAMPLE_RATE, channels: int = PCM_CHANNELS) -> float:
     return n_bytes / (PCM_SAMPLE_WIDTH * channels * sample_rate)
-
-
-def wav_bytes(pcm: bytes, sample_rate: int = PCM_SAMPLE_RATE, channels: int = PCM_CHANNELS) -> bytes:
-    """s16le PCM wrapped in a WAV header (a trailing odd byte, from a cut stream, is dropped)."""
-    frame = PCM_SAMPLE_WIDTH * channels
-    usable = len(pcm) - len(pcm) % frame
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(channels)
-        w.setsampwidth(PCM_SAMPLE_WIDTH)
-        w.setframerate(sample_rate)
-        w.writeframes(pcm[:usable])
-    return buf.getvalue()
 
 
 def read_wav(data: bytes) -> tuple[bytes, int, int]:

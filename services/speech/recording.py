@@ -12,8 +12,9 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from protocol.audio import wav_bytes
 from protocol.limits import PCM_CHANNELS, PCM_SAMPLE_RATE
-from services.speech.audio import pcm_seconds, wav_bytes
+from services.speech.audio import pcm_seconds
 
 TtfaFrom = Literal["input.done", "first_text"]
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from protocol.audio import wav_bytes
 from protocol.errors import InvalidInput
 from protocol.limits import PCM_SAMPLE_RATE, REFERENCE_AUDIO_SECONDS, VOICE_SAMPLE_MAX_BYTES
-from services.speech.audio import wav_bytes
 
 ADVICE = "record 5–20 s of one person speaking"
 # Silent: nothing reaches -40 dBFS, or the average level (RMS) is under -50 dBFS (room noise is about -60).

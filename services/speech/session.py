@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from protocol.audio import wav_bytes
 from protocol.common import dumps
 from protocol.errors import InvalidInput, ServerError, StreamError, StudioError
 from protocol.limits import (
@@ -56,7 +57,6 @@ from protocol.speech import (
     TaskType,
     parse_server_event,
 )
-from services.speech.audio import wav_bytes
 from services.speech.reference import ReferenceAudio
 from services.speech.recording import Recording, SessionStats, TtfaFrom
 from services.speech.text import speakable, split_for_input
