@@ -101,8 +101,8 @@ def main() -> int:
 
             def history_write() -> float:
                 t0 = time.perf_counter()
-                job = history.create("image", PROMPT, request.params(), target=url, status="running")
-                history.succeed(job.id, {"image-0.png": png}, timings={"total_s": 0.0}, meta={"seed": 1234})
+                job = history.jobs.create("image", PROMPT, request.params(), target=url, status="running")
+                history.jobs.succeed(job.id, {"image-0.png": png}, timings={"total_s": 0.0}, meta={"seed": 1234})
                 return time.perf_counter() - t0
 
             check_s = [checks() for _ in range(args.runs)]

@@ -7,9 +7,10 @@
     history.takes        # the Voice page's speech takes and their WAVs (takes.py)
     history.load_reports # load sweeps' reports (load_reports.py)
 
-The host (host.py) keeps what the stores share: the connections (one per thread), the one write path
-(`transaction`: every write one BEGIN IMMEDIATE transaction), the tables and their migrations (schema.py; other
-packages add theirs with `add_tables`: services/eval, services/audit.py, services/targets.py), and who sees what.
+The host (host.py, which History extends) keeps what the stores share: the connections (one per thread), the one
+write path (`transaction`: every write one BEGIN IMMEDIATE transaction), the tables and their migrations (schema.py;
+other packages add theirs with `add_tables`: services/eval, services/audit.py, services/targets.py), and who sees
+what.
 
 Every record belongs to the person who made it (`user_id`: services.access.Principal.id) and is theirs alone
 until they share it (`shared`, `History.set_shared`). A History acts for one person (`actor`), and so do its
@@ -26,15 +27,51 @@ is migrated when opened, each step in one transaction. Jobs survive page reloads
 an orphaned job is resumed or marked interrupted).
 """
 
+from __future__ import annotations
+
+from services.access import Principal
 from services.history.base import HistoryError, current_owner, owner_alive
-from services.history.host import SHAREABLE, History, Shareable
+from services.history.host import SHAREABLE, Host, Shareable
 from services.history.jobs import TITLE_MAX, UNFINISHED, Job, JobKind, JobStatus, JobStore
 from services.history.load_reports import LoadReportRecord, LoadReportStore
 from services.history.takes import SpeechTake, TakeState, TakeStore
 from services.history.voices import VoiceRecord, VoiceStore
 
+
+class History(Host):
+    """The history in `data_dir` (host.py: its connections, transactions, migrations and who sees what), with one
+    store per kind of record, each acting for this history's actor (a view's stores act for the view's)."""
+
+    @property
+    def jobs(self) -> JobStore:
+        """Image and video jobs (the catalog's JOB_KINDS), with their media."""
+        return JobStore(self)
+
+    @property
+    def voices(self) -> VoiceStore:
+        """The voices the studio saved for cloning: who, when, under which consent."""
+        return VoiceStore(self)
+
+    @property
+    def takes(self) -> TakeStore:
+        """The Voice page's speech takes, with their WAVs."""
+        return TakeStore(self)
+
+    @property
+    def load_reports(self) -> LoadReportStore:
+        """Load sweeps' reports (services/load)."""
+        return LoadReportStore(self)
+
+    def acting_for_owner(self, job: Job) -> History:
+        """A view acting for the person who made `job`, for a background runner carrying it on (a resumed or
+        claimed job of any user). It may change that person's jobs, and do nothing that needs a role."""
+        if self.owns(job):
+            return self
+        return self.acting_as(Principal(id=job.user_id, name=job.user_id, role="viewer", signed_in=True))
+
+
 __all__ = [
-    "SHAREABLE", "TITLE_MAX", "UNFINISHED", "History", "HistoryError", "Job", "JobKind", "JobStatus", "JobStore",
-    "LoadReportRecord", "LoadReportStore", "Shareable", "SpeechTake", "TakeState", "TakeStore", "VoiceRecord",
-    "VoiceStore", "current_owner", "owner_alive",
+    "SHAREABLE", "TITLE_MAX", "UNFINISHED", "History", "HistoryError", "Host", "Job", "JobKind", "JobStatus",
+    "JobStore", "LoadReportRecord", "LoadReportStore", "Shareable", "SpeechTake", "TakeState", "TakeStore",
+    "VoiceRecord", "VoiceStore", "current_owner", "owner_alive",
 ]

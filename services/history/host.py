@@ -1,6 +1,7 @@
 """The history's host: its one SQLite file and media folder, the connections (one per thread), the one write path
-(`transaction`), the migrations, and who sees what (`visible`, `owns`, `set_shared`). The records themselves are
-kept by one small store per kind, over this host: `jobs`, `voices`, `load_reports`, `takes`."""
+(`transaction`), the tables and their migrations, and who sees what (`visible`, `owns`, `set_shared`). The records
+themselves are kept by one small store per kind over a host (jobs.py, voices.py, takes.py, load_reports.py);
+`History` (services/history/__init__.py) is the host with its stores."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, Forbidden, Principal, require
@@ -25,8 +26,6 @@ from services.history.base import (
     no_space_message,
     safe_name,
 )
-from services.history.jobs import Job, JobStore
-from services.history.load_reports import LoadReportStore
 from services.history.schema import (
     ADDED_COLUMNS,
     MIGRATIONS,
@@ -38,8 +37,6 @@ from services.history.schema import (
     SCHEMA_VERSION,
     statements,
 )
-from services.history.takes import TakeStore
-from services.history.voices import VoiceStore
 
 DB_NAME = "history.sqlite3"
 MEDIA_DIR = "media"
@@ -48,7 +45,7 @@ SHAREABLE: dict[str, str] = {"job": "jobs", "voice": "voices", "load_report": "l
                              "evaluation": "evaluations", "take": "speech_takes"}  # what set_shared takes → its table
 
 
-class History:
+class Host:
     """The history in `data_dir`, acting for `actor` (LOCAL unless told: the single-user studio). Thread-safe and
     multi-process-safe (SQLite WAL, one connection per thread, every write one BEGIN IMMEDIATE transaction)."""
 
@@ -73,42 +70,14 @@ class History:
             raise HistoryError(f"cannot open the history in {self.data_dir} ({exc}); check the data_dir setting "
                                "(OMNI_STUDIO_DATA_DIR) points at a writable folder") from None
 
-    # -- the stores: one per kind of record, each acting for this history's actor -----------------------
-    @property
-    def jobs(self) -> JobStore:
-        """Image and video jobs (the catalog's JOB_KINDS), with their media."""
-        return JobStore(self)
-
-    @property
-    def voices(self) -> VoiceStore:
-        """The voices the studio saved for cloning: who, when, under which consent."""
-        return VoiceStore(self)
-
-    @property
-    def load_reports(self) -> LoadReportStore:
-        """Load sweeps' reports (services/load)."""
-        return LoadReportStore(self)
-
-    @property
-    def takes(self) -> TakeStore:
-        """The Voice page's speech takes, with their WAVs."""
-        return TakeStore(self)
-
     # -- who acts -------------------------------------------------------------------------------------
-    def acting_as(self, actor: Principal) -> History:
+    def acting_as(self, actor: Principal) -> Self:
         """This history acting for `actor`: a cheap view sharing the database, its connections and the process."""
         if actor == self.actor:
             return self
         view = copy.copy(self)
         view.actor = actor
         return view
-
-    def acting_for_owner(self, job: Job) -> History:
-        """A view acting for the person who made `job`, for a background runner carrying it on (a resumed or
-        claimed job of any user). It may change that person's jobs, and do nothing that needs a role."""
-        if self.owns(job):
-            return self
-        return self.acting_as(Principal(id=job.user_id, name=job.user_id, role="viewer", signed_in=True))
 
     @property
     def sees_everything(self) -> bool:

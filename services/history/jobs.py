@@ -33,7 +33,7 @@ from services.access import LOCAL, Forbidden, require
 from services.history.base import HistoryError, like_escaped, owner_alive
 
 if TYPE_CHECKING:
-    from services.history.host import History
+    from services.history.host import Host
 
 JobKind = Literal[JOB_KINDS]  # type: ignore[valid-type]  # the catalog's families whose records are jobs
 JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
@@ -112,7 +112,7 @@ def check_kind(kind: str) -> None:
 class JobStore:
     """The jobs of `history`, acting for its actor (over its one connection and write path)."""
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: Host) -> None:
         self.history = history
 
     # -- writes ---------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from services.access import LOCAL, Forbidden, require
 from services.history.base import HistoryError
 
 if TYPE_CHECKING:
-    from services.history.host import History
+    from services.history.host import Host
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def _load_report(row: sqlite3.Row) -> LoadReportRecord:
 class LoadReportStore:
     """The load reports in `history`, acting for its actor (over its one connection and write path)."""
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: Host) -> None:
         self.history = history
 
     def save(self, report: Mapping[str, Any]) -> str:

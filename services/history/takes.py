@@ -23,7 +23,7 @@ from services.access import LOCAL, require
 from services.history.base import HistoryError
 
 if TYPE_CHECKING:
-    from services.history.host import History
+    from services.history.host import Host
 
 TAKE_FILE = "take.wav"  # a speech take's audio, in media/<take id>/
 TakeState = Literal["done", "failed", "cancelled"]
@@ -82,7 +82,7 @@ def _wav_frames(wav: bytes) -> int:
 class TakeStore:
     """The speech takes in `history`, acting for its actor (over its one connection and write path)."""
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: Host) -> None:
         self.history = history
 
     def record(self, text: str, wav: bytes, *, target: str, state: TakeState = "done", error: str | None = None,

@@ -18,7 +18,7 @@ from services.access import LOCAL, Forbidden, require
 from services.history.base import HistoryError
 
 if TYPE_CHECKING:
-    from services.history.host import History
+    from services.history.host import Host
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _voice(row: sqlite3.Row) -> VoiceRecord:
 class VoiceStore:
     """The saved voices' records in `history`, acting for its actor (over its one connection and write path)."""
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: Host) -> None:
         self.history = history
 
     def record(self, target: str, name: str, consent_id: str, *, who: str, ref_text: str | None = None,
