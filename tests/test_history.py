@@ -358,3 +358,56 @@ def test_an_older_database_gets_the_title_column(tmp_path: Path) -> None:
     db.close()
     again = History(tmp_path)
     assert again.jobs.get(job.id).title is None and again.jobs.rename(job.id, "named").name == "named"
+
+
+# -- the jobs table of a release whose SQL listed the kinds --------------------------------------------------------
+CHECKED_JOBS = """
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('image', 'video')),
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'interrupted')),
+    prompt TEXT NOT NULL, params TEXT NOT NULL, target TEXT NOT NULL, owner TEXT NOT NULL, handle TEXT,
+    inputs TEXT NOT NULL DEFAULT '[]', outputs TEXT NOT NULL DEFAULT '[]', timings TEXT NOT NULL DEFAULT '{}',
+    meta TEXT NOT NULL DEFAULT '{}', error TEXT, created_at REAL NOT NULL, started_at REAL, finished_at REAL,
+    updated_at REAL NOT NULL, user_id TEXT NOT NULL DEFAULT 'local', shared INTEGER NOT NULL DEFAULT 0, title TEXT
+);
+CREATE INDEX jobs_kind_created ON jobs (kind, created_at DESC);
+CREATE INDEX jobs_status ON jobs (status);
+CREATE INDEX jobs_user ON jobs (user_id);
+INSERT INTO jobs (id, kind, status, prompt, params, target, owner, outputs, timings, created_at, finished_at,
+                  updated_at, user_id, shared, title)
+    VALUES ('old-image', 'image', 'succeeded', 'an old lighthouse', '{"size": "64x64"}', 'http://x', 'host:1:1',
+            '["image-0.png"]', '{"total_s": 0.5}', 1704067200, 1704067201, 1704067201, 'alice@example.com', 1,
+            'Lighthouse');
+INSERT INTO jobs (id, kind, status, prompt, params, target, owner, created_at, updated_at, error)
+    VALUES ('old-video', 'video', 'failed', 'waves', '{"frames": 17}', 'http://x', 'host:1:1', 1704067200,
+            1704067300, 'the server said no');
+"""
+
+
+def test_a_database_whose_jobs_table_checked_the_kinds_is_migrated_and_its_rows_survive(tmp_path: Path) -> None:
+    """The kinds are the catalog's now, checked in Python: an older database's CHECK (kind IN ('image', 'video'))
+    is dropped when it is opened (the table rebuilt in one transaction), every row and its order kept."""
+    db = sqlite3.connect(tmp_path / "history.sqlite3")
+    db.executescript(CHECKED_JOBS)
+    db.commit()
+    db.close()
+
+    h = History(tmp_path)
+    check = sqlite3.connect(tmp_path / "history.sqlite3")
+    (sql,) = check.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'jobs'").fetchone()
+    assert "'image'" not in sql and check.execute("PRAGMA user_version").fetchone()[0] >= 1
+    indexes = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'")}
+    assert {"jobs_kind_created", "jobs_status", "jobs_user"} <= indexes
+    assert [j.id for j in h.jobs.list()] == ["old-video", "old-image"]  # equal times: the later row first, as before
+    image = h.jobs.get("old-image")
+    assert (image.kind, image.status, image.title, image.user_id, image.shared) == \
+        ("image", "succeeded", "Lighthouse", "alice@example.com", True)
+    assert image.params == {"size": "64x64"} and image.outputs == ["image-0.png"] and image.timings == {"total_s": 0.5}
+    video = h.jobs.get("old-video")
+    assert (video.kind, video.status, video.error, video.user_id) == ("video", "failed", "the server said no", "local")
+
+    with pytest.raises(InvalidInput, match=r"'voice' is not a kind of job the history keeps: one of image, video"):
+        h.jobs.create("voice", "spoken", {}, target="t")  # type: ignore[arg-type]
+    new = h.jobs.create("image", "new", {}, target="t")
+    h.close()
+    assert [j.id for j in History(tmp_path).jobs.list(limit=None)][0] == new.id  # opened again: nothing migrated twice
