@@ -4,7 +4,7 @@
 
 The team studio has several people (and so several sessions, background runners and command-line tools)
 writing to one SQLite file. Each writer is its own process (spawn), opens the history as its own signed-in
-creator, waits for a common start, then makes `--writes` writes, alternating a job row (`History.create`) and
+creator, waits for a common start, then makes `--writes` writes, alternating a job row (`history.jobs.create`) and
 a rating of a shared evaluation (`EvalStore.add_ratings`): each one BEGIN IMMEDIATE transaction through the
 history's one writer path (WAL, busy_timeout). Figures: the median time per write a writer sees, alone and with
 the others at once (rounds alternate 1 and N, ABAB, so drift hits both alike), the ratio, the total writes per

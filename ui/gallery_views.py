@@ -1,7 +1,7 @@
 """What the image gallery and the video job list share: a search by prompt (or title), pages of PAGE_SIZE with
 Newer / Older and the total, a link to each item (`?item=<job id>` opens the page with it shown first), and
 Rename / Delete on one's own items (an admin: anyone's). The history does the searching and the role checks
-(services/history.py: `jobs`, `count_jobs`, `rename`, `delete`); these only draw.
+(services/history: `history.jobs.list`, `.count`, `.rename`, `.delete`); these only draw.
 
 State under `<prefix>_*` keys (`image_gallery_search`, `image_gallery_page`, …), so a search survives reruns.
 """

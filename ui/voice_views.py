@@ -1,5 +1,5 @@
 """The voice page's views: the figures of an utterance, the last take, and the earlier takes — this person's and
-those the team shared, kept in the history (services/history.py `record_take`), so they survive reloads and
+those the team shared, kept in the history (services/history, `history.takes.record`), so they survive reloads and
 restarts. Others' takes say whose they are; one's own have the "Share with the team" toggle (ui/workspace_views)."""
 
 from __future__ import annotations

@@ -7,11 +7,11 @@
     backend.voices.delete("anna")                           # what was done, in words
 
 Cloning someone's voice needs their consent: every `add` takes the id of the speaker's consent recording
-(refused when empty) and is recorded in the studio's history (services/history.py, `voices`: target, name,
+(refused when empty) and is recorded in the studio's history (services/history, `history.voices`: target, name,
 consent id, who, when, transcript) before anything is uploaded. A name the target already has is refused
 before the upload (vLLM-Omni would silently replace that voice).
 
-The records are a person's (services/history.py): `backend.voices.acting(history)` is the library as the
+The records are a person's (services/history): `backend.voices.acting(history)` is the library as the
 person that history acts for — saving needs a role that may clone voices (Forbidden before anything is
 uploaded), the list shows their voices, the shared ones and those no studio record names, and removing a voice
 is for the one who saved it (or an admin).

@@ -39,7 +39,7 @@ class VideoJobs:
 
     On creation it looks for jobs a previous process left unfinished: those its transport can poll again
     (same target, resumable handle) are claimed and resumed here; those nobody can pick up again are
-    marked `interrupted` with a message (by History.recover)."""
+    marked `interrupted` with a message (by `history.jobs.recover`)."""
 
     def __init__(self, client: VideoClient, history: History, *, job_timeout_s: float = JOB_TIMEOUT_S,
                  recover: bool = True) -> None:
@@ -82,7 +82,7 @@ class VideoJobs:
 
     def problem(self, job_id: str) -> str | None:
         """Why the job ended here, when the history could not record it (it stays unfinished in the record,
-        for `History.recover` in a later process to resume or mark interrupted)."""
+        for `history.jobs.recover` in a later process to resume or mark interrupted)."""
         with self._lock:
             return self._unrecorded.get(job_id)
 
