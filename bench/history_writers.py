@@ -4,7 +4,7 @@
 
 The team studio has several people (and so several sessions, background runners and command-line tools)
 writing to one SQLite file. Each writer is its own process (spawn), opens the history as its own signed-in
-creator, waits for a common start, then makes `--writes` writes, alternating a job row (`History.create`) and
+creator, waits for a common start, then makes `--writes` writes, alternating a job row (`history.jobs.create`) and
 a rating of a shared evaluation (`EvalStore.add_ratings`): each one BEGIN IMMEDIATE transaction through the
 history's one writer path (WAL, busy_timeout). Figures: the median time per write a writer sees, alone and with
 the others at once (rounds alternate 1 and N, ABAB, so drift hits both alike), the ratio, the total writes per
@@ -49,7 +49,7 @@ def writer(data_dir: str, who: str, eval_id: str, pair: tuple[str, str], writes:
             if i % 2:
                 store.add_ratings(eval_id, [(pair[0], pair[1], "a", who)])
             else:
-                history.create("image", f"{who} {i}", {"i": i}, target="bench")
+                history.jobs.create("image", f"{who} {i}", {"i": i}, target="bench")
         except Exception:  # noqa: BLE001 — counted, never fatal: the count is the figure
             failed += 1
         times.append(time.perf_counter() - t0)
@@ -94,7 +94,7 @@ def main() -> int:
             alone.append(round_of(1, tmp, ev.id, (a.id, b.id), writes, f"r{r}-alone"))
             together.append(round_of(writers, tmp, ev.id, (a.id, b.id), writes, f"r{r}-many"))
         expected = rounds * (1 + writers) * writes
-        recorded = len(History(tmp).jobs(limit=None)) + len(store.ratings(ev.id))
+        recorded = len(History(tmp).jobs.list(limit=None)) + len(store.ratings(ev.id))
 
     def med(rows: list[dict], key: str) -> float:
         return statistics.median(row[key] for row in rows)

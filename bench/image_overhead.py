@@ -61,8 +61,8 @@ def _client_steps(b64: str, history: History, request: ImageRequest, url: str, r
 
     def history_write() -> float:
         t0 = time.perf_counter()
-        job = history.create("image", PROMPT, request.params(), target=url, status="running")
-        history.succeed(job.id, {"image-0.png": png}, timings={"total_s": 0.0}, meta={"seed": 1234})
+        job = history.jobs.create("image", PROMPT, request.params(), target=url, status="running")
+        history.jobs.succeed(job.id, {"image-0.png": png}, timings={"total_s": 0.0}, meta={"seed": 1234})
         return time.perf_counter() - t0
 
     return [checks() for _ in range(runs)], [history_write() for _ in range(runs)]

@@ -37,7 +37,7 @@ init_compare_state()
 
 def _reuse(job_id: str) -> None:
     """Put a gallery image's exact settings back into its form (a callback: runs before the widgets)."""
-    job = history.get(job_id)
+    job = history.jobs.get(job_id)
     if job.meta.get("edit"):
         return reuse_edit(job, picks)
     p = job.params
@@ -63,7 +63,7 @@ def _generate() -> None:
 
 
 def _gallery(empty: str = "No images yet: write a prompt and press **Generate**.") -> None:
-    if not history.count_jobs("image"):  # this person's images and the team's shared ones
+    if not history.jobs.count("image"):  # this person's images and the team's shared ones
         linked_item(history, "image")  # a link to an image that is gone says so
         st.info(empty)
         st.stop()

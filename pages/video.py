@@ -71,7 +71,7 @@ def _generate() -> None:
 
 
 def _reuse(job_id: str) -> None:
-    job = history.get(job_id)
+    job = history.jobs.get(job_id)
     p = job.params
     state.update(video_prompt=job.prompt, video_width=p["width"], video_height=p["height"], video_frames=p["frames"],
                  video_fps=p["fps"], video_steps=p["steps"], video_guidance=float(p["guidance"]),
@@ -95,13 +95,13 @@ def _compare() -> None:
 if may("generate"):  # the form is for those who may generate; the jobs below are for everyone
     video_form(gallery, on_generate=_generate, on_clear_error=_clear_error, below=_compare)
 
-active_at_start = {j.id for j in history.jobs("video", statuses=UNFINISHED, limit=None)}
+active_at_start = {j.id for j in history.jobs.list("video", statuses=UNFINISHED, limit=None)}
 
 
 @st.fragment(run_every=REFRESH_S if active_at_start else None)
 def progress() -> None:
     """Jobs still running, with their elapsed time, refreshed every second; the page redraws when one ends."""
-    active = history.jobs("video", statuses=UNFINISHED, limit=None)
+    active = history.jobs.list("video", statuses=UNFINISHED, limit=None)
     if active_at_start - {j.id for j in active}:
         st.rerun(scope="app")  # one finished: show its video and stop refreshing
     running_jobs(active)
@@ -109,13 +109,13 @@ def progress() -> None:
 
 progress()
 
-finished = history.jobs("video", statuses=("succeeded",), limit=1)
+finished = history.jobs.list("video", statuses=("succeeded",), limit=1)
 linked = st.query_params.get(ITEM_PARAM)  # ?item=<job id>: that video in the player (the list says if it is gone)
 if linked and state.get("video_link_seen") != linked:
     state["video_link_seen"] = state["video_current"] = linked
 current_id = state.get("video_current")
 try:
-    current = history.get(current_id) if current_id else None
+    current = history.jobs.get(current_id) if current_id else None
 except StudioError:  # deleted, or not this person's to see
     current = None
 if current is None or current.status != "succeeded":
@@ -123,7 +123,7 @@ if current is None or current.status != "succeeded":
 if current is not None:
     player(current)  # a file deleted under its record: a line naming it
 
-if history.count_jobs("video"):
+if history.jobs.count("video"):
     st.subheader("Jobs")
     browse(history, "video", "video_jobs", lambda jobs, prefix: job_list(jobs, on_play=_play, on_reuse=_reuse,
                                                                           history=history, key_prefix=prefix))

@@ -185,7 +185,7 @@ def test_an_admins_action_is_recorded_with_its_outcome(tmp_path: Path) -> None:
 def test_saved_voices_are_in_the_audit_log_with_their_consent(tmp_path: Path) -> None:
     history = History(tmp_path / "data")
     audit = AuditLog(history)
-    history.acting_as(CREATOR).record_voice("http://127.0.0.1:8091", "maria", "consent-2026-0042", who="Bob")
+    history.acting_as(CREATOR).voices.record("http://127.0.0.1:8091", "maria", "consent-2026-0042", who="Bob")
     (entry,) = audit.entries()
     assert (entry.who, entry.action, entry.outcome) == ("bob@example.com", "clone_voice", "ok")
     assert entry.detail == {"voice": "maria", "consent_id": "consent-2026-0042"}

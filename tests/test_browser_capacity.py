@@ -101,7 +101,7 @@ def test_capacity_sweep_charts_in_chromium(tmp_path) -> None:
 
     require_browser()
     saved = _saved_report()
-    History(tmp_path / "data").save_load_report(saved.to_dict())
+    History(tmp_path / "data").load_reports.save(saved.to_dict())
     r = run_browser_scenario("tests.test_browser_capacity:scenario", timeout=240,
                              env={"OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_CONFIG": ""})
     print(json.dumps({k: r[k] for k in ("seen_progress", "sweep_s", "charts", "metrics")}, indent=1))
@@ -116,7 +116,7 @@ def test_capacity_sweep_charts_in_chromium(tmp_path) -> None:
     assert "p50" in latency and "p95" in latency and "audio seconds per second" in throughput
     new_label = next(x for x in latency.split(" | ") if "this machine" in x)
     assert new_label in throughput
-    reports = History(tmp_path / "data").load_reports()
+    reports = History(tmp_path / "data").load_reports.list()
     assert len(reports) == 2 and reports[0].modality == "voice" and reports[0].id != saved.id  # the new one kept
     assert len(r["overlay_metrics"]) == 6  # both reports' figures
     assert SAVED_TITLE in r["overlay_body"]

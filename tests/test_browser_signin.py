@@ -410,7 +410,7 @@ def test_done_when_two_people_at_once_own_histories_a_shared_evaluation_and_only
     # each person's image history is their own
     assert "lighthouse" in r["ann_gallery"] and "kite" not in r["ann_gallery"]
     assert "kite" in r["bob_gallery"] and "lighthouse" not in r["bob_gallery"]
-    owners = sorted((job.user_id, job.prompt) for job in History(data).jobs("image"))
+    owners = sorted((job.user_id, job.prompt) for job in History(data).jobs.list("image"))
     assert owners == [("ann@example.com", "A lighthouse at dusk"), ("bob@example.com", "A red kite over a green hill")]
     # Bob's evaluation: Ann sees it once he shares it, with whose it is
     assert not any("kite study" in o for o in r["ann_before"] + r["ann_unshared"]), r["ann_unshared"]

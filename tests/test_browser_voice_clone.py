@@ -147,5 +147,5 @@ def test_a_voice_recorded_in_chromium_is_cloned_heard_and_saved(tmp_path: Path) 
 
     from services.history import History
 
-    [record] = History(tmp_path / "data").voice_records()
+    [record] = History(tmp_path / "data").voices.list()
     assert (record.name, record.consent_id, record.who) == (VOICE_NAME, CONSENT_ID, "studio user")

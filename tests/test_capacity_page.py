@@ -108,7 +108,7 @@ def test_a_sweep_from_the_page_draws_its_charts_and_is_kept(engine_url: str, mon
     values = next(d["values"] for d in _datasets(latency) if d["values"] and "percentile" in d["values"][0])
     assert sorted((v["concurrency"], v["percentile"]) for v in values) == [(1, "p50"), (1, "p95"), (2, "p50"), (2, "p95")]
     assert all(v["n"] == 2 for v in values)
-    saved = History(tmp_path / "data").load_reports()
+    saved = History(tmp_path / "data").load_reports.list()
     assert len(saved) == 1 and saved[0].title == "engine voice" and saved[0].modality == "voice"
     report = LoadReport.from_dict(saved[0].report)
     assert [lv.concurrency for lv in report.levels] == [1, 2] and all(lv.ok == 2 for lv in report.levels)
@@ -141,7 +141,7 @@ def test_bad_input_is_named_and_nothing_is_sent(engine_url: str, monkeypatch, tm
     _ok(at)
     assert any(words in e.value for e in at.error), [e.value for e in at.error]
     assert at.text_input(key=field).value == value  # what was typed stays
-    assert not History(tmp_path / "data").load_reports()
+    assert not History(tmp_path / "data").load_reports.list()
 
 
 def test_a_target_that_is_down_is_said_before_any_load(monkeypatch, tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_a_target_that_is_down_is_said_before_any_load(monkeypatch, tmp_path: Pa
     at.button(key="cap_go").click().run()
     _ok(at)
     assert any("is down" in e.value and "no load was sent" in e.value for e in at.error), [e.value for e in at.error]
-    assert not History(tmp_path / "data").load_reports()
+    assert not History(tmp_path / "data").load_reports.list()
 
 
 def _report(title: str, instance: str, ms: float, usd: float) -> LoadReport:
@@ -164,7 +164,7 @@ def test_past_reports_reopen_and_two_overlay(monkeypatch, tmp_path: Path, engine
     history = History(tmp_path / "data")
     g6, g6e = _report("g6", "ml.g6.xlarge", 100, 1.1267), _report("g6e", "ml.g6e.xlarge", 80, 2.61)
     for r in (g6, g6e):
-        history.save_load_report(r.to_dict())
+        history.load_reports.save(r.to_dict())
     at = _open(monkeypatch, tmp_path, **_engine(engine_url))
     assert at.selectbox(key="cap_pick").value == g6e.id  # the newest first
     at.selectbox(key="cap_pick").set_value(g6.id).run()
@@ -193,7 +193,7 @@ def test_a_sagemaker_sweep_waits_for_a_yes_after_showing_its_cost(emulator_env: 
     warning = " ".join(w.value for w in at.warning).replace("\\", "")  # Markdown escapes off
     assert "The sweep sends 4 image generations" in warning and "ml.g6.xlarge" in warning and "1.1267/h" in warning
     assert "this is the local SageMaker emulator: nothing is billed" in warning
-    assert not History(tmp_path / "data").load_reports()  # nothing runs before the yes
+    assert not History(tmp_path / "data").load_reports.list()  # nothing runs before the yes
     at.button(key="cap_confirm").click().run()
     _ok(at)
     _until(at, lambda: any(m.label == "Cost per image" for m in at.metric))
@@ -201,5 +201,5 @@ def test_a_sagemaker_sweep_waits_for_a_yes_after_showing_its_cost(emulator_env: 
     # beside the dollars: they price an instance that did not run the load
     emulated = [w.value.replace("\\", "") for w in at.warning if w.value.startswith("Emulated")]
     assert emulated and "local SageMaker emulator" in emulated[0] and "ml.g6.xlarge" in emulated[0], emulated
-    saved = History(tmp_path / "data").load_reports()
+    saved = History(tmp_path / "data").load_reports.list()
     assert len(saved) == 1 and saved[0].instance_type == "ml.g6.xlarge" and saved[0].backend == "sagemaker"

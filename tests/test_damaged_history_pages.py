@@ -92,12 +92,12 @@ def test_media_files_deleted_under_their_records_are_named_on_the_video_page(
         engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     data = tmp_path / "data"
     history = History(data)
-    image = history.create("image", "a harbour", {"size": "64x64", "seed": 1}, target=engine_url)
-    history.succeed(image.id, {"image-0.png": png(64, 64)})
-    video = history.create("video", "the boats rock", {"width": 64, "height": 64, "frames": 5, "fps": 4, "steps": 4,
+    image = history.jobs.create("image", "a harbour", {"size": "64x64", "seed": 1}, target=engine_url)
+    history.jobs.succeed(image.id, {"image-0.png": png(64, 64)})
+    video = history.jobs.create("video", "the boats rock", {"width": 64, "height": 64, "frames": 5, "fps": 4, "steps": 4,
                                                        "guidance": 5.0, "seed": 2}, target=engine_url)
-    history.succeed(video.id, {"video.mp4": make_mp4(5, 64, 64, 4)})
-    picture, clip = history.get(image.id).output_paths()[0], history.get(video.id).output_paths()[0]
+    history.jobs.succeed(video.id, {"video.mp4": make_mp4(5, 64, 64, 4)})
+    picture, clip = history.jobs.get(image.id).output_paths()[0], history.jobs.get(video.id).output_paths()[0]
     picture.unlink()
     clip.unlink()
     at = _open(monkeypatch, tmp_path, data, engine_url, "video")
@@ -110,4 +110,4 @@ def test_media_files_deleted_under_their_records_are_named_on_the_video_page(
     assert not at.exception
     assert any(f"the gallery image file {picture} cannot be read (No such file or directory)" in e
                for e in _texts(at.main.error))
-    assert len(History(data).jobs("video")) == 1  # nothing recorded for a reference that is gone
+    assert len(History(data).jobs.list("video")) == 1  # nothing recorded for a reference that is gone

@@ -45,7 +45,7 @@ def test_two_variants_side_by_side_are_recorded_with_figures_and_cost(
              price="3.6")
     _compare(at, "a lighthouse at dawn")
     assert not at.error, [e.value for e in at.error]
-    jobs = {j.params["size"]: j for j in History(tmp_path).jobs("image")}
+    jobs = {j.params["size"]: j for j in History(tmp_path).jobs.list("image")}
     assert set(jobs) == {"256x192", "384x320"}  # both recorded, each with its own settings
     small, large = jobs["256x192"], jobs["384x320"]
     assert small.status == large.status == "succeeded" and small.prompt == large.prompt == "a lighthouse at dawn"
@@ -78,7 +78,7 @@ def test_a_variant_on_a_down_target_fails_alone_and_another_url_works(
     _variant(at, 2, target=f"omni:{down}", size="192x128", seed="1")
     at.run()
     _compare(at, "a boat")
-    jobs = History(tmp_path).jobs("image")
+    jobs = History(tmp_path).jobs.list("image")
     done = sorted(j.params["size"] for j in jobs if j.status == "succeeded")
     assert done == ["128x128", "160x128"]
     failed = [j for j in jobs if j.status == "failed"]
@@ -142,7 +142,7 @@ def test_bad_variants_are_named_and_nothing_runs(engine_url: str, monkeypatch: p
     at.run()
     _compare(at, "a cat")
     assert any(message in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
-    assert History(tmp_path).jobs("image") == []
+    assert History(tmp_path).jobs.list("image") == []
     assert at.text_area(key="cmp_prompt").value == "a cat"  # nothing typed is lost
 
 
@@ -162,7 +162,7 @@ def test_two_video_variants_side_by_side(engine_url: str, monkeypatch: pytest.Mo
     _button(at, "Compare").click().run()
     _ok(at)
     assert not at.error, [e.value for e in at.error]
-    jobs = {j.params["frames"]: j for j in History(tmp_path).jobs("video")}
+    jobs = {j.params["frames"]: j for j in History(tmp_path).jobs.list("video")}
     assert set(jobs) == {9, 17} and {j.status for j in jobs.values()} == {"succeeded"}
     assert jobs[17].params["steps"] == 2 and jobs[9].params["seed"] == jobs[17].params["seed"] == 3
     text = (" ".join(m.value for m in at.markdown) + " " + " ".join(c.value for c in at.caption)).replace("\\", "")

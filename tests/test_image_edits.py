@@ -99,7 +99,7 @@ def test_bad_references_are_refused_before_sending_or_recording(refs, words, tmp
         with pytest.raises(InvalidInput) as err:
             attempt()
         assert words in str(err.value)
-    assert transport.edits == [] and history.jobs() == []
+    assert transport.edits == [] and history.jobs.list() == []
 
 
 @pytest.mark.parametrize("change, words", [
@@ -256,7 +256,7 @@ def test_real_engine_edit_is_recorded_with_its_references_and_usable_for_video(c
     source = record_image(client, history, ImageRequest("a red kite", size="256x256", seed=2))
     refs = (EditReference.from_job(source), EditReference(encoded(BLUE), "upload.png"))
     job = record_edit(client, history, ImageEditRequest("the kite over the sea", refs, seed=3))
-    again = History(tmp_path).get(job.id)
+    again = History(tmp_path).jobs.get(job.id)
     assert again.kind == "image" and again.status == "succeeded" and again.meta["edit"] is True
     assert again.meta["preview"] is True and again.meta["fitting"] is None and again.meta["references"] == 2
     assert [r["job_id"] for r in again.params["references"]] == [source.id, None]
@@ -265,7 +265,7 @@ def test_real_engine_edit_is_recorded_with_its_references_and_usable_for_video(c
     assert again.input_path("reference-1.png").read_bytes() == source.output_paths()[0].read_bytes()
     edited = again.output_paths()[0].read_bytes()
     assert Image.open(io.BytesIO(edited)).size == (1024, 1024)
-    gallery = history.jobs("image", statuses=("succeeded",))  # what the gallery and "Use for video" list
+    gallery = history.jobs.list("image", statuses=("succeeded",))  # what the gallery and "Use for video" list
     assert [j.id for j in gallery] == [job.id, source.id]
     VideoRequest("the kite flies", reference=edited, reference_name=f"gallery: {job.id}").validated()
 
@@ -276,6 +276,6 @@ def test_a_failed_edit_keeps_its_references_and_settings(tmp_path) -> None:
     refs = (EditReference(encoded(RED), "red.png"),)
     with pytest.raises(BackendUnreachable):
         record_edit(ImageClient(OmniImageTransport(url, connect_timeout=2)), history, ImageEditRequest("x", refs, seed=8))
-    failed = history.jobs("image")[0]
+    failed = history.jobs.list("image")[0]
     assert failed.status == "failed" and url in (failed.error or "") and failed.params["seed"] == 8
     assert failed.input_path("reference-1.png").read_bytes() == refs[0].data

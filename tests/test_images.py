@@ -139,7 +139,7 @@ def test_record_image_keeps_failures_with_their_settings(tmp_path) -> None:
     with pytest.raises(InvalidInput):  # bad input is refused, not recorded
         record_image(ImageClient(MockImageTransport(_answer)), history, ImageRequest(""))
     ok = record_image(ImageClient(MockImageTransport(_answer)), history, ImageRequest("a dog", size="128x128"))
-    jobs = History(tmp_path).jobs("image")
+    jobs = History(tmp_path).jobs.list("image")
     assert [j.status for j in jobs] == ["succeeded", "failed"]
     failed = jobs[1]
     assert failed.params["seed"] == 3 and failed.prompt == "a cat" and url in failed.error
@@ -190,7 +190,7 @@ def test_real_engine_rejection_comes_back_as_its_message(client: ImageClient) ->
 
 def test_real_engine_result_is_recorded_and_survives_a_new_history(client: ImageClient, tmp_path) -> None:
     job = record_image(client, History(tmp_path), ImageRequest("kept forever", size="256x256", seed=5))
-    again = History(tmp_path).get(job.id)
+    again = History(tmp_path).jobs.get(job.id)
     assert again.status == "succeeded" and again.meta["preview"] is True
     png = again.output_paths()[0].read_bytes()
     assert Image.open(io.BytesIO(png)).size == (256, 256)

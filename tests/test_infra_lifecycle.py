@@ -326,14 +326,14 @@ def test_video_scales_to_zero_and_the_studios_job_waits_through_the_start(emulat
     try:
         job = jobs.start(VideoRequest(prompt="waves rolling onto a beach", width=96, height=64, frames=5, fps=8,
                                       steps=4, seed=3))
-        notice = until(lambda: history.get(job.id).meta.get("notice"))
+        notice = until(lambda: history.jobs.get(job.id).meta.get("notice"))
         assert notice == "starting an instance (about 10 min)"
-        assert history.get(job.id).status == "running"
+        assert history.jobs.get(job.id).status == "running"
         emulator_env.advance_clock(2 * 60)  # the alarm: two one-minute periods with a backlog and no instance
         desc = emulator_env.client("sagemaker").describe_endpoint(EndpointName=name)
         assert (desc["EndpointStatus"], desc["ProductionVariants"][0]["DesiredInstanceCount"]) == ("Updating", 1)
         emulator_env.advance_clock(8 * 60)  # the instance starts
-        done = until(lambda: (j := history.get(job.id)).status in ("succeeded", "failed") and j)
+        done = until(lambda: (j := history.jobs.get(job.id)).status in ("succeeded", "failed") and j)
         assert done.status == "succeeded", done.error
         assert "notice" not in done.meta and done.meta["frames"] == 5
     finally:

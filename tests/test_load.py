@@ -144,7 +144,7 @@ def test_image_sweep_from_the_cli_prints_writes_and_keeps_the_report(engine_url:
     assert d["cost"]["at_concurrency"] == best["concurrency"]
     assert d["cost"]["usd_per_image"] == pytest.approx(1.5 / (best["throughput"]["images_per_min"] * 60), rel=1e-3)
     assert d["price_source"].startswith("given by hand")
-    saved = History(tmp_path / "data").load_reports()
+    saved = History(tmp_path / "data").load_reports.list()
     assert [(x.id, x.title, x.modality) for x in saved] == [(d["id"], "engine images", "image")]
     assert saved[0].report == d
 
@@ -342,7 +342,7 @@ def test_a_target_that_is_down_is_named_before_any_load(tmp_path: Path) -> None:
     r = cli("voice", "--url", dead, "--concurrency", "1,2", "--requests", "2", data=tmp_path / "data")
     assert r.returncode == 1
     assert f"the target {dead} is down" in r.stderr and "no load was sent" in r.stderr
-    assert "level 1/" not in r.stderr and not History(tmp_path / "data").load_reports()
+    assert "level 1/" not in r.stderr and not History(tmp_path / "data").load_reports.list()
 
 
 # ---- SageMaker, through the local emulator ------------------------------------------------------------
@@ -427,7 +427,7 @@ def test_sagemaker_sweep_is_not_run_without_confirmation(emulator_env: EmulatorH
     assert "not confirmed; no load was sent" in r.stderr
     # only the endpoint was described (resolve + describe); no warm-up, no level: fewer calls than requests
     assert sum(emulator_env.state()["calls"].values()) - before <= 2
-    assert not History(tmp_path / "data").load_reports()
+    assert not History(tmp_path / "data").load_reports.list()
 
 
 def test_an_endpoint_not_in_service_is_refused_and_left_alone(emulator_env: EmulatorHandle, tmp_path: Path) -> None:

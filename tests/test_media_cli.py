@@ -46,7 +46,7 @@ def test_image_json_writes_the_png_and_records_it(engine_url: str, tmp_path: Pat
     assert set(figures["timings"]) >= {"request_s", "total_s", "model_s"}
     image = Image.open(out)
     assert image.format == "PNG" and image.size == (512, 384)
-    job = History(tmp_path / "data").get(figures["job_id"])
+    job = History(tmp_path / "data").jobs.get(figures["job_id"])
     assert job.status == "succeeded" and job.output_paths()[0].read_bytes() == out.read_bytes()
 
 
@@ -58,7 +58,7 @@ def test_image_plain_output_and_several_images(engine_url: str, tmp_path: Path) 
     assert "(offline preview)" in r.stdout and "seed" in r.stdout
     for name in ("many-1.jpg", "many-2.jpg"):
         assert Image.open(tmp_path / name).format == "JPEG"
-    assert History(tmp_path / "data").jobs() == []
+    assert History(tmp_path / "data").jobs.list() == []
 
 
 def test_video_with_an_image_json(engine_url: str, tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_video_with_an_image_json(engine_url: str, tmp_path: Path) -> None:
     with av.open(str(out)) as c:
         frames = list(c.decode(video=0))
     assert len(frames) == 9 and (frames[0].width, frames[0].height) == (480, 320)
-    job = History(tmp_path / "data").get(figures["job_id"])
+    job = History(tmp_path / "data").jobs.get(figures["job_id"])
     assert job.status == "succeeded" and Image.open(job.input_path("reference.jpg")).size == (480, 320)
 
 
@@ -118,7 +118,7 @@ def test_errors_name_what_to_fix_and_exit_non_zero(engine_url: str, tmp_path: Pa
         assert "Traceback" not in r.stderr
     # the failed server calls are in the history with their text; bad input (an --out that cannot be
     # written included) never got there: it is refused before any backend starts
-    jobs = History(data).jobs()
+    jobs = History(data).jobs.list()
     assert sorted(j.kind for j in jobs) == ["image", "video"]
     assert all(j.status == "failed" and closed in j.error for j in jobs if j.prompt == "x" and closed in j.target)
 
@@ -166,7 +166,7 @@ def test_a_full_data_disk_still_writes_the_video_to_out_and_the_job_says_why(eng
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     with av.open(str(out)) as c:
         assert len(list(c.decode(video=0))) == 5  # the video itself is not lost
-    (job,) = History(data).jobs("video")
+    (job,) = History(data).jobs.list("video")
     where = data / "media" / job.id / "video.mp4"
     assert job.status == "failed" and job.error == (f"No space left on device writing {where}: free space on "
                                                     f"{data / 'media'} and run it again")
@@ -191,7 +191,7 @@ def test_prompts_that_are_not_utf8_are_named_and_exit_2(tmp_path: Path) -> None:
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.startswith(f"error: {words}"), (args, r.stderr)
         assert "Traceback" not in r.stderr
-    assert not (tmp_path / "x.out").exists() and History(data).jobs() == []
+    assert not (tmp_path / "x.out").exists() and History(data).jobs.list() == []
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -216,7 +216,7 @@ def test_image_edit_json_writes_the_edit_and_records_its_references(engine_url: 
     assert image.size == (1248, 832)
     left, right = image.getpixel((300, 500)), image.getpixel((950, 500))
     assert left[0] > 150 > left[2] and right[2] > 150 > right[0]  # red on the left, blue on the right
-    job = History(tmp_path / "data").get(figures["job_id"])
+    job = History(tmp_path / "data").jobs.get(figures["job_id"])
     assert job.kind == "image" and job.meta["edit"] is True and job.output_paths()[0].read_bytes() == out.read_bytes()
     assert job.input_path("reference-1.png").read_bytes() == red.read_bytes()
     assert job.input_path("reference-2.jpg").read_bytes() == blue.read_bytes()
@@ -249,7 +249,7 @@ def test_image_edit_bad_references_exit_1_naming_them(engine_url: str, tmp_path:
         r = cli(*args, data=data, timeout=60)
         assert r.returncode == 1, (args, r.stderr)
         assert r.stderr.startswith("error: ") and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
-    assert History(data).jobs() == [] and not (tmp_path / "e.png").exists()
+    assert History(data).jobs.list() == [] and not (tmp_path / "e.png").exists()
 
 
 def test_image_edit_server_refusal_exits_1_with_the_servers_words(tmp_path: Path) -> None:
@@ -288,5 +288,5 @@ def test_image_edit_server_refusal_exits_1_with_the_servers_words(tmp_path: Path
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "HTTP 400" in r.stderr and "Only a single image is supported by this model." in r.stderr
     assert seen and seen[0][0] == "/v1/images/edits" and seen[0][1].startswith("multipart/form-data; boundary=")
-    (job,) = History(tmp_path / "data").jobs()
+    (job,) = History(tmp_path / "data").jobs.list()
     assert job.status == "failed" and "single image" in (job.error or "") and len(job.inputs) == 2

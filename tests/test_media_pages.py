@@ -79,7 +79,7 @@ def test_image_generate_shows_the_gallery_with_parameters_preview_label_and_down
     assert any("No images yet" in i.value for i in at.info)
     _generate_image(at, "a red <b>fox</b> **not bold**", size="320x192", seed="42")
     assert not at.error
-    job = History(tmp_path).jobs("image")[0]
+    job = History(tmp_path).jobs.list("image")[0]
     assert job.status == "succeeded" and job.params["seed"] == 42 and job.params["steps"] == 4
     assert Image.open(job.output_paths()[0]).size == (320, 192)
     assert "a red <b>fox</b> **not bold**" in [t.value for t in at.text]  # shown as text, never HTML/markdown
@@ -107,7 +107,7 @@ def test_image_bad_input_is_explained_and_nothing_is_recorded(
     prompt = fields.pop("prompt", "a cat")
     _generate_image(at, prompt, **fields)
     assert any(words in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
-    assert History(tmp_path).jobs() == []
+    assert History(tmp_path).jobs.list() == []
 
 
 def test_reuse_these_settings_fills_the_form(engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_a_server_error_is_shown_with_its_message(fault_server: str, monkeypatch
     at = _open(monkeypatch, tmp_path, fault_server, IMAGE)  # this server has no image route: HTTP 404
     _generate_image(at, "a cat", size="128x128")
     assert any("HTTP 404" in e.value for e in at.error)
-    failed = History(tmp_path).jobs("image")[0]
+    failed = History(tmp_path).jobs.list("image")[0]
     assert failed.status == "failed" and "HTTP 404" in failed.error
     assert any("failed" in e.value for e in at.error)  # the failed attempt is in the gallery too
 
@@ -136,7 +136,7 @@ def test_use_for_video_takes_the_image_to_the_video_page_and_a_video_plays(
         engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
     _generate_image(at, "a harbour at dawn", size="512x512", seed="3")
-    image_job = History(tmp_path).jobs("image")[0]
+    image_job = History(tmp_path).jobs.list("image")[0]
     _button(at, "Use for video").click().run()
     _ok(at)
     assert [t.value for t in at.title] == ["Video"]  # st.switch_page ran
@@ -155,9 +155,9 @@ def test_use_for_video_takes_the_image_to_the_video_page_and_a_video_plays(
     at.number_input(key="video_frames").set_value(9)
     _button(at, "Generate").click().run()
     _ok(at)
-    _until(at, lambda: History(tmp_path).jobs("video")[0].finished)
+    _until(at, lambda: History(tmp_path).jobs.list("video")[0].finished)
     _until(at, lambda: len(at.get("video")) == 1)
-    job = History(tmp_path).jobs("video")[0]
+    job = History(tmp_path).jobs.list("video")[0]
     assert job.status == "succeeded", job.error
     assert job.params["reference_name"] == f"gallery image {image_job.id}-0" and job.params["steps"] == 4
     assert Image.open(job.input_path("reference.jpg")).size == (480, 320)
@@ -194,11 +194,11 @@ def test_a_failed_job_shows_its_text_and_the_others_stay(fault_server: str, monk
         at.number_input(key="video_frames").set_value(5)
         _button(at, "Generate").click().run()
         _ok(at)
-        _until(at, lambda: History(tmp_path).jobs("video")[0].finished)
+        _until(at, lambda: History(tmp_path).jobs.list("video")[0].finished)
     at.run()
     errors = [e.value for e in at.error]
     assert any("CUDA out of memory" in e and "HTTP 500" in e for e in errors), errors
-    assert [j.status for j in History(tmp_path).jobs("video")] == ["failed", "succeeded"]
+    assert [j.status for j in History(tmp_path).jobs.list("video")] == ["failed", "succeeded"]
     assert len(at.get("video")) == 1  # the good one still plays
     # a reload (a new browser session) shows the same jobs
     again = _open(monkeypatch, tmp_path, fault_server, VIDEO)
@@ -221,22 +221,22 @@ def test_uploads_are_checked(engine_url: str, monkeypatch: pytest.MonkeyPatch, t
     assert any("decompression bomb" in e.value for e in at.error)
     _button(at, "Generate").click().run()
     assert any("decompression bomb" in e.value for e in at.error)
-    assert History(tmp_path).jobs() == []
+    assert History(tmp_path).jobs.list() == []
     at.file_uploader[0].set_value(("ok.png", png(900, 300), "image/png")).run()
     assert not at.error
     at.number_input(key="video_frames").set_value(5)
     _button(at, "Generate").click().run()
-    _until(at, lambda: History(tmp_path).jobs("video")[0].finished)
-    job = History(tmp_path).jobs("video")[0]
+    _until(at, lambda: History(tmp_path).jobs.list("video")[0].finished)
+    job = History(tmp_path).jobs.list("video")[0]
     assert job.status == "succeeded" and job.params["reference_name"] == "ok.png"
 
 
 def test_a_job_of_a_stopped_studio_is_shown_as_interrupted(engine_url: str, monkeypatch: pytest.MonkeyPatch,
                                                            tmp_path: Path) -> None:
     code = ("import sys; from services.history import History; h = History(sys.argv[1]);"
-            "j = h.create('video', 'cut short', {'width': 480, 'height': 320, 'frames': 17, 'fps': 8, 'steps': 30,"
+            "j = h.jobs.create('video', 'cut short', {'width': 480, 'height': 320, 'frames': 17, 'fps': 8, 'steps': 30,"
             " 'guidance': 5.0, 'seed': 1}, target=sys.argv[2]);"
-            "h.mark_running(j.id, {'transport': 'omni-sync', 'target': sys.argv[2], 'id': 'x', 'resumable': False})")
+            "h.jobs.mark_running(j.id, {'transport': 'omni-sync', 'target': sys.argv[2], 'id': 'x', 'resumable': False})")
     subprocess.run([sys.executable, "-c", code, str(tmp_path), engine_url + "/v1/videos/sync"], cwd=ROOT, check=True)
     at = _open(monkeypatch, tmp_path, engine_url, VIDEO)
     assert any("interrupted" in m.value for m in at.markdown)
@@ -257,7 +257,7 @@ def test_an_unreachable_backend_is_named_on_both_pages(monkeypatch: pytest.Monke
     at.radio(key="video_ref_source").set_value("No reference (text only)").run()
     at.text_area(key="video_prompt").input("pan")
     _button(at, "Generate").click().run()
-    _until(at, lambda: History(tmp_path).jobs("video")[0].finished)
+    _until(at, lambda: History(tmp_path).jobs.list("video")[0].finished)
     at.run()
     assert any(f"cannot reach the video server at `{url}`" in e.value for e in at.main.error)
 
@@ -270,7 +270,7 @@ def _images(at: AppTest) -> list:
 
 def _gallery_keys(tmp_path: Path) -> list[str]:
     """The gallery's images as the edit picker names them ("<job id>-<index>"), oldest first."""
-    return [f"{job.id}-0" for job in reversed(History(tmp_path).jobs("image", statuses=("succeeded",)))]
+    return [f"{job.id}-0" for job in reversed(History(tmp_path).jobs.list("image", statuses=("succeeded",)))]
 
 
 def _edit(at: AppTest, prompt: str | None = None, **fields: str) -> None:
@@ -306,7 +306,7 @@ def test_edit_two_gallery_images_and_an_upload_then_use_the_result_for_video(
     assert any("**3** references" in c.value for c in at.caption)
     _edit(at, "make them friends", seed="9")
     assert not _errors(at), _errors(at)
-    edit = History(tmp_path).jobs("image")[0]
+    edit = History(tmp_path).jobs.list("image")[0]
     assert edit.status == "succeeded" and edit.meta["edit"] is True and edit.meta["fitting"] is None
     refs = edit.params["references"]
     assert [r["job_id"] for r in refs] == [fox.rsplit("-", 1)[0], boat.rsplit("-", 1)[0], None]
@@ -351,7 +351,7 @@ def test_edit_bad_input_is_explained_and_nothing_typed_or_picked_is_lost(
     at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
     _generate_image(at, "a red fox", size="128x128", seed="1")
     (fox,) = _gallery_keys(tmp_path)
-    before = [j.id for j in History(tmp_path).jobs()]
+    before = [j.id for j in History(tmp_path).jobs.list()]
 
     _edit(at, "make it winter")  # no reference at all
     assert any("an edit takes 1 to 4 reference images; got 0 — pick at least one" in e for e in _errors(at))
@@ -382,13 +382,13 @@ def test_edit_bad_input_is_explained_and_nothing_typed_or_picked_is_lost(
     _edit(at, "make it winter", size="huge")
     assert any("expected 'WIDTHxHEIGHT'" in e for e in _errors(at)), _errors(at)
 
-    assert [j.id for j in History(tmp_path).jobs()] == before  # nothing was sent or recorded
+    assert [j.id for j in History(tmp_path).jobs.list()] == before  # nothing was sent or recorded
     assert at.multiselect(key="edit_picks").value == [fox]
     assert [f.name for f in at.session_state["edit_uploads"]] == ["p0.png"]
     assert (at.text_area(key="edit_prompt").value, at.text_input(key="edit_seed").value,
             at.text_input(key="edit_size").value) == ("make it winter", "5", "huge")
     _edit(at, size="")  # fixed: it goes through with everything that was kept
-    edit = History(tmp_path).jobs("image")[0]
+    edit = History(tmp_path).jobs.list("image")[0]
     assert edit.status == "succeeded" and [r["name"] for r in edit.params["references"]][1] == "p0.png"
     assert edit.params["seed"] == 5
 
@@ -421,7 +421,7 @@ def test_on_sagemaker_large_references_are_fitted_and_the_result_says_how(
     at.file_uploader(key="edit_uploads").set_value([(f"photo-{i}.png", photo(i), "image/png") for i in range(3)]).run()
     _edit(at, "one photo from three", size="320x240", seed="2")
     assert not _errors(at), _errors(at)
-    job = History(tmp_path).jobs("image")[0]
+    job = History(tmp_path).jobs.list("image")[0]
     assert job.status == "succeeded", job.error
     fitting = job.meta["fitting"]
     assert fitting.startswith("3 references") and "JPEG q" in fitting and "SageMaker's 6 MB limit" in fitting
@@ -438,8 +438,8 @@ def _made(data: Path, kind: str, prompt: str) -> str:
     h = History(data)
     params = {"size": "64x64", "steps": 2, "seed": 1} if kind == "image" else \
         {"width": 64, "height": 48, "frames": 9, "fps": 8, "steps": 4, "guidance": 5.0, "seed": 1}
-    job = h.create(kind, prompt, params, target="t", status="running")
-    h.succeed(job.id, {"image-0.png": png(64, 64)} if kind == "image" else {"video.mp4": make_mp4(9, 64, 48, 8)},
+    job = h.jobs.create(kind, prompt, params, target="t", status="running")
+    h.jobs.succeed(job.id, {"image-0.png": png(64, 64)} if kind == "image" else {"video.mp4": make_mp4(9, 64, 48, 8)},
               timings={"wall_s": 1.0})
     return job.id
 
@@ -480,14 +480,14 @@ def test_the_image_gallery_pages_searches_links_renames_and_deletes(
     at.text_input(key=f"linked-title-{ids[0]}").input("The first one").run()
     at.button(key=f"linked-rename-{ids[0]}").click().run()
     _ok(at)
-    assert History(tmp_path).get(ids[0]).title == "The first one"
+    assert History(tmp_path).jobs.get(ids[0]).title == "The first one"
     assert [t.value for t in at.text][0] == "The first one" and "Prompt: picture 00" in _said(at)
 
-    folder = History(tmp_path).get(odd).folder
+    folder = History(tmp_path).jobs.get(odd).folder
     at.button(key=f"delete-{odd}").click().run()
     _ok(at)
     assert f"Deleted {odd} and its files." in _said(at)
-    assert not folder.exists() and History(tmp_path).count_jobs("image") == 30
+    assert not folder.exists() and History(tmp_path).jobs.count("image") == 30
     assert "100% cotton_shirt" not in [t.value for t in at.text]
 
     at.button(key=f"linked-delete-{ids[0]}").click().run()  # deleting the linked item closes the link

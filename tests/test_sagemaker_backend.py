@@ -298,7 +298,7 @@ history = History(sys.argv[1])
 jobs = VideoJobs(create_backend(load_settings()).videos, history)
 job = jobs.start(VideoRequest("a slow pan over hills", width=96, height=64, frames=9, steps=4, seed=4))
 for _ in range(500):
-    if history.get(job.id).handle:
+    if history.jobs.get(job.id).handle:
         break
     time.sleep(0.02)
 print(job.id, flush=True)
@@ -317,7 +317,7 @@ def test_jobs_survive_a_restart_and_are_polled_again(emulator_env: EmulatorHandl
     assert child.returncode == 0, child.stderr
     job_id = child.stdout.split()[-1]
     history = History(tmp_path / "data")
-    assert history.get(job_id).status == "running"
+    assert history.jobs.get(job_id).status == "running"
     jobs = VideoJobs(create_backend(settings(bucket=bucket)).videos, history)
     assert jobs.resumed == [job_id]
     finished = jobs.wait(job_id, timeout=60)
@@ -460,7 +460,7 @@ def test_a_cloning_endpoint_takes_a_voice_upload_and_speaks_with_it(emulator_env
     said = backend.voices.delete(name)
     assert "cannot delete" in said and "stays on SageMaker endpoint sm-clone" in said
     assert backend.voices.list() == []
-    (kept,) = History(tmp_path).voice_records(include_removed=True)
+    (kept,) = History(tmp_path).voices.list(include_removed=True)
     assert (kept.removal, kept.consent_id, kept.target) == ("forgotten", "consent-sm-1", f"sagemaker:{emulator_env.region}/sm-clone")
     assert name in {v.name for v in OmniVoices(engine_url, History(tmp_path / "other")).list()}  # still there
     with pytest.raises(InvalidInput, match="no record"):
@@ -484,7 +484,7 @@ def test_a_refused_upload_is_the_containers_message_and_leaves_no_record(emulato
     missing = create_backend(settings(voice_endpoint="never-created", data_dir=str(tmp_path))).voices
     with pytest.raises(ServerError, match="never-created"):
         missing.add("someone", voice_reference(), "consent-x")
-    assert History(tmp_path).voice_records(include_removed=True) == []  # nothing saved, nothing recorded
+    assert History(tmp_path).voices.list(include_removed=True) == []  # nothing saved, nothing recorded
 
 
 def test_a_task_type_the_voice_endpoint_lacks_names_the_deploy_command(emulator_env: EmulatorHandle, voice: str) -> None:

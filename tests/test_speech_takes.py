@@ -32,7 +32,7 @@ def _pcm(seconds: float) -> bytes:
 
 
 def _keep(history: History, text: str, pcm: bytes, **kw) -> str:
-    return history.record_take(text, wav_bytes(pcm, 24_000, 1), target="http://127.0.0.1:1", **kw).id
+    return history.takes.record(text, wav_bytes(pcm, 24_000, 1), target="http://127.0.0.1:1", **kw).id
 
 
 # -- services ---------------------------------------------------------------------------------------------------
@@ -44,7 +44,7 @@ def test_a_take_is_its_makers_until_shared_and_kept_with_its_wav(tmp_path: Path)
     _keep(History(tmp_path, actor=BOB), "Bob's own.", _pcm(0.2))
 
     again = History(tmp_path, actor=ALICE)  # a new History on the folder: a restart
-    [take] = again.takes()
+    [take] = again.takes.list()
     assert (take.id, take.text, take.voice_label, take.config, take.user_id, take.shared, take.state) == (
         take_id, "Alice says hello.", "voice joe", {"voice": "joe"}, ALICE.id, False, "done")
     assert take.figures["ttfa_ms"] == 41.5 and take.path == tmp_path / "media" / take_id / "take.wav"
@@ -53,34 +53,34 @@ def test_a_take_is_its_makers_until_shared_and_kept_with_its_wav(tmp_path: Path)
     assert [p.name for p in take.path.parent.iterdir()] == ["take.wav"]  # written by rename: no part file left
 
     bob = History(tmp_path, actor=BOB)
-    assert [t.text for t in bob.takes()] == ["Bob's own."]
+    assert [t.text for t in bob.takes.list()] == ["Bob's own."]
     with pytest.raises(InvalidInput, match=f"there is no take '{take_id}'"):  # refused like a missing one
-        bob.take(take_id)
+        bob.takes.get(take_id)
     with pytest.raises(InvalidInput, match="there is no take"):
         bob.set_shared("take", take_id, True)
     alice.set_shared("take", take_id, True)
-    assert [t.text for t in bob.takes()] == ["Bob's own.", "Alice says hello."]  # newest first
-    assert bob.take(take_id).shared
+    assert [t.text for t in bob.takes.list()] == ["Bob's own.", "Alice says hello."]  # newest first
+    assert bob.takes.get(take_id).shared
     with pytest.raises(Forbidden, match="only the one who made it"):
         bob.set_shared("take", take_id, False)
     History(tmp_path, actor=ADA).set_shared("take", take_id, False)  # an admin may
-    assert [t.text for t in bob.takes()] == ["Bob's own."]
-    assert len(History(tmp_path, actor=LOCAL).takes()) == 2  # without sign-in: everything
+    assert [t.text for t in bob.takes.list()] == ["Bob's own."]
+    assert len(History(tmp_path, actor=LOCAL).takes.list()) == 2  # without sign-in: everything
 
 
 def test_takes_are_listed_newest_first(tmp_path: Path) -> None:
     h = History(tmp_path, actor=ALICE)
     for i, at in enumerate((100.0, 300.0, 200.0)):
         _keep(h, f"take {i}", _pcm(0.1), created_at=at)
-    assert [t.text for t in h.takes()] == ["take 1", "take 2", "take 0"]
-    assert [t.text for t in h.takes(limit=1)] == ["take 1"]
+    assert [t.text for t in h.takes.list()] == ["take 1", "take 2", "take 0"]
+    assert [t.text for t in h.takes.list(limit=1)] == ["take 1"]
 
 
 def test_a_viewer_cannot_keep_a_take_and_nothing_is_written(tmp_path: Path) -> None:
     vic = History(tmp_path, actor=VIC)
     with pytest.raises(Forbidden, match="Vic \\(viewer\\) may not generate"):
         _keep(vic, "not mine to make", _pcm(0.2))
-    assert History(tmp_path).takes() == [] and list((tmp_path / "media").iterdir()) == []
+    assert History(tmp_path).takes.list() == [] and list((tmp_path / "media").iterdir()) == []
     with pytest.raises(Forbidden, match="may not share"):
         vic.set_shared("take", "take-x", True)
 
@@ -90,20 +90,20 @@ def test_a_take_cut_short_keeps_the_audio_that_arrived_and_an_empty_one_is_not_k
     arrived = _pcm(0.3)
     take_id = _keep(h, "Cut half way.", arrived, state="failed", error="the stream was cut after 3 chunks")
     stopped = _keep(h, "Stopped.", _pcm(0.1), state="cancelled")
-    take = h.take(take_id)
+    take = h.takes.get(take_id)
     assert (take.state, take.error, take.ok) == ("failed", "the stream was cut after 3 chunks", False)
     assert read_wav(take.wav())[0] == arrived
-    assert h.take(stopped).state == "cancelled"
+    assert h.takes.get(stopped).state == "cancelled"
     with pytest.raises(InvalidInput, match="no audio"):
         _keep(h, "Nothing arrived.", b"")
     with pytest.raises(InvalidInput, match="must be a WAV"):
-        h.record_take("Not audio.", b"RIFF nonsense", target="t")
-    assert {t.text for t in h.takes()} == {"Cut half way.", "Stopped."}
+        h.takes.record("Not audio.", b"RIFF nonsense", target="t")
+    assert {t.text for t in h.takes.list()} == {"Cut half way.", "Stopped."}
     assert len(list((tmp_path / "media").iterdir())) == 2
 
 
 def test_a_history_from_before_takes_gains_the_table_with_owner_columns(tmp_path: Path) -> None:
-    History(tmp_path, actor=ALICE).create("image", "old", {}, target="t")
+    History(tmp_path, actor=ALICE).jobs.create("image", "old", {}, target="t")
     db = sqlite3.connect(tmp_path / "history.sqlite3")
     db.execute("DROP TABLE speech_takes")  # as a database made before takes were kept
     db.commit()
@@ -112,7 +112,7 @@ def test_a_history_from_before_takes_gains_the_table_with_owner_columns(tmp_path
     columns = [r[1] for r in sqlite3.connect(tmp_path / "history.sqlite3").execute("PRAGMA table_info(speech_takes)")]
     assert "user_id" in columns and "shared" in columns
     take_id = _keep(h, "after the upgrade", _pcm(0.1))
-    assert h.take(take_id).user_id == ALICE.id and [j.prompt for j in h.jobs()] == ["old"]
+    assert h.takes.get(take_id).user_id == ALICE.id and [j.prompt for j in h.jobs.list()] == ["old"]
 
 
 # -- the Voice page ---------------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def test_a_take_survives_a_reload_and_the_team_sees_it_once_shared(
     _speak(at, "Kept across reloads, with its figures.")
     take = _until_finished(at)
     assert take.utterance.ok, take.utterance.error
-    [kept] = History(data, actor=ALICE).takes()
+    [kept] = History(data, actor=ALICE).takes.list()
     assert (kept.id, kept.text, kept.user_id, kept.shared) == (take.record_id, take.utterance.text, ALICE.id, False)
     assert kept.voice_label == "voice joe" and kept.config["voice"] == "joe" and kept.target == engine_url
     assert kept.figures["chunks"] == take.utterance.stats.chunks > 0 and kept.figures["ttfa_ms"] > 0
@@ -157,7 +157,7 @@ def test_a_take_survives_a_reload_and_the_team_sees_it_once_shared(
     again = _as(monkeypatch, ALICE, tmp_path, engine_url)
     again.toggle(key=f"share-take-{kept.id}").set_value(True).run()
     assert not again.exception and not again.error
-    assert History(data).take(kept.id).shared
+    assert History(data).takes.get(kept.id).shared
 
     bob = _as(monkeypatch, BOB, tmp_path, engine_url)
     assert "Kept across reloads, with its figures." in _texts(bob)
@@ -175,8 +175,8 @@ def test_the_latest_take_is_not_listed_twice_and_earlier_ones_are(
     _speak(at, "The second one.")
     second = _until_finished(at)
     assert _texts(at).count("The second one.") == 1 and _texts(at).count("The first one.") == 1
-    assert len(History(tmp_path / "data").takes()) == 2 and second.record_id is not None
-    assert sorted(t.key for t in at.toggle) == sorted(f"share-take-{t.id}" for t in History(tmp_path / "data").takes())
+    assert len(History(tmp_path / "data").takes.list()) == 2 and second.record_id is not None
+    assert sorted(t.key for t in at.toggle) == sorted(f"share-take-{t.id}" for t in History(tmp_path / "data").takes.list())
 
 
 def test_a_cut_stream_is_kept_with_the_audio_that_arrived(
@@ -185,13 +185,13 @@ def test_a_cut_stream_is_kept_with_the_audio_that_arrived(
     _speak(at, "This one gets cut half way.")
     take = _until_finished(at)
     assert take.utterance.error is not None
-    [kept] = History(tmp_path / "data").takes()
+    [kept] = History(tmp_path / "data").takes.list()
     assert kept.state == "failed" and "cut" in kept.error
     pcm, rate, _ = read_wav(kept.wav())
     assert len(pcm) == 3 * 4800 and rate == 24_000 and pcm == take.utterance.pcm
     _speak(at, "Hello.", voice="ghost")  # nothing arrives: nothing to keep
     _until_finished(at)
-    assert len(History(tmp_path / "data").takes()) == 1
+    assert len(History(tmp_path / "data").takes.list()) == 1
     assert any("Invalid voice" in e.value for e in at.error)
     assert not any("could not be kept" in e.value for e in at.error)
 
@@ -206,7 +206,7 @@ def test_a_cloned_take_keeps_what_spoke_and_not_the_recording(
     at.text_input(key="voice_consent_id").input("consent-0412")
     _speak(at, "Cloned words, kept.")
     assert _until_finished(at).utterance.ok
-    [kept] = History(tmp_path / "data").takes()
+    [kept] = History(tmp_path / "data").takes.list()
     assert kept.voice_label == "clone of a recording (used once)" and kept.config["task_type"] == "Base"
     [(row,)] = sqlite3.connect(tmp_path / "data" / "history.sqlite3").execute("SELECT config FROM speech_takes")
     assert "ref_audio" not in kept.config and "data:" not in row and "base64" not in row

@@ -163,7 +163,7 @@ def test_a_creator_cannot_aim_image_compare_at_an_internal_url(settings: Setting
     finally:
         default.close()
     assert seen.seen == []  # nothing reached the internal service
-    assert History(settings.data_dir).jobs() == []  # and nothing was generated
+    assert History(settings.data_dir).jobs.list() == []  # and nothing was generated
 
 
 def test_an_evaluation_cannot_read_a_state_file_or_reach_an_unregistered_url(settings: Settings, listener,

@@ -225,14 +225,14 @@ def test_jobs_record_success_failure_and_timeout(tmp_path) -> None:
     slow = VideoJobs(VideoClient(MockVideoTransport(lambda b, c: VideoPayload(b"", 1), polls_until_done=10**9)),
                      history, job_timeout_s=0.5).start(VideoRequest("slow"))
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not all(history.get(j.id).finished for j in (bad, slow)):
+    while time.monotonic() < deadline and not all(history.jobs.get(j.id).finished for j in (bad, slow)):
         time.sleep(0.05)
-    assert history.get(bad.id).status == "failed" and "http://gpu:8091" in history.get(bad.id).error
-    assert history.get(slow.id).status == "failed" and "no result" in history.get(slow.id).error
-    assert history.get(done.id).status == "succeeded"  # nothing else lost
+    assert history.jobs.get(bad.id).status == "failed" and "http://gpu:8091" in history.jobs.get(bad.id).error
+    assert history.jobs.get(slow.id).status == "failed" and "no result" in history.jobs.get(slow.id).error
+    assert history.jobs.get(done.id).status == "succeeded"  # nothing else lost
     with pytest.raises(InvalidInput):
         ok.start(VideoRequest("", frames=17))
-    assert len(history.jobs("video")) == 3
+    assert len(history.jobs.list("video")) == 3
 
 
 def test_a_non_mp4_answer_fails_the_job(tmp_path) -> None:
@@ -297,7 +297,7 @@ def test_a_full_disk_fails_the_job_naming_the_disk_and_the_next_job_has_room(tmp
 def test_a_failure_the_full_history_cannot_record_is_kept_for_whoever_waits(tmp_path, monkeypatch) -> None:
     """The disk so full that even the failure cannot be written: the runner says why (the CLI prints it) and
     the record stays unfinished, for History.recover in a later process, never silently 'running: None'."""
-    from services.history import HistoryError
+    from services.history import HistoryError, JobStore
 
     history = History(tmp_path)
     delivered: list[bytes] = []
@@ -307,8 +307,8 @@ def test_a_failure_the_full_history_cannot_record_is_kept_for_whoever_waits(tmp_
         raise HistoryError(f"No space left on device writing {history.db_path}: free space on {tmp_path} and run it "
                            "again")
 
-    monkeypatch.setattr(History, "succeed", full)
-    monkeypatch.setattr(History, "fail", full)
+    monkeypatch.setattr(JobStore, "succeed", full)
+    monkeypatch.setattr(JobStore, "fail", full)
     job = jobs.wait(jobs.start(VideoRequest("kept", width=64, height=64, frames=5, fps=4),
                                deliver=delivered.append).id, 30)
     assert job.status == "running" and len(delivered) == 1 and check_mp4(delivered[0], where="t").frames == 5
@@ -372,9 +372,9 @@ def test_a_running_job_is_visible_as_running(fault_server: str, tmp_path) -> Non
     jobs = VideoJobs(VideoClient(OmniVideoTransport(fault_server)), history)
     job = jobs.start(VideoRequest("slow", frames=5, width=64, height=64))
     deadline = time.monotonic() + 5
-    while history.get(job.id).status == "queued" and time.monotonic() < deadline:
+    while history.jobs.get(job.id).status == "queued" and time.monotonic() < deadline:
         time.sleep(0.01)
-    running = history.get(job.id)
+    running = history.jobs.get(job.id)
     assert running.status == "running" and running.handle["resumable"] is False and job.id in jobs.running()
     assert jobs.wait(job.id, 20).status == "succeeded"
 

@@ -373,7 +373,7 @@ def test_a_clone_needs_consent_before_it_speaks_or_is_saved(page: AppTest, tmp_p
         page.text_input(key="voice_save_name").input("anna")
         _button(page, "Save voice").click().run()  # refused too (Speak's message was shown once, and went)
         assert sum("needs the speaker's consent" in e.value for e in page.error) == 1
-    assert History(tmp_path / "data").voice_records(include_removed=True) == []  # nothing was saved
+    assert History(tmp_path / "data").voices.list(include_removed=True) == []  # nothing was saved
     page.checkbox(key="voice_consent").check()
     page.text_input(key="voice_consent_id").input("consent-0412")
     _speak(page, "Cloned words.")
@@ -400,7 +400,7 @@ def test_a_saved_voice_is_listed_after_saving_speaks_and_can_be_deleted(page: Ap
     assert page.selectbox(key="voice_saved").value == "anna"
     assert any("Saved the voice 'anna'" in s.value for s in page.success)
     assert "consent id consent-0412 · saved by studio user" in _captions(page).replace("\\", "")
-    [record] = History(tmp_path / "data").voice_records()
+    [record] = History(tmp_path / "data").voices.list()
     assert (record.name, record.consent_id, record.who) == ("anna", "consent-0412", "studio user")
     page.radio(key="voice_mode").set_value("CustomVoice").run()
     assert "anna" not in page.selectbox(key="voice_voice").options  # saved voices are not presets
@@ -495,7 +495,7 @@ def test_on_sagemaker_saved_voices_are_the_studios_records_and_the_page_says_so(
 
     history = History(tmp_path / "data")
     voices = SageMakerVoices(SimpleNamespace(region="us-east-1", profile=None), "studio-voice", history)
-    history.record_voice(voices.record_target, "anna", "consent-0412", who="dana")
+    history.voices.record(voices.record_target, "anna", "consent-0412", who="dana")
     real, made = ui.resources._backend, {}
 
     def backend(*choice):
@@ -514,7 +514,7 @@ def test_on_sagemaker_saved_voices_are_the_studios_records_and_the_page_says_so(
     _button(at, "Forget").click().run()
     assert any("forgot its record of 'anna'" in s.value.replace("\\", "") for s in at.success)
     assert not [s for s in at.selectbox if s.key == "voice_saved"]
-    assert history.voice_records(include_removed=True)[0].removal == "forgotten"
+    assert history.voices.list(include_removed=True)[0].removal == "forgotten"
 
 
 def test_an_uploaded_file_is_a_reference_too(page: AppTest) -> None:

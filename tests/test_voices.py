@@ -156,17 +156,17 @@ def test_a_saved_voice_that_is_not_there_is_named(vllm_omni_models: tuple[str, A
 def test_voice_records_keep_consent_and_survive_removal(tmp_path: Path) -> None:
     history = History(tmp_path)
     with pytest.raises(InvalidInput, match="consent"):
-        history.record_voice("http://x", "anna", "  ", who="me")
-    rec = history.record_voice("http://x", "Anna", "consent-1", who="me", ref_text=TRANSCRIPT)
+        history.voices.record("http://x", "anna", "  ", who="me")
+    rec = history.voices.record("http://x", "Anna", "consent-1", who="me", ref_text=TRANSCRIPT)
     with pytest.raises(InvalidInput, match="already saved"):
-        history.record_voice("http://x", "anna", "consent-2", who="me")
-    history.record_voice("http://y", "anna", "consent-3", who="you")  # another target: its own names
-    assert [r.name for r in History(tmp_path).voice_records("http://x")] == ["Anna"]  # a new History sees it
-    assert history.remove_voice_record("http://x", "ANNA", "deleted") == 1
-    assert history.voice_records("http://x") == []
-    kept = history.voice_records("http://x", include_removed=True)
+        history.voices.record("http://x", "anna", "consent-2", who="me")
+    history.voices.record("http://y", "anna", "consent-3", who="you")  # another target: its own names
+    assert [r.name for r in History(tmp_path).voices.list("http://x")] == ["Anna"]  # a new History sees it
+    assert history.voices.remove("http://x", "ANNA", "deleted") == 1
+    assert history.voices.list("http://x") == []
+    kept = history.voices.list("http://x", include_removed=True)
     assert [(r.id, r.consent_id, r.removal) for r in kept] == [(rec.id, "consent-1", "deleted")]
-    history.record_voice("http://x", "anna", "consent-4", who="me")  # the name is free again
+    history.voices.record("http://x", "anna", "consent-4", who="me")  # the name is free again
 
 
 # -- the voice library against the real offline engine ---------------------------------------------------------
@@ -195,7 +195,7 @@ def test_a_voice_is_saved_with_its_consent_listed_spoken_and_deleted(engine_url:
     listed = {v.name: v for v in backend.voices.list()}
     assert listed[name].consent_id == "consent-0412" and listed[name].who == "tester"  # the server's list + the record
     assert listed[name].ref_text == TRANSCRIPT and listed[name].speaker_description == "warm narrator"
-    (record,) = History(tmp_path).voice_records(engine_url, name=name)
+    (record,) = History(tmp_path).voices.list(engine_url, name=name)
     assert (record.consent_id, record.who, record.ref_text) == ("consent-0412", "tester", TRANSCRIPT)
     assert name.lower() in [v.lower() for v in backend.speech.voices()]
 
@@ -206,7 +206,7 @@ def test_a_voice_is_saved_with_its_consent_listed_spoken_and_deleted(engine_url:
     said = backend.voices.delete(name.upper())  # names match in any case, as on vLLM-Omni
     assert "deleted" in said and name.upper() in said
     assert name not in {v.name for v in backend.voices.list()}
-    (kept,) = History(tmp_path).voice_records(engine_url, name=name, include_removed=True)
+    (kept,) = History(tmp_path).voices.list(engine_url, name=name, include_removed=True)
     assert kept.removal == "deleted" and kept.consent_id == "consent-0412"  # the consent trail stays
     with pytest.raises(InvalidInput, match=f"there is no saved voice '{name.upper()}'"):
         backend.voices.delete(name.upper())
@@ -222,7 +222,7 @@ def test_a_name_that_exists_is_refused_and_the_voice_kept(engine_url: str, tmp_p
         backend.voices.add(name.upper(), reference(5.0, seed=2), "consent-b")
     (voice,) = [v for v in backend.voices.list() if v.name == name]
     assert voice.consent_id == "consent-a"  # not replaced (vLLM-Omni itself would replace it)
-    assert [r.consent_id for r in History(tmp_path).voice_records(engine_url)] == ["consent-a"]
+    assert [r.consent_id for r in History(tmp_path).voices.list(engine_url)] == ["consent-a"]
     with pytest.raises(InvalidInput, match="'joe' is a preset voice"):
         backend.voices.add("joe", reference(), "consent-c")
     backend.voices.delete(name)
@@ -239,7 +239,7 @@ def test_no_consent_no_upload(engine_url: str, tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="Invalid voice name"):
         backend.voices.add("a/b", reference(), "consent-e")
     assert name not in {v.name for v in backend.voices.list()}
-    assert History(tmp_path).voice_records(include_removed=True) == []
+    assert History(tmp_path).voices.list(include_removed=True) == []
 
 
 def test_the_servers_refusal_is_its_message_and_leaves_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,7 +254,7 @@ def test_the_servers_refusal_is_its_message_and_leaves_no_record(tmp_path: Path,
         with pytest.raises(ServerError) as err:
             backend.voices.add("second", reference(), "consent-2")
         assert "Uploaded voice limit reached (1)" in str(err.value)
-        assert [r.name for r in History(tmp_path).voice_records(include_removed=True)] == ["first"]
+        assert [r.name for r in History(tmp_path).voices.list(include_removed=True)] == ["first"]
     finally:
         engine.stop()
 
@@ -263,7 +263,7 @@ def test_the_offline_engine_records_its_voices_under_one_name(engine_url: str, t
     backend = backend_for(engine_url, tmp_path, name="offline")
     name = unique("offline")
     backend.voices.add(name, reference(), "consent-f")
-    assert [r.target for r in History(tmp_path).voice_records(name=name)] == ["offline engine"]  # its port changes
+    assert [r.target for r in History(tmp_path).voices.list(name=name)] == ["offline engine"]  # its port changes
     backend.voices.delete(name)
 
 

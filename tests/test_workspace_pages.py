@@ -34,8 +34,8 @@ def _as(monkeypatch: pytest.MonkeyPatch, who, data: Path, url: str, page: str):
 
 def _image(data: Path, who, prompt: str, *, shared: bool = False) -> str:
     h = History(data, actor=who)
-    job = h.create("image", prompt, {"size": "64x64", "steps": 2, "seed": 1}, target="t", status="running")
-    h.succeed(job.id, {"image-0.png": png(64, 64)})
+    job = h.jobs.create("image", prompt, {"size": "64x64", "steps": 2, "seed": 1}, target="t", status="running")
+    h.jobs.succeed(job.id, {"image-0.png": png(64, 64)})
     if shared:
         h.set_shared("job", job.id, True)
     return job.id
@@ -62,10 +62,10 @@ def test_the_image_gallery_is_ones_own_and_the_shared_and_ones_own_can_be_shared
     assert toggles[f"share-job-{private}"].value is False
     toggles[f"share-job-{private}"].set_value(True).run()
     _ok(at)
-    assert History(tmp_path).get(private).shared
+    assert History(tmp_path).jobs.get(private).shared
 
     _generate_image(at, "made by alice", size="64x64", seed="5")  # what the form makes is hers
-    assert not at.error and History(tmp_path).jobs("image")[0].user_id == ALICE.id
+    assert not at.error and History(tmp_path).jobs.list("image")[0].user_id == ALICE.id
 
     bob = _as(monkeypatch, BOB, tmp_path, engine_url, IMAGE)  # Alice's new image stays hers; the shared one is his to see
     assert [t.value for t in bob.text] == ["bob shared", "bob private", "alice shared", "alice private"]
@@ -77,9 +77,9 @@ def test_a_viewer_sees_the_shared_videos_and_no_form(engine_url: str, monkeypatc
                                                       tmp_path: Path) -> None:
     h = History(tmp_path, actor=ALICE)
     for prompt, shared in (("waves, shared", True), ("waves, private", False)):
-        job = h.create("video", prompt, {"width": 64, "height": 48, "frames": 9, "fps": 8, "steps": 4,
+        job = h.jobs.create("video", prompt, {"width": 64, "height": 48, "frames": 9, "fps": 8, "steps": 4,
                                          "guidance": 5.0, "seed": 1}, target="t", status="running")
-        h.succeed(job.id, {"video.mp4": make_mp4(9, 64, 48, 8)}, timings={"wall_s": 1.0})
+        h.jobs.succeed(job.id, {"video.mp4": make_mp4(9, 64, 48, 8)}, timings={"wall_s": 1.0})
         if shared:
             h.set_shared("job", job.id, True)
     at = _as(monkeypatch, VIC, tmp_path, engine_url, VIDEO)
@@ -122,8 +122,8 @@ def test_alice_shares_her_evaluation_and_her_load_report(engine_url: str, monkey
     assert store.get(ev.id).shared
 
     report = _report("g6 run", "ml.g6.xlarge", 200, 1.0).to_dict()
-    History(tmp_path, actor=ALICE).save_load_report(report)
-    History(tmp_path, actor=BOB).save_load_report(_report("bob's", "ml.g6e.xlarge", 150, 2.0).to_dict())
+    History(tmp_path, actor=ALICE).load_reports.save(report)
+    History(tmp_path, actor=BOB).load_reports.save(_report("bob's", "ml.g6e.xlarge", 150, 2.0).to_dict())
     at = _as(monkeypatch, ALICE, tmp_path, engine_url, CAPACITY)
     assert at.selectbox(key="cap_pick").options == [f"g6 run · voice · ml.g6.xlarge · {_when(report)}"]  # not Bob's
     at.toggle(key=f"share-load_report-{report['id']}").set_value(True).run()
@@ -158,9 +158,9 @@ def test_a_viewer_is_offered_no_action_only_makers_may_use(engine_url: str, monk
                                                            tmp_path: Path) -> None:
     _image(tmp_path, ALICE, "alice shared", shared=True)
     h = History(tmp_path, actor=ALICE)
-    job = h.create("video", "waves, shared", {"width": 64, "height": 48, "frames": 9, "fps": 8, "steps": 4,
+    job = h.jobs.create("video", "waves, shared", {"width": 64, "height": 48, "frames": 9, "fps": 8, "steps": 4,
                                               "guidance": 5.0, "seed": 1}, target="t", status="running")
-    h.succeed(job.id, {"video.mp4": make_mp4(9, 64, 48, 8)}, timings={"wall_s": 1.0})
+    h.jobs.succeed(job.id, {"video.mp4": make_mp4(9, 64, 48, 8)}, timings={"wall_s": 1.0})
     h.set_shared("job", job.id, True)
     makers = {"Use for video", "Edit with this", "Reuse these settings", "Reuse settings", "Save title"}
 

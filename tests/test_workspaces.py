@@ -65,32 +65,32 @@ def test_a_viewer_is_refused_before_the_engine_and_a_creators_images_are_theirs_
     client = ImageClient(CountingTransport(engine_url))
     with pytest.raises(Forbidden, match=r"Vic \(viewer\) may not generate .* a creator or an admin"):
         record_image(client, history.acting_as(VIC), ImageRequest("a lighthouse", **SMALL))
-    assert client.transport.sent == 0 and history.jobs() == []  # nothing sent, nothing recorded
+    assert client.transport.sent == 0 and history.jobs.list() == []  # nothing sent, nothing recorded
 
     alice, bob = history.acting_as(ALICE), history.acting_as(BOB)
     job = record_image(client, alice, ImageRequest("a lighthouse", **SMALL))
     assert client.transport.sent == 1 and job.status == "succeeded"
     assert (job.user_id, job.shared, job.owner) == (ALICE.id, False, history.owner)  # owner: still the process
     mine = record_image(client, bob, ImageRequest("bob's own", **SMALL))
-    assert [j.id for j in alice.jobs()] == [job.id]
-    assert [j.id for j in bob.jobs()] == [mine.id]
+    assert [j.id for j in alice.jobs.list()] == [job.id]
+    assert [j.id for j in bob.jobs.list()] == [mine.id]
     with pytest.raises(InvalidInput, match=f"there is no job '{job.id}'"):  # refused like a missing one
-        bob.get(job.id)
+        bob.jobs.get(job.id)
     with pytest.raises(InvalidInput, match="there is no job"):  # nor can he share what he cannot see
         bob.set_shared("job", job.id, True)
-    assert [j.id for j in history.jobs()] == [mine.id, job.id]  # LOCAL, without sign-in: everything
+    assert [j.id for j in history.jobs.list()] == [mine.id, job.id]  # LOCAL, without sign-in: everything
 
     alice.set_shared("job", job.id, True)
-    assert [j.id for j in bob.jobs("image")] == [mine.id, job.id]  # his own and the shared one, newest first
-    assert bob.get(job.id).shared and history.acting_as(VIC).jobs() == [bob.get(job.id)]
+    assert [j.id for j in bob.jobs.list("image")] == [mine.id, job.id]  # his own and the shared one, newest first
+    assert bob.jobs.get(job.id).shared and history.acting_as(VIC).jobs.list() == [bob.jobs.get(job.id)]
     with pytest.raises(Forbidden, match="only the one who made it"):
         bob.set_shared("job", job.id, False)
     with pytest.raises(Forbidden, match="may not share with the team"):
         history.acting_as(VIC).set_shared("job", job.id, False)
     with pytest.raises(Forbidden, match="only their own runs"):
-        bob.fail(job.id, "not his to change")
+        bob.jobs.fail(job.id, "not his to change")
     history.acting_as(ADA).set_shared("job", job.id, False)  # an admin may
-    assert bob.jobs() == [bob.get(mine.id)]
+    assert bob.jobs.list() == [bob.jobs.get(mine.id)]
 
 
 def test_a_viewer_cannot_compare_and_no_target_is_built(engine_url: str, tmp_path: Path) -> None:
@@ -104,10 +104,10 @@ def test_a_viewer_cannot_compare_and_no_target_is_built(engine_url: str, tmp_pat
     with pytest.raises(Forbidden):
         compare_images(variants, settings=settings, history=History(tmp_path, actor=VIC), default=default,
                        build=lambda s: built.append(s))
-    assert built == [] and History(tmp_path).jobs() == []
+    assert built == [] and History(tmp_path).jobs.list() == []
     outcomes = compare_images(variants, settings=settings, history=History(tmp_path, actor=ALICE), default=default)
     assert [o.job.user_id for o in outcomes] == [ALICE.id, ALICE.id]
-    assert History(tmp_path, actor=BOB).jobs() == []
+    assert History(tmp_path, actor=BOB).jobs.list() == []
 
 
 def test_a_viewer_cannot_compare_voices_and_no_target_is_built(engine_url: str, tmp_path: Path) -> None:
@@ -130,11 +130,11 @@ def test_video_jobs_run_for_the_person_who_started_them(fault_server: str, tmp_p
     request = VideoRequest("waves", frames=5, width=64, height=64)
     with pytest.raises(Forbidden):
         jobs.start(request, history=history.acting_as(VIC))
-    assert history.jobs() == [] and jobs.running() == []
+    assert history.jobs.list() == [] and jobs.running() == []
     alice = history.acting_as(ALICE)
     job = jobs.wait(jobs.start(request, history=alice).id, 30, history=alice)
     assert job.status == "succeeded" and job.user_id == ALICE.id and job.path("video.mp4").exists()
-    assert history.acting_as(BOB).jobs("video") == []
+    assert history.acting_as(BOB).jobs.list("video") == []
 
 
 def test_a_resumed_job_is_carried_on_for_whoever_made_it(tmp_path: Path) -> None:
@@ -149,8 +149,8 @@ from services.history import History
 from tests.test_history import FolderAsyncTransport
 t = FolderAsyncTransport(Path(sys.argv[2]))
 h = History(sys.argv[1], actor=Principal(id="alice@example.com", name="Alice", role="creator", signed_in=True))
-job = h.create("video", "resume me", {{"frames": 17}}, target=t.target)
-h.mark_running(job.id, t.submit(b"body", "multipart/form-data; boundary=x").to_dict())
+job = h.jobs.create("video", "resume me", {{"frames": 17}}, target=t.target)
+h.jobs.mark_running(job.id, t.submit(b"body", "multipart/form-data; boundary=x").to_dict())
 print(job.id)
 """
     out = subprocess.run([sys.executable, "-c", code, str(data), str(inbox)], cwd=ROOT, capture_output=True,
@@ -161,15 +161,15 @@ print(job.id)
     alice = History(data, actor=ALICE)
     from services.videos import JobHandle
 
-    Path(JobHandle.from_dict(alice.get(job_id).handle).data["output"]).write_bytes(make_mp4(9, 64, 48, 8))
+    Path(JobHandle.from_dict(alice.jobs.get(job_id).handle).data["output"]).write_bytes(make_mp4(9, 64, 48, 8))
     bobs = History(data, actor=BOB)  # whoever's session starts the runner: the job stays Alice's
     jobs = VideoJobs(VideoClient(transport), bobs)
     assert jobs.resumed == [job_id]
     jobs.wait(job_id, 30, history=alice)
-    done = alice.get(job_id)
+    done = alice.jobs.get(job_id)
     assert done.status == "succeeded" and done.user_id == ALICE.id and done.owner == bobs.owner
     with pytest.raises(InvalidInput, match="there is no job"):
-        bobs.get(job_id)
+        bobs.jobs.get(job_id)
 
 
 # -- voices: saved with consent, as someone ------------------------------------------------------------------
@@ -180,7 +180,7 @@ def test_saved_voices_are_their_savers_until_shared(engine_url: str, tmp_path: P
     before = {v.name for v in library.list()}
     with pytest.raises(Forbidden, match="may not save a cloned voice"):
         library.acting(history.acting_as(VIC)).add(name, reference(), "consent-v")
-    assert {v.name for v in library.list()} == before and history.voice_records(include_removed=True) == []
+    assert {v.name for v in library.list()} == before and history.voices.list(include_removed=True) == []
 
     alices, bobs = library.acting(history.acting_as(ALICE)), library.acting(history.acting_as(BOB))
     saved = alices.add(name, load_reference(reference(6.0)), "consent-a")
@@ -213,17 +213,17 @@ def test_load_reports_need_the_role_and_stay_their_makers(engine_url: str, tmp_p
         SweepRun(loop, backend, plan, describe_target(backend, settings, "image"), history=history.acting_as(VIC))
     report = _report("g6", "ml.g6.xlarge", 200, 1.0).to_dict()
     with pytest.raises(Forbidden):
-        history.acting_as(VIC).save_load_report(report)
+        history.acting_as(VIC).load_reports.save(report)
     alice, bob = history.acting_as(ALICE), history.acting_as(BOB)
-    alice.save_load_report(report)
-    assert bob.load_reports() == [] and [r.user_id for r in alice.load_reports()] == [ALICE.id]
+    alice.load_reports.save(report)
+    assert bob.load_reports.list() == [] and [r.user_id for r in alice.load_reports.list()] == [ALICE.id]
     with pytest.raises(InvalidInput, match="no load report"):
-        bob.load_report(report["id"])
+        bob.load_reports.get(report["id"])
     with pytest.raises(Forbidden, match="it is alice@example.com's"):  # no overwriting another's report by id
-        bob.save_load_report(report | {"title": "mine now"})
+        bob.load_reports.save(report | {"title": "mine now"})
     alice.set_shared("load_report", report["id"], True)
-    alice.save_load_report(report | {"title": "renamed"})  # saved again: still shared
-    (seen,) = bob.load_reports()
+    alice.load_reports.save(report | {"title": "renamed"})  # saved again: still shared
+    (seen,) = bob.load_reports.list()
     assert (seen.title, seen.user_id, seen.shared) == ("renamed", ALICE.id, True)
 
 
@@ -322,35 +322,35 @@ def test_a_database_from_before_workspaces_is_migrated_in_place_and_its_rows_are
 
     history = History(tmp_path)  # LOCAL: the single-user studio that made these rows
     store = EvalStore(history)
-    (job,) = history.jobs()
+    (job,) = history.jobs.list()
     assert (job.id, job.prompt, job.params, job.outputs, job.owner) == (
         "20240101-000000-aaaa", "an old lighthouse", {"size": "64x64"}, ["image-0.png"], "host:1:1")
     assert (job.user_id, job.shared) == (LOCAL.id, False)
-    (voice,) = history.voice_records()
+    (voice,) = history.voices.list()
     assert (voice.name, voice.consent_id, voice.who, voice.user_id, voice.shared) == ("anna", "consent-1", "me",
                                                                                       "local", False)
-    (report,) = history.load_reports()
+    (report,) = history.load_reports.list()
     assert (report.id, report.report, report.user_id) == ("lr-old", {"id": "lr-old", "title": None}, "local")
     (ev,) = store.list()
     assert (ev["id"], ev["name"], ev["ratings"], ev["user_id"], ev["shared"]) == ("ev-old", "old one", 1, "local",
                                                                                   False)
     assert [(r.rater, r.user_id) for r in store.ratings("ev-old")] == [("Ann", "local")]
     # local's: once sign-in is on, a signed-in creator sees none of it, an admin sees it and may share it
-    assert History(tmp_path, actor=ALICE).jobs() == [] and EvalStore(History(tmp_path, actor=ALICE)).list() == []
+    assert History(tmp_path, actor=ALICE).jobs.list() == [] and EvalStore(History(tmp_path, actor=ALICE)).list() == []
     ada = History(tmp_path, actor=ADA)
-    assert [j.id for j in ada.jobs()] == [job.id] and [e["id"] for e in EvalStore(ada).list()] == ["ev-old"]
-    assert [v.name for v in ada.voice_records()] == ["anna"] and ada.unseen_voice_names("offline engine") == set()
-    assert History(tmp_path, actor=ALICE).unseen_voice_names("offline engine") == {"anna"}
+    assert [j.id for j in ada.jobs.list()] == [job.id] and [e["id"] for e in EvalStore(ada).list()] == ["ev-old"]
+    assert [v.name for v in ada.voices.list()] == ["anna"] and ada.voices.unseen_names("offline engine") == set()
+    assert History(tmp_path, actor=ALICE).voices.unseen_names("offline engine") == {"anna"}
     ada.set_shared("job", job.id, True)
-    assert [j.id for j in History(tmp_path, actor=ALICE).jobs()] == [job.id]
+    assert [j.id for j in History(tmp_path, actor=ALICE).jobs.list()] == [job.id]
 
     # opened again (another process, a later start): nothing to do, nothing changed; new rows work as usual
     columns = [r[1] for r in sqlite3.connect(tmp_path / "history.sqlite3").execute("PRAGMA table_info(jobs)")]
     assert columns.count("user_id") == 1 and columns.count("shared") == 1
     again = History(tmp_path, actor=ALICE)
     EvalStore(again)
-    new = again.create("image", "new", {}, target="t")
-    assert [j.id for j in History(tmp_path).jobs()] == [new.id, job.id]
+    new = again.jobs.create("image", "new", {}, target="t")
+    assert [j.id for j in History(tmp_path).jobs.list()] == [new.id, job.id]
 
 
 def test_the_migration_is_one_transaction(tmp_path: Path) -> None:
@@ -369,7 +369,7 @@ def test_the_migration_is_one_transaction(tmp_path: Path) -> None:
     assert check.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 1
     check.execute("DROP TABLE load_reports_user")
     check.commit()
-    assert History(tmp_path).jobs()[0].user_id == "local"  # the name freed: the migration goes through
+    assert History(tmp_path).jobs.list()[0].user_id == "local"  # the name freed: the migration goes through
 
 
 # -- many writers at once --------------------------------------------------------------------------------------
@@ -382,8 +382,8 @@ def write_many(data_dir: str, who: str, eval_id: str, pair: tuple[str, str]) -> 
     history = History(data_dir, actor=actor)
     store = EvalStore(history)
     for i in range(WRITES):
-        job = history.create("image", f"{who} {i}", {"i": i}, target="t", status="running")
-        history.succeed(job.id, {"image-0.png": f"{who} {i}".encode()}, timings={"total_s": 0.1})
+        job = history.jobs.create("image", f"{who} {i}", {"i": i}, target="t", status="running")
+        history.jobs.succeed(job.id, {"image-0.png": f"{who} {i}".encode()}, timings={"total_s": 0.1})
         store.add_ratings(eval_id, [(pair[0], pair[1], "a", who)])
     history.close()
     return WRITES
@@ -415,7 +415,7 @@ def test_many_processes_and_threads_write_to_one_database_and_nothing_is_lost(tm
         assert [f.result(timeout=120) for f in futures] == [WRITES] * processes  # a child's error is raised here
     assert errors == []
     writers = processes + threads
-    jobs = History(tmp_path).jobs(limit=None)
+    jobs = History(tmp_path).jobs.list(limit=None)
     assert len(jobs) == writers * WRITES and all(j.status == "succeeded" for j in jobs)
     assert all(j.output_paths()[0].read_bytes() == j.prompt.encode() for j in jobs)
     ratings = store.ratings(ev.id)
@@ -428,18 +428,18 @@ def test_many_processes_and_threads_write_to_one_database_and_nothing_is_lost(tm
 def test_only_the_owner_or_an_admin_renames_or_deletes_a_job_and_a_viewer_neither(tmp_path: Path) -> None:
     history = History(tmp_path)
     alice, bob, vic, ada = (history.acting_as(p) for p in (ALICE, BOB, VIC, ADA))
-    job = alice.create("image", "alice's harbour", {}, target="t", status="running")
-    alice.succeed(job.id, {"image-0.png": b"png"})
+    job = alice.jobs.create("image", "alice's harbour", {}, target="t", status="running")
+    alice.jobs.succeed(job.id, {"image-0.png": b"png"})
     alice.set_shared("job", job.id, True)
     with pytest.raises(Forbidden, match=r"Bob \(creator\) may not rename alice@example.com's image"):
-        bob.rename(job.id, "mine now")
+        bob.jobs.rename(job.id, "mine now")
     with pytest.raises(Forbidden, match=r"Bob \(creator\) may not delete alice@example.com's image"):
-        bob.delete(job.id)
+        bob.jobs.delete(job.id)
     with pytest.raises(Forbidden, match=r"Vic \(viewer\) may not generate"):
-        vic.delete(job.id)
-    assert alice.rename(job.id, "Harbour").title == "Harbour"
-    ada.delete(job.id)  # an admin may delete anyone's (that they see)
-    assert history.jobs() == [] and not job.folder.exists()
+        vic.jobs.delete(job.id)
+    assert alice.jobs.rename(job.id, "Harbour").title == "Harbour"
+    ada.jobs.delete(job.id)  # an admin may delete anyone's (that they see)
+    assert history.jobs.list() == [] and not job.folder.exists()
 
 
 def test_an_evaluation_is_edited_or_deleted_by_its_owner_or_an_admin_only(tmp_path: Path) -> None:

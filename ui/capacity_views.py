@@ -196,7 +196,7 @@ def reports_section(history: Any, last: LoadReport | None, *,
     state = st.session_state
     st.divider()
     st.subheader("Reports")
-    records = history.load_reports(limit=50)
+    records = history.load_reports.list(limit=50)
     choices = report_choices(records)
     if not choices and last is None:
         st.info(empty)

@@ -1,7 +1,7 @@
 """What the image gallery and the video job list share: a search by prompt (or title), pages of PAGE_SIZE with
 Newer / Older and the total, a link to each item (`?item=<job id>` opens the page with it shown first), and
 Rename / Delete on one's own items (an admin: anyone's). The history does the searching and the role checks
-(services/history.py: `jobs`, `count_jobs`, `rename`, `delete`); these only draw.
+(services/history: `history.jobs.list`, `.count`, `.rename`, `.delete`); these only draw.
 
 State under `<prefix>_*` keys (`image_gallery_search`, `image_gallery_page`, …), so a search survives reruns.
 """
@@ -46,11 +46,11 @@ def search_and_page(history: History, kind: JobKind, prefix: str) -> GalleryPage
     st.text_input("Search by prompt or title", key=f"{prefix}_search", on_change=_first_page, args=(prefix,),
                   placeholder="a word of the prompt, or of a title you gave")
     search = str(state.get(f"{prefix}_search") or "").strip()
-    total = history.count_jobs(kind, search=search)
+    total = history.jobs.count(kind, search=search)
     pages = max(1, math.ceil(total / PAGE_SIZE))
     number = min(max(0, int(state.get(f"{prefix}_page") or 0)), pages - 1)
     state[f"{prefix}_page"] = number
-    jobs = history.jobs(kind, limit=PAGE_SIZE, offset=number * PAGE_SIZE, search=search)
+    jobs = history.jobs.list(kind, limit=PAGE_SIZE, offset=number * PAGE_SIZE, search=search)
     return GalleryPage(jobs, total, number, pages, search)
 
 
@@ -89,7 +89,7 @@ def linked_item(history: History, kind: JobKind) -> Job | None:
     if not job_id:
         return None
     try:
-        job = history.get(job_id)
+        job = history.jobs.get(job_id)
     except StudioError:
         job = None
     if job is None or job.kind != kind:
@@ -118,14 +118,14 @@ def may_change(history: History, job: Job) -> bool:
 
 def _rename(history: History, job_id: str, key: str) -> None:
     try:
-        history.rename(job_id, st.session_state.get(key))
+        history.jobs.rename(job_id, st.session_state.get(key))
     except StudioError as exc:
         st.session_state["gallery_error"] = str(exc)
 
 
 def _delete(history: History, job_id: str) -> None:
     try:
-        history.delete(job_id)
+        history.jobs.delete(job_id)
     except StudioError as exc:
         st.session_state["gallery_error"] = str(exc)
     else:

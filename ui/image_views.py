@@ -55,7 +55,7 @@ class Pick:
 def gallery_picks(history: History) -> dict[str, Pick]:
     """The gallery's images by "<job id>-<index>" (the key "Use for video" uses too), newest first."""
     out = {}
-    for job in history.jobs("image", statuses=("succeeded",), limit=GALLERY_JOBS):
+    for job in history.jobs.list("image", statuses=("succeeded",), limit=GALLERY_JOBS):
         for i, path in enumerate(job.output_paths()):
             label = f"{shorten(job.prompt, PICK_TEXT)} · {job.params.get('size')} · seed {job.params.get('seed')}"
             out[f"{job.id}-{i}"] = Pick(job, i, path, f"{label} · {when(job.created_at)}")

@@ -378,7 +378,7 @@ def _history(data_dir: str):
     from services.history import History
 
     h = History(data_dir)
-    h.recover()  # jobs a previous run left unfinished: marked interrupted, or kept for a runner to resume
+    h.jobs.recover()  # jobs a previous run left unfinished: marked interrupted, or kept for a runner to resume
     return h
 
 

@@ -33,7 +33,7 @@ Gallery = dict[str, tuple[Path, str, str]]
 def gallery_choices(history: History) -> Gallery:
     """Gallery images by "<job id>-<index>": (file, label for the picker, short name for the record)."""
     out = {}
-    for job in history.jobs("image", statuses=("succeeded",), limit=GALLERY_JOBS):
+    for job in history.jobs.list("image", statuses=("succeeded",), limit=GALLERY_JOBS):
         for i, path in enumerate(job.output_paths()):
             out[f"{job.id}-{i}"] = (path, f"{shorten(job.prompt, PICK_TEXT)} · {job.params.get('size')} · seed "
                                           f"{job.params.get('seed')} · {when(job.created_at)}",

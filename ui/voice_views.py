@@ -1,5 +1,5 @@
 """The voice page's views: the figures of an utterance, the last take, and the earlier takes — this person's and
-those the team shared, kept in the history (services/history.py `record_take`), so they survive reloads and
+those the team shared, kept in the history (services/history, `history.takes.record`), so they survive reloads and
 restarts. Others' takes say whose they are; one's own have the "Share with the team" toggle (ui/workspace_views)."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def keep_take(u: Utterance, voice_label: str | None, target: str, config: Sessio
         return take
     state = "failed" if u.error is not None else ("cancelled" if u.stats.state == "cancelled" else "done")
     try:
-        record = resources.history().record_take(
+        record = resources.history().takes.record(
             u.text, take.wav, target=target, state=state, error=None if u.error is None else str(u.error),
             voice_label=take.voice, figures=u.stats.figures(), created_at=u.created_at,
             config={} if config is None else config.model_dump(mode="json", exclude_none=True, exclude=NOT_KEPT))
@@ -114,7 +114,7 @@ def take_view(take: Take, heard_ms: float | None = None) -> None:
     if take.record_id is not None:
         try:
             history = resources.history()
-            kept = history.take(take.record_id)
+            kept = history.takes.get(take.record_id)
         except StudioError:
             return  # the list below says what is wrong with the history
         share_toggle(history, "take", kept.id, kept.user_id, kept.shared)
@@ -135,7 +135,7 @@ def kept_takes(skip: str | None = None) -> None:
     own, the share toggle."""
     try:
         history = resources.history()
-        takes = [t for t in history.takes(limit=TAKES_SHOWN + 1) if t.id != skip][:TAKES_SHOWN]
+        takes = [t for t in history.takes.list(limit=TAKES_SHOWN + 1) if t.id != skip][:TAKES_SHOWN]
     except StudioError as exc:
         st.error(plain(f"Earlier takes cannot be shown: {exc}"))
         return

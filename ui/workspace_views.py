@@ -1,5 +1,5 @@
 """Whose an item is, sharing it, and what this person may make: the small views the galleries, saved voices,
-evaluations and load reports share. The history keeps who made what (services/history.py: `user_id`, `shared`);
+evaluations and load reports share. The history keeps who made what (services/history: `user_id`, `shared`);
 services/access.py says who may do what, and the services check it again whatever a page draws.
 
 Without sign-in (the single-user studio) everything is the one person's: no "by …", no toggle, every form.

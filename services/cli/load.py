@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     d = report.to_dict()
     saved_id = None
     if not args.no_history:
-        saved_id = History(settings.data_dir).save_load_report(d)
+        saved_id = History(settings.data_dir).load_reports.save(d)
     problem = None
     if args.out is not None:
         saved = save_output(args.out, (json.dumps(d, indent=1) + "\n").encode(), suffix=".json")

@@ -1,4 +1,4 @@
-"""Evaluations kept in the studio's history database (services/history.py), media beside it.
+"""Evaluations kept in the studio's history database (services/history), media beside it.
 
 Tables (added, never changing the history's own): `evaluations` (the checked SPEC), `eval_items` (one per
 variant × prompt × repeat, created up front as `pending`: its settings, then its media file, figures, status
@@ -8,7 +8,7 @@ variant: a blind sheet shows them).
 
 An evaluation belongs to whoever made it (`user_id`; `shared` with the team by `set_shared`), and each rating
 records who rated (`user_id`, beside the rater's name). The store acts for its history's actor
-(services/history.py): creating or rating needs the role to "evaluate", running an evaluation's items is its
+(services/history): creating or rating needs the role to "evaluate", running an evaluation's items is its
 owner's, `list` and `get` show their own and the shared ones. Every write goes through the history's one
 write transaction (`History.transaction`).
 """

@@ -173,7 +173,7 @@ def record_image(client: ImageClient, history: History, request: ImageRequest) -
     role may not generate (Forbidden: nothing reaches the server)."""
     require(history.actor, "generate")
     request = request.validated().with_seed()
-    job = history.create("image", request.prompt, request.params(), target=client.target, status="running")
+    job = history.jobs.create("image", request.prompt, request.params(), target=client.target, status="running")
     return _record(history, job, lambda: client.generate(request))
 
 
@@ -188,7 +188,7 @@ def record_edit(client: ImageClient, history: History, request: ImageEditRequest
     described = [{**kept.describe(), "sent": sent.describe()["sent"]} for kept, sent in zip(body.prepared, body.references)]
     params = request.params() | {"references": described, "body_bytes": len(body)}
     inputs = {r.filename: r.data for r in body.prepared}
-    job = history.create("image", request.prompt, params, target=client.target, status="running", inputs=inputs,
+    job = history.jobs.create("image", request.prompt, params, target=client.target, status="running", inputs=inputs,
                          meta={"edit": True, "seed": request.seed, "fitting": body.fitting})
     return _record(history, job, lambda: client.send_edit(request, body, started=t0),
                    {"edit": True, "references": len(body.references), "fitting": body.fitting})
@@ -198,10 +198,10 @@ def _record(history: History, job: Job, run: Any, extra_meta: dict[str, Any] | N
     try:
         result = run()
     except StudioError as exc:
-        history.fail(job.id, str(exc))
+        history.jobs.fail(job.id, str(exc))
         raise
     except Exception as exc:  # a bug must not leave the row "running" forever
-        history.fail(job.id, f"unexpected error: {type(exc).__name__}: {exc}")
+        history.jobs.fail(job.id, f"unexpected error: {type(exc).__name__}: {exc}")
         raise
     ext = "jpg" if result.format == "jpeg" else result.format
     files = {f"image-{i}.{ext}": data for i, data in enumerate(result.images)}
@@ -211,4 +211,4 @@ def _record(history: History, job: Job, run: Any, extra_meta: dict[str, Any] | N
         meta["preview_note"] = result.preview_note
     if result.revised_prompt:
         meta["revised_prompt"] = result.revised_prompt
-    return history.succeed(job.id, files, timings=result.timings(), meta=meta)
+    return history.jobs.succeed(job.id, files, timings=result.timings(), meta=meta)

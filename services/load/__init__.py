@@ -5,7 +5,7 @@
     target.estimate(plan)                                   # said (and confirmed) before a SageMaker sweep
     report = asyncio.run(run_sweep(backend, plan, target, on_progress=...))
     report.to_dict()                                        # levels, samples, max_concurrency_within_slo, cost
-    history.save_load_report(report.to_dict())              # the Capacity page lists, reopens and overlays them
+    history.load_reports.save(report.to_dict())             # the Capacity page lists, reopens and overlays them
 
 - plan.py     LoadPlan, Slo, parse_levels, parse_slo, the guard rails (≤ 64 in flight, ≤ 2000 requests per
               level, a wall-clock cap) and the work item (the text, prompt or request fields of every request)

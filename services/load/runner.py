@@ -259,7 +259,7 @@ class SweepRun:
         report.title = self._title
         if self._history is not None:
             try:
-                self.saved_id = self._history.save_load_report(report.to_dict())
+                self.saved_id = self._history.load_reports.save(report.to_dict())
             except StudioError as exc:
                 self.save_error = str(exc)
         return report

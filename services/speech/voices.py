@@ -7,11 +7,11 @@
     backend.voices.delete("anna")                           # what was done, in words
 
 Cloning someone's voice needs their consent: every `add` takes the id of the speaker's consent recording
-(refused when empty) and is recorded in the studio's history (services/history.py, `voices`: target, name,
+(refused when empty) and is recorded in the studio's history (services/history, `history.voices`: target, name,
 consent id, who, when, transcript) before anything is uploaded. A name the target already has is refused
 before the upload (vLLM-Omni would silently replace that voice).
 
-The records are a person's (services/history.py): `backend.voices.acting(history)` is the library as the
+The records are a person's (services/history): `backend.voices.acting(history)` is the library as the
 person that history acts for — saving needs a role that may clone voices (Forbidden before anything is
 uploaded), the list shows their voices, the shared ones and those no studio record names, and removing a voice
 is for the one who saved it (or an admin).
@@ -129,7 +129,7 @@ class VoiceLibrary(ABC):
     def records(self, *, include_removed: bool = False) -> list[VoiceRecord]:
         """The studio's records of the voices saved on this target that its person sees (their own and the shared
         ones, with consent id, who, when), newest first."""
-        return self.history.voice_records(self.record_target, include_removed=include_removed)
+        return self.history.voices.list(self.record_target, include_removed=include_removed)
 
     # -- add --------------------------------------------------------------------------------------------
     def add(self, name: str, reference_wav: ReferenceAudio | bytes, consent_id: str, ref_text: str | None = None,
@@ -153,7 +153,7 @@ class VoiceLibrary(ABC):
         reference = reference_wav if isinstance(reference_wav, ReferenceAudio) else load_reference(reference_wav)
         self._check_free(name)
         who = _clean(who) or (history.actor.name if history.actor.signed_in else current_user())
-        record = history.record_voice(self.record_target, name, consent_id, who=who, ref_text=ref_text,
+        record = history.voices.record(self.record_target, name, consent_id, who=who, ref_text=ref_text,
                                            speaker_description=speaker_description)
         form = VoiceUploadForm(name=name, consent=consent_id, ref_text=ref_text,
                                speaker_description=speaker_description)
@@ -163,7 +163,7 @@ class VoiceLibrary(ABC):
         try:
             answer = self._upload(body, content_type)
         except BaseException:
-            history.drop_voice_record(record.id)  # nothing was saved: no record of it either
+            history.voices.drop(record.id)  # nothing was saved: no record of it either
             raise
         voice = answer.voice
         return SavedVoice(name=voice.name if voice else name, consent_id=consent_id, created_at=record.created_at,
@@ -246,7 +246,7 @@ class OmniVoices(VoiceLibrary):
         if name.lower() in {v.lower() for v in listed.voices}:
             raise InvalidInput(f"{name!r} is a preset voice of {self.url}: pick another name")
         # A record the server no longer has (deleted by another client, or the server's storage was reset).
-        self.history.remove_voice_record(self.record_target, name, "deleted", gone=True)
+        self.history.voices.remove(self.record_target, name, "deleted", gone=True)
 
     def _upload(self, body: bytes, content_type: str) -> VoiceUploadResponse:
         doing = f"saving the voice on {self.url}"
@@ -257,7 +257,7 @@ class OmniVoices(VoiceLibrary):
         """The server's uploaded voices, with who saved them and when from the studio's records where it has one;
         without the ones others saved in the studio and did not share."""
         records = {r.name.lower(): r for r in reversed(self.records())}  # the newest record per name wins
-        unseen = self.history.unseen_voice_names(self.record_target) - set(records)
+        unseen = self.history.voices.unseen_names(self.record_target) - set(records)
         voices = []
         for v in self._server_voices().uploaded_voices:
             if v.name.lower() in unseen:
@@ -275,19 +275,19 @@ class OmniVoices(VoiceLibrary):
         doing = f"deleting the voice {name!r} on {self.url}"
         if (problem := voice_name_error(name)) is not None:
             raise InvalidInput(problem)
-        self.history.check_voice_removal(self.record_target, name)  # Forbidden before the server is asked
+        self.history.voices.check_removal(self.record_target, name)  # Forbidden before the server is asked
         resp = self._request("DELETE", voice_path(name.strip()), doing)
         try:
             answer = VoiceDeleteResponse.model_validate_json(resp.content)
         except ValidationError:
             answer = VoiceDeleteResponse(success=False, error=error_text(resp.text) or f"HTTP {resp.status_code}")
         if resp.status_code == 404:
-            self.history.remove_voice_record(self.record_target, name, "deleted", gone=True)
+            self.history.voices.remove(self.record_target, name, "deleted", gone=True)
             raise InvalidInput(f"there is no saved voice {name!r} on {self.url} (the server said: "
                                f"{answer.error or 'not found'}); `python -m services voices list` shows them")
         if resp.status_code >= 400 or not answer.success:
             raise ServerError(f"{doing}: {answer.error or f'HTTP {resp.status_code}'}", status=resp.status_code)
-        self.history.remove_voice_record(self.record_target, name, "deleted")
+        self.history.voices.remove(self.record_target, name, "deleted")
         return f"deleted the voice {name!r} from {self.url}"
 
 
@@ -315,7 +315,7 @@ class SageMakerVoices(VoiceLibrary):
 
     def _check_free(self, name: str) -> None:
         self._endpoint()
-        if self.history.voice_records(self.record_target, name=name):
+        if self.history.voices.list(self.record_target, name=name):
             raise InvalidInput(f"a voice named {name!r} was already saved on {self.target}: pick another name (a "
                                "voice on SageMaker cannot be replaced or deleted)")
 
@@ -340,9 +340,9 @@ class SageMakerVoices(VoiceLibrary):
         return [_from_record(r) for r in self.records()]
 
     def delete(self, name: str) -> str:
-        if not self.history.voice_records(self.record_target, name=name):
+        if not self.history.voices.list(self.record_target, name=name):
             raise InvalidInput(f"the studio has no record of a voice {name!r} on {self.target}; "
                                "`python -m services voices list` shows the ones it saved")
-        self.history.remove_voice_record(self.record_target, name, "forgotten")
+        self.history.voices.remove(self.record_target, name, "forgotten")
         return (f"SageMaker cannot delete a voice from an endpoint: the studio forgot its record of {name!r}, but the "
                 f"voice stays on {self.target} until that endpoint is replaced (e.g. redeployed)")

@@ -2,7 +2,7 @@
 
     jobs = VideoJobs(client, history)          # resumes or marks jobs a previous process left running
     job = jobs.start(VideoRequest(...))        # recorded (queued → running → succeeded | failed) at once
-    history.get(job.id).status                 # a page polls the history; jobs.wait(job.id) blocks
+    history.jobs.get(job.id).status            # a page polls the history; jobs.wait(job.id) blocks
     jobs.start(request, history=mine)          # one runner per process, each job for the person it is started as
     jobs.start(request, deliver=write_out)     # the MP4 handed over before the history keeps its copy (the CLI's --out)
 
@@ -39,7 +39,7 @@ class VideoJobs:
 
     On creation it looks for jobs a previous process left unfinished: those its transport can poll again
     (same target, resumable handle) are claimed and resumed here; those nobody can pick up again are
-    marked `interrupted` with a message (by History.recover)."""
+    marked `interrupted` with a message (by `history.jobs.recover`)."""
 
     def __init__(self, client: VideoClient, history: History, *, job_timeout_s: float = JOB_TIMEOUT_S,
                  recover: bool = True) -> None:
@@ -67,7 +67,7 @@ class VideoJobs:
         request, body = self.client.prepare(request)
         params = request.params() | {"body_bytes": len(body)}
         inputs = {REFERENCE_FILE: body.reference_jpeg} if body.reference_jpeg else None
-        job = history.create("video", request.prompt, params, target=self.client.target, inputs=inputs,
+        job = history.jobs.create("video", request.prompt, params, target=self.client.target, inputs=inputs,
                              meta={"seed": request.seed, "smoke_test": request.smoke_test})
         self._spawn(job.id, history, lambda: self._run(history, job.id, body, t0, deliver))
         return job
@@ -78,11 +78,11 @@ class VideoJobs:
             thread = self._threads.get(job_id)
         if thread is not None:
             thread.join(timeout)
-        return (history or self.history).get(job_id)
+        return (history or self.history).jobs.get(job_id)
 
     def problem(self, job_id: str) -> str | None:
         """Why the job ended here, when the history could not record it (it stays unfinished in the record,
-        for `History.recover` in a later process to resume or mark interrupted)."""
+        for `history.jobs.recover` in a later process to resume or mark interrupted)."""
         with self._lock:
             return self._unrecorded.get(job_id)
 
@@ -96,17 +96,17 @@ class VideoJobs:
 
     def recover(self) -> list[str]:
         resumed = []
-        for job in self.history.recover():  # of every user
+        for job in self.history.jobs.recover():  # of every user
             handle = JobHandle.from_dict(job.handle or {})
             if job.kind != "video" or handle.target != self.client.target:
                 continue  # a runner for that target picks it up
             owner = self.history.acting_for_owner(job)  # carried on for whoever made it
             if not self.client.transport.can_resume(handle):
-                owner.fail(job.id, f"the studio stopped while this job ran on {handle.target}, and it "
+                owner.jobs.fail(job.id, f"the studio stopped while this job ran on {handle.target}, and it "
                                    "cannot be polled again; generate it again (its settings are kept)",
                            status="interrupted")
                 continue
-            if owner.claim(job):
+            if owner.jobs.claim(job):
                 started = job.started_at or job.created_at
                 self._spawn(job.id, owner,
                             lambda o=owner, j=job.id, h=handle, s=started: self._follow(o, j, h, wall_from=s))
@@ -134,7 +134,7 @@ class VideoJobs:
         except StudioError as exc:
             self._record_failure(history, job_id, str(exc))
             return
-        history.mark_running(job_id, handle.to_dict())
+        history.jobs.mark_running(job_id, handle.to_dict())
         self._follow(history, job_id, handle, perf_t0=t0, deliver=deliver)
 
     def _follow(self, history: History, job_id: str, handle: JobHandle, *, perf_t0: float | None = None,
@@ -148,11 +148,11 @@ class VideoJobs:
             def notice(running: JobState) -> None:  # e.g. "starting an instance": kept with the job for the page
                 if running.notice != shown[0]:
                     shown[0] = running.notice
-                    history.note(job_id, running.notice)
+                    history.jobs.note(job_id, running.notice)
 
             state = self.client.wait(handle, timeout_s=self.job_timeout_s, stop=self._stop, on_running=notice)
             if shown[0] is not None:
-                history.note(job_id, None)  # over: the notice is no longer true
+                history.jobs.note(job_id, None)  # over: the notice is no longer true
             if state.state == "lost":
                 self._record_failure(history, job_id, state.error or "the server lost the job", status="interrupted")
                 return
@@ -179,14 +179,14 @@ class VideoJobs:
         if deliver is not None:
             deliver(payload.mp4)
         try:
-            history.succeed(job_id, {VIDEO_FILE: payload.mp4}, timings=timings, meta=meta)
+            history.jobs.succeed(job_id, {VIDEO_FILE: payload.mp4}, timings=timings, meta=meta)
         except StudioError as exc:  # e.g. no space left for the MP4: recorded as the job's failure when possible
             self._record_failure(history, job_id, str(exc), wall_s=wall_s)
 
     def _record_failure(self, history: History, job_id: str, message: str, *,
                         status: Literal["failed", "interrupted"] = "failed", wall_s: float | None = None) -> None:
         try:
-            history.fail(job_id, message, status=status,
+            history.jobs.fail(job_id, message, status=status,
                          timings={"wall_s": round(wall_s, 4)} if wall_s is not None else None)
         except Exception as exc:  # the history itself is broken (a full disk): kept here, for whoever waits
             why = "" if str(exc) == message else f": {exc}"

@@ -1,0 +1,82 @@
+"""What the history's host and its stores share: its errors and their one-line messages, which process runs a job
+(`current_owner`, `owner_alive`), and the small checks on names and search text."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import sqlite3
+from pathlib import Path
+
+from protocol.errors import InvalidInput, StudioError
+
+
+class HistoryError(StudioError):
+    """The history database or its folder cannot be used; the message names the path."""
+
+
+_SQLITE_DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB: the file is not (or no longer) a SQLite database
+_SQLITE_FULL = 13
+
+
+def damaged_message(db_path: Path, exc: BaseException | str) -> str:
+    """One line naming a damaged history database and what to do about it."""
+    return (f"the history database {db_path} is damaged ({exc}): move it aside — the studio starts a new one "
+            "(the media files beside it are kept)")
+
+
+def no_space_message(path: Path, folder: Path) -> str:
+    return f"No space left on device writing {path}: free space on {folder} and run it again"
+
+
+def is_damage(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in \
+        _SQLITE_DAMAGED
+
+
+def is_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_FULL
+
+
+def _process_start(pid: int) -> str:
+    """The kernel's start time of `pid` (clock ticks since boot): tells a live process from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def current_owner() -> str:
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_process_start(pid)}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process that wrote `owner` still runs (only knowable on this host; elsewhere: assume so)."""
+    host, _, rest = owner.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname():
+        return True
+    try:
+        pid = int(pid_text)
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    return start in ("", "?") or _process_start(pid) in ("?", start)
+
+
+def like_escaped(text: str) -> str:
+    """`text` for a LIKE pattern with ESCAPE '\\': its own %, _ and backslashes match themselves."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def safe_name(name: str) -> str:
+    if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith("."):
+        raise InvalidInput(f"not a plain file name for the history: {name!r}")
+    return name
