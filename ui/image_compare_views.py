@@ -15,9 +15,8 @@ from services.base import Backend
 from services.compare import VARIANTS, ImageVariant, Outcome, compare_images
 from services.history import History
 from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest
-from services.load.report import usd
 from services.settings import Settings
-from ui.compare_progress import compare_progress
+from ui.compare_progress import compare_button, cost_line, outcome_columns, run_variants
 from ui.forms import bounded_number, optional_number, optional_seed
 from ui.media_views import image_summary, seconds
 from ui.resources import plain
@@ -62,15 +61,13 @@ def _variant(i: int, prompt: str, offered) -> ImageVariant:
 def run_compare(settings: Settings, history: History, backend: Backend) -> None:
     """Compare's callback: every variant at once; a refusal goes to `cmp_error` and nothing runs."""
     state = st.session_state
-    state["cmp_error"] = None
-    try:
+
+    def variants() -> list[ImageVariant]:
         offered = target_book().options("image")
-        variants = [_variant(i, state["cmp_prompt"], offered) for i in range(int(state["cmp_count"]))]
-        with compare_progress(variants, "Generating") as on_progress:
-            state["cmp_outcomes"] = compare_images(variants, settings=settings, history=history, default=backend,
-                                                   on_progress=on_progress)
-    except StudioError as exc:
-        state["cmp_error"] = str(exc)
+        return [_variant(i, state["cmp_prompt"], offered) for i in range(int(state["cmp_count"]))]
+
+    run_variants("cmp", variants, lambda v, on_progress: compare_images(
+        v, settings=settings, history=history, default=backend, on_progress=on_progress), "Generating")
 
 
 def compare_form(on_compare) -> None:
@@ -94,34 +91,22 @@ def compare_form(on_compare) -> None:
             col_text("Price per hour (USD)", key=f"cmp_{i}_price", placeholder="from the price table, or none",
                      help="the target's hourly price for a cost per image; a SageMaker endpoint's comes from the "
                           "shipped price table when left blank")
-    st.button("Compare", type="primary", on_click=on_compare, key="cmp_go")
-    if state.get("cmp_error"):
-        st.error(plain(state["cmp_error"]))
-
-
-def _cost(outcome: Outcome) -> str:
-    cost = outcome.cost_per_item_usd
-    if cost is not None:
-        return f"{usd(cost)} per image at ${outcome.usd_per_hour:.4f}/h"
-    return f"cost per image unknown: {outcome.price_note or 'no image'}"
+    compare_button("cmp", on_compare)
 
 
 def compare_results(outcomes: list[Outcome]) -> None:
     """The last compare: one column per variant, its image, settings, figures and cost per image."""
     st.subheader("Side by side")
-    for outcome, col in zip(outcomes, st.columns(len(outcomes))):
-        with col.container(border=True):
-            st.markdown(f"**{plain(outcome.variant.label)}**")
-            st.caption(plain(outcome.target))
-            job = outcome.job
-            if outcome.error or job is None:
-                st.error(plain(outcome.error or "no image"))
-                continue
-            paths = job.output_paths()
-            if paths and paths[0].exists():
-                st.image(str(paths[0]), width="stretch")
-            if job.meta.get("preview"):
-                st.caption("🔖 Offline preview — drawn by the offline engine, not by FLUX.2-klein")
-            st.markdown(f"Latency **{seconds(outcome.latency_s)}** · model time **{seconds(outcome.model_s)}**")
-            st.caption(plain(image_summary(job)))
-            st.caption(plain(_cost(outcome)))
+    for outcome in outcome_columns(outcomes):
+        job = outcome.job
+        if outcome.error or job is None:
+            st.error(plain(outcome.error or "no image"))
+            continue
+        paths = job.output_paths()
+        if paths and paths[0].exists():
+            st.image(str(paths[0]), width="stretch")
+        if job.meta.get("preview"):
+            st.caption("🔖 Offline preview — drawn by the offline engine, not by FLUX.2-klein")
+        st.markdown(f"Latency **{seconds(outcome.latency_s)}** · model time **{seconds(outcome.model_s)}**")
+        st.caption(plain(image_summary(job)))
+        st.caption(plain(cost_line(outcome, "image", "no image")))

@@ -12,10 +12,9 @@ from protocol.limits import VIDEO_FRAMES, VIDEO_GUIDANCE, VIDEO_STEPS
 from services.base import Backend
 from services.compare import VARIANTS, Outcome, VideoVariant, compare_videos
 from services.history import History
-from services.load.report import usd
 from services.settings import Settings
 from services.videos import DEFAULT_FRAMES, DEFAULT_GUIDANCE, DEFAULT_STEPS, VIDEO_FILE, VideoRequest
-from ui.compare_progress import compare_progress
+from ui.compare_progress import compare_button, cost_line, outcome_columns, run_variants
 from ui.forms import bounded_number, optional_number, optional_seed
 from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds, video_summary
@@ -37,8 +36,8 @@ def run_video_compare(settings: Settings, history: History, backend: Backend, ga
     """Compare's callback: the form above's prompt, size, fps, seed and reference; each variant's own frames,
     steps, guidance and target. A refusal goes to `vcmp_error` and nothing runs."""
     state = st.session_state
-    state["vcmp_error"] = None
-    try:
+
+    def make_variants() -> list[VideoVariant]:
         reference, name = chosen_reference(gallery)
         seed = optional_seed(state["video_seed"])
         variants, offered = [], target_book().options("video")
@@ -55,11 +54,10 @@ def run_video_compare(settings: Settings, history: History, backend: Backend, ga
                                    guidance=float(state[f"vcmp_{i}_guidance"]), reference=reference,
                                    reference_name=name)
             variants.append(VideoVariant(label, request, target))
-        with compare_progress(variants, "Generating videos:") as on_progress:
-            state["vcmp_outcomes"] = compare_videos(variants, settings=settings, history=history, default=backend,
-                                                    on_progress=on_progress)
-    except StudioError as exc:
-        state["vcmp_error"] = str(exc)
+        return variants
+
+    run_variants("vcmp", make_variants, lambda v, on_progress: compare_videos(
+        v, settings=settings, history=history, default=backend, on_progress=on_progress), "Generating videos:")
 
 
 def video_compare(on_compare) -> None:
@@ -78,21 +76,14 @@ def video_compare(on_compare) -> None:
             bounded_number(st, "Variant steps", f"vcmp_{i}_steps", VIDEO_STEPS, step=1)
             bounded_number(st, "Variant guidance", f"vcmp_{i}_guidance", VIDEO_GUIDANCE, step=0.5, integer=False)
             st.text_input("Price per hour (USD)", key=f"vcmp_{i}_price", placeholder="from the price table, or none")
-    st.button("Compare", type="primary", on_click=on_compare, key="vcmp_go")
-    if state.get("vcmp_error"):
-        st.error(plain(state["vcmp_error"]))
+    compare_button("vcmp", on_compare)
     outcomes: list[Outcome] = state.get("vcmp_outcomes") or []
-    for outcome, col in zip(outcomes, st.columns(max(1, len(outcomes)))):
-        with col.container(border=True):
-            st.markdown(f"**{plain(outcome.variant.label)}**")
-            st.caption(plain(outcome.target))
-            job = outcome.job
-            if outcome.error or job is None or not job.path(VIDEO_FILE).exists():
-                st.error(plain(outcome.error or "no video"))
-                continue
-            st.video(job.path(VIDEO_FILE).read_bytes(), format="video/mp4", muted=True)
-            st.markdown(f"Latency **{seconds(outcome.latency_s)}** · model time **{seconds(outcome.model_s)}**")
-            st.caption(plain(video_summary(job)))
-            cost = outcome.cost_per_item_usd
-            st.caption(plain(f"{usd(cost)} per video at ${outcome.usd_per_hour:.4f}/h" if cost is not None
-                             else f"cost per video unknown: {outcome.price_note or 'no video'}"))
+    for outcome in outcome_columns(outcomes):
+        job = outcome.job
+        if outcome.error or job is None or not job.path(VIDEO_FILE).exists():
+            st.error(plain(outcome.error or "no video"))
+            continue
+        st.video(job.path(VIDEO_FILE).read_bytes(), format="video/mp4", muted=True)
+        st.markdown(f"Latency **{seconds(outcome.latency_s)}** · model time **{seconds(outcome.model_s)}**")
+        st.caption(plain(video_summary(job)))
+        st.caption(plain(cost_line(outcome, "video", "no video")))

@@ -10,10 +10,9 @@ from protocol.errors import InvalidInput, StudioError
 from protocol.limits import FIRST_CHUNK_FRAMES
 from services.base import Backend
 from services.compare import VARIANTS, Outcome, VoiceVariant, compare_voices
-from services.load.report import usd
 from services.settings import Settings
 from ui.auth import principal
-from ui.compare_progress import compare_progress
+from ui.compare_progress import compare_button, cost_line, outcome_columns, run_variants
 from ui.forms import optional_number
 from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds
@@ -39,9 +38,9 @@ def init_voice_compare_state() -> None:
 def run_voice_compare(settings: Settings, backend: Backend, text: str) -> None:
     """Compare's callback: a refusal goes to `vocmp_error` and nothing is spoken."""
     state = st.session_state
-    state["vocmp_error"] = None
-    try:
-        book = target_book()
+    book = target_book()
+
+    def make_variants() -> list[VoiceVariant]:
         variants, offered = [], book.options("voice")
         for i in range(int(state["vocmp_count"])):
             g = lambda name: state.get(f"vocmp_{i}_{name}")  # noqa: E731
@@ -59,11 +58,11 @@ def run_voice_compare(settings: Settings, backend: Backend, text: str) -> None:
                        "instructions": g("style"), "split_granularity": g("split"),
                        "initial_codec_chunk_frames": None if first is None else int(first)}
             variants.append(VoiceVariant(label, text, options, target))
-        with compare_progress(variants, "Speaking with") as on_progress:
-            state["vocmp_outcomes"] = compare_voices(variants, settings=settings, default=backend, actor=principal(),
-                                                       book=book, on_progress=on_progress)
-    except StudioError as exc:
-        state["vocmp_error"] = str(exc)
+        return variants
+
+    run_variants("vocmp", make_variants, lambda v, on_progress: compare_voices(
+        v, settings=settings, default=backend, actor=principal(), book=book, on_progress=on_progress),
+        "Speaking with")
 
 
 def voice_compare(voices: list[str], task_types: tuple[str, ...], on_compare, *, model_default: bool = True) -> None:
@@ -92,22 +91,15 @@ def voice_compare(voices: list[str], task_types: tuple[str, ...], on_compare, *,
             st.text_input("First-audio frames", key=f"vocmp_{i}_first", placeholder="server default",
                           help=f"{FIRST_CHUNK_FRAMES.lo:g}–{FIRST_CHUNK_FRAMES.hi:g}: smaller is earlier first audio")
             st.text_input("Price per hour (USD)", key=f"vocmp_{i}_price", placeholder="from the price table, or none")
-    st.button("Compare", type="primary", on_click=on_compare, key="vocmp_go")
-    if state.get("vocmp_error"):
-        st.error(plain(state["vocmp_error"]))
+    compare_button("vocmp", on_compare)
     outcomes: list[Outcome] = state.get("vocmp_outcomes") or []
-    for outcome, col in zip(outcomes, st.columns(max(1, len(outcomes)))):
-        with col.container(border=True):
-            st.markdown(f"**{plain(outcome.variant.label)}**")
-            st.caption(plain(outcome.target))
-            if outcome.error or outcome.media is None:
-                st.error(plain(outcome.error or "no audio"))
-                continue
-            st.audio(outcome.media, format="audio/wav")
-            f = outcome.figures
-            ttfa = "—" if f.get("ttfa_ms") is None else f"{f['ttfa_ms']:.0f} ms"
-            rtf = "—" if f.get("rtf") is None else f"{f['rtf']:.2f}"
-            st.markdown(f"TTFA **{ttfa}** · RTF **{rtf}** · latency **{seconds(outcome.latency_s)}**")
-            cost = outcome.cost_per_item_usd
-            st.caption(plain(f"{usd(cost)} per take at ${outcome.usd_per_hour:.4f}/h" if cost is not None
-                             else f"cost per take unknown: {outcome.price_note or 'no audio'}"))
+    for outcome in outcome_columns(outcomes):
+        if outcome.error or outcome.media is None:
+            st.error(plain(outcome.error or "no audio"))
+            continue
+        st.audio(outcome.media, format="audio/wav")
+        f = outcome.figures
+        ttfa = "—" if f.get("ttfa_ms") is None else f"{f['ttfa_ms']:.0f} ms"
+        rtf = "—" if f.get("rtf") is None else f"{f['rtf']:.2f}"
+        st.markdown(f"TTFA **{ttfa}** · RTF **{rtf}** · latency **{seconds(outcome.latency_s)}**")
+        st.caption(plain(cost_line(outcome, "take", "no audio")))
