@@ -34,6 +34,7 @@ import base64
 import binascii
 import hashlib
 import io
+import itertools
 import json
 import logging
 import math
@@ -113,19 +114,13 @@ def decode_audio(content: bytes) -> tuple[np.ndarray, int, float]:
             resampler = av.AudioResampler(format="flt", layout="mono", rate=_ANALYSIS_RATE)
             parts: list[np.ndarray] = []
             kept = total = 0
-            for frame in container.decode(stream):
+            for frame in itertools.chain(container.decode(stream), [None]):  # None: the resampler's tail
                 for out in resampler.resample(frame):
                     data = out.to_ndarray().reshape(-1)
                     total += data.size
                     if kept < keep:
                         parts.append(data[: keep - kept])
                         kept += parts[-1].size
-            for out in resampler.resample(None):
-                data = out.to_ndarray().reshape(-1)
-                total += data.size
-                if kept < keep:
-                    parts.append(data[: keep - kept])
-                    kept += parts[-1].size
     except ValueError:
         raise
     except Exception as exc:  # PyAV raises its own error types for anything that is not audio
