@@ -45,7 +45,9 @@ from infra.model import (
     EndpointSpec,
     InstancePool,
     Role,
+    gpu_fit_line,
     plan,
+    plan_warnings,
 )
 from infra.quotas import QuotaReport, check_quotas
 from infra.state import (
@@ -196,6 +198,10 @@ def deploy(options: DeployOptions, *, state_file: Path = DEFAULT_STATE_FILE, wai
                 role_arn_env=role_arn_env, deployment_id=draft.deployment_id)
     progress(Progress(None, "plan", f"deployment {spec.deployment_id} in {spec.region}: "
                       + ", ".join(f"{e.role} on {e.pool.flag()}" for e in spec.endpoints)))
+    for e in spec.endpoints:
+        progress(Progress(e.role, "plan", f"{e.model_id}: {gpu_fit_line(e.model_id)}"))
+    for warning in plan_warnings(spec):
+        progress(Progress(None, "warning", f"warning: {warning}"))
     report = _quota_check(ctx, {e.role: e.pool for e in spec.endpoints}, progress)
     state = DeploymentState.new(spec, state_file)
     say = _say(progress)

@@ -17,7 +17,10 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from infra.errors import UsageError
-from protocol.catalog import FAMILIES, LARGE_GPU_POOL, PUBLISHED_POOL
+from protocol.catalog import FAMILIES
+from protocol.catalog import LARGE_GPU_POOL, PUBLISHED_POOL  # noqa: F401  (infra's default pools, re-exported)
+from protocol.catalog import model as catalog_model
+from protocol.instances import fit_line, fitting, misfit
 from protocol.sagemaker import ROLES, Role
 from protocol.speech import VOICE_MODELS, task_types_for_model
 
@@ -326,6 +329,7 @@ class DeployOptions:
     model_s3_uri: Sequence[str] = ()
     tags: Sequence[str] = ()  # "key=value"
     voice_model: str | None = None  # a protocol.speech.VOICE_MODELS id; None: DEFAULT_VOICE_MODEL
+    models: Sequence[str] = ()  # "image=<model id>": another model for one endpoint (GPU fit checked)
     # Lifecycle (infra/ttl.py, infra/scaling.py): a TTL ("8h", "90m", "2d" or an ISO time; None = --no-ttl),
     # the role EventBridge Scheduler assumes (None: deploy creates one), `yes` confirms a TTL over 7 days;
     # at most `max_instances` per endpoint, the async video endpoint scaling to 0 when idle unless told not to.
@@ -357,7 +361,7 @@ def deploy_command(options: DeployOptions, state_file: str | None = None) -> str
         ("--scheduler-role-arn", options.scheduler_role_arn),
         ("--max-instances", None if options.max_instances == 1 else str(options.max_instances)),
     ]
-    flags += [("--instance-types", v) for v in options.instance_types]
+    flags += [("--instance-types", v) for v in options.instance_types] + [("--model", v) for v in options.models]
     flags += [("--subnets", v) for v in options.subnets] + [("--security-groups", v) for v in options.security_groups]
     flags += [("--model-s3-uri", v) for v in options.model_s3_uri] + [("--tags", v) for v in options.tags]
     for flag, value in flags:
@@ -425,50 +429,101 @@ def default_bucket(account: str, region: str) -> str:
 
 def plan(options: DeployOptions, *, account: str, creator: str, region: str, now: datetime | None = None,
          deployment_id: str | None = None, role_arn_env: str | None = None) -> DeploymentSpec:
-    """Check the options and build the spec. Raises UsageError naming the option to fix."""
+    """Check the options and build the spec. Raises UsageError naming the option to fix — including a pool
+    entry whose GPU memory cannot hold the endpoint's model (protocol/instances.py), before anything exists."""
     now = now or datetime.now(UTC)
-    roles = tuple(dict.fromkeys(options.roles))
+    roles = _checked_roles(options.roles)
+    model_ids = _model_ids(options, roles)
+    role_arn = _checked_role_arn(options.role_arn or role_arn_env)
+    if not _IMAGE_TAG.match(options.image_tag or ""):
+        raise UsageError(f"--image-tag {options.image_tag!r} is not an image tag (e.g. {DEFAULT_IMAGE_TAG})")
+    deployment_id = deployment_id or new_deployment_id(now)
+    name_prefix = _checked_name_prefix(options.name_prefix, deployment_id)
+    prefix = (options.prefix or PROJECT).strip().strip("/")
+    if not prefix or any(not part for part in prefix.split("/")):
+        raise UsageError(f"--prefix {options.prefix!r} must be a non-empty S3 folder such as omni-studio")
+    bucket = _checked_bucket(options.bucket or default_bucket(account, region)) if "video" in roles else None
+    subnets, groups = _checked_network(options.subnets, options.security_groups)
+    kms_key = (options.kms_key or "").strip() or None
+    if kms_key and not _KMS_KEY.match(kms_key):
+        raise UsageError(f"--kms-key {kms_key!r}: give a key id, key ARN or alias/<name>")
+    user_tags = parse_tags(options.tags)
+    endpoints = _endpoint_specs(options, roles, model_ids, name_prefix, deployment_id)
+    return DeploymentSpec(
+        deployment_id=deployment_id, region=region, account=account, creator=creator,
+        created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), image_tag=options.image_tag, role_arn=role_arn,
+        bucket=bucket, prefix=prefix, name_prefix=name_prefix, kms_key=kms_key, subnets=subnets,
+        security_groups=groups, user_tags=user_tags, endpoints=endpoints,
+    )
+
+
+_KMS_KEY = re.compile(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[\w/-]+|alias/[\w/-]+|[0-9a-f-]{36})$")
+
+
+def _checked_roles(requested: Sequence[str]) -> tuple[Role, ...]:
+    roles = tuple(dict.fromkeys(requested))
     if not roles:
-        raise UsageError("no endpoint to deploy: name one or more of voice, image, video (or none for all three)")
+        raise UsageError(f"no endpoint to deploy: name one or more of {', '.join(ROLES)} (or none for all)")
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
-        raise UsageError(f"unknown endpoint {unknown[0]!r}: choose from voice, image, video")
-    roles = tuple(r for r in ROLES if r in roles)  # stable order
+        raise UsageError(f"unknown endpoint {unknown[0]!r}: choose from {', '.join(ROLES)}")
+    return tuple(r for r in ROLES if r in roles)  # stable order
+
+
+def _model_ids(options: DeployOptions, roles: tuple[Role, ...]) -> dict[Role, str]:
+    """Each endpoint's model: --model ROLE=ID, --voice-model, else the family's default. A model of another
+    family is refused; one the catalog does not know is accepted (plan_warnings() says so)."""
     if options.voice_model is not None and "voice" not in roles:
         raise UsageError(f"--voice-model {options.voice_model!r} chooses the voice endpoint's model, but this "
                          "deployment does not include voice: add voice to the endpoints or leave --voice-model out")
+    shared, chosen = _split_role_values(options.models, "--model", roles)
+    if shared is not None:
+        raise UsageError(f"--model {shared!r} must name its endpoint, e.g. --model image=black-forest-labs/FLUX.2-klein-4B")
+    if options.voice_model is not None and "voice" in chosen:
+        raise UsageError("--voice-model and --model voice=… both choose the voice model: give one of them")
     model_ids: dict[Role, str] = {r: ROLE_PROFILES[r].model_id for r in roles}
-    if "voice" in roles:
+    for role, value in chosen.items():
+        if not value:
+            raise UsageError(f"--model {role}= needs a model id after the =")
+        known = catalog_model(value)
+        if known is not None and known.family != role:
+            raise UsageError(f"--model {role}={value}: {known.id} is a {known.family} model; the {role} endpoint serves {role} models")
+        model_ids[role] = known.id if known is not None else value
+    if "voice" in roles and "voice" not in chosen:
         model_ids["voice"] = check_voice_model(options.voice_model)
+    return model_ids
 
-    role_arn = (options.role_arn or role_arn_env or "").strip()
+
+def _checked_role_arn(value: str | None) -> str:
+    role_arn = (value or "").strip()
     if not role_arn:
         raise UsageError("an execution role is needed: pass --role-arn arn:aws:iam::<account>:role/<name> or set "
                          "SAGEMAKER_EXECUTION_ROLE_ARN (the role SageMaker assumes to pull the image and write to S3)")
     if not _ROLE_ARN.match(role_arn):
         raise UsageError(f"--role-arn {role_arn!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/Name)")
-    if not _IMAGE_TAG.match(options.image_tag or ""):
-        raise UsageError(f"--image-tag {options.image_tag!r} is not an image tag (e.g. {DEFAULT_IMAGE_TAG})")
+    return role_arn
 
-    deployment_id = deployment_id or new_deployment_id(now)
-    name_prefix = (options.name_prefix or PROJECT).strip()
-    longest = f"{name_prefix}-video-{deployment_id}"
+
+def _checked_name_prefix(value: str | None, deployment_id: str) -> str:
+    name_prefix = (value or PROJECT).strip()
+    longest = f"{name_prefix}-{max(ROLES, key=len)}-{deployment_id}"
     if not _NAME_PREFIX.match(name_prefix) or len(longest) > 63:
         raise UsageError(f"--name-prefix {name_prefix!r}: letters, digits and hyphens, at most "
                          f"{63 - len(longest) + len(name_prefix)} characters (names are <prefix>-<role>-<id>)")
+    return name_prefix
 
-    prefix = (options.prefix or PROJECT).strip().strip("/")
-    if not prefix or any(not part for part in prefix.split("/")):
-        raise UsageError(f"--prefix {options.prefix!r} must be a non-empty S3 folder such as omni-studio")
-    bucket = None
-    if "video" in roles:
-        bucket = (options.bucket or default_bucket(account, region)).strip()
-        if not _BUCKET.match(bucket) or ".." in bucket:
-            raise UsageError(f"--bucket {bucket!r} is not a valid S3 bucket name (3–63 lower-case letters, digits, "
-                             "dots and hyphens)")
 
-    subnets = tuple(s.strip() for raw in options.subnets for s in raw.split(",") if s.strip())
-    groups = tuple(s.strip() for raw in options.security_groups for s in raw.split(",") if s.strip())
+def _checked_bucket(value: str) -> str:
+    bucket = value.strip()
+    if not _BUCKET.match(bucket) or ".." in bucket:
+        raise UsageError(f"--bucket {bucket!r} is not a valid S3 bucket name (3–63 lower-case letters, digits, "
+                         "dots and hyphens)")
+    return bucket
+
+
+def _checked_network(raw_subnets: Sequence[str], raw_groups: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    subnets = tuple(s.strip() for raw in raw_subnets for s in raw.split(",") if s.strip())
+    groups = tuple(s.strip() for raw in raw_groups for s in raw.split(",") if s.strip())
     if bool(subnets) != bool(groups):
         raise UsageError("a VPC needs both --subnets and --security-groups (or neither)")
     for s in subnets:
@@ -479,21 +534,20 @@ def plan(options: DeployOptions, *, account: str, creator: str, region: str, now
             raise UsageError(f"--security-groups {g!r} is not a security group id (sg-0123abcd...)")
     if len(subnets) > 16 or len(groups) > 5:
         raise UsageError("at most 16 subnets and 5 security groups")
+    return subnets, groups
 
-    kms_key = (options.kms_key or "").strip() or None
-    if kms_key and not re.match(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[\w/-]+|alias/[\w/-]+|[0-9a-f-]{36})$", kms_key):
-        raise UsageError(f"--kms-key {kms_key!r}: give a key id, key ARN or alias/<name>")
 
+def _endpoint_specs(options: DeployOptions, roles: tuple[Role, ...], model_ids: dict[Role, str], name_prefix: str,
+                    deployment_id: str) -> tuple[EndpointSpec, ...]:
     shared_types, role_types = _split_role_values(options.instance_types, "--instance-types", roles)
     shared_models, role_models = _split_role_values(options.model_s3_uri, "--model-s3-uri", roles)
-    user_tags = parse_tags(options.tags)
-
     endpoints = []
     for role in roles:
         profile = ROLE_PROFILES[role]
         raw_types = role_types.get(role, shared_types)
         pool = InstancePool.parse(raw_types) if raw_types is not None else InstancePool(profile.default_pool)
         model_id = model_ids[role]
+        check_gpu_fit(role, model_id, pool)
         env = {"SM_VLLM_MODEL": model_id, **dict(profile.extra_env)}
         model_uri = None
         if (raw_model := role_models.get(role)) is not None:
@@ -510,13 +564,33 @@ def plan(options: DeployOptions, *, account: str, creator: str, region: str, now
             pool=pool, kind=profile.kind, startup_timeout_s=profile.startup_timeout_s, environment=env,
             model_data_uri=model_uri,
         ))
+    return tuple(endpoints)
 
-    return DeploymentSpec(
-        deployment_id=deployment_id, region=region, account=account, creator=creator,
-        created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), image_tag=options.image_tag, role_arn=role_arn,
-        bucket=bucket, prefix=prefix, name_prefix=name_prefix, kms_key=kms_key, subnets=subnets,
-        security_groups=groups, user_tags=user_tags, endpoints=tuple(endpoints),
-    )
+
+def check_gpu_fit(role: Role, model_id: str, pool: InstancePool) -> None:
+    """UsageError when an entry of `pool` cannot serve `model_id`: the model's need, the entry's GPU memory,
+    and the types that fit. SageMaker may provision any entry of a pool, so every entry must fit. A model
+    or instance type the catalog does not know passes (plan_warnings() names the unknown model)."""
+    known = catalog_model(model_id)
+    if known is None:
+        return
+    bad = [(t, why) for t in pool.types if (why := misfit(known, t)) is not None]
+    if bad:
+        fits = ", ".join(fitting(known)) or "no single instance type the studio lists"
+        raise UsageError(f"the {role} endpoint's pool cannot serve its model: " + "; ".join(why for _, why in bad)
+                         + f". Instance types that fit: {fits} (--instance-types {role}=…)")
+
+
+def plan_warnings(spec: DeploymentSpec) -> list[str]:
+    """What deploying `spec` goes ahead with but a person should know: models the catalog does not know."""
+    return [f"the {ep.role} endpoint's model {ep.model_id} is not in the studio's catalog: its GPU memory is "
+            "unknown, so no pool entry was checked against it (deploying anyway)"
+            for ep in spec.endpoints if catalog_model(ep.model_id) is None]
+
+
+def gpu_fit_line(model_id: str) -> str:
+    """`needs ≈ 5.1 GB; fits on ml.g4dn.xlarge, …` for plan, status and the Endpoints page."""
+    return fit_line(catalog_model(model_id), model_id)
 
 
 def _s3_folder(uri: str, option: str) -> str:

@@ -31,10 +31,13 @@ from infra.model import (
     InstancePool,
     Role,
     deploy_command,
+    gpu_fit_line,
 )
 from infra.price_list import RegionPrices, region_prices
 from infra.pricing import PriceTable
 from infra.quotas import fetch_quotas, instances_in_use, needed_counts
+from protocol.catalog import model as catalog_model
+from protocol.instances import instance, misfit
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class PlanEntry:
     in_use: int
     usd_per_hour: float | None
     price_source: str
+    model_id: str = ""  # the model the endpoint would serve
+    misfit: str | None = None  # why this type's GPU memory cannot serve it (None: it fits, or unknown)
 
     @property
     def free(self) -> float:
@@ -53,12 +58,19 @@ class PlanEntry:
 
     @property
     def available(self) -> bool:
-        return self.free >= 1
+        """Quota free and the model fits in its GPU memory."""
+        return self.free >= 1 and self.misfit is None
+
+    @property
+    def gpu(self) -> str:
+        inst = instance(self.instance_type)
+        return "?" if inst is None else inst.describe()
 
     def to_dict(self) -> dict[str, Any]:
         return {"role": self.role, "instance_type": self.instance_type, "priority": self.priority,
                 "quota": self.quota, "in_use": self.in_use, "free": self.free, "available": self.available,
-                "usd_per_hour": self.usd_per_hour, "price_source": self.price_source}
+                "usd_per_hour": self.usd_per_hour, "price_source": self.price_source, "gpu": self.gpu,
+                "model_id": self.model_id, "fits": self.misfit is None, "misfit": self.misfit}
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,7 @@ class RegionPlan:
     fallback_pools: dict[Role, InstancePool] | None = None  # the choices plus free fall-backs, if they fit
     error: str | None = None  # the region could not be read (credentials, permissions, network)
     profile: str | None = None
+    model_ids: dict[Role, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -103,8 +116,9 @@ class RegionPlan:
             values = [flags[0]]
         else:
             values = [f"{r}={pools[r].flag()}" for r in ROLES if r in pools]
+        models = [f"{r}={m}" for r, m in self.model_ids.items() if m != ROLE_PROFILES[r].model_id]
         return deploy_command(DeployOptions(roles=self.roles, region=self.region, profile=self.profile,
-                                            instance_types=values))
+                                            instance_types=values, models=models))
 
     @property
     def deploy_command(self) -> str | None:
@@ -125,6 +139,7 @@ class RegionPlan:
                 "entries": [e.to_dict() for e in self.entries],
                 "prices": None if self.prices is None else self.prices.to_dict(),
                 "recommendation": {r: c.to_dict() for r, c in self.choices.items()},
+                "gpu_fit": {r: gpu_fit_line(m) for r, m in self.model_ids.items()},
                 "missing": self.missing, "usd_per_hour": self.usd_per_hour, "deploy_command": self.deploy_command,
                 "fallback_pools": None if self.fallback_pools is None else
                 {r: list(p.types) for r, p in self.fallback_pools.items()},
@@ -203,12 +218,15 @@ def with_fallbacks(choices: dict[Role, Choice], entries: Sequence[PlanEntry]) ->
 
 
 def plan_region(region: str, roles: Sequence[Role], *, profile: str | None = None, table: PriceTable | None = None,
-                use_price_list: bool = True, pools: dict[Role, InstancePool] | None = None) -> RegionPlan:
+                use_price_list: bool = True, pools: dict[Role, InstancePool] | None = None,
+                model_ids: dict[Role, str] | None = None) -> RegionPlan:
     """Read quotas, usage and prices for one region and recommend. Errors reading the region are kept on
-    the plan (`.error`), so one region refusing does not hide the others."""
+    the plan (`.error`), so one region refusing does not hide the others. An entry whose GPU memory cannot
+    hold the endpoint's model (protocol/instances.py) is listed with the reason and never recommended."""
     roles = tuple(r for r in ROLES if r in roles)
     pools = pools or {r: InstancePool(ROLE_PROFILES[r].default_pool) for r in roles}
-    plan = RegionPlan(region, roles, profile=profile)
+    models = {r: (model_ids or {}).get(r) or ROLE_PROFILES[r].model_id for r in roles}
+    plan = RegionPlan(region, roles, profile=profile, model_ids=models)
     types = list(dict.fromkeys(t for r in roles for t in pools[r].types))
     try:
         ctx = AwsContext(region, profile)
@@ -219,17 +237,21 @@ def plan_region(region: str, roles: Sequence[Role], *, profile: str | None = Non
         plan.error = str(exc)
         return plan
     for role in roles:
+        known = catalog_model(models[role])
         for priority, t in enumerate(pools[role].types, start=1):
             plan.entries.append(PlanEntry(role, t, priority, quotas.get(t), int(in_use.get(t, 0)),
-                                          plan.prices.usd(t), plan.prices.source_of(t)))
+                                          plan.prices.usd(t), plan.prices.source_of(t), models[role],
+                                          None if known is None else misfit(known, t)))
     plan.choices = choose(roles, plan.entries)
     plan.fallback_pools = with_fallbacks(plan.choices, plan.entries) if plan.ok else None
     return plan
 
 
 def plan_regions(regions: Sequence[str], roles: Sequence[Role] = ROLES, *, profile: str | None = None,
-                 table: PriceTable | None = None, use_price_list: bool = True) -> PlanReport:
-    return PlanReport([plan_region(r, roles, profile=profile, table=table, use_price_list=use_price_list)
+                 table: PriceTable | None = None, use_price_list: bool = True,
+                 pools: dict[Role, InstancePool] | None = None, model_ids: dict[Role, str] | None = None) -> PlanReport:
+    return PlanReport([plan_region(r, roles, profile=profile, table=table, use_price_list=use_price_list,
+                                   pools=pools, model_ids=model_ids)
                        for r in dict.fromkeys(regions)])
 
 
@@ -248,8 +270,9 @@ def render(report: PlanReport) -> str:
             continue
         assert plan.prices is not None
         out.append(f"  {plan.prices.describe()}")
-        header = ["endpoint", "instance type", "pool", "quota", "in use", "free", "$/hour"]
-        rows = [[e.role, e.instance_type, str(e.priority), "none" if e.quota is None else f"{e.quota:g}",
+        header = ["endpoint", "instance type", "GPU memory", "fits", "pool", "quota", "in use", "free", "$/hour"]
+        rows = [[e.role, e.instance_type, e.gpu, "yes" if e.misfit is None else "NO", str(e.priority),
+                 "none" if e.quota is None else f"{e.quota:g}",
                  str(e.in_use), f"{e.free:g}", _money(e.usd_per_hour) + ("" if e.price_source == "price list" else
                                                                          " (table)" if e.usd_per_hour else "")]
                 for e in plan.entries]
@@ -257,8 +280,15 @@ def render(report: PlanReport) -> str:
         for r in [header, ["-" * w for w in widths], *rows]:
             out.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         for role in plan.roles:
+            out.append(f"  {role}: {plan.model_ids[role]} {gpu_fit_line(plan.model_ids[role])}")
+            out += [f"    {e.instance_type} cannot serve it: {e.misfit}" for e in plan.entries
+                    if e.role == role and e.misfit is not None]
+        for role in plan.roles:
             c = plan.choices.get(role)
-            if c is None:
+            if c is None and all(e.misfit for e in plan.entries if e.role == role):
+                out.append(f"  {role}: no pool entry has the GPU memory its model needs — plan with "
+                           f"--instance-types {role}=<a type that fits>")
+            elif c is None:
                 out.append(f"  {role}: no pool entry has quota free here — request an increase in Service Quotas "
                            f"(Amazon SageMaker → '<type> for endpoint usage') or plan another region")
             else:

@@ -13,7 +13,7 @@ from typing import Any
 from infra.aws import AWS_ERRORS, AwsContext, is_not_found, translate
 from infra.deploy import instance_type_in_use
 from infra.errors import StateError
-from infra.model import Role
+from infra.model import Role, gpu_fit_line
 from infra.pricing import Price, PriceTable, cost_so_far, load_prices
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from protocol.speech import task_types_for_model
@@ -45,6 +45,11 @@ class EndpointStatus:
         return task_types_for_model(self.model_id) if self.role == "voice" and self.model_id else ()
 
     @property
+    def gpu_fit(self) -> str | None:
+        """`needs ≈ 5.1 GB; fits on …` for the model the deployment planned (None when there is none)."""
+        return None if not self.model_id else gpu_fit_line(self.model_id)
+
+    @property
     def billing(self) -> bool:
         """Instances are (or are being) held: every status but gone and Failed."""
         return self.status not in ("gone", "Failed") and self.current_instances != 0
@@ -66,7 +71,8 @@ class EndpointStatus:
             "usd_per_hour": self.usd_per_hour, "price_basis": None if self.price is None else self.price.basis,
             "cost_so_far_usd": None if self.cost_so_far_usd is None else round(self.cost_so_far_usd, 4),
             "failure_reason": self.failure_reason, "created": self.created, "smoke": self.smoke,
-            "model_id": self.model_id, "task_types": list(self.task_types), "version": self.version,
+            "model_id": self.model_id, "task_types": list(self.task_types), "gpu_fit": self.gpu_fit,
+            "version": self.version,
             "current_instances": self.current_instances, "desired_instances": self.desired_instances,
         }
 

@@ -14,8 +14,8 @@ from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES
 from protocol.errors import StudioError
 from ui import resources
 from ui.auth import principal
-from ui.endpoints_views import (action_panel, audit_panel, delete_plan, load_state, scale_up_note, status_panel,
-                                voice_model_picker)
+from ui.endpoints_views import (action_panel, audit_panel, delete_plan, gpu_fit_captions, load_state, scale_up_note,
+                                status_panel, voice_model_picker)
 from ui.lifecycle_views import lifecycle_options, ttl_panel
 from ui.versions_views import versions_panel
 
@@ -90,6 +90,9 @@ if deployment is None:
         image_tag = st.text_input("DLC image tag", value=DEFAULT_IMAGE_TAG, key="deploy_image_tag")
         types = st.text_area("Instance types (one line each: `ml.g6.xlarge,ml.g5.xlarge` for all, or "
                              "`voice=ml.g6.xlarge` for one endpoint; priority order)", key="deploy_types")
+        models = st.text_area("Other models (one line each: `image=<Hugging Face model id>`; a model the studio's "
+                              "catalog does not know deploys with a warning, its GPU memory unchecked)",
+                              key="deploy_models")
         bucket = st.text_input("S3 bucket for video requests (created if missing)", key="deploy_bucket")
         name_prefix = st.text_input("Name prefix", value=PROJECT, key="deploy_name_prefix")
         smoke = st.checkbox("Run the smoke test once InService", value=True, key="deploy_smoke")
@@ -99,7 +102,9 @@ if deployment is None:
         role_arn=role_arn.strip() or None, image_tag=image_tag.strip() or DEFAULT_IMAGE_TAG,
         instance_types=tuple(line.strip() for line in types.splitlines() if line.strip()),
         bucket=bucket.strip() or None, name_prefix=name_prefix.strip() or PROJECT, voice_model=voice_model, **life,
+        models=tuple(line.strip() for line in models.splitlines() if line.strip()),
     )
+    gpu_fit_captions(roles, voice_model, list(options.models))
     st.code(deploy_command(options, str(state_file)) + ("" if smoke else " --no-smoke"), language="bash")
     if st.button("Deploy", type="primary", disabled=busy or not roles, key="deploy_go"):
         start(lambda: runner.deploy(options, actor=me, wait=wait, smoke=smoke))

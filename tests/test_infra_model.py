@@ -464,3 +464,49 @@ def test_the_smoke_test_asks_for_the_task_type_the_voice_model_serves():
         assert w.getnframes() / w.getframerate() == 4.0  # inside the 3–30 s a reference may last
     rms_db = 20 * np.log10(np.sqrt(np.mean(samples ** 2)))
     assert -7 < 20 * np.log10(np.abs(samples).max()) < -5 and rms_db > -30  # voiced, not silent, not clipped
+
+
+# -- GPU memory (protocol/instances.py): a pool entry that cannot hold the model is refused -------------------
+def test_a_pool_entry_too_small_for_the_model_is_refused_naming_both_numbers_and_what_fits():
+    # FLUX.2-klein-4B: 16.0 GB of bf16 weights → 16.0 × 1.2 + 1 = 20.2 GB; a T4 has 16 GB, vLLM uses 0.9 of it.
+    with pytest.raises(UsageError) as err:
+        make_spec(instance_types=["image=ml.g5.xlarge,ml.g4dn.xlarge"])
+    text = str(err.value)
+    assert "needs ≈ 20.2 GB" in text and "ml.g4dn.xlarge has 1× T4 16 GB, of which vLLM uses 14.4 GB" in text
+    assert "Instance types that fit: ml.g5.xlarge, ml.g6.xlarge, ml.g6e.xlarge" in text
+    assert "--instance-types image=" in text
+    # The voice model fits a T4 (5.1 GB); a whole-deployment pool with g4dn refuses image and video only.
+    assert make_spec(roles=["voice"], instance_types=["ml.g4dn.xlarge"]).endpoints[0].pool.types == ("ml.g4dn.xlarge",)
+    with pytest.raises(UsageError, match="the image endpoint's pool"):
+        make_spec(instance_types=["ml.g4dn.xlarge"])
+
+
+def test_a_model_of_another_family_is_refused_and_an_unknown_one_deploys_with_a_warning():
+    from infra.model import plan_warnings
+
+    with pytest.raises(UsageError, match="is a video model; the image endpoint serves image models"):
+        make_spec(models=["image=Wan-AI/Wan2.1-VACE-1.3B-diffusers"])
+    with pytest.raises(UsageError, match="must name its endpoint"):
+        make_spec(models=["acme/new-model"])
+    with pytest.raises(UsageError, match="both choose the voice model"):
+        make_spec(models=["voice=acme/tts"], voice_model="Qwen/Qwen3-TTS-12Hz-0.6B-Base")
+    spec = make_spec(models=["image=acme/new-image-model"], instance_types=["image=ml.g4dn.xlarge"])
+    assert spec.endpoint("image").model_id == "acme/new-image-model"
+    assert spec.endpoint("image").environment["SM_VLLM_MODEL"] == "acme/new-image-model"
+    (warning,) = plan_warnings(spec)
+    assert "acme/new-image-model is not in the studio's catalog" in warning and "deploying anyway" in warning
+    assert plan_warnings(make_spec()) == []
+    # A known model is spelled as the catalog spells it, and the deploy line carries it.
+    from infra.model import deploy_command
+
+    spec = make_spec(roles=["voice"], models=["voice=qwen/qwen3-tts-12hz-0.6b-base"])
+    assert spec.voice_model == "Qwen/Qwen3-TTS-12Hz-0.6B-Base"
+    line = deploy_command(DeployOptions(roles=["voice"], models=["voice=Qwen/Qwen3-TTS-12Hz-0.6B-Base"]))
+    assert line == "python -m infra deploy voice --model voice=Qwen/Qwen3-TTS-12Hz-0.6B-Base"
+
+
+def test_gpu_fit_line_for_plan_status_and_the_endpoints_page():
+    from infra.model import gpu_fit_line
+
+    assert gpu_fit_line("Wan-AI/Wan2.1-VACE-1.3B-diffusers").startswith("needs ≈ 18.2 GB; fits on ml.g5.xlarge")
+    assert gpu_fit_line("acme/x") == "GPU memory unknown: acme/x is not in the studio's catalog"

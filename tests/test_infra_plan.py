@@ -36,7 +36,10 @@ def test_plan_recommends_the_cheapest_entries_with_quota_and_its_deploy_line_dep
     assert list(voice) == ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge"]
     assert voice["ml.g4dn.xlarge"] == {"role": "voice", "instance_type": "ml.g4dn.xlarge", "priority": 4,
                                        "quota": 4.0, "in_use": 0, "free": 4.0, "available": True,
-                                       "usd_per_hour": USE1["ml.g4dn.xlarge"], "price_source": "price list"}
+                                       "usd_per_hour": USE1["ml.g4dn.xlarge"], "price_source": "price list",
+                                       "gpu": "1× T4 16 GB", "model_id": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+                                       "fits": True, "misfit": None}
+    assert region["gpu_fit"]["voice"].startswith("needs ≈ 5.1 GB; fits on ml.g4dn.xlarge")
     rec = region["recommendation"]
     assert {r: c["instance_type"] for r, c in rec.items()} == {
         "voice": "ml.g4dn.xlarge", "image": "ml.g6.xlarge", "video": "ml.g6.xlarge"}
@@ -118,3 +121,28 @@ def test_choose_places_every_endpoint_within_the_free_quota():
     assert {r: c.instance_type for r, c in choices.items()} == {"voice": "a", "image": "c"}
     pools = with_fallbacks(choices, entries)
     assert pools["voice"].types == ("a", "b") and pools["image"].types == ("c",)  # "a" as fall-back: no 2nd free
+
+
+def test_plan_shows_gpu_memory_per_entry_and_never_recommends_one_the_model_does_not_fit(
+        emulator_env: EmulatorHandle, capsys: pytest.CaptureFixture[str]):
+    from infra.model import InstancePool
+    from infra.plan import render
+
+    # g4dn (T4, 16 GB) is the cheapest entry, but FLUX.2-klein-4B needs ≈ 20.2 GB: the image endpoint takes g6.
+    pools = {"image": InstancePool(("ml.g4dn.xlarge", "ml.g6.xlarge"))}
+    report = plan_regions(["us-east-1"], roles=["image"], pools=pools)
+    plan = report.regions[0]
+    g4dn = next(e for e in plan.entries if e.instance_type == "ml.g4dn.xlarge")
+    assert g4dn.free >= 1 and not g4dn.available and "needs ≈ 20.2 GB" in g4dn.misfit
+    assert plan.choices["image"].instance_type == "ml.g6.xlarge"
+    text = render(report)
+    assert "1× T4 16 GB" in text and "1× L4 24 GB" in text
+    assert "ml.g4dn.xlarge cannot serve it: black-forest-labs/FLUX.2-klein-4B needs ≈ 20.2 GB" in text
+    assert "image: black-forest-labs/FLUX.2-klein-4B needs ≈ 20.2 GB; fits on ml.g5.xlarge" in text
+    only_small = plan_regions(["us-east-1"], roles=["image"], pools={"image": InstancePool(("ml.g4dn.xlarge",))})
+    assert not only_small.regions[0].ok
+    assert "no pool entry has the GPU memory its model needs" in render(only_small)
+    # On the command line the plan says the same, per entry.
+    assert infra_main(["plan", "image", "--regions", "us-east-1"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU memory" in out and "image: black-forest-labs/FLUX.2-klein-4B needs ≈ 20.2 GB" in out

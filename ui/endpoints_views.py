@@ -11,6 +11,7 @@ import streamlit as st
 
 from infra import DEFAULT_VOICE_MODEL, DeploymentState, deletion_plan, deployment_status, voice_model_label
 from infra.deploy import format_duration
+from infra.model import ROLE_PROFILES, gpu_fit_line
 from infra.pool_prices import deployment_pool_prices
 from protocol.errors import StudioError
 from protocol.speech import VOICE_MODELS
@@ -49,6 +50,15 @@ def voice_model_picker(roles: list[str]) -> str | None:
              "voice page offers only what the deployed model can do.")
 
 
+def gpu_fit_captions(roles: list[str], voice_model: str | None, model_lines: list[str]) -> None:
+    """Per endpoint of the form: its model and the GPU memory it needs, with the instance types that fit."""
+    chosen = dict(line.split("=", 1) for line in model_lines if "=" in line)
+    for role in roles:
+        model_id = (chosen.get(role) or "").strip() or (voice_model if role == "voice" and voice_model
+                                                        else ROLE_PROFILES[role].model_id)
+        st.caption(f"{role}: {plain(model_id)} — {plain(gpu_fit_line(model_id))}")
+
+
 def _keep_voice_model() -> None:
     st.session_state[VOICE_MODEL_KEPT] = st.session_state[VOICE_MODEL_KEY]
 
@@ -82,7 +92,7 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
              "pool $/hour (min–max)": pools[e.role].range_label() if e.role in pools else "—",
              "instance": e.instance_type or "—", **life.get(e.role or "", {}), "uptime": format_duration(e.uptime_s),
              "smoke test": smoke(e.smoke), "can do": ", ".join(e.task_types) or "—", "model": e.model_id or "—",
-             "pool entries": pools[e.role].label().split(": ", 1)[1] if e.role in pools else "—",
+             "GPU memory": e.gpu_fit or "—", "pool entries": pools[e.role].label().split(": ", 1)[1] if e.role in pools else "—",
              "name": e.endpoint_name}
             for e in report.endpoints]
     st.dataframe(rows, hide_index=True, width="stretch")
