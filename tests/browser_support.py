@@ -205,6 +205,18 @@ class BrowserStudio:
         self.page.goto(f"{self.url}/{url_path}")
         self.page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
 
+    def open_page(self, link: str, url_path: str, attempts: int = 4) -> None:
+        """Click the sidebar link `link` and wait for `/url_path`. On a cold start or a loaded machine the
+        link can be drawn before the app handles clicks: the click is repeated, up to `attempts` times."""
+        for attempt in range(attempts):
+            self.page.get_by_role("link", name=link).first.click()
+            try:
+                self.page.wait_for_url(f"**/{url_path}", timeout=20_000)
+                return
+            except Exception:
+                if attempt == attempts - 1:
+                    raise
+
     def frame(self, title_contains: str, timeout_s: float = 20) -> Any:
         """The iframe (a Playwright Frame) whose title contains `title_contains`."""
         handle = self.page.wait_for_selector(f'iframe[title*="{title_contains}"]', timeout=timeout_s * 1000)

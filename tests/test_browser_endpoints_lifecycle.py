@@ -79,8 +79,7 @@ def scenario(studio) -> dict:
     out: dict = {}
 
     # 1. Deploy from the Endpoints page with a 2 h TTL and video scaling to zero.
-    page.get_by_role("link", name="Endpoints").first.click()
-    page.wait_for_url("**/endpoints")
+    studio.open_page("Endpoints", "endpoints")
     page.get_by_text("No deployment yet").wait_for(timeout=60_000)
     page.get_by_text("More options").click()
     ttl = page.get_by_role("textbox", name="Time to live")
@@ -101,15 +100,13 @@ def scenario(studio) -> dict:
     _shot(page, "deployed", '[data-testid="stMain"] [data-testid="stDataFrame"]')
 
     # 2. The banner says when they delete themselves (another page, fresh from the fleet).
-    page.get_by_role("link", name="Image").first.click()
-    page.wait_for_url("**/image")
+    studio.open_page("Image", "image")
     banner = page.locator('[data-testid="stAlert"]').filter(has_text="studio endpoints running").first
     banner.wait_for(timeout=30_000)
     out["banner"] = poll(lambda: banner.inner_text(), lambda b: "deletes itself in" in b, 45)
 
     # 3. Extend to 4 h from now: the time left grows.
-    page.get_by_role("link", name="Endpoints").first.click()
-    page.wait_for_url("**/endpoints")
+    studio.open_page("Endpoints", "endpoints")
     extend_to = page.get_by_role("textbox", name="Extend to (from now)")
     extend_to.wait_for(timeout=30_000)
     extend_to.fill("4h")

@@ -36,14 +36,7 @@ def _scenario(studio) -> dict:
     page = studio.page
     out: dict = {}
     page.set_viewport_size({"width": 1400, "height": 1100})
-    for attempt in range(3):  # on a cold first start the link can be drawn before the app handles clicks
-        page.get_by_role("link", name="Evaluations").first.click()
-        try:
-            page.wait_for_url("**/evaluations", timeout=15_000)
-            break
-        except Exception:
-            if attempt == 2:
-                raise
+    studio.open_page("Evaluations", "evaluations")
     page.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
     page.get_by_role("textbox", name="Name", exact=True).fill("split granularity")
     page.locator('[data-testid="stButtonGroup"]').filter(has_text="video").get_by_text("voice", exact=True).click()
@@ -107,14 +100,7 @@ def stop_scenario(studio) -> dict:
     page = studio.page
     out: dict = {}
     page.set_viewport_size({"width": 1400, "height": 1100})
-    for attempt in range(3):
-        page.get_by_role("link", name="Evaluations").first.click()
-        try:
-            page.wait_for_url("**/evaluations", timeout=15_000)
-            break
-        except Exception:
-            if attempt == 2:
-                raise
+    studio.open_page("Evaluations", "evaluations")
     page.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
     page.get_by_role("textbox", name="Name", exact=True).fill("stop me")
     page.get_by_role("textbox", name="Prompts, one per line").fill("\n".join(f"prompt {n}" for n in range(30)))

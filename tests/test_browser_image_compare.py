@@ -29,14 +29,7 @@ def scenario(studio) -> dict:
     page = studio.page
     out: dict = {}
     page.set_viewport_size({"width": 1400, "height": 1100})
-    for attempt in range(3):  # on a cold first start the link can be drawn before the app handles clicks
-        page.get_by_role("link", name="Image").first.click()
-        try:
-            page.wait_for_url("**/image", timeout=15_000)
-            break
-        except Exception:
-            if attempt == 2:
-                raise
+    studio.open_page("Image", "image")
     page.get_by_role("textbox", name="Prompt", exact=True).wait_for(timeout=60_000)  # the engine is up
     page.get_by_role("tab", name="Compare").click()
     prompt = page.get_by_role("textbox", name="Compare prompt")

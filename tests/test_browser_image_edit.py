@@ -52,14 +52,7 @@ def scenario(studio) -> dict:
     """Runs inside the namespace (see tests/browser_support.py)."""
     page = studio.page
     out: dict = {}
-    for attempt in range(3):  # on a cold first start the link can be drawn before the app handles clicks
-        page.get_by_role("link", name="Image").first.click()
-        try:
-            page.wait_for_url("**/image", timeout=15_000)
-            break
-        except Exception:
-            if attempt == 2:
-                raise
+    studio.open_page("Image", "image")
     page.get_by_role("textbox", name="Prompt", exact=True).wait_for(timeout=60_000)  # the engine is up
     _generate(page, FOX, "512x320", "1", 1)
     _generate(page, BOAT, "320x320", "2", 2)

@@ -42,14 +42,7 @@ def scenario(studio) -> dict:
     page = studio.page
     out: dict = {}
     t0 = time.monotonic()
-    for attempt in range(3):  # on a cold first start the link can be drawn before the app handles clicks
-        page.get_by_role("link", name="Image").first.click()
-        try:
-            page.wait_for_url("**/image", timeout=15_000)
-            break
-        except Exception:
-            if attempt == 2:
-                raise
+    studio.open_page("Image", "image")
     prompt = page.get_by_role("textbox", name="Prompt", exact=True)
     prompt.wait_for(timeout=60_000)  # the backend (offline engine) is up
     prompt.fill("A lighthouse on a cliff at dawn")

@@ -32,8 +32,7 @@ def scenario(studio) -> dict:
     t0 = time.monotonic()
 
     # 1. Deploy from the Endpoints page.
-    page.get_by_role("link", name="Endpoints").first.click()
-    page.wait_for_url("**/endpoints")
+    studio.open_page("Endpoints", "endpoints")
     page.get_by_text("No deployment yet").wait_for(timeout=60_000)
     out["deploy_command"] = page.locator("code").filter(has_text="python -m infra deploy").first.inner_text()
     page.get_by_role("button", name="Deploy", exact=True).click()
@@ -43,15 +42,13 @@ def scenario(studio) -> dict:
     page.screenshot(path=SCREENSHOT_ENDPOINTS, full_page=True)
 
     # 2. The banner shows on another page.
-    page.get_by_role("link", name="Image").first.click()
-    page.wait_for_url("**/image")
+    studio.open_page("Image", "image")
     banner = page.get_by_text("studio endpoints running").first
     banner.wait_for(timeout=30_000)
     out["banner"] = banner.inner_text()
 
     # 3. Speak: HTTP/2 bidi to the voice endpoint, played through WebRTC.
-    page.get_by_role("link", name="Voice").first.click()
-    page.wait_for_url("**/voice")
+    studio.open_page("Voice", "voice")
     page.get_by_role("button", name="Speak").wait_for(timeout=60_000)
     player = studio.frame("webrtc")
     player.get_by_role("button", name="Connect player").click()
@@ -67,8 +64,7 @@ def scenario(studio) -> dict:
     out["voice_text"] = _main_text(page)[-1500:]
 
     # 4. Image, then 5. video from it.
-    page.get_by_role("link", name="Image").first.click()
-    page.wait_for_url("**/image")
+    studio.open_page("Image", "image")
     prompt = page.get_by_role("textbox", name="Prompt", exact=True)
     prompt.wait_for(timeout=30_000)
     prompt.fill("A lighthouse on a cliff at dawn")
@@ -94,8 +90,7 @@ def scenario(studio) -> dict:
     out["video_text"] = _main_text(page)[-2000:]
 
     # 6. Delete, after a confirmation that names what goes.
-    page.get_by_role("link", name="Endpoints").first.click()
-    page.wait_for_url("**/endpoints")
+    studio.open_page("Endpoints", "endpoints")
     page.get_by_role("button", name="Delete…").click()
     confirm = page.get_by_role("button", name=re.compile(r"^Yes, delete these \d+$"))
     confirm.wait_for(timeout=30_000)

@@ -150,8 +150,7 @@ def roles(studio) -> dict:
 
         sign_in(page, "Bob Creator")
         out["creator"] = {"nav": nav_links(page)}
-        page.get_by_role("link", name="Image").first.click()
-        page.wait_for_url("**/image", timeout=15_000)
+        studio.open_page("Image", "image")
         out["creator"]["image"] = generate_image(page, "A red kite over a green hill")
         out["creator"]["endpoints"] = open_page(studio, "endpoints", "is for admins")
         sign_out(page)

@@ -42,8 +42,7 @@ def scenario(studio) -> dict:
     page = studio.page
     timings: dict[str, float] = {}
     t0 = time.monotonic()
-    page.get_by_role("link", name="Voice").first.click()  # from the home page, as a user would
-    page.wait_for_url("**/voice")
+    studio.open_page("Voice", "voice")  # from the home page, as a user would
     page.get_by_role("button", name="Speak").wait_for(timeout=60_000)  # engine started, voices listed
     timings["voice_page_s"] = time.monotonic() - t0
 
@@ -111,7 +110,7 @@ def scenario_speak_first(studio) -> dict:
     box.press("Control+Enter")  # commit the text area before pressing Speak
     page.wait_for_timeout(300)
     page.get_by_role("button", name="Speak").click()
-    during = poll(lambda: studio.stats(player), lambda s: s and _total(s, "totalAudioEnergy") > 1e-3, 40)
+    during = poll(lambda: studio.stats(player), lambda s: s and _total(s, "totalAudioEnergy") > 1e-3, 90)
     page.get_by_text("Last utterance").wait_for(timeout=60_000)  # generation ended
     stop = page.get_by_role("button", name="Stop")
     at_end = {"stop_enabled": stop.is_enabled(), "stats": studio.stats(player)}
