@@ -10,15 +10,14 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from emulator import shapes, versions
 from emulator.errors import AwsError, validation
 from emulator.registry import (
     Deployment,
-    EndpointConfigRecord,
     EndpointRecord,
-    ModelRecord,
     Registry,
     quota_name,
 )
@@ -38,53 +37,46 @@ def check_input(service: str, op_name: str, params: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# SageMaker: models
-def create_model(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
-    spec = {k: v for k, v in p.items() if k not in ("ModelName", "Tags")}
-    return {"ModelArn": reg.create_model(p["ModelName"], spec, p.get("Tags", [])).arn}
+# SageMaker: models and endpoint configs — each kept as the request that created it
+@dataclass(frozen=True)
+class _KeptAsRequest:
+    """Create, Describe, Delete and List of a resource SageMaker keeps as its create request: `noun` names
+    its members (`ModelName`, `ModelArn`) and operations (`CreateModel` …); `plural` is List's answer key."""
+
+    noun: str
+    plural: str
+    records: Callable[[Registry], dict[str, Any]]  # name -> record (with .name, .arn, .created, .spec)
+    create: Callable[[Registry, str, dict[str, Any], list[dict[str, str]]], Any]
+    get: Callable[[Registry, str], Any]
+    delete: Callable[[Registry, str], None]
+
+    def handlers(self) -> dict[str, Handler]:
+        name, arn = f"{self.noun}Name", f"{self.noun}Arn"
+
+        def create(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
+            spec = {k: v for k, v in p.items() if k not in (name, "Tags")}
+            return {arn: self.create(reg, p[name], spec, p.get("Tags", [])).arn}
+
+        def describe(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
+            r = self.get(reg, p[name])
+            return {name: r.name, arn: r.arn, "CreationTime": r.created, **r.spec}
+
+        def delete(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
+            self.delete(reg, p[name])
+            return {}
+
+        def list_all(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
+            items, token = _page(list(self.records(reg).values()), p, name=lambda r: r.name, created=lambda r: r.created)
+            return {self.plural: [{name: r.name, arn: r.arn, "CreationTime": r.created} for r in items], **token}
+
+        return {f"Create{self.noun}": create, f"Describe{self.noun}": describe, f"Delete{self.noun}": delete,
+                f"List{self.plural}": list_all}
 
 
-def describe_model(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
-    m = reg.model(p["ModelName"])
-    return {"ModelName": m.name, "ModelArn": m.arn, "CreationTime": m.created, **m.spec}
-
-
-def delete_model(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
-    reg.delete_model(p["ModelName"])
-    return {}
-
-
-def list_models(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
-    def summary(m: ModelRecord) -> dict[str, Any]:
-        return {"ModelName": m.name, "ModelArn": m.arn, "CreationTime": m.created}
-
-    items, token = _page(list(reg.models.values()), p, name=lambda m: m.name, created=lambda m: m.created)
-    return {"Models": [summary(m) for m in items], **token}
-
-
-# --------------------------------------------------------------------------------------------------
-# SageMaker: endpoint configs
-def create_endpoint_config(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
-    spec = {k: v for k, v in p.items() if k not in ("EndpointConfigName", "Tags")}
-    return {"EndpointConfigArn": reg.create_endpoint_config(p["EndpointConfigName"], spec, p.get("Tags", [])).arn}
-
-
-def describe_endpoint_config(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
-    c = reg.endpoint_config(p["EndpointConfigName"])
-    return {"EndpointConfigName": c.name, "EndpointConfigArn": c.arn, "CreationTime": c.created, **c.spec}
-
-
-def delete_endpoint_config(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
-    reg.delete_endpoint_config(p["EndpointConfigName"])
-    return {}
-
-
-def list_endpoint_configs(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
-    def summary(c: EndpointConfigRecord) -> dict[str, Any]:
-        return {"EndpointConfigName": c.name, "EndpointConfigArn": c.arn, "CreationTime": c.created}
-
-    items, token = _page(list(reg.configs.values()), p, name=lambda c: c.name, created=lambda c: c.created)
-    return {"EndpointConfigs": [summary(c) for c in items], **token}
+_MODELS = _KeptAsRequest("Model", "Models", lambda reg: reg.models, Registry.create_model, Registry.model,
+                         Registry.delete_model)
+_CONFIGS = _KeptAsRequest("EndpointConfig", "EndpointConfigs", lambda reg: reg.configs,
+                          Registry.create_endpoint_config, Registry.endpoint_config, Registry.delete_endpoint_config)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -207,14 +199,8 @@ def list_tags(reg: Registry, p: dict[str, Any]) -> dict[str, Any]:
 
 
 SAGEMAKER_OPS: dict[str, Handler] = {
-    "CreateModel": create_model,
-    "DescribeModel": describe_model,
-    "DeleteModel": delete_model,
-    "ListModels": list_models,
-    "CreateEndpointConfig": create_endpoint_config,
-    "DescribeEndpointConfig": describe_endpoint_config,
-    "DeleteEndpointConfig": delete_endpoint_config,
-    "ListEndpointConfigs": list_endpoint_configs,
+    **_MODELS.handlers(),
+    **_CONFIGS.handlers(),
     "CreateEndpoint": create_endpoint,
     "DescribeEndpoint": describe_endpoint,
     "DeleteEndpoint": delete_endpoint,
