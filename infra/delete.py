@@ -22,6 +22,7 @@ from infra.errors import EndpointFailed, InfraError, StateError
 from infra.lock import locked
 from infra.model import Role
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
+from services.endpoint_view import GONE, describe_endpoint
 
 Kind = Literal["endpoint", "endpoint config", "model",
                # the lifecycle's (infra/scaling.py, infra/ttl.py): removed before / after the endpoints
@@ -149,11 +150,8 @@ def _delete_endpoint(ctx: AwsContext, name: str, role: Role | None, wait: WaitSe
     started = time.monotonic()
     issued = False
     while True:
-        try:
-            status = sm.describe_endpoint(EndpointName=name)["EndpointStatus"]
-        except AWS_ERRORS as exc:
-            if not is_not_found(exc):
-                raise
+        status = describe_endpoint(sm, name).status
+        if status == GONE:
             outcome: Outcome = "deleted" if issued else "already gone"
             took = time.monotonic() - started
             progress(Progress(role, "endpoint", f"endpoint {name}: {outcome}"
@@ -350,12 +348,8 @@ def delete_by_name(endpoint_names: list[str], *, region: str | None = None, prof
 def discover_chain(ctx: AwsContext, endpoint: str) -> tuple[str | None, list[str]]:
     """The endpoint's config and the models its variants use."""
     sm = ctx.sagemaker
-    try:
-        config = sm.describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
-    except AWS_ERRORS as exc:
-        if not is_not_found(exc):
-            raise
-        config = endpoint  # the studio names all three alike
+    view = describe_endpoint(sm, endpoint)
+    config = endpoint if view.gone else view.config_name  # gone: the studio names all three alike
     try:
         variants = sm.describe_endpoint_config(EndpointConfigName=config).get("ProductionVariants", [])
         models = list(dict.fromkeys(v["ModelName"] for v in variants if v.get("ModelName")))

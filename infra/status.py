@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from infra.aws import AWS_ERRORS, AwsContext, is_not_found, translate
-from infra.deploy import instance_type_in_use
+from infra.aws import AWS_ERRORS, AwsContext, translate
 from infra.errors import StateError
 from infra.model import Role
 from infra.pricing import Price, PriceTable, cost_so_far, load_prices
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from protocol.speech import task_types_for_model
+from services.endpoint_view import GONE, describe_endpoint
 
 HOURS_PER_DAY = 24
 
@@ -126,24 +126,21 @@ def describe_endpoint_status(ctx: AwsContext, name: str, prices: PriceTable, *, 
                              fallback_type: str | None = None, smoke: dict[str, Any] | None = None,
                              model_id: str | None = None) -> EndpointStatus:
     try:
-        desc = ctx.sagemaker.describe_endpoint(EndpointName=name)
+        view = describe_endpoint(ctx.sagemaker, name)
     except AWS_ERRORS as exc:
-        if is_not_found(exc):
-            return EndpointStatus(role, name, "gone", None, None, None, None, smoke=smoke, model_id=model_id)
         raise translate(exc, f"describe endpoint {name}") from None
-    status = desc["EndpointStatus"]
-    itype = instance_type_in_use(desc) or (fallback_type if status != "Failed" else None)
-    created = desc.get("CreationTime")
-    uptime = (datetime.now(UTC) - created.astimezone(UTC)).total_seconds() if isinstance(created, datetime) else None
+    if view.gone:
+        return EndpointStatus(role, name, GONE, None, None, None, None, smoke=smoke, model_id=model_id)
+    itype = view.instance_type or (fallback_type if view.status != "Failed" else None)
+    created = view.created
+    uptime = (datetime.now(UTC) - created.astimezone(UTC)).total_seconds() if created else None
     price = prices.hourly(itype, ctx.region) if itype else None
-    billing = status not in ("Failed",)
+    billing = view.status not in ("Failed",)
     cost = cost_so_far(price.usd_per_hour if price else None, uptime) if billing else None
-    from infra.scaling import instance_counts
-
-    current, desired = instance_counts(desc)
-    return EndpointStatus(role, name, status, itype, uptime, price, cost, desc.get("FailureReason"),
-                          created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(created, datetime) else None,
-                          smoke, model_id, current_instances=current, desired_instances=desired)
+    return EndpointStatus(role, name, view.status, itype, uptime, price, cost, view.failure_reason,
+                          created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else None,
+                          smoke, model_id, current_instances=view.current_instances,
+                          desired_instances=view.desired_instances)
 
 
 def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
