@@ -38,7 +38,7 @@ from services.base import Backend
 from services.endpoint_view import describe_endpoint
 from services.kinds import kind
 from services.load.plan import LoadPlan, Modality
-from services.pricing import PriceTable, load_prices
+from services.pricing import PriceTable, cost_of_seconds, load_prices
 from services.settings import Settings
 from services.speech.client import OFFLINE_ENGINE_OWNER
 
@@ -78,7 +78,7 @@ class LoadTarget:
                 f"{warm}) to {where}, and stops sending after {cap_min:g} min at the latest.")
         if self.usd_per_hour is None:
             return f"{head} Its cost cannot be shown: {self.price_note or 'no hourly price is known'}."
-        most = self.usd_per_hour * plan.max_wall_s / 3600
+        most = cost_of_seconds(self.usd_per_hour, plan.max_wall_s) or 0.0
         extra = " S3 requests for each video come on top (cents)." if plan.modality == "video" and self.backend == "sagemaker" else ""
         if self.emulated:
             return (f"{head} At ${self.usd_per_hour:.4f}/h ({self.price_source}) that would be at most ${most:.2f} of "
