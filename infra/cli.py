@@ -35,7 +35,6 @@ from infra.model import (
     PROJECT,
     ROLES,
     DeployOptions,
-    InstancePool,
     Role,
     check_voice_model,
     voice_model_label,
@@ -497,65 +496,24 @@ def _print_sweep(report: Any) -> None:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    from infra.aws import AwsContext
-    from infra.pricing import load_prices, refresh_prices
-    from infra.status import cost_of_types, deployment_status
+    from infra.cost import deployment_cost
+    from infra.pricing import load_prices
 
-    prices = load_prices(args.prices)
-    state_path = args.state_file or default_state_file()
-    state = DeploymentState.load(state_path) if (state_path.exists() and not args.instance_types) else None
-    region = args.region or (state.region if state else None)
-    if args.instance_types:
-        types = list(InstancePool.parse(args.instance_types).types)
-    elif state is not None:
-        types = list(dict.fromkeys(t for e in state.spec.endpoints for t in e.pool.types))
-    else:
-        from infra.model import ROLE_PROFILES
-
-        types = list(dict.fromkeys(t for p in ROLE_PROFILES.values() for t in p.default_pool))
-    if args.refresh_prices:
-        ctx = AwsContext(region, args.profile)
-        region = ctx.region
-        fresh = refresh_prices(ctx, types, region)
-        prices = prices.merged(fresh)
-        if args.save_prices:
-            prices.save(args.save_prices)
-    elif args.save_prices:
-        raise UsageError("--save-prices goes with --refresh-prices")
-    region = region or "us-east-1"
-    if state is not None:
-        status = deployment_status(state_path, profile=args.profile, prices=prices)
-        assignments = {e.role or e.endpoint_name: e.instance_type for e in status.running if e.instance_type}
-        for e in status.running:  # an endpoint scaled out counts once per instance
-            for i in range(2, (e.current_instances or 1) + 1):
-                if e.instance_type:
-                    assignments[f"{e.role or e.endpoint_name} #{i}"] = e.instance_type
-        idle = [e.role or e.endpoint_name for e in status.endpoints if e.current_instances == 0]
-        if idle and not args.json:
-            print(f"{', '.join(idle)}: 0 instances now (scaled to zero): costs nothing until a job arrives")
-        report = cost_of_types(region, assignments, prices, basis="running deployment", pool_types=types)
-        report.cost_so_far_usd = status.cost_so_far_usd
-    else:
-        from infra.model import ROLE_PROFILES
-
-        if args.instance_types:
-            assignments = {r: types[0] for r in ROLES}
-        else:
-            assignments = {r: ROLE_PROFILES[r].default_pool[0] for r in ROLES}
-        report = cost_of_types(region, assignments, prices, basis="planned (first choice of each pool)", pool_types=types)
-    from infra.pool_prices import deployment_pool_prices, planned_pool_prices
-
-    pools = (deployment_pool_prices(state, prices, {e.role: e.instance_type for e in status.endpoints if e.role})
-             if state is not None else planned_pool_prices(region, prices, tuple(types) if args.instance_types else None))
+    report = deployment_cost(args.state_file or default_state_file(), instance_types=args.instance_types,
+                             prices=load_prices(args.prices), region=args.region, profile=args.profile,
+                             refresh=args.refresh_prices, save_prices=args.save_prices)
     if args.json:
-        _print_json({**report.to_dict(), "pools": [p.to_dict() for p in pools]})
+        _print_json(report.to_dict())
         return 0
+    if report.idle:
+        print(f"{', '.join(report.idle)}: 0 instances now (scaled to zero): costs nothing until a job arrives")
     rows = [[line.instance_type, line.price.label(), ", ".join(line.endpoints) or "—"] for line in report.lines]
     print(_table(rows, ["instance type", "on-demand", "endpoints on it"]))
     print("price range of each endpoint's pool (SageMaker takes the first entry with capacity):")
-    print(_table([[p.role, p.endpoint or "(planned)", p.range_label(), p.label().split(": ", 1)[1]] for p in pools],
+    print(_table([[p.role, p.endpoint or "(planned)", p.range_label(), p.label().split(": ", 1)[1]] for p in report.pools],
                  ["endpoint", "name", "min–max", "every entry (priority order)"]))
-    print(f"{report.basis} in {region}: {_money(report.usd_per_hour)}/hour, {_money(report.usd_per_day)}/day"
+    prices = report.prices
+    print(f"{report.basis} in {report.region}: {_money(report.usd_per_hour)}/hour, {_money(report.usd_per_day)}/day"
           + (f", {_money(report.cost_so_far_usd)} so far" if report.cost_so_far_usd is not None else ""))
     print(prices.describe() + ".")
     if prices.stale():
