@@ -42,7 +42,8 @@ from infra.pricing import PriceTable, load_prices, refresh_prices
 from infra.quotas import QuotaReport, check_quotas
 from infra.smoke import SmokeReport, deployment_backend, record_smoke, run_smoke
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
-from infra.status import CostReport, StatusReport, cost_of_types, deployment_status
+from infra.cost import CostReport, cost_of_types, deployment_cost
+from infra.status import StatusReport, deployment_status
 from infra.sweep import (
     StudioFleet,
     SweepReport,
@@ -56,7 +57,7 @@ __all__ = [
     "DeploymentSpec", "DeploymentState", "EndpointOutcome", "EndpointSpec", "InfraError", "InstancePool",
     "PriceTable", "Progress", "QuotaReport", "SmokeReport", "StatusReport", "StudioFleet", "SweepReport",
     "WaitSettings", "check_quotas", "cost_of_types", "delete_by_name", "delete_deployment", "delete_orphans",
-    "deploy", "deployment_backend", "deployment_status", "find_orphans", "load_prices", "record_smoke",
+    "deploy", "deployment_backend", "deployment_cost", "deployment_status", "find_orphans", "load_prices", "record_smoke",
     "refresh_prices", "resume", "run_smoke", "studio_fleet", "deletion_plan", "deploy_command", "shell_command",
     "check_voice_model", "voice_model_label",
 ]

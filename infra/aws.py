@@ -24,6 +24,7 @@ from infra.errors import (
 )
 from protocol.errors import ConfigError
 from services.aws import DENIED_CODES, EXPIRED_CODES, INVALID_CODES, boto3_session, validate_region
+from services.endpoint_view import is_not_found  # noqa: F401  (re-exported: infra's modules import it from here)
 
 DEFAULT_REGION = "us-east-1"
 USER_AGENT = "omni-studio-infra"
@@ -106,11 +107,6 @@ def error_message(exc: BaseException) -> str:
     if isinstance(exc, bx.ClientError):
         return str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
     return str(exc)
-
-
-def is_not_found(exc: BaseException) -> bool:
-    """SageMaker says "Could not find ..." (ValidationException) for a resource that does not exist."""
-    return error_code(exc) == "ValidationException" and "could not find" in error_message(exc).lower()
 
 
 def is_credentials_problem(exc: BaseException) -> bool:

@@ -22,6 +22,7 @@ from infra.errors import EndpointFailed, InfraError, StateError
 from infra.lock import locked
 from infra.model import Role
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
+from services.endpoint_view import GONE, describe_endpoint
 
 Kind = Literal["endpoint", "endpoint config", "model",
                # the lifecycle's (infra/scaling.py, infra/ttl.py): removed before / after the endpoints
@@ -149,11 +150,8 @@ def _delete_endpoint(ctx: AwsContext, name: str, role: Role | None, wait: WaitSe
     started = time.monotonic()
     issued = False
     while True:
-        try:
-            status = sm.describe_endpoint(EndpointName=name)["EndpointStatus"]
-        except AWS_ERRORS as exc:
-            if not is_not_found(exc):
-                raise
+        status = describe_endpoint(sm, name).status
+        if status == GONE:
             outcome: Outcome = "deleted" if issued else "already gone"
             took = time.monotonic() - started
             progress(Progress(role, "endpoint", f"endpoint {name}: {outcome}"
@@ -210,7 +208,9 @@ def verify_gone(ctx: AwsContext, endpoint: str | None, config: str | None, model
 def delete_deployment(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
                       purge_s3: bool = False, wait: WaitSettings = WaitSettings(),
                       progress: ProgressCallback | None = None, roles: list[Role] | None = None) -> DeleteReport:
-    """Delete every endpoint of the deployment in `state_file` (or only `roles`), concurrently."""
+    """Delete every endpoint of the deployment in `state_file` (or only `roles`), concurrently: each endpoint's
+    resources (`_delete_role`), then — once all are verified gone — the TTL's schedules, the S3 outputs when
+    asked, and the state file (or, for some roles only, their records in it)."""
     progress = progress or _quiet
     state = DeploymentState.load(Path(state_file))
     if region and region != state.region:
@@ -222,62 +222,73 @@ def delete_deployment(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
     with state.lock:
         state.phase = "deleting"
     state.save()
-
-    def one(role: Role) -> tuple[list[Deletion], list[str], InfraError | None]:
-        rec = state.record(role)
-        try:
-            from infra.scaling import remove_scaling
-
-            # Autoscaling first: a policy must not scale an endpoint that is being deleted.
-            scaled = [Deletion(r.kind, r.name, r.outcome, role) for r in remove_scaling(ctx, state, role)]  # type: ignore[arg-type]
-            dels = scaled + delete_endpoint_chain(ctx, rec.endpoint.name, rec.config.name, [rec.model.name], role=role,
-                                                  wait=wait, progress=progress)
-            with state.lock:
-                for d in dels:
-                    target = {"endpoint": rec.endpoint, "endpoint config": rec.config, "model": rec.model}.get(d.kind)
-                    if target is not None:
-                        target.status = "deleted"
-                rec.endpoint_status = None
-            state.save()
-            from infra.versions import delete_all  # the other versions' models and configs, the rollback alarm
-
-            older, older_left = delete_all(ctx, state, role, lambda m: progress(Progress(role, "version", m)))
-            dels += [Deletion(kind, name, outcome, role, "" if kind == "alarm" else "older version")  # type: ignore[arg-type]
-                     for kind, name, outcome in older]
-            return dels, verify_gone(ctx, rec.endpoint.name, rec.config.name, [rec.model.name]) + older_left, None
-        except AWS_ERRORS as exc:
-            err = translate(exc, f"delete the {role} endpoint's resources", retry=DELETE_AGAIN)
-        except InfraError as exc:
-            err = exc
-        progress(Progress(role, "error", str(err)))
-        return [], [f"{role} resources (not verified: {err})"], err
-
     with ThreadPoolExecutor(max_workers=max(1, len(chosen)), thread_name_prefix="infra-delete") as pool:
-        for dels, remaining, err in pool.map(one, chosen):
+        for dels, remaining, err in pool.map(lambda role: _delete_role(ctx, state, role, wait, progress), chosen):
             report.deletions += dels
             report.remaining += remaining
             if err is not None:
                 report.errors.append(err)
-
     if report.ok:
-        # The schedules (and the role and group deploy made) go once the endpoints are verified gone: until
-        # then they are what still deletes an endpoint a failed delete left behind.
-        from infra.ttl import remove_ttl
-
-        try:
-            report.deletions += [Deletion(r.kind, r.name, r.outcome) for r in remove_ttl(ctx, state, chosen)]  # type: ignore[arg-type]
-        except AWS_ERRORS as exc:
-            report.errors.append(translate(exc, "remove the TTL schedules", retry=DELETE_AGAIN))
-
+        _remove_ttl(ctx, state, chosen, report)
     if purge_s3 and state.spec.bucket and not report.errors:
         try:
             report.s3_objects_deleted, report.bucket_deleted = purge_outputs(ctx, state, progress)
         except InfraError as exc:
             report.errors.append(exc)
+    _settle_state(state, report, chosen, everything=roles is None or set(chosen) == set(state.endpoints),
+                  progress=progress)
+    return report
 
-    everything = roles is None or set(chosen) == set(state.endpoints)
+
+def _delete_role(ctx: AwsContext, state: DeploymentState, role: Role, wait: WaitSettings,
+                 progress: ProgressCallback) -> tuple[list[Deletion], list[str], InfraError | None]:
+    """One endpoint's resources: its autoscaling, the endpoint, config and model (marked deleted in the state),
+    its other versions; then verified. (deletions, what still exists, the error that stopped it)."""
+    rec = state.record(role)
+    try:
+        from infra.scaling import remove_scaling
+
+        # Autoscaling first: a policy must not scale an endpoint that is being deleted.
+        scaled = [Deletion(r.kind, r.name, r.outcome, role) for r in remove_scaling(ctx, state, role)]  # type: ignore[arg-type]
+        dels = scaled + delete_endpoint_chain(ctx, rec.endpoint.name, rec.config.name, [rec.model.name], role=role,
+                                              wait=wait, progress=progress)
+        with state.lock:
+            for d in dels:
+                target = {"endpoint": rec.endpoint, "endpoint config": rec.config, "model": rec.model}.get(d.kind)
+                if target is not None:
+                    target.status = "deleted"
+            rec.endpoint_status = None
+        state.save()
+        from infra.versions import delete_all  # the other versions' models and configs, the rollback alarm
+
+        older, older_left = delete_all(ctx, state, role, lambda m: progress(Progress(role, "version", m)))
+        dels += [Deletion(kind, name, outcome, role, "" if kind == "alarm" else "older version")  # type: ignore[arg-type]
+                 for kind, name, outcome in older]
+        return dels, verify_gone(ctx, rec.endpoint.name, rec.config.name, [rec.model.name]) + older_left, None
+    except AWS_ERRORS as exc:
+        err = translate(exc, f"delete the {role} endpoint's resources", retry=DELETE_AGAIN)
+    except InfraError as exc:
+        err = exc
+    progress(Progress(role, "error", str(err)))
+    return [], [f"{role} resources (not verified: {err})"], err
+
+
+def _remove_ttl(ctx: AwsContext, state: DeploymentState, chosen: list[Role], report: DeleteReport) -> None:
+    """The schedules (and the role and group deploy made) go once the endpoints are verified gone: until then
+    they are what still deletes an endpoint a failed delete left behind."""
+    from infra.ttl import remove_ttl
+
+    try:
+        report.deletions += [Deletion(r.kind, r.name, r.outcome) for r in remove_ttl(ctx, state, chosen)]  # type: ignore[arg-type]
+    except AWS_ERRORS as exc:
+        report.errors.append(translate(exc, "remove the TTL schedules", retry=DELETE_AGAIN))
+
+
+def _settle_state(state: DeploymentState, report: DeleteReport, chosen: list[Role], *, everything: bool,
+                  progress: ProgressCallback) -> None:
+    """After the deletions: the state file removed when everything is gone; the deleted roles forgotten when
+    the others stay deployed (so `resume` never brings them back); else marked incomplete."""
     if report.ok and not everything:
-        # The others stay deployed; forget the deleted ones so `resume` never brings them back.
         with state.lock:
             state.spec = replace(state.spec, endpoints=tuple(e for e in state.spec.endpoints if e.role not in chosen))
             for role in chosen:
@@ -290,7 +301,6 @@ def delete_deployment(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
         with state.lock:
             state.phase = "incomplete" if not report.ok else state.phase
         state.save()
-    return report
 
 
 def purge_outputs(ctx: AwsContext, state: DeploymentState, progress: ProgressCallback) -> tuple[int, bool]:
@@ -350,12 +360,8 @@ def delete_by_name(endpoint_names: list[str], *, region: str | None = None, prof
 def discover_chain(ctx: AwsContext, endpoint: str) -> tuple[str | None, list[str]]:
     """The endpoint's config and the models its variants use."""
     sm = ctx.sagemaker
-    try:
-        config = sm.describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
-    except AWS_ERRORS as exc:
-        if not is_not_found(exc):
-            raise
-        config = endpoint  # the studio names all three alike
+    view = describe_endpoint(sm, endpoint)
+    config = endpoint if view.gone else view.config_name  # gone: the studio names all three alike
     try:
         variants = sm.describe_endpoint_config(EndpointConfigName=config).get("ProductionVariants", [])
         models = list(dict.fromkeys(v["ModelName"] for v in variants if v.get("ModelName")))

@@ -57,6 +57,7 @@ from infra.state import (
     ResourceRecord,
     utc_now,
 )
+from services.endpoint_view import GONE, describe_endpoint
 
 # Statuses after which an endpoint is on its way (or there): reuse it, wait for it.
 PROGRESSING = ("Creating", "Updating", "SystemUpdating", "RollingBack", "InService", "OutOfService")
@@ -266,12 +267,12 @@ def _quota_check(ctx: AwsContext, pools: dict[Role, InstancePool], progress: Pro
 
 
 def _endpoint_status(ctx: AwsContext, name: str) -> str | None:
+    """DescribeEndpoint's status, None when the endpoint does not exist."""
     try:
-        return ctx.sagemaker.describe_endpoint(EndpointName=name)["EndpointStatus"]
+        view = describe_endpoint(ctx.sagemaker, name)
     except AWS_ERRORS as exc:
-        if is_not_found(exc):
-            return None
         raise translate(exc, f"describe endpoint {name}", resumable=True) from None
+    return None if view.gone else view.status
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -385,16 +386,11 @@ def _ensure_endpoint(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec, 
     sm = ctx.sagemaker
     if rec.endpoint.status == "planned" and _create_endpoint(sm, state, ep, rec, outcome, progress):
         return
-    try:
-        desc = sm.describe_endpoint(EndpointName=ep.endpoint_name)
-    except AWS_ERRORS as exc:
-        if not is_not_found(exc):
-            raise
-        desc = None
-    if desc is not None and desc["EndpointStatus"] in ("Failed", "Deleting"):
-        if desc["EndpointStatus"] == "Failed":
+    view = describe_endpoint(sm, ep.endpoint_name)
+    if view.status in ("Failed", "Deleting"):
+        if view.status == "Failed":
             progress(Progress(ep.role, "endpoint", f"endpoint {ep.endpoint_name} is Failed "
-                              f"({desc.get('FailureReason', 'no reason given')}); deleting it to create it again",
+                              f"({view.failure_reason or 'no reason given'}); deleting it to create it again",
                               status="Failed"))
             try:
                 sm.delete_endpoint(EndpointName=ep.endpoint_name)
@@ -402,20 +398,19 @@ def _ensure_endpoint(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec, 
                 if not is_not_found(exc):
                     raise
         _wait_gone(ctx, ep.endpoint_name, wait, stop)
-        desc = None
-    if desc is None:
-        if not _create_endpoint(sm, state, ep, rec, outcome, progress):
-            raise EndpointFailed(f"endpoint {ep.endpoint_name} appeared while being created again; {RESUME_HINT}")
+    elif not view.gone:
+        with state.lock:
+            if rec.endpoint.status != "created":
+                rec.endpoint.status = "reused"
+            rec.endpoint.arn = view.arn
+            rec.endpoint_status = view.status
+        outcome.reused.append("endpoint")
+        progress(Progress(ep.role, "endpoint", f"endpoint {ep.endpoint_name} exists ({view.status}): reused",
+                          status=view.status))
+        state.save()
         return
-    with state.lock:
-        if rec.endpoint.status != "created":
-            rec.endpoint.status = "reused"
-        rec.endpoint.arn = desc["EndpointArn"]
-        rec.endpoint_status = desc["EndpointStatus"]
-    outcome.reused.append("endpoint")
-    progress(Progress(ep.role, "endpoint", f"endpoint {ep.endpoint_name} exists ({desc['EndpointStatus']}): reused",
-                      status=desc["EndpointStatus"]))
-    state.save()
+    if not _create_endpoint(sm, state, ep, rec, outcome, progress):
+        raise EndpointFailed(f"endpoint {ep.endpoint_name} appeared while being created again; {RESUME_HINT}")
 
 
 def _create_endpoint(sm: Any, state: DeploymentState, ep: EndpointSpec, rec: EndpointRecord,
@@ -438,19 +433,6 @@ def _create_endpoint(sm: Any, state: DeploymentState, ep: EndpointSpec, rec: End
     return True
 
 
-def instance_type_in_use(desc: Mapping[str, Any], pool: InstancePool | None = None) -> str | None:
-    """The instance type an endpoint runs on, from DescribeEndpoint (the pool entry holding instances)."""
-    for v in desc.get("ProductionVariants", []) or []:
-        for p in v.get("InstancePools", []) or []:
-            if int(p.get("CurrentInstanceCount") or 0) > 0:
-                return p["InstanceType"]
-        if v.get("InstanceType"):
-            return v["InstanceType"]
-        if pool is not None and len(pool.types) == 1 and desc.get("EndpointStatus") in ("InService", "Updating"):
-            return pool.first
-    return None
-
-
 def _iso(value: Any) -> str | None:
     if isinstance(value, datetime):
         return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -470,17 +452,19 @@ def _wait_in_service(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec, 
     started = time.monotonic()
     last: tuple[str | None, str | None] = (None, None)
     while True:
-        desc = sm.describe_endpoint(EndpointName=ep.endpoint_name)
-        status = desc["EndpointStatus"]
-        itype = instance_type_in_use(desc, ep.pool)
-        elapsed = _seconds_since(desc.get("CreationTime"))
+        view = describe_endpoint(sm, ep.endpoint_name, ep.pool.types)
+        if view.gone:
+            raise EndpointFailed(f"endpoint {ep.endpoint_name} was deleted while it was being created (by hand or "
+                                 f"by its TTL); {RESUME_HINT} to create it again")
+        status, itype = view.status, view.instance_type
+        elapsed = _seconds_since(view.created)
         elapsed = time.monotonic() - started if elapsed is None else elapsed
         outcome.instance_type = itype or outcome.instance_type
         outcome.elapsed_s = elapsed
         with state.lock:
             rec.endpoint_status = status
             rec.instance_type = itype or rec.instance_type
-            rec.creation_time = rec.creation_time or _iso(desc.get("CreationTime"))
+            rec.creation_time = rec.creation_time or _iso(view.created)
         if (status, itype) != last:
             state.save()
             last = (status, itype)
@@ -493,7 +477,7 @@ def _wait_in_service(ctx: AwsContext, state: DeploymentState, ep: EndpointSpec, 
                               f"{format_duration(elapsed)}", status, elapsed, itype))
             return
         if status in ("Failed", "OutOfService") or status not in PROGRESSING:
-            reason = desc.get("FailureReason") or f"endpoint status {status}"
+            reason = view.failure_reason or f"endpoint status {status}"
             with state.lock:
                 rec.failure_reason = reason
             outcome.status, outcome.failure_reason = "Failed", reason
@@ -516,12 +500,9 @@ def _wait_gone(ctx: AwsContext, name: str, wait: WaitSettings, stop: threading.E
     """Until DescribeEndpoint says "Could not find" (or the delete timeout passes)."""
     deadline = time.monotonic() + wait.delete_timeout_s
     while True:
-        try:
-            status = ctx.sagemaker.describe_endpoint(EndpointName=name)["EndpointStatus"]
-        except AWS_ERRORS as exc:
-            if is_not_found(exc):
-                return
-            raise
+        status = describe_endpoint(ctx.sagemaker, name).status
+        if status == GONE:
+            return
         if time.monotonic() > deadline:
             raise EndpointFailed(f"endpoint {name} is still {status} after {format_duration(wait.delete_timeout_s)}; "
                                  "check it in the SageMaker console")

@@ -24,6 +24,7 @@ from services.pricing import (  # noqa: F401  (re-exported: infra's callers and 
     PriceTable,
     PriceTableError,
 )
+from services.pricing import cost_of_seconds as cost_so_far  # noqa: F401  (an endpoint's uptime priced)
 from services.pricing import load_prices as load_price_table
 
 PRICE_LIST_REGION = "us-east-1"  # the Price List API answers in us-east-1 (also eu-central-1, ap-south-1)
@@ -36,12 +37,6 @@ def load_prices(path: Path | None = None) -> PriceTable:
         return load_price_table(path)
     except PriceTableError as exc:
         raise UsageError(str(exc)) from None
-
-
-def cost_so_far(usd_per_hour: float | None, seconds: float | None) -> float | None:
-    if usd_per_hour is None or seconds is None:
-        return None
-    return usd_per_hour * max(seconds, 0.0) / 3600.0
 
 
 # ---------------------------------------------------------------------------------------------------------

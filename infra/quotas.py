@@ -22,9 +22,11 @@ from infra.aws import (
     AwsContext,
     error_code,
     is_credentials_problem,
+    is_not_found,
     translate,
 )
 from infra.model import ROLES, InstancePool, Role
+from services.endpoint_view import describe_endpoint
 
 SERVICE_CODE = "sagemaker"
 
@@ -224,19 +226,12 @@ def instances_in_use(ctx: AwsContext) -> dict[str, int]:
 
 
 def _endpoint_instances(sm: Any, name: str) -> dict[str, int]:
-    from infra.aws import is_not_found
-
-    try:
-        ep = sm.describe_endpoint(EndpointName=name)
-    except AWS_ERRORS as exc:
-        if is_not_found(exc):
-            return {}  # deleted between the list and the describe
-        raise
-    if ep.get("EndpointStatus") == "Failed":
+    ep = describe_endpoint(sm, name)
+    if ep.gone or ep.status == "Failed":  # gone: deleted between the list and the describe
         return {}
     config_variants: dict[str, dict[str, Any]] | None = None
     out: dict[str, int] = {}
-    for v in ep.get("ProductionVariants", []):
+    for v in ep.desc.get("ProductionVariants", []):
         count = int(v.get("CurrentInstanceCount") or 0) or int(v.get("DesiredInstanceCount") or 0)
         pools = [p for p in v.get("InstancePools", []) if int(p.get("CurrentInstanceCount") or 0) > 0]
         if pools:
@@ -247,7 +242,7 @@ def _endpoint_instances(sm: Any, name: str) -> dict[str, int]:
             continue
         if config_variants is None:
             try:
-                cfg = sm.describe_endpoint_config(EndpointConfigName=ep["EndpointConfigName"])
+                cfg = sm.describe_endpoint_config(EndpointConfigName=ep.config_name)
                 config_variants = {cv["VariantName"]: cv for cv in cfg.get("ProductionVariants", [])}
             except AWS_ERRORS as exc:
                 if not is_not_found(exc):

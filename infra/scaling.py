@@ -210,17 +210,6 @@ def remove_scaling(ctx: AwsContext, state: DeploymentState, role: Role) -> list[
     return out
 
 
-def instance_counts(desc: dict[str, Any]) -> tuple[int | None, int | None]:
-    """(current, desired) instance counts of DescribeEndpoint's variants (None when not reported)."""
-    variants = desc.get("ProductionVariants") or []
-    if not variants:
-        return None, None
-    current = [v.get("CurrentInstanceCount") for v in variants]
-    desired = [v.get("DesiredInstanceCount") for v in variants]
-    return (None if any(c is None for c in current) else sum(current),  # type: ignore[arg-type]
-            None if any(d is None for d in desired) else sum(desired))  # type: ignore[arg-type]
-
-
 def scaling_label(plan: dict[str, Any] | None) -> str:
     if not plan:
         return "fixed"

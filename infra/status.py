@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from infra.aws import AWS_ERRORS, AwsContext, is_not_found, translate
-from infra.deploy import instance_type_in_use
+from infra.aws import AWS_ERRORS, AwsContext, translate
 from infra.errors import StateError
 from infra.model import Role, gpu_fit_line
 from infra.pricing import Price, PriceTable, cost_so_far, load_prices
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from protocol.speech import task_types_for_model
+from services.endpoint_view import GONE, describe_endpoint
 
 HOURS_PER_DAY = 24
 
@@ -132,24 +132,21 @@ def describe_endpoint_status(ctx: AwsContext, name: str, prices: PriceTable, *, 
                              fallback_type: str | None = None, smoke: dict[str, Any] | None = None,
                              model_id: str | None = None) -> EndpointStatus:
     try:
-        desc = ctx.sagemaker.describe_endpoint(EndpointName=name)
+        view = describe_endpoint(ctx.sagemaker, name)
     except AWS_ERRORS as exc:
-        if is_not_found(exc):
-            return EndpointStatus(role, name, "gone", None, None, None, None, smoke=smoke, model_id=model_id)
         raise translate(exc, f"describe endpoint {name}") from None
-    status = desc["EndpointStatus"]
-    itype = instance_type_in_use(desc) or (fallback_type if status != "Failed" else None)
-    created = desc.get("CreationTime")
-    uptime = (datetime.now(UTC) - created.astimezone(UTC)).total_seconds() if isinstance(created, datetime) else None
+    if view.gone:
+        return EndpointStatus(role, name, GONE, None, None, None, None, smoke=smoke, model_id=model_id)
+    itype = view.instance_type or (fallback_type if view.status != "Failed" else None)
+    created = view.created
+    uptime = (datetime.now(UTC) - created.astimezone(UTC)).total_seconds() if created else None
     price = prices.hourly(itype, ctx.region) if itype else None
-    billing = status not in ("Failed",)
+    billing = view.status not in ("Failed",)
     cost = cost_so_far(price.usd_per_hour if price else None, uptime) if billing else None
-    from infra.scaling import instance_counts
-
-    current, desired = instance_counts(desc)
-    return EndpointStatus(role, name, status, itype, uptime, price, cost, desc.get("FailureReason"),
-                          created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(created, datetime) else None,
-                          smoke, model_id, current_instances=current, desired_instances=desired)
+    return EndpointStatus(role, name, view.status, itype, uptime, price, cost, view.failure_reason,
+                          created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else None,
+                          smoke, model_id, current_instances=view.current_instances,
+                          desired_instances=view.desired_instances)
 
 
 def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
@@ -171,49 +168,3 @@ def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
 
     rows = [replace(r, version=summary(state, r.role)) if r.role in state.endpoints else r for r in rows]
     return StatusReport(state.region, state.deployment_id, rows, prices, state.path)
-
-
-@dataclass(frozen=True)
-class CostLine:
-    instance_type: str
-    price: Price
-    endpoints: tuple[str, ...]  # roles (or names) that run on it
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"instance_type": self.instance_type, "usd_per_hour": self.price.usd_per_hour,
-                "basis": self.price.basis, "endpoints": list(self.endpoints)}
-
-
-@dataclass
-class CostReport:
-    region: str
-    lines: list[CostLine]
-    prices: PriceTable
-    usd_per_hour: float
-    basis: str  # "running deployment" | "planned pools (first choices)"
-    cost_so_far_usd: float | None = None
-
-    @property
-    def usd_per_day(self) -> float:
-        return self.usd_per_hour * HOURS_PER_DAY
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"region": self.region, "basis": self.basis, "lines": [line.to_dict() for line in self.lines],
-                "usd_per_hour": round(self.usd_per_hour, 4), "usd_per_day": round(self.usd_per_day, 2),
-                "cost_so_far_usd": None if self.cost_so_far_usd is None else round(self.cost_so_far_usd, 4),
-                "prices": {"source": self.prices.source, "as_of": self.prices.as_of.isoformat(),
-                           "age_days": self.prices.age_days(), "stale": self.prices.stale(),
-                           "note": self.prices.note}}
-
-
-def cost_of_types(region: str, assignments: dict[str, str], prices: PriceTable, *, basis: str,
-                  pool_types: list[str] = ()) -> CostReport:
-    """`assignments`: endpoint label -> instance type. Lists every pool type too (what a fall-back costs)."""
-    by_type: dict[str, list[str]] = {}
-    for label, itype in assignments.items():
-        by_type.setdefault(itype, []).append(label)
-    for t in pool_types:
-        by_type.setdefault(t, [])
-    lines = [CostLine(t, prices.hourly(t, region), tuple(labels)) for t, labels in by_type.items()]
-    total = sum((line.price.usd_per_hour or 0.0) * len(line.endpoints) for line in lines)
-    return CostReport(region, lines, prices, total, basis)

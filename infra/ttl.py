@@ -32,11 +32,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from infra.aws import AWS_ERRORS, AwsContext, error_code, error_message, is_not_found, translate
+from infra.aws import AWS_ERRORS, AwsContext, error_code, error_message, translate
 from infra.errors import AccessDenied, InfraError, StateError, UsageError
 from infra.lock import locked
 from infra.model import PROJECT, TAG_DEPLOYMENT, DeploymentSpec, Role
 from infra.state import DeploymentState, utc_now
+from services.endpoint_view import describe_endpoint
 
 MAX_TTL_WITHOUT_YES = timedelta(days=7)
 MAX_TTL = timedelta(days=365)  # even with --yes: past a year it is a typo, not a plan (and dates overflow)
@@ -503,11 +504,10 @@ class ExtendReport:
 def _endpoint_status(ctx: AwsContext, name: str) -> str | None:
     """DescribeEndpoint's status, None when the endpoint does not exist."""
     try:
-        return ctx.sagemaker.describe_endpoint(EndpointName=name)["EndpointStatus"]
+        view = describe_endpoint(ctx.sagemaker, name)
     except AWS_ERRORS as exc:
-        if is_not_found(exc):
-            return None
         raise translate(exc, f"describe endpoint {name}") from None
+    return None if view.gone else view.status
 
 
 @locked("python -m infra extend")

@@ -39,7 +39,6 @@ from infra.deploy import (
     ProgressCallback,
     WaitSettings,
     format_duration,
-    instance_type_in_use,
 )
 from infra.errors import (
     CredentialsError,
@@ -54,6 +53,7 @@ from infra.model import ROLES, EndpointSpec, Role
 from infra.quotas import check_quotas
 from infra.state import DEFAULT_STATE_FILE, DeploymentState, ResourceRecord, utc_now
 from protocol.errors import StudioError
+from services.endpoint_view import EndpointView, describe_endpoint
 
 DEFAULT_BAKE_S = 600
 MAX_BAKE_S = 3600  # WaitIntervalInSeconds: 0..3600
@@ -174,15 +174,15 @@ def _in_service(ctx: AwsContext, state: DeploymentState, roles: Sequence[Role], 
     for role in roles:
         name = state.record(role).endpoint.name
         try:
-            desc = ctx.sagemaker.describe_endpoint(EndpointName=name)
+            view = describe_endpoint(ctx.sagemaker, name)
         except AWS_ERRORS as exc:
             raise translate(exc, f"describe the {role} endpoint {name}") from None
-        status = desc["EndpointStatus"]
+        status = view.status
         if status != "InService":
             hint = ("wait until it is InService (`python -m infra status`)" if status in IN_PROGRESS else
                     "bring it back with `python -m infra resume` first")
             raise InfraError(f"the {role} endpoint {name} is {status}, not InService: {hint}")
-        running = desc["EndpointConfigName"]
+        running = view.config_name
         h = vs.history(state, role)
         if running != vs.current(state, role)["config_name"]:
             known = next((v for v in h["versions"] if v["config_name"] == running), None)
@@ -293,7 +293,7 @@ class _Run:
         return v
 
     def update(self, role: Role, target: dict[str, Any], config: dict[str, Any] | None, strategy: str,
-               outcome: VersionOutcome) -> dict[str, Any] | None:
+               outcome: VersionOutcome) -> EndpointView | None:
         """UpdateEndpoint to `target`'s config and wait until it settles; DescribeEndpoint's last answer
         (None when the wait ended first: timed out or stopped, said on the outcome)."""
         sm = self.ctx.sagemaker
@@ -320,15 +320,18 @@ class _Run:
                                status="Updating"))
         started = time.monotonic()
         while True:
-            desc = sm.describe_endpoint(EndpointName=name)
-            status = desc["EndpointStatus"]
+            view = describe_endpoint(sm, name)
+            if view.gone:
+                raise EndpointFailed(f"{name} was deleted during the update (by hand or by its TTL): "
+                                     "`python -m infra resume` brings it back")
+            status = view.status
             elapsed = time.monotonic() - started
             if status not in IN_PROGRESS:
-                return desc
-            pending = desc.get("PendingDeploymentSummary", {}).get("ProductionVariants", [])
+                return view
+            pending = view.desc.get("PendingDeploymentSummary", {}).get("ProductionVariants", [])
             stage = next((s.get("Status") for p in pending for s in p.get("VariantStatus", [])), None)
             self.progress(Progress(role, "wait", f"{name} {status}" + (f" ({stage})" if stage else ""), status, elapsed,
-                                   instance_type_in_use(desc)))
+                                   view.instance_type))
             if elapsed > self.wait.timeout_s:
                 outcome.status = "timed out"
                 outcome.error = EndpointFailed(
@@ -341,20 +344,20 @@ class _Run:
                                                "update — `python -m infra status` shows when it ends")
                 return None
 
-    def settle(self, role: Role, desc: dict[str, Any], target: dict[str, Any], outcome: VersionOutcome,
+    def settle(self, role: Role, view: EndpointView, target: dict[str, Any], outcome: VersionOutcome,
                *, leaving: dict[str, Any]) -> bool:
         """After the wait: True when the endpoint runs `target` (made current), else the outcome says why."""
         state = self.state
-        status, running = desc["EndpointStatus"], desc["EndpointConfigName"]
-        reason = desc.get("FailureReason") or ""
+        status, running = view.status, view.config_name
+        reason = view.failure_reason or ""
         if status == "InService" and running == target["config_name"]:
             with state.lock:
                 leaving["status"] = "superseded" if leaving["number"] < target["number"] else leaving["status"]
                 target["status"], target["detail"] = "in service", None
             _switch(state, role, target["number"])
             outcome.status = "in service"
-            self.progress(Progress(role, "done", f"{desc['EndpointName']} InService on v{target['number']} "
-                                                 f"({target['image_tag']})", status, None, instance_type_in_use(desc)))
+            self.progress(Progress(role, "done", f"{view.name} InService on v{target['number']} "
+                                                 f"({target['image_tag']})", status, None, view.instance_type))
             return True
         with state.lock:
             target["status"] = "rolled back" if status == "InService" else "failed"
@@ -363,7 +366,7 @@ class _Run:
         outcome.status, outcome.detail = target["status"], target["detail"]
         if status == "InService":
             outcome.rolled_back_by = "SageMaker"
-        self.progress(Progress(role, "failed", f"{desc['EndpointName']} {status} on {running}: {outcome.detail}",
+        self.progress(Progress(role, "failed", f"{view.name} {status} on {running}: {outcome.detail}",
                                status))
         return False
 
@@ -452,9 +455,9 @@ def upgrade(state_file: Path = DEFAULT_STATE_FILE, image_tag: str = "", roles: S
             target = run.create_version(role, tag, outcome)
             config, strategy, why = deployment_config(state.spec.endpoint(role), bake, alarm)
             run.note(role, outcome, why)
-            desc = run.update(role, target, config, strategy, outcome)
-            if desc is not None:
-                run.settle(role, desc, target, outcome, leaving=leaving)
+            view = run.update(role, target, config, strategy, outcome)
+            if view is not None:
+                run.settle(role, view, target, outcome, leaving=leaving)
 
         return run.guard(role, outcome, work)
 
@@ -490,8 +493,8 @@ def _roll_back_after_smoke(run: _Run, outcome: VersionOutcome) -> None:
     run.progress(Progress(role, "rollback", f"{reason}; rolling back to v{prev['number']} ({prev['image_tag']})"))
 
     def work() -> None:
-        desc = run.update(role, prev, None, PLAIN, outcome)
-        if desc is not None and desc["EndpointStatus"] == "InService" and desc["EndpointConfigName"] == prev["config_name"]:
+        view = run.update(role, prev, None, PLAIN, outcome)
+        if view is not None and view.status == "InService" and view.config_name == prev["config_name"]:
             with state.lock:
                 failed["status"], failed["detail"] = "rolled back", reason
                 prev["status"] = "in service"
@@ -499,11 +502,11 @@ def _roll_back_after_smoke(run: _Run, outcome: VersionOutcome) -> None:
             outcome.status, outcome.detail, outcome.rolled_back_by = "rolled back", reason, "infra"
             outcome.strategy = f"{first}, then back by a plain update"
             run.progress(Progress(role, "done", f"back on v{prev['number']} ({prev['image_tag']})", "InService"))
-        elif desc is not None:
+        elif view is not None:
             outcome.status = "error"
             outcome.error = EndpointFailed(f"{reason}; the rollback to v{prev['number']} did not finish: "
-                                           f"{desc['EndpointStatus']} on {desc['EndpointConfigName']} "
-                                           f"({desc.get('FailureReason', 'no reason given')})")
+                                           f"{view.status} on {view.config_name} "
+                                           f"({view.failure_reason or 'no reason given'})")
 
     run.guard(role, outcome, work)
     if outcome.status != "rolled back":
@@ -543,10 +546,10 @@ def rollback(state_file: Path = DEFAULT_STATE_FILE, roles: Sequence[Role] | None
         def work() -> None:
             run.note(role, outcome, f"back to v{target['number']} ({target['image_tag']}): a plain UpdateEndpoint "
                                     "(SageMaker's default: blue/green, all at once, no bake)")
-            desc = run.update(role, target, None, PLAIN, outcome)
-            if desc is None:
+            view = run.update(role, target, None, PLAIN, outcome)
+            if view is None:
                 return
-            if desc["EndpointStatus"] == "InService" and desc["EndpointConfigName"] == target["config_name"]:
+            if view.status == "InService" and view.config_name == target["config_name"]:
                 with state.lock:
                     leaving["status"] = "rolled back"
                     leaving["detail"] = f"rolled back to v{target['number']} by `python -m infra rollback` at {utc_now()}"
@@ -556,8 +559,7 @@ def rollback(state_file: Path = DEFAULT_STATE_FILE, roles: Sequence[Role] | None
                 progress(Progress(role, "done", f"{outcome.endpoint_name} InService on v{target['number']} "
                                                 f"({target['image_tag']})", "InService"))
             else:
-                outcome.status, outcome.detail = "failed", desc.get("FailureReason") or (
-                    f"{desc['EndpointStatus']} on {desc['EndpointConfigName']}")
+                outcome.status, outcome.detail = "failed", view.failure_reason or f"{view.status} on {view.config_name}"
 
         return run.guard(role, outcome, work)
 

@@ -40,6 +40,7 @@ from services.backend import create_backend
 from services.base import Backend
 from services.history import History, Job
 from services.images import ImageRequest, record_image
+from services.pricing import cost_of_seconds
 from services.settings import Settings
 from services.targets import TargetBook, target_overrides
 from services.videos import VideoJobs, VideoRequest
@@ -127,7 +128,8 @@ class Outcome:
         if self.job is None and self.media is None:
             return None
         items = max(1, len(self.job.outputs)) if self.job is not None else 1
-        return self.usd_per_hour * self.latency_s / 3600 / items
+        cost = cost_of_seconds(self.usd_per_hour, self.latency_s)
+        return None if cost is None else cost / items
 
 
 def target_settings(settings: Settings, target: Target, modality: str = "image") -> Settings:

@@ -2,6 +2,7 @@
 
 Both the load sweeps (services/load: what an audio minute, an image, a video second costs) and infra (status,
 cost, sweep; infra/pricing.py adds the Price List API refresh) read it here, the lowest layer that needs it.
+`cost_of_seconds` prices instance time for all of them (an endpoint's uptime, a sweep's cap, an item's latency).
 
 A region missing from the table is priced with us-east-1's rate and says so (`basis`); an instance type
 missing from it has no price rather than a guessed one.
@@ -22,7 +23,17 @@ SHIPPED_PRICES = Path(__file__).with_name("prices.json")
 REFERENCE_REGION = "us-east-1"
 STALE_AFTER_DAYS = 180
 
+SECONDS_PER_HOUR = 3600.0
+
 PriceBasis = Literal["table", "reference region", "unknown"]
+
+
+def cost_of_seconds(usd_per_hour: float | None, seconds: float | None) -> float | None:
+    """What `seconds` of instance time cost at `usd_per_hour` (SageMaker bills per second): the one place the
+    studio turns an hourly rate and a duration into dollars. None when either is unknown; negative time is 0."""
+    if usd_per_hour is None or seconds is None:
+        return None
+    return usd_per_hour * max(seconds, 0.0) / SECONDS_PER_HOUR
 
 
 class PriceTableError(ConfigError):

@@ -38,6 +38,7 @@ from protocol.sagemaker import (
 from protocol.speech import QWEN3_TTS_LANGUAGES, QWEN3_TTS_SPEAKERS, TaskType, task_types_for_model
 from services.aws import AwsSession, aws_error, http2_endpoint, missing_endpoint, validate_region
 from services.base import Backend, BackendHealth
+from services.endpoint_view import describe_endpoint
 from services.files import read_user_file
 from services.history import History
 from services.images import ImageClient
@@ -191,7 +192,8 @@ def sagemaker_health(aws: AwsSession, targets: SageMakerTargets) -> BackendHealt
     sm = aws.client("sagemaker")
     for role, name in configured.items():
         try:
-            status = sm.describe_endpoint(EndpointName=name)["EndpointStatus"]
+            view = describe_endpoint(sm, name)
+            status = f"{name} not found" if view.gone else view.status
         except (bx.BotoCoreError, bx.ClientError) as exc:
             err = aws_error(exc, f"{role} endpoint {name}", profile=aws.profile)
             if not isinstance(err, ServerError):  # credentials or network: one message says it all

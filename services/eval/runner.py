@@ -8,7 +8,7 @@ the other variants continue, and a later run (or `--resume ID`) retries exactly 
 Cost: a variant's target is priced as a load sweep prices it (services/load/target.py: a SageMaker endpoint
 at the price table's rate for its instance type; a vLLM-Omni server when `instance_type` or `price_per_hour`
 is given; the offline engine only with `price_per_hour`). An item's `cost_usd` is that hourly price × the
-item's wall time (latency_s) / 3600: the instance time it took, items running one at a time. Unpriced
+item's wall time (latency_s), by services.pricing.cost_of_seconds: the instance time it took, items running one at a time. Unpriced
 targets leave `cost_usd` out, and the report's cost per item is null.
 """
 
@@ -24,6 +24,7 @@ from protocol.errors import StudioError
 from services.eval.requests import build_request
 from services.eval.spec import EvalSpec
 from services.eval.store import EvalStore
+from services.pricing import cost_of_seconds
 from services.settings import Settings
 from services.targets import target_overrides
 
@@ -124,7 +125,7 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
                         data, figures = generate(backend, spec.modality, item.prompt, item.settings)
                         if usd_per_hour is not None:
                             figures |= {"usd_per_hour": usd_per_hour,
-                                        "cost_usd": usd_per_hour * figures["latency_s"] / 3600}
+                                        "cost_usd": cost_of_seconds(usd_per_hour, figures["latency_s"])}
                         store.succeed(item, data, figures, spec.modality)
                         outcome.generated += 1
                     except StudioError as exc:

@@ -35,9 +35,10 @@ from protocol.errors import BackendUnreachable, InvalidInput
 from protocol.limits import Range
 from services.aws import AwsSession, aws_error, missing_endpoint
 from services.base import Backend
+from services.endpoint_view import describe_endpoint
 from services.kinds import kind
 from services.load.plan import LoadPlan, Modality
-from services.pricing import PriceTable, load_prices
+from services.pricing import PriceTable, cost_of_seconds, load_prices
 from services.settings import Settings
 from services.speech.client import OFFLINE_ENGINE_OWNER
 
@@ -77,7 +78,7 @@ class LoadTarget:
                 f"{warm}) to {where}, and stops sending after {cap_min:g} min at the latest.")
         if self.usd_per_hour is None:
             return f"{head} Its cost cannot be shown: {self.price_note or 'no hourly price is known'}."
-        most = self.usd_per_hour * plan.max_wall_s / 3600
+        most = cost_of_seconds(self.usd_per_hour, plan.max_wall_s) or 0.0
         extra = " S3 requests for each video come on top (cents)." if plan.modality == "video" and self.backend == "sagemaker" else ""
         if self.emulated:
             return (f"{head} At ${self.usd_per_hour:.4f}/h ({self.price_source}) that would be at most ${most:.2f} of "
@@ -148,18 +149,6 @@ def _omni_target(backend: Backend, settings: Settings, modality: Modality, insta
                       **_price(instance_type, settings.region, usd_per_hour, prices, without_type=note))
 
 
-def instance_type_in_use(desc: dict[str, Any]) -> str | None:
-    """The instance type an endpoint runs on, from DescribeEndpoint: the pool entry holding instances (a variant
-    of one type says it only in its endpoint config)."""
-    for v in desc.get("ProductionVariants", []) or []:
-        for p in v.get("InstancePools", []) or []:
-            if int(p.get("CurrentInstanceCount") or 0) > 0:
-                return p["InstanceType"]
-        if v.get("InstanceType"):
-            return v["InstanceType"]
-    return None
-
-
 def _configured_type(aws: AwsSession, config_name: str | None) -> str | None:
     """A variant of one instance type: DescribeEndpoint does not repeat it, its endpoint config says it."""
     if not config_name:
@@ -199,21 +188,20 @@ def _sagemaker_target(settings: Settings, modality: Modality, instance_type: str
         raise missing_endpoint(modality)
     aws = AwsSession(targets.region, targets.profile, connect_timeout=settings.connect_timeout_s)
     try:
-        desc = aws.client("sagemaker").describe_endpoint(EndpointName=name)
+        view = describe_endpoint(aws.client("sagemaker"), name)
     except (bx.BotoCoreError, bx.ClientError) as exc:
-        err = aws_error(exc, f"describing the {modality} endpoint {name}", profile=targets.profile)
-        if isinstance(exc, bx.ClientError) and "Could not find" in str(exc):
-            raise BackendUnreachable(f"the {modality} endpoint {name} does not exist in {targets.region}; no load was "
-                                     "sent — a sweep never creates endpoints: deploy it (`python -m infra deploy`) "
-                                     "or name another with --endpoint") from None
-        raise err from None
-    status = desc.get("EndpointStatus")
+        raise aws_error(exc, f"describing the {modality} endpoint {name}", profile=targets.profile) from None
+    if view.gone:
+        raise BackendUnreachable(f"the {modality} endpoint {name} does not exist in {targets.region}; no load was "
+                                 "sent — a sweep never creates endpoints: deploy it (`python -m infra deploy`) "
+                                 "or name another with --endpoint")
+    status = view.status
     if status != "InService":
         raise BackendUnreachable(f"the {modality} endpoint {name} is {status}, not InService; no load was sent — a "
                                  "sweep never starts or waits for endpoints: bring it up (`python -m infra resume` "
                                  "or `python -m infra status`) and run the sweep again")
     emulated = on_loopback(aws.client("sagemaker").meta.endpoint_url)
-    in_use = instance_type_in_use(desc) or _configured_type(aws, desc.get("EndpointConfigName"))
+    in_use = view.instance_type or _configured_type(aws, view.config_name)
     itype = in_use or instance_type
     note = (f"SageMaker did not say which instance type runs {name}: give --instance-type or --price-per-hour for a "
             "cost per unit")

@@ -22,6 +22,7 @@ from protocol.limits import ASYNC_INLINE_LIMIT, ASYNC_INVOCATION_TIMEOUT_S
 from protocol.sagemaker import route_attribute
 from protocol.videos import VIDEO_SYNC_PATH
 from services.aws import AwsSession, aws_error, missing_endpoint
+from services.endpoint_view import describe_endpoint
 from services.videos import JobHandle, JobState, VideoPayload
 
 # Polling S3: the output object is looked for at most VIDEO_POLL_MAX_S apart, the failure object every
@@ -167,11 +168,9 @@ class SageMakerVideoTransport:
     def _instances(self) -> int | None:
         """Instances the video endpoint runs now (DescribeEndpoint); None when it cannot be told."""
         try:
-            desc = self.aws.client("sagemaker").describe_endpoint(EndpointName=self.endpoint)
+            return describe_endpoint(self.aws.client("sagemaker"), self.endpoint).current_instances
         except (StudioError, bx.BotoCoreError, bx.ClientError):
             return None
-        counts = [v.get("CurrentInstanceCount") for v in desc.get("ProductionVariants") or []]
-        return None if not counts or None in counts else sum(counts)
 
     def _starting(self, handle: JobHandle) -> str | None:
         """"starting an instance (about N min)" while a job submitted at zero instances waits for one."""

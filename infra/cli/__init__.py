@@ -1,0 +1,91 @@
+"""`python -m infra <command>` — a thin argparse face over the infra library.
+
+Exit codes: 0 done; 1 an AWS or other error; 2 bad options, or the state file is in use by another
+command (`--wait-lock SECONDS` waits for it); 3 credentials missing, expired or lacking a
+permission; 4 quota shortfall (nothing created); 5 an endpoint (or the smoke test) failed; 6 state file
+problem; 130 interrupted. `--json` prints one JSON document on stdout (progress goes to stderr).
+"""
+
+# One module per command group, each with COMMANDS (name -> the function adding its subparser) and the
+# cmd_* functions the subparsers run: infra/cli/deploy.py (deploy, resume, extend, upgrade, rollback),
+# infra/cli/inspect.py (status, cost, plan, smoke), infra/cli/cleanup.py (delete, sweep); the shared
+# options and output helpers are in infra/cli/common.py.
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from infra.aws import checked_region
+from infra.cli import cleanup, deploy, inspect
+from infra.cli.common import (  # noqa: F401  (re-exported: callers import them from infra.cli)
+    STATE_ENV,
+    ProgressPrinter,
+    default_state_file,
+    parents,
+)
+from infra.cli.inspect import say_scale_up as _say_scale_up  # noqa: F401  (the Endpoints page tests use it)
+from infra.errors import InfraError
+from infra.lock import hold
+from protocol.errors import StudioError
+
+# The order `python -m infra --help` lists the commands in.
+ORDER = ("deploy", "resume", "extend", "status", "delete", "sweep", "cost", "smoke", "plan", "upgrade", "rollback")
+COMMANDS = {**deploy.COMMANDS, **inspect.COMMANDS, **cleanup.COMMANDS}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Stand up, watch and tear down the studio's three SageMaker endpoints (voice, image, video).",
+        epilog=__doc__.split("\n", 2)[2])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    shared = parents()
+    for name in ORDER:
+        COMMANDS[name](sub, shared)
+    return parser
+
+
+def _check_region(args: argparse.Namespace) -> None:
+    """--region against botocore's regions, before anything else runs (no client, no AWS call): a typo is
+    named with the closest region instead of failing later as a network error or a bad bucket name."""
+    given = getattr(args, "region", None)
+    if given is None:
+        return
+    args.region = checked_region(given)
+    if args.region != given:
+        print(f"note: --region {given!r} read as {args.region}", file=sys.stderr)
+
+
+def _written_state_file(args: argparse.Namespace) -> Path | None:
+    """The state file this command writes (None: it only reads, or works without one)."""
+    if not hasattr(args, "wait_lock"):
+        return None  # status, cost, sweep, plan: readers
+    if args.command == "delete" and args.endpoint or args.command == "smoke" and args.backend != "sagemaker":
+        return None
+    return args.state_file or default_state_file()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        _check_region(args)
+        state_file = _written_state_file(args)
+        if state_file is None:
+            return int(args.func(args) or 0)
+        # The whole command holds the state file's lock (the smoke test after a deploy too): infra/lock.py.
+        with hold(state_file, f"python -m infra {args.command}", wait_s=args.wait_lock,
+                  on_wait=lambda holder: print(f"waiting up to {args.wait_lock:g} s for the state file {state_file}: "
+                                               f"held by {holder}", file=sys.stderr, flush=True)):
+            return int(args.func(args) or 0)
+    except InfraError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except StudioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: the state file records what exists; endpoints already created keep billing — "
+              "`python -m infra resume` to finish, `python -m infra delete` to remove", file=sys.stderr)
+        return 130
