@@ -433,7 +433,7 @@ def plan(options: DeployOptions, *, account: str, creator: str, region: str, now
     entry whose GPU memory cannot hold the endpoint's model (protocol/instances.py), before anything exists."""
     now = now or datetime.now(UTC)
     roles = _checked_roles(options.roles)
-    model_ids = _model_ids(options, roles)
+    _model_ids(options, roles)  # a model option is named before the role ARN
     role_arn = _checked_role_arn(options.role_arn or role_arn_env)
     if not _IMAGE_TAG.match(options.image_tag or ""):
         raise UsageError(f"--image-tag {options.image_tag!r} is not an image tag (e.g. {DEFAULT_IMAGE_TAG})")
@@ -448,7 +448,7 @@ def plan(options: DeployOptions, *, account: str, creator: str, region: str, now
     if kms_key and not _KMS_KEY.match(kms_key):
         raise UsageError(f"--kms-key {kms_key!r}: give a key id, key ARN or alias/<name>")
     user_tags = parse_tags(options.tags)
-    endpoints = _endpoint_specs(options, roles, model_ids, name_prefix, deployment_id)
+    endpoints = _endpoint_specs(options, name_prefix, deployment_id)
     return DeploymentSpec(
         deployment_id=deployment_id, region=region, account=account, creator=creator,
         created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), image_tag=options.image_tag, role_arn=role_arn,
@@ -487,7 +487,8 @@ def _model_ids(options: DeployOptions, roles: tuple[Role, ...]) -> dict[Role, st
             raise UsageError(f"--model {role}= needs a model id after the =")
         known = catalog_model(value)
         if known is not None and known.family != role:
-            raise UsageError(f"--model {role}={value}: {known.id} is a {known.family} model; the {role} endpoint serves {role} models")
+            raise UsageError(f"--model {role}={value}: {known.id} is {"an" if known.family[0] in "aeiou" else "a"} {known.family} model; "
+                             f"the {role} endpoint serves {role} models")
         model_ids[role] = known.id if known is not None else value
     if "voice" in roles and "voice" not in chosen:
         model_ids["voice"] = check_voice_model(options.voice_model)
@@ -537,17 +538,28 @@ def _checked_network(raw_subnets: Sequence[str], raw_groups: Sequence[str]) -> t
     return subnets, groups
 
 
-def _endpoint_specs(options: DeployOptions, roles: tuple[Role, ...], model_ids: dict[Role, str], name_prefix: str,
-                    deployment_id: str) -> tuple[EndpointSpec, ...]:
+def pools_and_models(options: DeployOptions) -> tuple[dict[Role, InstancePool], dict[Role, str]]:
+    """Each endpoint's instance pool and model, as `deploy` would use them, the GPU fit of every entry
+    checked (UsageError naming what to change); `infra plan` plans exactly these."""
+    roles = _checked_roles(options.roles)
+    model_ids = _model_ids(options, roles)
     shared_types, role_types = _split_role_values(options.instance_types, "--instance-types", roles)
-    shared_models, role_models = _split_role_values(options.model_s3_uri, "--model-s3-uri", roles)
-    endpoints = []
+    pools: dict[Role, InstancePool] = {}
     for role in roles:
-        profile = ROLE_PROFILES[role]
         raw_types = role_types.get(role, shared_types)
-        pool = InstancePool.parse(raw_types) if raw_types is not None else InstancePool(profile.default_pool)
+        pools[role] = InstancePool.parse(raw_types) if raw_types is not None else \
+            InstancePool(ROLE_PROFILES[role].default_pool)
+        check_gpu_fit(role, model_ids[role], pools[role])
+    return pools, model_ids
+
+
+def _endpoint_specs(options: DeployOptions, name_prefix: str, deployment_id: str) -> tuple[EndpointSpec, ...]:
+    pools, model_ids = pools_and_models(options)
+    shared_models, role_models = _split_role_values(options.model_s3_uri, "--model-s3-uri", tuple(pools))
+    endpoints = []
+    for role, pool in pools.items():
+        profile = ROLE_PROFILES[role]
         model_id = model_ids[role]
-        check_gpu_fit(role, model_id, pool)
         env = {"SM_VLLM_MODEL": model_id, **dict(profile.extra_env)}
         model_uri = None
         if (raw_model := role_models.get(role)) is not None:

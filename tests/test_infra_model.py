@@ -510,3 +510,46 @@ def test_gpu_fit_line_for_plan_status_and_the_endpoints_page():
 
     assert gpu_fit_line("Wan-AI/Wan2.1-VACE-1.3B-diffusers").startswith("needs ≈ 18.2 GB; fits on ml.g5.xlarge")
     assert gpu_fit_line("acme/x") == "GPU memory unknown: acme/x is not in the studio's catalog"
+
+
+def test_plan_and_deploy_on_the_command_line_refuse_an_entry_too_small_before_anything(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from infra.cli import main
+
+    state = tmp_path / "state.json"
+    code = main(["deploy", "image", "--instance-types", "image=ml.g4dn.xlarge", "--role-arn", ROLE,
+                 "--state-file", str(state), "--no-smoke"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and not state.exists()
+    assert "needs ≈ 20.2 GB" in err and "1× T4 16 GB" in err and "Instance types that fit: ml.g5.xlarge" in err
+    code = main(["plan", "video", "--regions", "us-east-1", "--instance-types", "ml.g4dn.xlarge,ml.g6.xlarge"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Wan-AI/Wan2.1-VACE-1.3B-diffusers needs ≈ 18.2 GB" in err
+    code = main(["deploy", "--model", "video=black-forest-labs/FLUX.2-klein-4B", "--role-arn", ROLE,
+                 "--state-file", str(state), "--no-smoke"])
+    assert code == 2 and "is an image model; the video endpoint" in capsys.readouterr().err and not state.exists()
+
+
+def test_a_ctrl_c_that_surfaces_as_an_aws_error_still_ends_as_an_interruption(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """botocore's CRT signer turns a Ctrl-C that lands inside a request into AwsCrtError; the CLI said exit 1."""
+    import os
+    import signal
+
+    import infra.cli.inspect
+    from infra.cli import main
+    from infra.errors import AwsCallFailed
+
+    def status_interrupted_mid_request(args) -> int:  # noqa: ANN001
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.pthread_kill(threading.main_thread().ident, 0)  # let the handler run here
+        except KeyboardInterrupt:
+            raise AwsCallFailed("describe endpoint: AWS_ERROR_UNKNOWN") from None
+        return 0
+
+    monkeypatch.setattr(infra.cli.inspect, "cmd_status", status_interrupted_mid_request)
+    assert main(["status"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted:" in err and "AWS_ERROR_UNKNOWN" not in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was

@@ -14,7 +14,9 @@ problem; 130 interrupted. `--json` prints one JSON document on stdout (progress 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from infra.aws import checked_region
@@ -69,23 +71,48 @@ def _written_state_file(args: argparse.Namespace) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        _check_region(args)
-        state_file = _written_state_file(args)
-        if state_file is None:
-            return int(args.func(args) or 0)
-        # The whole command holds the state file's lock (the smoke test after a deploy too): infra/lock.py.
-        with hold(state_file, f"python -m infra {args.command}", wait_s=args.wait_lock,
-                  on_wait=lambda holder: print(f"waiting up to {args.wait_lock:g} s for the state file {state_file}: "
-                                               f"held by {holder}", file=sys.stderr, flush=True)):
-            return int(args.func(args) or 0)
-    except InfraError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except StudioError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted: the state file records what exists; endpoints already created keep billing — "
-              "`python -m infra resume` to finish, `python -m infra delete` to remove", file=sys.stderr)
-        return 130
+    with _InterruptNoted() as interrupt:
+        try:
+            return _run(args)
+        except StudioError as exc:
+            if not interrupt.seen:
+                print(f"error: {exc}", file=sys.stderr)
+                return exc.exit_code if isinstance(exc, InfraError) else 1
+        except KeyboardInterrupt:
+            pass
+    print("interrupted: the state file records what exists; endpoints already created keep billing — "
+          "`python -m infra resume` to finish, `python -m infra delete` to remove", file=sys.stderr)
+    return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check_region(args)
+    state_file = _written_state_file(args)
+    if state_file is None:
+        return int(args.func(args) or 0)
+    # The whole command holds the state file's lock (the smoke test after a deploy too): infra/lock.py.
+    with hold(state_file, f"python -m infra {args.command}", wait_s=args.wait_lock,
+              on_wait=lambda holder: print(f"waiting up to {args.wait_lock:g} s for the state file {state_file}: "
+                                           f"held by {holder}", file=sys.stderr, flush=True)):
+        return int(args.func(args) or 0)
+
+
+class _InterruptNoted:
+    """Ctrl-C as KeyboardInterrupt, and remembered: one that lands while botocore's CRT signer waits comes out
+    as an AWS error instead (AwsCrtError), which must still end as an interruption (130), not as exit 1."""
+
+    seen = False
+
+    def __enter__(self) -> _InterruptNoted:
+        self._armed = threading.current_thread() is threading.main_thread()
+        if self._armed:
+            self._previous = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._armed:
+            signal.signal(signal.SIGINT, self._previous)

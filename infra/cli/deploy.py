@@ -27,6 +27,7 @@ from infra.model import (
     ROLES,
     DeployOptions,
     check_voice_model,
+    pools_and_models,
 )
 from infra.scaling import check_max_instances
 from protocol.errors import StudioError
@@ -59,6 +60,10 @@ def _add_deploy(sub: Any, parents: Parents) -> None:
                    help=f"the voice endpoint's Qwen3-TTS model (default {DEFAULT_VOICE_MODEL}): a -CustomVoice model "
                         "speaks with preset voices, -VoiceDesign designs a voice from a description, -Base clones a "
                         "voice from a recording (0.6B or 1.7B; VoiceDesign 1.7B only)")
+    p.add_argument("--model", action="append", default=[], metavar="ROLE=MODEL_ID", dest="models",
+                   help="another model for one endpoint, e.g. image=black-forest-labs/FLUX.2-klein-4B; repeatable. "
+                        "Every pool entry must hold it in GPU memory (docs/models.md); a model the studio's catalog "
+                        "does not know is deployed with a warning")
     _add_lifecycle(p)
     p.set_defaults(func=cmd_deploy)
 
@@ -182,11 +187,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         image_tag=args.image_tag, instance_types=args.instance_types, bucket=args.bucket, prefix=args.prefix,
         name_prefix=args.name_prefix, kms_key=args.kms_key, subnets=args.subnets,
         security_groups=args.security_groups, model_s3_uri=args.model_s3_uri, tags=args.tags,
-        voice_model=args.voice_model, ttl=None if args.no_ttl else args.ttl, yes=args.yes,
+        voice_model=args.voice_model, models=args.models, ttl=None if args.no_ttl else args.ttl, yes=args.yes,
         scheduler_role_arn=args.scheduler_role_arn, max_instances=check_max_instances(args.max_instances),
         scale_to_zero=not args.no_scale_to_zero)
     if args.no_ttl and args.ttl != DEFAULT_TTL:
         raise UsageError("--ttl and --no-ttl contradict each other: give one of them")
+    pools_and_models(options)  # models and GPU fit named before any state file or AWS call
     result = deploy(options, state_file=args.state_file or default_state_file(), wait=wait_settings(args),
                     progress=ProgressPrinter())
     return _report_deploy(args, result)

@@ -13,7 +13,7 @@ from infra.aws import checked_region
 from infra.cli.common import Parents, default_state_file, money, print_json, print_smoke_check, role_arg, table
 from infra.deploy import format_duration
 from infra.errors import UsageError
-from infra.model import ROLES, voice_model_label
+from infra.model import ROLES, DeployOptions, pools_and_models, voice_model_label
 from infra.state import DeploymentState
 from protocol.errors import StudioError
 
@@ -63,6 +63,11 @@ def _add_plan(sub: Any, parents: Parents) -> None:
     p.add_argument("--profile", help="AWS profile (default: boto3's chain: env, SSO, roles)")
     p.add_argument("--prices", type=Path, help="the price table to fall back on (default: the shipped one)")
     p.add_argument("--no-price-list", action="store_true", help="do not ask the AWS Price List API; use the table")
+    p.add_argument("--instance-types", action="append", default=[], metavar="TYPES",
+                   help="plan these pools instead of the defaults, as deploy takes them: a,b (every endpoint) or "
+                        "voice=a,b (one endpoint); repeatable")
+    p.add_argument("--model", action="append", default=[], metavar="ROLE=MODEL_ID", dest="models",
+                   help="plan another model for one endpoint (its GPU memory is checked against every entry)")
     p.set_defaults(func=cmd_plan)
 
 
@@ -182,8 +187,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     names = [r for r in (args.regions or "").split(",") if r.strip()]
     regions = [checked_region(r, "--regions") for r in names] or [AwsContext(None, args.profile).region]
-    report = plan_regions(regions, tuple(args.roles) or ROLES, profile=args.profile, table=load_prices(args.prices),
-                          use_price_list=not args.no_price_list)
+    roles = tuple(args.roles) or ROLES
+    pools, model_ids = pools_and_models(DeployOptions(roles=roles, instance_types=args.instance_types,
+                                                      models=args.models))  # exit 2 when an entry cannot fit
+    report = plan_regions(regions, roles, profile=args.profile, table=load_prices(args.prices),
+                          use_price_list=not args.no_price_list, pools=pools, model_ids=model_ids)
     if args.json:
         print_json(report.to_dict())
     else:
