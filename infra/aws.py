@@ -8,6 +8,7 @@ Credentials come from boto3's normal chain and never leave boto3 (not in the sta
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,3 +148,19 @@ def translate(exc: BaseException, action: str, *, resumable: bool = False, retry
     if isinstance(exc, bx.ClientError):
         return AwsCallFailed(f"could not {action}: {code}: {error_message(exc)}")
     return AwsCallFailed(f"could not {action}: {type(exc).__name__}: {exc}")
+
+
+def tagged(pages: Iterable[dict[str, Any]], items_key: str, tag: str,
+           tags_of: Callable[[dict[str, Any]], dict[str, str] | None]) -> Iterator[tuple[dict[str, Any], dict[str, str]]]:
+    """Each listed item (`items_key` of every page) whose tags carry `tag`, with those tags. `tags_of` reads an
+    item's tags (one call per item, as AWS's List*Tags are), None to pass an item over without reading them."""
+    for page in pages:
+        for item in page.get(items_key, []):
+            tags = tags_of(item)
+            if tags is not None and tag in tags:
+                yield item, tags
+
+
+def tag_dict(tags: Iterable[dict[str, str]]) -> dict[str, str]:
+    """AWS's `[{"Key": k, "Value": v}, …]` as `{k: v}`."""
+    return {t["Key"]: t["Value"] for t in tags}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.aws import AWS_ERRORS, AwsContext, error_code, is_not_found, translate
+from infra.aws import AWS_ERRORS, AwsContext, error_code, is_not_found, tag_dict, tagged, translate
 from infra.delete import (
     DELETE_AGAIN,
     DeleteReport,
@@ -209,15 +209,15 @@ def _scaling_and_alarms(ctx: AwsContext, known: set[tuple[str, str]], existing: 
 
     cw = ctx.client("cloudwatch")
     try:
-        for page in cw.get_paginator("describe_alarms").paginate():
-            for alarm in page.get("MetricAlarms", []):
-                endpoint = _watched_endpoint(alarm)
-                if endpoint is None:
-                    continue  # not on an endpoint: not the studio's, and no tags to read
-                tags = {t["Key"]: t["Value"] for t in cw.list_tags_for_resource(ResourceARN=alarm["AlarmArn"]).get("Tags", [])}
-                if TAG_DEPLOYMENT in tags:
-                    found.append(Orphan("alarm", alarm["AlarmName"], alarm["AlarmArn"], tags[TAG_DEPLOYMENT],
-                                        tags.get(TAG_ROLE), detail=gone(endpoint)))
+        def alarm_tags(alarm: dict[str, Any]) -> dict[str, str] | None:
+            if _watched_endpoint(alarm) is None:
+                return None  # not on an endpoint: not the studio's, and no tags to read
+            return tag_dict(cw.list_tags_for_resource(ResourceARN=alarm["AlarmArn"]).get("Tags", []))
+
+        for alarm, tags in tagged(cw.get_paginator("describe_alarms").paginate(), "MetricAlarms", TAG_DEPLOYMENT,
+                                  alarm_tags):
+            found.append(Orphan("alarm", alarm["AlarmName"], alarm["AlarmArn"], tags[TAG_DEPLOYMENT],
+                                tags.get(TAG_ROLE), detail=gone(_watched_endpoint(alarm) or "")))
     except AWS_ERRORS as exc:
         notes.append(f"CloudWatch alarms not listed: {translate(exc, 'list CloudWatch alarms')}")
     aas = ctx.client("application-autoscaling")

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from infra.aws import AWS_ERRORS, AwsContext, error_code, error_message, translate
+from infra.aws import AWS_ERRORS, AwsContext, error_code, error_message, tag_dict, tagged, translate
 from infra.errors import AccessDenied, InfraError, StateError, UsageError
 from infra.lock import locked
 from infra.model import PROJECT, TAG_DEPLOYMENT, DeploymentSpec, Role
@@ -624,20 +624,17 @@ def find_ttl_resources(ctx: AwsContext) -> tuple[list[TtlOrphan], list[str]]:
     notes: list[str] = []
     scheduler = ctx.client("scheduler")
     try:
-        for page in scheduler.get_paginator("list_schedule_groups").paginate(NamePrefix=f"{PROJECT}-"):
-            for g in page.get("ScheduleGroups", []):
-                tags = {t["Key"]: t["Value"] for t in scheduler.list_tags_for_resource(ResourceArn=g["Arn"]).get("Tags", [])}
-                if TAG_DEPLOYMENT in tags:
-                    found.append(TtlOrphan("schedule group", g["Name"], g["Arn"], tags[TAG_DEPLOYMENT]))
+        for g, tags in tagged(scheduler.get_paginator("list_schedule_groups").paginate(NamePrefix=f"{PROJECT}-"),
+                              "ScheduleGroups", TAG_DEPLOYMENT,
+                              lambda g: tag_dict(scheduler.list_tags_for_resource(ResourceArn=g["Arn"]).get("Tags", []))):
+            found.append(TtlOrphan("schedule group", g["Name"], g["Arn"], tags[TAG_DEPLOYMENT]))
     except AWS_ERRORS as exc:
         notes.append(f"schedule groups not listed: {translate(exc, 'list schedule groups')}")
     iam = ctx.client("iam")
     try:
-        for page in iam.get_paginator("list_roles").paginate(PathPrefix=ROLE_PATH):
-            for r in page.get("Roles", []):
-                tags = {t["Key"]: t["Value"] for t in iam.list_role_tags(RoleName=r["RoleName"]).get("Tags", [])}
-                if TAG_DEPLOYMENT in tags:
-                    found.append(TtlOrphan("iam role", r["RoleName"], r["Arn"], tags[TAG_DEPLOYMENT]))
+        for r, tags in tagged(iam.get_paginator("list_roles").paginate(PathPrefix=ROLE_PATH), "Roles", TAG_DEPLOYMENT,
+                              lambda r: tag_dict(iam.list_role_tags(RoleName=r["RoleName"]).get("Tags", []))):
+            found.append(TtlOrphan("iam role", r["RoleName"], r["Arn"], tags[TAG_DEPLOYMENT]))
     except AWS_ERRORS as exc:
         notes.append(f"scheduler roles not listed: {translate(exc, 'list IAM roles')}")
     return found, notes
