@@ -54,6 +54,8 @@ FIRST_CHUNK_FRAMES = Range(1, 64)  # initial_codec_chunk_frames the studio offer
 # VLLM_MAX_AUDIO_CLIP_FILESIZE_MB = 25, counted in MiB). The studio reads at most this much of a file to listen
 # to, streamed or not.
 TRANSCRIPTION_FILE_MAX_BYTES = 25 * 1024 * 1024
+# The longest recording the studio decodes to listen to (an hour of 16 kHz audio is 230 MB of samples).
+LISTEN_AUDIO_MAX_S = 60 * 60
 
 # -- prompts and text: the request models refuse longer ones, naming the field and the limit ----------------
 # vLLM-Omni states no cap on an image or video prompt; what reaches the model is cut by its text encoder at

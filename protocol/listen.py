@@ -198,12 +198,13 @@ class TranscriptionForm(BaseModel):
         default_factory=list, alias=GRANULARITIES_FIELD)
     temperature: float = 0.0
 
-    def form_fields(self) -> list[tuple[str, str]]:
+    def form_fields(self) -> dict[str, str | list[str]]:
         """The text parts of the multipart body (unset ones left out; a list repeats its field)."""
-        fields = [(k, str(v)) for k, v in (("model", self.model), ("language", self.language),
-                                            ("prompt", self.prompt or None)) if v is not None]
-        fields.append(("response_format", self.response_format))
-        fields += [(GRANULARITIES_FIELD, g) for g in self.timestamp_granularities]
+        fields: dict[str, str | list[str]] = {k: str(v) for k, v in (
+            ("model", self.model), ("language", self.language), ("prompt", self.prompt or None)) if v is not None}
+        fields["response_format"] = self.response_format
+        if self.timestamp_granularities:
+            fields[GRANULARITIES_FIELD] = list(self.timestamp_granularities)
         return fields
 
 
