@@ -1,6 +1,12 @@
-"""Which words of a growing hypothesis may be sent as `transcription.delta`: deltas are only ever added to,
-never taken back, so a word goes out once two successive hypotheses agree on it and it is not the newest word
-(which may still be growing: "to" → "today")."""
+"""Which words of a growing hypothesis go out as `transcription.delta`: deltas are only ever added to, never taken
+back, so a word goes out once two successive hypotheses agree on it and it is not the newest word (which may still
+be growing: "to" → "today").
+
+The recognizer's early hypothesis can revise words already sent ("her and luck" becomes "turn left at" once
+more audio is heard). Deltas then go on from the same position — they are live captions, words keep arriving —
+and the utterance's final text (`transcription.done`) is the rescored hypothesis, which may differ from the deltas
+joined.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ def _common_prefix(a: list[str], b: list[str]) -> int:
 
 
 class StablePrefix:
-    """The words of one utterance sent so far, from the hypotheses the recognizer gives while audio arrives."""
+    """How many words of one utterance went out, and which, from the hypotheses given while audio arrives."""
 
     def __init__(self) -> None:
         self.sent: list[str] = []
@@ -23,19 +29,14 @@ class StablePrefix:
 
     def update(self, words: list[str]) -> list[str]:
         """The words to send now (possibly none), given the newest hypothesis."""
-        agreed = words[: min(_common_prefix(self._previous, words), max(len(words) - 1, 0))]
+        agreed = min(_common_prefix(self._previous, words), max(len(words) - 1, 0))
         self._previous = words
-        if len(agreed) <= len(self.sent) or agreed[: len(self.sent)] != self.sent:
-            return []
-        new = agreed[len(self.sent):]
-        self.sent = agreed
+        new = words[len(self.sent):agreed]
+        self.sent += new
         return new
 
     def finish(self, final: list[str]) -> list[str]:
-        """The rest of the final hypothesis when it continues what was sent; nothing when it revised a sent
-        word (the utterance's text is then the final hypothesis, not the deltas joined)."""
-        if final[: len(self.sent)] != self.sent:
-            return []
+        """The words of the final hypothesis past those already sent."""
         new = final[len(self.sent):]
-        self.sent = list(final)
+        self.sent += new
         return new

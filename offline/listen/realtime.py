@@ -8,8 +8,9 @@ audio. Generation sends `transcription.delta` while audio arrives and `transcrip
 usage; afterwards a new commit starts the next utterance. Texts and codes are vLLM's; a message that is not
 JSON is `invalid_json`, an unknown type `unknown_event`, anything else that fails `processing_error`.
 
-Deliberate differences: deltas are the recognizer's early words, never taken back; `transcription.done` carries
-its final, rescored text, which can differ from the deltas joined (vLLM's is always their sum). Usage counts the
+Deliberate differences: deltas are the recognizer's early words — live captions, never taken back even when its
+hypothesis changes (offline.listen.partials); `transcription.done` carries its final, rescored text, which can
+differ from the deltas joined (vLLM's is always their sum). Usage counts the
 audio as prompt tokens at Voxtral's rate (12.5 per second) and the words as completion tokens. Nothing of the
 audio or of its text is logged.
 """

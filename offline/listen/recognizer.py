@@ -24,7 +24,10 @@ from protocol.listen import LISTEN_SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
-MAX_UTTERANCE_S = 30.0  # a stream without pauses is still cut here, so one utterance's search stays bounded
+MAX_UTTERANCE_S = 8.0  # a stream without pauses is still cut here, so one utterance's search stays bounded
+# Audio goes to the decoder in pieces this long: pocketsphinx holds the GIL while it decodes, so short calls let the
+# event loop run between them (an utterance's end, its rescoring, is one call: utterances are kept short for it).
+PIECE_BYTES = 8000  # 0.25 s of PCM16 at 16 kHz
 
 
 def pcm16(samples: np.ndarray) -> bytes:
@@ -84,7 +87,8 @@ class Worker:
     def recognize(self, pcm: bytes) -> list[str]:
         """The words of one complete utterance."""
         self.decoder.start_utt()
-        self.decoder.process_raw(pcm, False, True)
+        for at in range(0, len(pcm), PIECE_BYTES):
+            self.decoder.process_raw(pcm[at:at + PIECE_BYTES], False, False)
         self.decoder.end_utt()
         return self.words()
 
@@ -134,7 +138,8 @@ class Utterances:
                 self._quiet_s = 0.0
             else:
                 self._quiet_s += WINDOW_S
-        self.worker.decoder.process_raw(pcm, False, False)
+        for at in range(0, len(pcm), PIECE_BYTES):
+            self.worker.decoder.process_raw(pcm[at:at + PIECE_BYTES], False, False)
         self._utterance_s += seconds
         if self._utterance_s >= MAX_UTTERANCE_S or (self._speech and self._quiet_s >= MIN_SILENCE_S):
             return self._close()

@@ -18,6 +18,7 @@ SILENCE_PROB = 0.35  # inside a region, windows below this count towards its end
 MIN_SILENCE_S = 0.5  # a region ends after this much silence
 MIN_SPEECH_S = 0.25  # shorter regions are clicks, breaths or noise: dropped
 PAD_S = 0.2  # each region is widened by this much on both sides, so word edges are not cut
+MAX_REGION_S = 8.0  # longer regions are cut at their quietest moment: each is one utterance of the recognizer
 
 
 class WindowedVad:
@@ -61,7 +62,8 @@ class WindowedVad:
 
 
 def speech_regions(probs: np.ndarray, duration_s: float) -> list[tuple[float, float]]:
-    """Regions of speech as (start, end) seconds, padded, merged where they touch and clamped to the audio."""
+    """Regions of speech as (start, end) seconds, padded, merged where they touch, clamped to the audio and cut
+    to at most MAX_REGION_S each."""
     min_silence = int(round(MIN_SILENCE_S / WINDOW_S))
     raw: list[tuple[int, int]] = []
     start: int | None = None
@@ -86,4 +88,17 @@ def speech_regions(probs: np.ndarray, duration_s: float) -> list[tuple[float, fl
             regions[-1] = (regions[-1][0], hi)
         else:
             regions.append((lo, hi))
-    return regions
+    return [piece for region in regions for piece in _cut(region, probs)]
+
+
+def _cut(region: tuple[float, float], probs: np.ndarray) -> list[tuple[float, float]]:
+    """`region` in pieces of at most MAX_REGION_S, each cut where the speech is least likely in the second
+    half of the piece's span (a pause between words, most likely)."""
+    pieces = []
+    start, end = region
+    while end - start > MAX_REGION_S:
+        lo, hi = int((start + MAX_REGION_S / 2) / WINDOW_S), int((start + MAX_REGION_S) / WINDOW_S)
+        cut = round((lo + int(np.argmin(probs[lo:hi]))) * WINDOW_S, 3) if hi > lo else start + MAX_REGION_S
+        pieces.append((start, cut))
+        start = cut
+    return pieces + [(start, end)]
