@@ -59,7 +59,7 @@ def _event_error(event: RealtimeError, target: str) -> Exception:
 
 async def _connect(ws_url: str, timeout: float):  # type: ignore[no-untyped-def]
     from websockets.asyncio.client import connect
-    from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
+    from websockets.exceptions import InvalidHandshake, InvalidMessage, InvalidStatus, InvalidURI
 
     try:
         return await connect(ws_url, open_timeout=timeout, max_size=16 * 1024 * 1024, compression=None)
@@ -68,6 +68,8 @@ async def _connect(ws_url: str, timeout: float):  # type: ignore[no-untyped-def]
         if status in REFUSED_STATUSES:
             raise TranscriptionUnsupported() from None
         raise ServerError(f"{ws_url} refused the transcription stream (HTTP {status})", status=status) from None
+    except InvalidMessage:  # it answered, but not as a WebSocket server does (an HTTP/1.0 page, say)
+        raise TranscriptionUnsupported() from None
     except InvalidURI as exc:
         raise ServerError(f"cannot open a transcription stream to {ws_url!r}: {exc}") from None
     except (OSError, TimeoutError, InvalidHandshake) as exc:
