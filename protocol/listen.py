@@ -34,6 +34,15 @@ LISTEN_CHANNELS = 1
 LISTEN_SAMPLE_WIDTH = 2  # bytes per sample
 LISTEN_BYTES_PER_S = LISTEN_SAMPLE_RATE * LISTEN_CHANNELS * LISTEN_SAMPLE_WIDTH
 
+# The language settings that mean English (None: the server's default, which the studio takes for English). The
+# offline recognizer understands English only, and word error rates are measured on English.
+ENGLISH_LANGUAGES = ("en", "eng", "english", "en-us", "en-gb", "auto")
+
+
+def is_english(language: str | None) -> bool:
+    return language is None or language.strip().lower() in ENGLISH_LANGUAGES
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Realtime errors: the `code` of an `error` event, and vLLM's texts for the ones it words itself
 ErrorCode = Literal[

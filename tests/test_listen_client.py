@@ -23,7 +23,11 @@ import soxr
 from protocol.audio import wav_bytes
 from protocol.errors import BackendUnreachable, InvalidInput
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
-from protocol.listen import DEFAULT_LISTEN_MODEL, UNSUPPORTED_TEXT, TranscriptionUnsupported
+from protocol.listen import (
+    DEFAULT_LISTEN_MODEL,
+    UNSUPPORTED_TEXT,
+    TranscriptionUnsupported,
+)
 from services.listen import NoSpeech, OmniListen, load_audio, word_error_rate
 from tests.loopback_support import serving
 from tests.test_reference_audio import encode

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from protocol.errors import InvalidInput
-from services.listen.wer import is_english, normalise, script_of, word_error_rate
+from protocol.listen import is_english
+from services.listen.wer import normalise, script_of, word_error_rate
 
 
 @pytest.mark.parametrize(("reference", "hypothesis", "expected"), [

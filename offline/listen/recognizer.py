@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline.listen.partials import StablePrefix
-from offline.listen.vad import MIN_SILENCE_S, SPEECH_PROB, WINDOW_S, WindowedVad, speech_regions
+from offline.listen.vad import (
+    MIN_SILENCE_S,
+    SPEECH_PROB,
+    WINDOW_S,
+    WindowedVad,
+    speech_regions,
+)
 from protocol.listen import LISTEN_SAMPLE_RATE
 
 log = logging.getLogger(__name__)

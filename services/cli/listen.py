@@ -30,10 +30,16 @@ from pathlib import Path
 
 from protocol.errors import ConfigError, InvalidInput
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
+from protocol.listen import is_english
 from services.cli.common import ArgumentError, check_out, read_text, save_output
 from services.files import read_user_file
-from services.listen import OUT_SUFFIXES, ListenAudio, Transcript, load_audio, word_error_rate
-from services.listen.wer import is_english
+from services.listen import (
+    OUT_SUFFIXES,
+    ListenAudio,
+    Transcript,
+    load_audio,
+    word_error_rate,
+)
 
 REFERENCE_FILE_MAX_BYTES = 1024 * 1024
 

@@ -59,7 +59,12 @@ def _event_error(event: RealtimeError, target: str) -> Exception:
 
 async def _connect(ws_url: str, timeout: float):  # type: ignore[no-untyped-def]
     from websockets.asyncio.client import connect
-    from websockets.exceptions import InvalidHandshake, InvalidMessage, InvalidStatus, InvalidURI
+    from websockets.exceptions import (
+        InvalidHandshake,
+        InvalidMessage,
+        InvalidStatus,
+        InvalidURI,
+    )
 
     try:
         return await connect(ws_url, open_timeout=timeout, max_size=16 * 1024 * 1024, compression=None)

@@ -37,14 +37,6 @@ def _spell_ordinal(match: re.Match[str]) -> str:
     return f" {num2words(int(match.group(1)), to='ordinal', lang='en')} "
 
 
-ENGLISH = ("en", "eng", "english", "en-us", "en-gb", "auto")
-
-
-def is_english(language: str | None) -> bool:
-    """Whether a language setting (None: the server's default) means English, the language WER is measured in."""
-    return language is None or language.strip().lower() in ENGLISH
-
-
 def normalise(text: str) -> str:
     """The text as WER compares it (the four steps in the module's doc)."""
     text = text.lower()
