@@ -9,7 +9,7 @@ from protocol.listen import DEFAULT_LISTEN_MODEL, is_english, model_not_found_te
 LISTEN_MODELS = (DEFAULT_LISTEN_MODEL,)
 PREVIEW_NOTE = (
     "Offline preview: pocketsphinx (CMU US English model) with Silero VAD, not Voxtral. English only. Measured on "
-    "this engine's own clean synthetic speech (12 sentences, 114 words): WER 8.8 %, RTF 0.1 on 2 CPU cores; "
+    "this engine's own clean synthetic speech (12 sentences, 114 words): WER 9.6 %, RTF 0.11 on 2 CPU cores; "
     "real recordings fare worse (see docs/listen.md)."
 )
 

@@ -85,13 +85,20 @@ class Worker:
 
         self.decoder = Decoder(loglevel="FATAL")  # the bundled en-us model: pocketsphinx.get_model_path()
         self.vad = WindowedVad()
+        self._cmn = self.decoder.get_cmn(False)  # the model's initial cepstral mean
+
+    def fresh(self) -> None:
+        """Forget what earlier requests sounded like: the decoder adapts its cepstral mean as it listens, so
+        without this one request's audio (a silent file, say) would change how the next is heard."""
+        self.decoder.set_cmn(self._cmn)
 
     def words(self) -> list[str]:
         hyp = self.decoder.hyp()
         return hyp.hypstr.split() if hyp is not None and hyp.hypstr else []
 
     def recognize(self, pcm: bytes) -> list[str]:
-        """The words of one complete utterance."""
+        """The words of one complete utterance, heard afresh."""
+        self.fresh()
         self.decoder.start_utt()
         for at in range(0, len(pcm), PIECE_BYTES):
             self.decoder.process_raw(pcm[at:at + PIECE_BYTES], False, False)
@@ -130,6 +137,7 @@ class Utterances:
 
     def __post_init__(self) -> None:
         self.worker.vad.reset()
+        self.worker.fresh()
 
     def feed(self, pcm: bytes) -> str:
         samples = floats(pcm)
