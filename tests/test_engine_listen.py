@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -141,6 +142,28 @@ def test_the_next_utterance_on_the_same_socket_and_silence_gives_an_empty_text(e
     silent, spoken = asyncio.run(go())
     assert silent == [silent[-1]] and silent[-1]["type"] == "transcription.done" and silent[-1]["text"] == ""
     assert spoken[-1]["type"] == "transcription.done" and word_error_rate(SENTENCE, spoken[-1]["text"]) <= 0.2
+
+
+def test_a_client_that_vanishes_mid_stream_leaves_the_recognizer_usable(engine_url: str, sentence_wav: bytes) -> None:
+    pcm = pcm_of(sentence_wav)
+
+    async def vanish() -> None:
+        async with realtime(engine_url, validated=True) as client:
+            await client.send(type="input_audio_buffer.commit")
+            for at in range(0, len(pcm) // 2, 3200):
+                await client.append(pcm[at:at + 3200])
+            await asyncio.sleep(0.3)
+            client.ws.transport.abort()  # gone mid-utterance, without a close frame
+
+    async def listen() -> list[dict[str, Any]]:
+        async with realtime(engine_url, validated=True) as client:
+            return await utterance(client, pcm, speedup=20)
+
+    for _ in range(2):  # the worker it held goes back to the pool, its open utterance dropped
+        with contextlib.suppress(Exception):
+            asyncio.run(vanish())
+        done = asyncio.run(listen())[-1]
+        assert done["type"] == "transcription.done" and word_error_rate(SENTENCE, done["text"]) <= 0.2, done
 
 
 def test_errors_carry_vllm_texts_and_codes(engine_url: str) -> None:

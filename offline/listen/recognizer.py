@@ -86,11 +86,21 @@ class Worker:
         self.decoder = Decoder(loglevel="FATAL")  # the bundled en-us model: pocketsphinx.get_model_path()
         self.vad = WindowedVad()
         self._cmn = self.decoder.get_cmn(False)  # the model's initial cepstral mean
+        self._in_utterance = False
 
-    def fresh(self) -> None:
-        """Forget what earlier requests sounded like: the decoder adapts its cepstral mean as it listens, so
-        without this one request's audio (a silent file, say) would change how the next is heard."""
+    def begin(self) -> None:
+        """Start an utterance, heard afresh: one a stream left open (its client went away) is dropped, and the
+        cepstral mean the decoder adapts while it listens goes back to the model's own, so one request's audio
+        (a silent file, say) never changes how the next is heard."""
+        if self._in_utterance:
+            self.end()
         self.decoder.set_cmn(self._cmn)
+        self.decoder.start_utt()
+        self._in_utterance = True
+
+    def end(self) -> None:
+        self._in_utterance = False
+        self.decoder.end_utt()
 
     def words(self) -> list[str]:
         hyp = self.decoder.hyp()
@@ -98,11 +108,10 @@ class Worker:
 
     def recognize(self, pcm: bytes) -> list[str]:
         """The words of one complete utterance, heard afresh."""
-        self.fresh()
-        self.decoder.start_utt()
+        self.begin()
         for at in range(0, len(pcm), PIECE_BYTES):
             self.decoder.process_raw(pcm[at:at + PIECE_BYTES], False, False)
-        self.decoder.end_utt()
+        self.end()
         return self.words()
 
     def transcribe(self, samples: np.ndarray, duration_s: float, cancel: threading.Event | None = None) -> FileTranscript:
@@ -137,14 +146,13 @@ class Utterances:
 
     def __post_init__(self) -> None:
         self.worker.vad.reset()
-        self.worker.fresh()
 
     def feed(self, pcm: bytes) -> str:
         samples = floats(pcm)
         seconds = samples.size / LISTEN_SAMPLE_RATE
         self.audio_s += seconds
         if not self._open:
-            self.worker.decoder.start_utt()
+            self.worker.begin()
             self._open, self._utterance_s, self._speech, self._prefix = True, 0.0, False, StablePrefix()
         for p in self.worker.vad.feed(samples):
             if p >= SPEECH_PROB:
@@ -167,7 +175,7 @@ class Utterances:
         return delta, " ".join(self.words) if self.heard_speech else ""
 
     def _close(self) -> str:
-        self.worker.decoder.end_utt()
+        self.worker.end()
         self._open = False
         final = self.worker.words() if self._speech else []  # what it made of noise alone is dropped
         self.words.extend(final)
