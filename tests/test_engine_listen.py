@@ -201,6 +201,19 @@ def test_errors_carry_vllm_texts_and_codes(engine_url: str) -> None:
     assert "audio" in answers[9]["error"] and "Field required" in answers[9]["error"]
 
 
+def test_audio_waiting_to_be_decoded_is_bounded(engine_url: str) -> None:
+    async def go() -> list[dict[str, Any]]:
+        async with realtime(engine_url, validated=True) as client:
+            nine_mb = bytes(9 * 1024 * 1024)
+            for _ in range(3):  # no commit: nothing is decoded, 27 MB would wait
+                await client.append(nine_mb)
+            return [await client.recv()]
+
+    (answer,) = asyncio.run(go())
+    assert answer["code"] == "invalid_audio" and answer["error"].startswith("Maximum file size exceeded")
+    assert TRANSCRIPTION_FILE_MAX_BYTES < 27 * 1024 * 1024
+
+
 # ---------------------------------------------------------------------------------------------------------
 # POST /v1/audio/transcriptions
 def transcribe(url: str, data: bytes, **fields: str) -> httpx.Response:

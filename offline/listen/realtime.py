@@ -10,7 +10,8 @@ JSON is `invalid_json`, an unknown type `unknown_event`, anything else that fail
 
 Deliberate differences: deltas are the recognizer's early words — live captions, never taken back even when its
 hypothesis changes (offline.listen.partials); `transcription.done` carries its final, rescored text, which can
-differ from the deltas joined (vLLM's is always their sum). Usage counts the
+differ from the deltas joined (vLLM's is always their sum). At most 25 MB of audio may wait to be decoded (more is
+`invalid_audio`; vLLM sets no bound). Usage counts the
 audio as prompt tokens at Voxtral's rate (12.5 per second) and the words as completion tokens. Nothing of the
 audio or of its text is logged.
 """
@@ -36,6 +37,7 @@ from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
 from protocol.listen import (
     INVALID_AUDIO_TEXT,
     INVALID_JSON_TEXT,
+    MAX_FILE_TEXT,
     MISSING_MODEL_TEXT,
     MODEL_NOT_VALIDATED_TEXT,
     InputAudioBufferAppend,
@@ -73,6 +75,7 @@ class RealtimeSession:
         self.ws = websocket
         self.engine = engine
         self.audio: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.waiting = 0  # bytes of audio queued and not yet decoded (at most TRANSCRIPTION_FILE_MAX_BYTES)
         self.generation: asyncio.Task[None] | None = None
         self.validated = False
         self.connected = False
@@ -133,9 +136,16 @@ class RealtimeSession:
         elif kind == "input_audio_buffer.append":
             append = InputAudioBufferAppend.model_validate(event)
             try:
-                self.audio.put_nowait(pcm_of(append))
+                pcm = pcm_of(append)
             except ValueError:
                 await self.error(INVALID_AUDIO_TEXT, "invalid_audio")
+                return
+            if self.waiting + len(pcm) > TRANSCRIPTION_FILE_MAX_BYTES:  # the engine's bound, not vLLM's
+                await self.error(f"{MAX_FILE_TEXT}: more than {TRANSCRIPTION_FILE_MAX_BYTES:,} bytes of audio wait "
+                                 "to be transcribed; commit to start, or send it slower", "invalid_audio")
+                return
+            self.waiting += len(pcm)
+            self.audio.put_nowait(pcm)
         elif kind == "input_audio_buffer.commit":
             if not self.validated:
                 await self.error(MODEL_NOT_VALIDATED_TEXT, "model_not_validated")
@@ -152,13 +162,16 @@ class RealtimeSession:
         chunk = await self.audio.get()
         if chunk is None:
             return b"", True
-        parts = [chunk]
+        parts, over = [chunk], False
         while not self.audio.empty():  # a client ahead of the recognizer: decode what waits in one go
             more = self.audio.get_nowait()
             if more is None:
-                return b"".join(parts), True
+                over = True
+                break
             parts.append(more)
-        return b"".join(parts), False
+        pcm = b"".join(parts)
+        self.waiting -= len(pcm)
+        return pcm, over
 
     async def generate(self) -> None:
         lease: Lease | None = None
@@ -189,5 +202,5 @@ class RealtimeSession:
         await self.send(TranscriptionDone(text=text, usage=UsageInfo(
             prompt_tokens=audio_tokens, completion_tokens=words, total_tokens=audio_tokens + words)))
         while not self.audio.empty():  # as vLLM: what is left belongs to no utterance
-            self.audio.get_nowait()
+            self.waiting -= len(self.audio.get_nowait() or b"")
 
