@@ -1,7 +1,8 @@
 """The embedded offline engine: a FastAPI app speaking vLLM-Omni 0.30's routes on loopback.
 
 Speech routes live in `offline.speech` (a real Piper voice on CPU, with labelled style and cloning previews),
-the voices routes in `offline.voices`, image and video routes in `offline.media` (labelled, deterministic
+the voices routes in `offline.voices`, the listen routes (speech recognition: a real pocketsphinx recognizer on
+CPU, labelled a preview) in `offline.listen`, image and video routes in `offline.media` (labelled, deterministic
 previews). This module only assembles them.
 """
 
@@ -15,10 +16,12 @@ from fastapi.responses import JSONResponse
 
 from protocol.catalog import FAMILIES, family
 from protocol.common import HealthResponse, ModelCard, ModelList
+from protocol.listen import DEFAULT_LISTEN_MODEL
 
 ENGINE_NAME = "omni-studio-offline"
-# The models the engine stands in for: each family's default, named as the DLC endpoints name them.
-MODELS = [f.default_model for f in FAMILIES]
+# The models the engine stands in for: each family's default, named as the DLC endpoints name them, and the
+# listen model (which the catalog does not list yet).
+MODELS = [f.default_model for f in FAMILIES] + [DEFAULT_LISTEN_MODEL]
 
 
 # What each stand-in really is, on its card in /v1/models (a client can show it next to the output).
@@ -33,35 +36,41 @@ PREVIEW_NOTES = {
 
 
 def create_app() -> FastAPI:
-    from offline import media, speech, voices
+    from offline import listen, media, speech, voices
     from offline.guards import BodyLimit
     from offline.voice import VoiceEngine
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.voice.preload()  # load Piper on its worker thread while the engine starts answering
+        app.state.listen.preload()  # and the recognizer on a listen thread
         yield
         app.state.voice.shutdown()
+        app.state.listen.shutdown()
 
     app = FastAPI(title="Omni Studio offline engine", version="0.30-compatible", lifespan=lifespan)
     app.add_middleware(BodyLimit)  # an oversized body is refused before any route reads it
     app.state.voice = VoiceEngine()  # the Piper voice, its synthesis workers and their scheduler
     app.state.speech_stream = speech.SpeechStreamHandler.from_env()  # the WebSocket's timeouts
     app.state.voices = voices.VoiceStore.from_env()  # uploaded voices (in memory; OMNI_ENGINE_VOICES_DIR keeps them)
+    app.state.listen = listen.ListenEngine.from_env()  # the recognizer's workers and threads
 
     @app.get("/health")
     async def health() -> HealthResponse:
         return HealthResponse()
 
+    notes = {**PREVIEW_NOTES, **dict.fromkeys(listen.LISTEN_MODELS, listen.PREVIEW_NOTE)}
+
     @app.get("/v1/models")
     async def models() -> JSONResponse:
         body = ModelList(data=[ModelCard(id=m, owned_by=ENGINE_NAME) for m in MODELS]).model_dump()
         for card in body["data"]:
-            if (note := PREVIEW_NOTES.get(card["id"])) is not None:
+            if (note := notes.get(card["id"])) is not None:
                 card["preview"] = note
         return JSONResponse(body)
 
     app.include_router(speech.router)
     app.include_router(voices.router)
+    app.include_router(listen.router)
     app.include_router(media.router)
     return app

@@ -33,8 +33,6 @@ import asyncio
 import base64
 import binascii
 import hashlib
-import io
-import itertools
 import json
 import logging
 import math
@@ -54,6 +52,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
 from offline import styles
+from offline.decoding import DECODE_RATE, decode_mono
 from offline.voice import DEFAULT_VOICE, VOICE_NAMES
 from protocol.common import ErrorInfo, ErrorResponse
 from protocol.limits import VOICE_SAMPLE_MAX_BYTES
@@ -76,7 +75,6 @@ REF_AUDIO_MIN_S = 1.0  # vLLM-Omni's bounds on a reference / voice sample
 REF_AUDIO_MAX_S = 30.0
 MAX_EMBEDDING_LENGTH = 4096
 EMBEDDING_DIMS = {"0.6B": 1024, "1.7B": 2048}
-_ANALYSIS_RATE = 16_000  # references are decoded to mono float at this rate (enough for pitch)
 _EXTENSION_MIME = (
     (".wav", "audio/wav"), (".mp3", "audio/mpeg"), (".mpeg", "audio/mpeg"), (".flac", "audio/flac"),
     (".ogg", "audio/ogg"), (".aac", "audio/aac"), (".webm", "audio/webm"), (".mp4", "audio/mp4"),
@@ -101,34 +99,12 @@ class Reference:
 def decode_audio(content: bytes) -> tuple[np.ndarray, int, float]:
     """Mono float32 samples at 16 kHz (at most REF_AUDIO_MAX_S + 1 s of them), the rate, and the full duration.
 
-    Any container and codec PyAV reads; a ValueError says why the bytes are not audio.
+    Any container and codec PyAV reads (offline.decoding); a ValueError says why the bytes are not audio.
     """
-    import av
-
-    keep = int((REF_AUDIO_MAX_S + 1.0) * _ANALYSIS_RATE)
-    try:
-        with av.open(io.BytesIO(content), mode="r") as container:
-            stream = next((s for s in container.streams if s.type == "audio"), None)
-            if stream is None:
-                raise ValueError("no audio stream in the file")
-            resampler = av.AudioResampler(format="flt", layout="mono", rate=_ANALYSIS_RATE)
-            parts: list[np.ndarray] = []
-            kept = total = 0
-            for frame in itertools.chain(container.decode(stream), [None]):  # None: the resampler's tail
-                for out in resampler.resample(frame):
-                    data = out.to_ndarray().reshape(-1)
-                    total += data.size
-                    if kept < keep:
-                        parts.append(data[: keep - kept])
-                        kept += parts[-1].size
-    except ValueError:
-        raise
-    except Exception as exc:  # PyAV raises its own error types for anything that is not audio
-        raise ValueError(str(exc) or type(exc).__name__) from None
-    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-    if total == 0:
+    samples, duration = decode_mono(content, keep_s=REF_AUDIO_MAX_S + 1.0)
+    if duration == 0:
         raise ValueError("the file holds no audio samples")
-    return samples.astype(np.float32), _ANALYSIS_RATE, total / _ANALYSIS_RATE
+    return samples, DECODE_RATE, duration
 
 
 def check_duration(duration: float) -> None:

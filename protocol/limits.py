@@ -49,6 +49,14 @@ VOICE_SAMPLE_MAX_BYTES = 10 * 1024 * 1024  # POST /v1/audio/voices `audio_sample
 INSTRUCTIONS_MAX_CHARS = 500  # style instructions / a voice description (vLLM-Omni's cap)
 FIRST_CHUNK_FRAMES = Range(1, 64)  # initial_codec_chunk_frames the studio offers: smaller = earlier first audio
 
+# -- listen (speech recognition) ------------------------------------------------------------------------
+# An audio file sent to POST /v1/audio/transcriptions: vLLM refuses more ("Maximum file size exceeded",
+# VLLM_MAX_AUDIO_CLIP_FILESIZE_MB = 25, counted in MiB). The studio reads at most this much of a file to listen
+# to, streamed or not.
+TRANSCRIPTION_FILE_MAX_BYTES = 25 * 1024 * 1024
+# The longest recording the studio decodes to listen to (an hour of 16 kHz audio is 230 MB of samples).
+LISTEN_AUDIO_MAX_S = 60 * 60
+
 # -- prompts and text: the request models refuse longer ones, naming the field and the limit ----------------
 # vLLM-Omni states no cap on an image or video prompt; what reaches the model is cut by its text encoder at
 # `max_sequence_length` = 512 tokens (FLUX.2 and Wan's T5), about 2,000 characters of English. 4,000

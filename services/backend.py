@@ -34,6 +34,7 @@ def omni_health(url: str, timeout: float = 3.0) -> BackendHealth:
 def omni_backend(url: str, settings: Settings, *, name: BackendName = "omni", close: Any = None) -> Backend:
     """The three native vLLM-Omni clients against one server URL, and its voice library."""
     from services import images, speech, videos
+    from services.listen import OmniListen
     from services.speech.voices import OmniVoices
 
     return Backend(
@@ -45,6 +46,7 @@ def omni_backend(url: str, settings: Settings, *, name: BackendName = "omni", cl
         # the offline engine's port changes with every start: its voices are recorded under one name
         voices=OmniVoices(url, lambda: History(settings.data_dir), record_target="offline engine" if name == "offline" else None,
                           timeout=settings.request_timeout_s, connect_timeout=settings.connect_timeout_s),
+        listen=OmniListen(url, timeout=settings.request_timeout_s, connect_timeout=settings.connect_timeout_s),
         _health=lambda: omni_health(url),
         _close=close,
     )

@@ -1,5 +1,6 @@
 """What a backend is: the three clients (`speech`, `images`, `videos`) of one target, its voice library
-(`voices`: saved voices for cloning, services/speech/voices.py), its health and its label.
+(`voices`: saved voices for cloning, services/speech/voices.py), its listener (`listen`: speech recognition,
+services/listen; None where the target has none yet), its health and its label.
 
 What the target's voice model can do is `backend.speech.task_types()` (CustomVoice, VoiceDesign, Base).
 
@@ -15,6 +16,7 @@ from services.kinds import BackendName, Capabilities, kind
 
 if TYPE_CHECKING:
     from services.images import ImageClient
+    from services.listen import Listener
     from services.speech import SpeechClient
     from services.speech.voices import VoiceLibrary
     from services.videos import VideoClient
@@ -36,6 +38,7 @@ class Backend:
     images: ImageClient
     videos: VideoClient
     voices: VoiceLibrary
+    listen: Listener | None = None
     _health: Any = field(repr=False, default=None)  # () -> BackendHealth
     _close: Any = field(repr=False, default=None)  # () -> None
 

@@ -1,6 +1,7 @@
 """`python -m services <command>` — the services layer's command-line face.
 
 Commands: `speak` (services/cli/speech.py), `voices` (services/cli/voices.py: list/add/delete saved voices),
+`listen` (services/cli/listen.py: transcribe a recording),
 `image` and `video` (services/cli/media.py), `load` (services/cli/load.py: load sweeps), `eval` (services/cli/eval.py: blind evaluations). Each command
 module exposes `register(subparsers, common)`, where `common` is the parent parser holding the shared
 backend options, and sets `func(args) -> int` (the exit code) on its subparser.
@@ -13,10 +14,10 @@ import sys
 
 from protocol.errors import StudioError
 from services.cli import eval as evaluation
-from services.cli import load, media, speech, voices
+from services.cli import listen, load, media, speech, voices
 from services.cli.common import check_utf8_args, common_options
 
-COMMAND_MODULES = (speech, voices, media, load, evaluation)
+COMMAND_MODULES = (speech, voices, listen, media, load, evaluation)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -92,62 +92,97 @@ def _float_planes(frame: Any) -> np.ndarray:
 
 
 @dataclass
-class _Decoded:
-    mono: list[np.ndarray] = field(default_factory=list)
-    rate: int = 0
+class DecodedAudio:
+    """A recording as PyAV decoded it: mono float32 samples and what was measured on the way (levels, clipping,
+    channels). The audio stays out of repr."""
+
+    mono: list[np.ndarray] = field(default_factory=list, repr=False)
+    rate: int = 0  # the recording's own sample rate
+    mono_rate: int = 0  # the rate `mono` is kept at (the recording's, unless decoding resampled it)
     channels: int = 0
-    samples: int = 0  # per channel
+    samples: int = 0  # per channel, at `rate`
     total: int = 0  # over all channels
     clipped: int = 0
     peak: float = 0.0
     energy: float = 0.0
-    cut_short: bool = False  # stopped past _DECODE_LIMIT_S
+    cut_short: bool = False  # decoding stopped past its limit
     container: str = ""
     reported_s: float | None = None
 
+    @property
+    def seconds(self) -> float:
+        return self.samples / self.rate if self.rate else 0.0
 
-def _decode(data: bytes) -> _Decoded:
+    def samples_at(self, rate: int) -> np.ndarray:
+        """All the mono samples at `rate` (resampled with soxr when they are kept at another)."""
+        mono = np.concatenate(self.mono) if self.mono else np.zeros(0, dtype=np.float32)
+        if self.mono_rate and self.mono_rate != rate and mono.size:
+            import soxr
+
+            mono = soxr.resample(mono, self.mono_rate, rate, quality="HQ")
+        return mono.astype(np.float32, copy=False)
+
+
+def _measure(out: DecodedAudio, planes: np.ndarray) -> None:
+    out.channels = max(out.channels, planes.shape[0])
+    magnitude = np.abs(planes)
+    out.clipped += int(np.count_nonzero(magnitude >= CLIP_LEVEL))
+    out.peak = max(out.peak, float(magnitude.max(initial=0.0)))
+    out.energy += float(np.square(planes, dtype=np.float64).sum())
+    out.total += planes.size
+    out.samples += planes.shape[1]
+
+
+def decode_recording(data: bytes, *, what: str = "the reference",
+                     advice: str = f"give a WAV, MP3, FLAC, OGG or WebM recording and {ADVICE}",
+                     limit_s: float | None = _DECODE_LIMIT_S, to_rate: int | None = None) -> DecodedAudio:
+    """Decode any recording PyAV reads (its first audio track) into mono float32, measuring it on the way.
+
+    `what` names it in messages and `advice` ends them; decoding stops past `limit_s` seconds (`cut_short`);
+    with `to_rate` the samples are resampled with soxr while they are decoded (long recordings stay small).
+    InvalidInput when there is no audio track, the bytes are not audio, the rate changes mid-way or there are
+    no samples.
+    """
     import av  # PyAV: FFmpeg's demuxers and decoders (pinned in requirements.txt)
 
-    out = _Decoded()
+    out = DecodedAudio()
+    resampler: Any = None
     try:
         with av.open(io.BytesIO(data), mode="r") as container:
             out.container = container.format.name
             streams = container.streams.audio
             if not streams:
-                raise InvalidInput("the reference has no sound in it (no audio track): give a recording — WAV, MP3, "
-                                   f"FLAC, OGG or WebM — and {ADVICE}")
-            stream = streams[0]
+                raise InvalidInput(f"{what} has no sound in it (no audio track): {advice}")
             if container.duration:
                 out.reported_s = container.duration / 1_000_000
-            for frame in container.decode(stream):
+            for frame in container.decode(streams[0]):
                 if not frame.samples:
                     continue
                 if out.rate == 0:
-                    out.rate = frame.sample_rate
+                    out.rate = out.mono_rate = frame.sample_rate
+                    if to_rate and to_rate != out.rate:
+                        import soxr
+
+                        resampler, out.mono_rate = soxr.ResampleStream(out.rate, to_rate, 1, dtype="float32"), to_rate
                 elif frame.sample_rate != out.rate:
-                    raise InvalidInput(f"the reference changes its sample rate mid-way ({out.rate} → "
+                    raise InvalidInput(f"{what} changes its sample rate mid-way ({out.rate} → "
                                        f"{frame.sample_rate} Hz); save it again as one WAV file")
                 planes = _float_planes(frame)
-                out.channels = max(out.channels, planes.shape[0])
-                magnitude = np.abs(planes)
-                out.clipped += int(np.count_nonzero(magnitude >= CLIP_LEVEL))
-                out.peak = max(out.peak, float(magnitude.max(initial=0.0)))
-                out.energy += float(np.square(planes, dtype=np.float64).sum())
-                out.total += planes.size
-                out.samples += planes.shape[1]
-                out.mono.append(planes.mean(axis=0))
-                if out.samples > _DECODE_LIMIT_S * out.rate:
+                _measure(out, planes)
+                mono = planes.mean(axis=0).astype(np.float32, copy=False)
+                out.mono.append(resampler.resample_chunk(mono) if resampler is not None else mono)
+                if limit_s is not None and out.samples > limit_s * out.rate:
                     out.cut_short = True
                     break
     except InvalidInput:
         raise
     except (av.FFmpegError, ValueError, OSError, IndexError, MemoryError) as exc:  # not audio, or damaged
         why = getattr(exc, "strerror", None) or type(exc).__name__
-        raise InvalidInput(f"the reference is not audio that can be read ({why}): give a WAV, MP3, FLAC, OGG or "
-                           f"WebM recording and {ADVICE}") from None
+        raise InvalidInput(f"{what} is not audio that can be read ({why}): {advice}") from None
     if out.samples == 0 or out.rate <= 0:
-        raise InvalidInput(f"the reference holds no audio samples: {ADVICE}")
+        raise InvalidInput(f"{what} holds no audio samples: {advice}")
+    if resampler is not None:
+        out.mono.append(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
     return out
 
 
@@ -159,8 +194,8 @@ def load_reference(source: bytes | Any) -> ReferenceAudio:
     if len(data) > VOICE_SAMPLE_MAX_BYTES:
         raise InvalidInput(f"the reference file is {_mb(len(data))}; the limit is {_mb(VOICE_SAMPLE_MAX_BYTES)}: "
                            f"{ADVICE} (a compressed file such as MP3 or OGG is smaller)")
-    d = _decode(data)
-    seconds = d.samples / d.rate
+    d = decode_recording(data)
+    seconds = d.seconds
     lo, hi = REFERENCE_AUDIO_SECONDS
     if d.cut_short or seconds > hi:
         length = max(seconds, d.reported_s or 0.0)
@@ -178,11 +213,7 @@ def load_reference(source: bytes | Any) -> ReferenceAudio:
         raise InvalidInput(f"the reference is clipped ({share:.0%} of its samples are at full scale, so the voice is "
                            f"distorted): record again further from the microphone or with a lower input level, and "
                            f"{ADVICE}")
-    mono = np.concatenate(d.mono)
-    if d.rate != PCM_SAMPLE_RATE:
-        import soxr
-
-        mono = soxr.resample(mono, d.rate, PCM_SAMPLE_RATE, quality="HQ")
+    mono = d.samples_at(PCM_SAMPLE_RATE)
     pcm = (np.clip(mono, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
     return ReferenceAudio(
         wav=wav_bytes(pcm, PCM_SAMPLE_RATE, 1), seconds=len(mono) / PCM_SAMPLE_RATE, source_format=d.container,

@@ -1,0 +1,137 @@
+"""`ListenEngine`: the engine's recognizer — its workers (offline.listen.recognizer: a pocketsphinx decoder and a
+Silero VAD each), the threads they run on and who holds which.
+
+`create_app` (offline.server) makes one and keeps it on `app.state.listen`; the routes reach it through their
+request, so nothing of it lives at module level and two apps in one process share nothing. Every decode runs on
+the engine's own listen threads, never on the event loop, so the engine keeps answering while it recognizes.
+
+A worker is leased to one request or stream at a time (`lease()`); at most `decoders` exist (each holds ~90 MB of
+model), and a lease waits while all are out. The first is loaded by `preload()` while the engine starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+
+from offline.listen.recognizer import FileTranscript, Utterances, Worker
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DECODERS_ENV = "OMNI_ENGINE_LISTEN_DECODERS"
+THREADS_ENV = "OMNI_ENGINE_LISTEN_THREADS"
+DEFAULT_DECODERS = 4
+DEFAULT_THREADS = 2
+
+
+class Lease:
+    """One worker held by one request or stream. `call` runs a function of it on a listen thread; `release`
+    gives it back — only once the thread's last call has ended, even when the caller was cancelled mid-call."""
+
+    def __init__(self, engine: ListenEngine, worker: Worker) -> None:
+        self.engine = engine
+        self.worker = worker
+        self._last: Future | None = None
+        self._released = False
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        self._last = self.engine.submit(fn, *args)
+        return await asyncio.wrap_future(self._last)
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        last = self._last
+        if last is None or last.done():
+            self.engine.give_back(self.worker)
+            return
+        loop = asyncio.get_running_loop()
+        last.add_done_callback(lambda _: loop.call_soon_threadsafe(self.engine.give_back, self.worker))
+
+
+class ListenEngine:
+    """The recognizer's workers and threads (see the module's doc)."""
+
+    def __init__(self, *, decoders: int = DEFAULT_DECODERS, threads: int = DEFAULT_THREADS) -> None:
+        if decoders < 1 or threads < 1:
+            raise ValueError("the listen engine needs at least one decoder and one thread")
+        self.decoders = decoders
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="listen")
+        self._idle: list[Worker] = []
+        self._idle_lock = threading.Lock()
+        self._slots = asyncio.Semaphore(decoders)  # bound to the app's loop on first use
+
+    @classmethod
+    def from_env(cls) -> ListenEngine:
+        """Sizes from OMNI_ENGINE_LISTEN_DECODERS / OMNI_ENGINE_LISTEN_THREADS (defaults 4 and 2)."""
+        return cls(decoders=_count_from_env(DECODERS_ENV, DEFAULT_DECODERS),
+                   threads=_count_from_env(THREADS_ENV, DEFAULT_THREADS))
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future:
+        return self._threads.submit(fn, *args)
+
+    def preload(self) -> None:
+        """Load the first worker on a listen thread while the engine starts answering."""
+        def load() -> None:
+            worker = Worker()
+            with self._idle_lock:
+                self._idle.append(worker)
+            log.info("listen: the pocketsphinx recognizer is loaded")
+
+        self._threads.submit(load)
+
+    def shutdown(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    async def lease(self) -> Lease:
+        """A worker of its own for one request or stream (waits while all `decoders` are leased)."""
+        await self._slots.acquire()
+        try:
+            with self._idle_lock:
+                worker = self._idle.pop() if self._idle else None
+            if worker is None:
+                worker = await asyncio.wrap_future(self.submit(Worker))
+        except BaseException:
+            self._slots.release()
+            raise
+        return Lease(self, worker)
+
+    def give_back(self, worker: Worker) -> None:
+        with self._idle_lock:
+            self._idle.append(worker)
+        self._slots.release()
+
+    async def transcribe(self, samples: np.ndarray, duration_s: float, cancel: threading.Event) -> FileTranscript:
+        """A whole file recognized, region by region; `cancel` set stops it before its next region."""
+        lease = await self.lease()
+        try:
+            return await lease.call(lease.worker.transcribe, samples, duration_s, cancel)
+        finally:
+            lease.release()
+
+    async def stream(self) -> tuple[Lease, Utterances]:
+        """A lease and the realtime recognition on it (release the lease when the stream ends)."""
+        lease = await self.lease()
+        try:
+            return lease, await lease.call(Utterances, lease.worker)
+        except BaseException:
+            lease.release()
+            raise
+
+
+def _count_from_env(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name}={value!r} must be a whole number of at least 1")
+    return int(value)

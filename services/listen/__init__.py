@@ -1,0 +1,24 @@
+"""Listen: speech recognition on any target that speaks vLLM's listen routes (docs/listen.md).
+
+- audio.py       load_audio(bytes, name) -> ListenAudio: any PyAV format, checked (≤ 25 MB, audio, not silent)
+                 and made 16 kHz mono PCM16 with soxr; NoSpeech
+- client.py      Listener (the interface), OmniListen (a vLLM-protocol server by URL, the offline engine too):
+                 transcribe_file(audio) over POST /v1/audio/transcriptions, stream(audio, on_partial=) over
+                 /v1/realtime paced at real time
+- transcript.py  Transcript and Segment: the text, segments and figures; .figures() and .render(suffix)
+- realtime.py    the /v1/realtime session; rest.py the multipart upload
+- wer.py         word_error_rate(reference, hypothesis) after one stated normalisation
+
+A backend's listener is `backend.listen` (None where the target has no listen route yet).
+"""
+
+from protocol.listen import TranscriptionUnsupported
+from services.listen.audio import ListenAudio, NoSpeech, load_audio
+from services.listen.client import Listener, OmniListen
+from services.listen.transcript import OUT_SUFFIXES, Segment, Transcript
+from services.listen.wer import normalise, word_error_rate
+
+__all__ = [
+    "OUT_SUFFIXES", "ListenAudio", "Listener", "NoSpeech", "OmniListen", "Segment", "Transcript",
+    "TranscriptionUnsupported", "load_audio", "normalise", "word_error_rate",
+]

@@ -1,0 +1,53 @@
+"""Word error rate, checked against values counted by hand (services/listen/wer.py states the normalisation).
+
+WER = (substitutions + deletions + insertions) / words in the reference, after both texts are lower-cased,
+numbers are written as English words, punctuation is removed and whitespace collapsed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.errors import InvalidInput
+from protocol.listen import is_english
+from services.listen.wer import normalise, script_of, word_error_rate
+
+
+@pytest.mark.parametrize(("reference", "hypothesis", "expected"), [
+    ("The cat sat.", "the cat sat on", 1 / 3),  # one insertion over three words
+    ("I have 2 dogs", "i have two dogs", 0.0),  # a number and its words are the same word
+    ("the cat sat", "the cat sat", 0.0),
+    ("the cat sat", "the dog sat", 1 / 3),  # one substitution
+    ("the cat sat on the mat", "the cat on the mat", 1 / 6),  # one deletion
+    ("the cat sat", "a dog stood there", 4 / 3),  # three substitutions and an insertion: more than 1
+    ("Hello, world!", "hello world", 0.0),  # punctuation and case do not count
+    ("It's 3.5 km", "its three point five km", 0.0),
+    ("1,000 people", "one thousand people", 0.0),
+    ("on the 2nd of May", "on the second of may", 0.0),
+    ("  spaced   out\ttext ", "spaced out text", 0.0),
+    ("twenty-one", "21", 0.0),  # "twenty one" both ways
+    ("one two three four", "", 1.0),  # nothing heard: every word deleted
+])
+def test_hand_counted_rates(reference: str, hypothesis: str, expected: float) -> None:
+    assert word_error_rate(reference, hypothesis) == pytest.approx(expected)
+
+
+def test_the_normalisation_is_the_stated_one() -> None:
+    assert normalise("The Cat SAT.") == "the cat sat"
+    assert normalise("I have 2 dogs") == "i have two dogs"
+    assert normalise("Don't stop—go!") == "dont stop go"
+    assert normalise("It's 3.5 km, on the 2nd of May; 1,000 people") == (
+        "its three point five km on the second of may one thousand people")
+
+
+def test_a_reference_in_another_script_or_without_words_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="Cyrillic script but the transcript in Latin"):
+        word_error_rate("Кошка сидела на ковре", "the cat sat on the mat")
+    with pytest.raises(InvalidInput, match="no words"):
+        word_error_rate(" ... ", "hello")
+    assert script_of("你好") == "CJK" and script_of("123") is None
+
+
+def test_english_is_what_wer_is_measured_in() -> None:
+    assert is_english(None) and is_english("en") and is_english("English") and is_english(" EN-us ")
+    assert not is_english("de") and not is_english("French")
