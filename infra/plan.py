@@ -38,6 +38,7 @@ from infra.pricing import PriceTable
 from infra.quotas import fetch_quotas, instances_in_use, needed_counts
 from protocol.catalog import model as catalog_model
 from protocol.instances import instance, misfit
+from services.pricing import usd
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,7 @@ def plan_regions(regions: Sequence[str], roles: Sequence[Role] = ROLES, *, profi
 
 # ---------------------------------------------------------------------------------------------------------
 def _money(v: float | None) -> str:
-    return "—" if v is None else f"${v:.4f}"
+    return usd(v, "rate")
 
 
 def render(report: PlanReport) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from infra.model import ROLE_PROFILES, ROLES
 from infra.pricing import Price, PriceTable
 from infra.state import DeploymentState
+from services.pricing import usd
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class PoolPrices:
         lo, hi = self.min_usd, self.max_usd
         if lo is None or hi is None:
             return "no price"
-        text = f"${lo:.4f}/h" if lo == hi else f"${lo:.4f}–${hi:.4f}/h"
+        text = f"{usd(lo, 'rate')}/h" if lo == hi else f"{usd(lo, 'rate')}–{usd(hi, 'rate')}/h"
         if any(p.basis == "reference region" for p in self.priced):
             text += " (≈, us-east-1 rates)"
         return text
@@ -62,7 +63,7 @@ class PoolPrices:
         """The range and every entry: "$1.1267–$2.6100/h: ml.g6.xlarge $1.1267 (in use), ml.g6e.xlarge $2.6100"."""
         parts = []
         for p in self.entries:
-            price = "no price" if p.usd_per_hour is None else f"${p.usd_per_hour:.4f}"
+            price = "no price" if p.usd_per_hour is None else usd(p.usd_per_hour, "rate")
             parts.append(f"{p.instance_type} {price}" + (" (in use)" if p.instance_type == self.in_use else ""))
         return f"{self.range_label()}: {', '.join(parts)}"
 

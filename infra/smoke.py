@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from infra.model import ROLES, Role
 from protocol.errors import StudioError
 from protocol.speech import TaskType, task_types_for_model
+from services.pricing import usd
 
 if TYPE_CHECKING:
     from infra.state import DeploymentState
@@ -279,7 +280,7 @@ def scale_up_note(report: StatusReport, roles: Sequence[Role] | None = None) -> 
     parts = []
     for e in cold:
         price = e.price.usd_per_hour if e.price is not None else None
-        cost = f"${price:.2f}/hour" if price is not None else "its instance's price (not in the price table)"
+        cost = f"{usd(price, 'rate')}/hour" if price is not None else "its instance's price (not in the price table)"
         parts.append(f"the {e.role or e.endpoint_name} endpoint ({e.endpoint_name}) runs 0 instances: the smoke "
                      f"test's request scales it up to 1 {e.instance_type or 'instance'}, which bills {cost}")
     text = "; ".join(parts)

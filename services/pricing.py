@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -36,6 +37,26 @@ def cost_of_seconds(usd_per_hour: float | None, seconds: float | None) -> float 
     return usd_per_hour * max(seconds, 0.0) / SECONDS_PER_HOUR
 
 
+Money = Literal["total", "rate", "unit"]
+
+
+def usd(value: float | None, style: Money = "total") -> str:
+    """Money, written one way per kind of figure (— when unknown):
+    total — what was or will be spent: cents ($1,234.56), but 4 places under a dollar ($0.0412);
+    rate  — an hourly price, as the price list quotes it: 4 places ($0.7364, $10.4000);
+    unit  — a cost per image, audio minute, item: 4 significant digits, never an exponent ($0.009389)."""
+    if value is None:
+        return "—"
+    if style == "rate":
+        return f"${value:,.4f}"
+    if style == "total":
+        return f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
+    if value == 0 or abs(value) >= 1:
+        return f"${value:,.4f}" if abs(value) < 1000 else f"${value:,.2f}"
+    decimals = 3 - math.floor(math.log10(abs(value)))
+    return f"${value:.{decimals}f}"
+
+
 class PriceTableError(ConfigError):
     """The price table file is missing or is not a price table; the message names the file."""
 
@@ -55,7 +76,7 @@ class Price:
         if self.usd_per_hour is None:
             return "no price"
         suffix = f" (≈, {REFERENCE_REGION} rate)" if self.basis == "reference region" else ""
-        return f"${self.usd_per_hour:.4f}/h{suffix}"
+        return f"{usd(self.usd_per_hour, 'rate')}/h{suffix}"
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,10 @@ def test_plan_guard_rails_and_work_checks():
 
 
 def test_unit_prices_read_as_dollars_with_four_significant_digits():
-    from services.load import usd
+    from services.pricing import usd
 
-    assert usd(1.1267 / 120) == "$0.009389" and usd(1.052e-6) == "$0.000001052"
-    assert usd(1.1267) == "$1.1267" and usd(None) == "—" and usd(0.01) == "$0.01000"
+    assert usd(1.1267 / 120, "unit") == "$0.009389" and usd(1.052e-6, "unit") == "$0.000001052"
+    assert usd(1.1267, "unit") == "$1.1267" and usd(None, "unit") == "—" and usd(0.01, "unit") == "$0.01000"
+    # The other two ways money is written: a total (cents, 4 places under a dollar) and an hourly rate.
+    assert usd(1234.5) == "$1,234.50" and usd(0.04123) == "$0.0412" and usd(None) == "—"
+    assert usd(0.7364, "rate") == "$0.7364" and usd(10.4, "rate") == "$10.4000"

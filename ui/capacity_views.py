@@ -13,8 +13,9 @@ import streamlit as st
 
 from protocol.catalog import FAMILIES
 from services.images import DEFAULT_SIZE
-from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modality, usd
+from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modality
 from services.load.plan import DEFAULT_IMAGE_PROMPT, DEFAULT_TEXT, DEFAULT_VIDEO_PROMPT
+from services.pricing import usd
 from ui.resources import plain
 from ui.workspace_views import by_line, owner_of, share_toggle
 
@@ -146,9 +147,9 @@ def summary(report: LoadReport) -> None:
              help=report.slo.label() if report.slo else "no SLO was set")
     cost = d["cost"]
     value = cost[COST_KEY[report.modality]]
-    b.metric(f"Cost per {UNIT_WORD[report.modality]}", usd(value),
+    b.metric(f"Cost per {UNIT_WORD[report.modality]}", usd(value, "unit"),
              help=None if value is None else f"at concurrency {cost['at_concurrency']}, ${report.usd_per_hour:.4f}/h")
-    c.metric("Price per hour", "—" if report.usd_per_hour is None else f"${report.usd_per_hour:.4f}",
+    c.metric("Price per hour", usd(report.usd_per_hour, "rate"),
              help=report.price_source)
     if report.emulated_note():  # right under the dollars: they price an instance that did not run the load
         st.warning(f"Emulated: {plain(report.emulated_note())}.", icon="🧪")

@@ -12,7 +12,7 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from services.compare import OnProgress, Outcome
-from services.load.report import usd
+from services.pricing import usd
 from ui.resources import plain
 
 
@@ -80,5 +80,5 @@ def cost_line(outcome: Outcome, noun: str, missing: str) -> str:
     """"$0.0012 per image at $1.1267/h", or why the cost per item is unknown."""
     cost = outcome.cost_per_item_usd
     if cost is not None:
-        return f"{usd(cost)} per {noun} at ${outcome.usd_per_hour:.4f}/h"
+        return f"{usd(cost, 'unit')} per {noun} at {usd(outcome.usd_per_hour, 'rate')}/h"
     return f"cost per {noun} unknown: {outcome.price_note or missing}"

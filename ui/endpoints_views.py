@@ -9,12 +9,19 @@ from pathlib import Path
 
 import streamlit as st
 
-from infra import DEFAULT_VOICE_MODEL, DeploymentState, deletion_plan, deployment_status, voice_model_label
+from infra import (
+    DEFAULT_VOICE_MODEL,
+    DeploymentState,
+    deletion_plan,
+    deployment_status,
+    voice_model_label,
+)
 from infra.deploy import format_duration
 from infra.model import ROLE_PROFILES, gpu_fit_line
 from infra.pool_prices import deployment_pool_prices
 from protocol.errors import StudioError
 from protocol.speech import VOICE_MODELS
+from services.pricing import usd
 from ui.lifecycle_views import lifecycle_cells
 from ui.resources import code, plain
 
@@ -23,7 +30,7 @@ VOICE_MODEL_KEY, VOICE_MODEL_KEPT = "deploy_voice_model", "deploy_voice_model_ke
 
 
 def money(value: float | None) -> str:
-    return "—" if value is None else f"${value:,.2f}"
+    return usd(value)
 
 
 def smoke(result: dict | None) -> str:

@@ -11,6 +11,7 @@ from protocol.catalog import FAMILY_NAMES
 from protocol.errors import ConfigError, StudioError
 from services.backend import Backend, BackendHealth, create_backend
 from services.kinds import kind
+from services.pricing import usd
 from services.runtime import BackgroundLoop, background_loop
 from services.settings import Settings, load_settings
 from ui import auth
@@ -260,7 +261,7 @@ def cost_banner() -> None:
     if not f or not f["running"]:
         return
     st.warning(f"{fleet_count(f)} in {plain(f['region'])}: ${f['usd_per_hour']:.2f}/hour, "
-               f"${f['cost_so_far_usd']:.2f} so far{ttl_text(f)}.", icon="💸")
+               f"{usd(f['cost_so_far_usd'])} so far{ttl_text(f)}.", icon="💸")
     st.page_link(ENDPOINTS_PAGE, label="Endpoints: status, cost, delete", icon="☁️")
 
 

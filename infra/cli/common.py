@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from infra.deploy import Progress, WaitSettings, format_duration
 from infra.model import ROLES, Role
 from infra.state import DEFAULT_STATE_FILE
+from services.pricing import usd
 
 STATE_ENV = "OMNI_STUDIO_STATE_FILE"
 HEARTBEAT_S = 30.0
@@ -76,7 +77,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def money(v: float | None) -> str:
-    return "—" if v is None else f"${v:,.2f}" if v >= 1 else f"${v:.4f}"
+    return usd(v)
 
 
 # ---------------------------------------------------------------------------------------------------------

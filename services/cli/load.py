@@ -39,7 +39,13 @@ from typing import Any
 
 from protocol.errors import InvalidInput
 from protocol.limits import Range
-from services.cli.common import ArgumentError, check_out, read_text, save_output, settings_from_args
+from services.cli.common import (
+    ArgumentError,
+    check_out,
+    read_text,
+    save_output,
+    settings_from_args,
+)
 from services.load import (
     COST_KEY,
     DEFAULT_LEVELS,
@@ -57,10 +63,10 @@ from services.load import (
     run_sweep,
     slo_latency_s,
     slo_ttfa_ms,
-    usd,
 )
 from services.load.plan import WALL_CLOCK_S
 from services.load.target import PRICE_PER_HOUR
+from services.pricing import usd
 
 
 def _number(what: str, unit: str, rng: Range | None = None, *, scale: float = 1.0) -> Callable[[str], float]:
@@ -299,8 +305,8 @@ def render(report: LoadReport) -> str:
     value = cost[COST_KEY[m]]
     if value is not None:
         tp = cost["throughput"][key]
-        lines.append(f"cost: {usd(value)} per {UNIT_WORD[m]} at concurrency {cost['at_concurrency']} "
-                     f"({tp:g} {key.replace('_', ' ')} at ${report.usd_per_hour:.4f}/h, {report.price_source})")
+        lines.append(f"cost: {usd(value, 'unit')} per {UNIT_WORD[m]} at concurrency {cost['at_concurrency']} "
+                     f"({tp:g} {key.replace('_', ' ')} at {usd(report.usd_per_hour, 'rate')}/h, {report.price_source})")
         if report.emulated_note():
             lines.append(f"  {report.emulated_note()}")
     else:

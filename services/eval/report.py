@@ -14,6 +14,7 @@ from typing import Any
 from services import csvcells
 from services.eval import stats
 from services.eval.store import EvalStore
+from services.pricing import usd
 
 VARIANT_COLUMNS = ("label", "items", "failed", "ratings", "wins", "losses", "ties", "win_rate", "ci95_low",
                    "ci95_high", "latency_p50_s", "latency_p95_s", "latency_n", "ttfa_p50_ms", "ttfa_p95_ms",
@@ -118,7 +119,7 @@ def to_markdown(res: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for v in res["variants"]:
         ci = "—" if v["ci95"] is None else f"[{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]"
-        cost = "unknown" if v["cost_per_item_usd"] is None else f"${v['cost_per_item_usd']:.5f}"
+        cost = "unknown" if v["cost_per_item_usd"] is None else usd(v["cost_per_item_usd"], "unit")
         lines.append(f"| {v['label']} | {v['items']} | {v['ratings']} | {v['wins']} / {v['losses']} / {v['ties']} | "
                      f"{_fmt(v['win_rate'])} | {ci} | {_fmt(v['latency_p50_s'])} / {_fmt(v['latency_p95_s'])} "
                      f"(n={v['latency_n']}) | {cost} |")

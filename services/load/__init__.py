@@ -35,7 +35,14 @@ from services.load.plan import (
     slo_latency_s,
     slo_ttfa_ms,
 )
-from services.load.report import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LevelReport, LoadReport, Sample, usd
+from services.load.report import (
+    COST_KEY,
+    THROUGHPUT_KEY,
+    UNIT_WORD,
+    LevelReport,
+    LoadReport,
+    Sample,
+)
 from services.load.runner import Progress, SweepRun, is_throttling, run_sweep
 from services.load.stats import PERCENTILE_METHOD, percentile, summary
 from services.load.target import LoadTarget, describe_target
@@ -45,5 +52,4 @@ __all__ = [
     "REQUESTS", "THROUGHPUT_KEY", "UNIT_WORD", "WALL_CLOCK_S", "LevelReport", "LoadPlan", "LoadReport",
     "LoadTarget", "Modality", "Progress", "Sample", "Slo", "SweepRun", "describe_target", "is_throttling",
     "parse_levels", "parse_slo", "percentile", "read_spec", "run_sweep", "slo_latency_s", "slo_ttfa_ms", "summary",
-    "usd",
 ]

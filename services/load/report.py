@@ -21,7 +21,6 @@ cost per unit is the hourly price over the best throughput among them: `usd_per_
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -69,16 +68,6 @@ class Sample:
     def from_dict(cls, d: dict[str, Any]) -> Sample:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
-
-
-def usd(value: float | None) -> str:
-    """Dollars as a person reads a unit price: 4 significant digits, never an exponent ($0.009389, $0.000001052)."""
-    if value is None:
-        return "—"
-    if value == 0 or abs(value) >= 1:
-        return f"${value:,.4f}" if abs(value) < 1000 else f"${value:,.2f}"
-    decimals = 3 - math.floor(math.log10(abs(value)))
-    return f"${value:.{decimals}f}"
 
 
 def new_report_id() -> str:
