@@ -365,7 +365,7 @@ def test_sagemaker_voice_sweep_prices_the_instance_in_use(emulator_env: Emulator
     assert d["machine"] is None and all(lv["ok"] == 2 for lv in d["levels"])
     # the estimate came first: what is sent, and at most the cap's worth of the instance's price
     assert "The sweep sends 4 voice sessions (2 at each concurrency level 1,2, after 1 warm-up request)" in r.stderr
-    assert "$1.1267/h" in r.stderr and "at most $0.56 of endpoint time" in r.stderr  # 30 min x $1.1267/h
+    assert "$1.1267/h" in r.stderr and "at most $0.563" in r.stderr and "of endpoint time" in r.stderr  # 30 min x $1.1267/h
     minutes = d["cost"]["throughput"]["audio_s_per_s"] * 60  # audio minutes per hour
     assert d["cost"]["usd_per_audio_minute"] == pytest.approx(1.1267 / minutes, rel=1e-3)
     # the emulator (on loopback) is named beside every dollar figure: before the sweep, in the report, in its text

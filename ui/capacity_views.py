@@ -148,7 +148,7 @@ def summary(report: LoadReport) -> None:
     cost = d["cost"]
     value = cost[COST_KEY[report.modality]]
     b.metric(f"Cost per {UNIT_WORD[report.modality]}", usd(value, "unit"),
-             help=None if value is None else f"at concurrency {cost['at_concurrency']}, ${report.usd_per_hour:.4f}/h")
+             help=None if value is None else f"at concurrency {cost['at_concurrency']}, {usd(report.usd_per_hour, 'rate')}/h")
     c.metric("Price per hour", usd(report.usd_per_hour, "rate"),
              help=report.price_source)
     if report.emulated_note():  # right under the dollars: they price an instance that did not run the load

@@ -260,7 +260,7 @@ def cost_banner() -> None:
     f = fleet()
     if not f or not f["running"]:
         return
-    st.warning(f"{fleet_count(f)} in {plain(f['region'])}: ${f['usd_per_hour']:.2f}/hour, "
+    st.warning(f"{fleet_count(f)} in {plain(f['region'])}: {usd(f['usd_per_hour'])}/hour, "
                f"{usd(f['cost_so_far_usd'])} so far{ttl_text(f)}.", icon="💸")
     st.page_link(ENDPOINTS_PAGE, label="Endpoints: status, cost, delete", icon="☁️")
 

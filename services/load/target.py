@@ -38,7 +38,7 @@ from services.base import Backend
 from services.endpoint_view import describe_endpoint
 from services.kinds import kind
 from services.load.plan import LoadPlan, Modality
-from services.pricing import PriceTable, cost_of_seconds, load_prices
+from services.pricing import PriceTable, cost_of_seconds, load_prices, usd
 from services.settings import Settings
 from services.speech.client import OFFLINE_ENGINE_OWNER
 
@@ -81,10 +81,10 @@ class LoadTarget:
         most = cost_of_seconds(self.usd_per_hour, plan.max_wall_s) or 0.0
         extra = " S3 requests for each video come on top (cents)." if plan.modality == "video" and self.backend == "sagemaker" else ""
         if self.emulated:
-            return (f"{head} At ${self.usd_per_hour:.4f}/h ({self.price_source}) that would be at most ${most:.2f} of "
+            return (f"{head} At {usd(self.usd_per_hour, 'rate')}/h ({self.price_source}) that would be at most {usd(most)} of "
                     f"endpoint time on AWS;{extra} this is the local SageMaker emulator: nothing is billed, and the "
                     "report's dollar figures price that instance over this machine's throughput.")
-        return (f"{head} At ${self.usd_per_hour:.4f}/h ({self.price_source}) that is at most ${most:.2f} of endpoint "
+        return (f"{head} At {usd(self.usd_per_hour, 'rate')}/h ({self.price_source}) that is at most {usd(most)} of endpoint "
                 f"time (the endpoint bills per second while it exists, loaded or not).{extra}")
 
     def to_dict(self) -> dict[str, Any]:
