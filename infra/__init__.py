@@ -38,7 +38,8 @@ from infra.model import (
     shell_command,
     voice_model_label,
 )
-from infra.pricing import PriceTable, load_prices, refresh_prices
+from infra.price_list import refresh_prices
+from infra.pricing import PriceTable, load_prices
 from infra.quotas import QuotaReport, check_quotas
 from infra.smoke import SmokeReport, deployment_backend, record_smoke, run_smoke
 from infra.state import DEFAULT_STATE_FILE, DeploymentState

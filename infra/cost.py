@@ -20,7 +20,8 @@ from typing import Any
 from infra.errors import UsageError
 from infra.model import ROLE_PROFILES, ROLES, InstancePool
 from infra.pool_prices import PoolPrices, deployment_pool_prices, planned_pool_prices
-from infra.pricing import Price, PriceTable, load_prices, refresh_prices
+from infra.price_list import refresh_prices
+from infra.pricing import Price, PriceTable, load_prices
 from infra.state import DeploymentState
 from infra.status import HOURS_PER_DAY, StatusReport, deployment_status
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from botocore.config import Config
@@ -23,6 +23,7 @@ from botocore.config import Config
 from infra.errors import InfraError
 from infra.pricing import (
     PRICE_LIST_REGION,
+    PRICE_LIST_SOURCE,
     PriceTable,
     load_prices,
     price_from_products,
@@ -111,6 +112,15 @@ def fetch_from_api(session: Any, region: str, instance_types: Iterable[str]) -> 
                                  "(pricing:GetProducts)") from None
         found[itype] = price
     return found, newest
+
+
+def refresh_prices(ctx: Any, instance_types: Iterable[str], region: str) -> PriceTable:
+    """A price table of each instance type's hosting rate in `region`, read from the Price List API now
+    (`python -m infra cost --refresh-prices`). Needs pricing:GetProducts."""
+    found, _published = fetch_from_api(ctx.session, region, instance_types)
+    return PriceTable(source=PRICE_LIST_SOURCE, as_of=datetime.now(UTC).date(), currency="USD",
+                      regions={region: {t: p for t, p in found.items() if p is not None}},
+                      note="Refreshed by `python -m infra cost --refresh-prices`.")
 
 
 def region_prices(session: Any, region: str, instance_types: Iterable[str], *, table: PriceTable | None = None,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -59,29 +58,3 @@ def price_from_products(price_list: Iterable[str | dict[str, Any]], instance_typ
                 if usd is not None and float(usd) > 0:
                     return float(usd)
     return None
-
-
-def refresh_prices(ctx: Any, instance_types: Iterable[str], region: str) -> PriceTable:
-    """Ask the Price List API for each instance type's hosting rate in `region`. Needs pricing:GetProducts."""
-    from infra.aws import AWS_ERRORS, translate
-
-    client = ctx.session.client("pricing", region_name=PRICE_LIST_REGION)
-    found: dict[str, float] = {}
-    for itype in dict.fromkeys(instance_types):
-        filters = [
-            {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region},
-            {"Type": "TERM_MATCH", "Field": "instanceName", "Value": itype},
-        ]
-        try:
-            pages = client.get_paginator("get_products").paginate(ServiceCode="AmazonSageMaker", Filters=filters)
-            price = None
-            for page in pages:
-                price = price_from_products(page.get("PriceList", []), itype)
-                if price is not None:
-                    break
-        except AWS_ERRORS as exc:
-            raise translate(exc, f"read the price of {itype} from the AWS Price List API") from None
-        if price is not None:
-            found[itype] = price
-    return PriceTable(source=PRICE_LIST_SOURCE, as_of=datetime.now(UTC).date(), currency="USD",
-                      regions={region: found}, note="Refreshed by `python -m infra cost --refresh-prices`.")

@@ -76,3 +76,17 @@ def test_price_list_refuses_other_services_and_regions_and_takes_configured_figu
     assert price_from_products(found, "ml.g5.xlarge") == 1.5
     assert emulator.client("pricing").get_products(ServiceCode="AmazonSageMaker",
                                                    Filters=_filters("us-east-1"))["PriceList"] == []
+
+
+def test_refresh_prices_reads_the_same_pages_as_plan_and_leaves_out_types_without_a_price(
+        emulator_env: EmulatorHandle):
+    """`infra cost --refresh-prices` and `infra plan` page through GetProducts with one function."""
+    from emulator.pricing import PRICES
+    from infra.aws import AwsContext
+    from infra.price_list import refresh_prices
+
+    table = refresh_prices(AwsContext("us-east-1", None), ["ml.g6.xlarge", "ml.g4dn.xlarge", "ml.nosuch.xlarge"],
+                           "us-east-1")
+    assert table.regions == {"us-east-1": {"ml.g6.xlarge": PRICES["us-east-1"]["ml.g6.xlarge"],
+                                           "ml.g4dn.xlarge": PRICES["us-east-1"]["ml.g4dn.xlarge"]}}
+    assert "Price List API" in table.source and table.note.startswith("Refreshed by")
