@@ -28,6 +28,7 @@ import botocore.exceptions as bx
 from protocol.errors import BackendUnreachable, ConfigError, InvalidInput, ServerError
 from protocol.limits import STATE_FILE_MAX_BYTES
 from protocol.sagemaker import (
+    DEFAULT_ROLES,
     ROLES,
     DeploymentStateFile,
     StateFileInvalid,
@@ -201,7 +202,7 @@ def sagemaker_health(aws: AwsSession, targets: SageMakerTargets) -> BackendHealt
             status = f"{name} not found" if err.status == 400 else f"{name}: {err}"
         ok = ok and status == "InService"
         parts.append(f"{role} {status}")
-    missing = [role for role in ROLES if role not in configured]
+    missing = [role for role in DEFAULT_ROLES if role not in configured]  # an opt-in one is not missed
     if missing:
         parts.append(f"not configured: {', '.join(missing)}")
     return BackendHealth(ok, " · ".join(parts))
