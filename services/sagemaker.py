@@ -51,6 +51,7 @@ from services.speech.sagemaker_http2 import (
     Http2Clients,
     Http2SpeechTransport,
 )
+from services.listen.sagemaker import SageMakerListen
 from services.speech.voices import SageMakerVoices
 from services.videos import VideoClient
 from services.videos.sagemaker import SageMakerVideoTransport
@@ -224,6 +225,12 @@ def sagemaker_backend(settings: Settings) -> Backend:
                                     connect_timeout=settings.connect_timeout_s,
                                     receive_timeout=settings.request_timeout_s, clients=clients)
 
+    def listen_transport(path: str) -> Http2SpeechTransport:
+        assert targets.endpoints["listen"] is not None
+        return Http2SpeechTransport(aws, targets.endpoints["listen"], path=path, endpoint_uri=uri,
+                                    connect_timeout=settings.connect_timeout_s,
+                                    receive_timeout=settings.request_timeout_s, clients=clients)
+
     return Backend(
         name="sagemaker",
         target=targets.label(),
@@ -233,6 +240,9 @@ def sagemaker_backend(settings: Settings) -> Backend:
         videos=VideoClient(SageMakerVideoTransport(aws, targets.endpoints["video"], bucket=targets.bucket,
                                                    prefix=targets.prefix, kms_key=targets.kms_key)),
         voices=SageMakerVoices(aws, voice, lambda: History(settings.data_dir)),  # opened on first use
+        # the listen endpoint: files through invoke_endpoint, streams on the same HTTP/2 client as speech
+        listen=SageMakerListen(aws, targets.endpoints["listen"], transport=listen_transport,
+                               timeout=settings.request_timeout_s),
         _health=lambda: sagemaker_health(aws, targets),
     )
 
