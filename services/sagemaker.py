@@ -242,6 +242,7 @@ def sagemaker_backend(settings: Settings) -> Backend:
         voices=SageMakerVoices(aws, voice, lambda: History(settings.data_dir)),  # opened on first use
         # the listen endpoint: files through invoke_endpoint, streams on the same HTTP/2 client as speech
         listen=SageMakerListen(aws, targets.endpoints["listen"], transport=listen_transport,
+                               lookup_model=lambda: endpoint_model(aws, str(targets.endpoints["listen"])),
                                timeout=settings.request_timeout_s),
         _health=lambda: sagemaker_health(aws, targets),
     )

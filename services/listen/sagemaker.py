@@ -90,10 +90,11 @@ class SageMakerListen:
     """The listen endpoint of a SageMaker deployment (see the module's doc)."""
 
     def __init__(self, aws: AwsSession, endpoint: str | None, *, transport: Callable[[str], Any],
-                 model: str | None = None, timeout: float = 120.0, max_bytes: int = REALTIME_PAYLOAD_MAX_BYTES) -> None:
+                 lookup_model: Callable[[], str], model: str | None = None, timeout: float = 120.0, max_bytes: int = REALTIME_PAYLOAD_MAX_BYTES) -> None:
         self.aws = aws
         self.endpoint = endpoint
         self._transport = transport  # invocation path -> a connected-on-demand Http2SpeechTransport
+        self._lookup_model = lookup_model  # the endpoint's model id (services.sagemaker.endpoint_model)
         self._model = model
         self._lock = threading.Lock()
         self.timeout = timeout
@@ -109,10 +110,8 @@ class SageMakerListen:
             raise missing_endpoint("listen")
         with self._lock:
             if self._model is None:
-                from services.sagemaker import endpoint_model
-
                 try:
-                    self._model = endpoint_model(self.aws, self.endpoint)
+                    self._model = self._lookup_model()
                 except (ServerError, BackendUnreachable):  # denied, or no control plane: invoking may still work
                     self._model = DEFAULT_LISTEN_MODEL
                 if self._model == "unknown":
