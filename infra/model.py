@@ -21,7 +21,7 @@ from protocol.catalog import FAMILIES
 from protocol.catalog import LARGE_GPU_POOL, PUBLISHED_POOL  # noqa: F401  (infra's default pools, re-exported)
 from protocol.catalog import model as catalog_model
 from protocol.instances import fit_line, fitting, misfit
-from protocol.sagemaker import ROLES, Role
+from protocol.sagemaker import DEFAULT_ROLES, ROLES, Role
 from protocol.speech import VOICE_MODELS, task_types_for_model
 
 EndpointKind = Literal["realtime", "async"]
@@ -312,7 +312,7 @@ class DeploymentSpec:
 class DeployOptions:
     """What a person asks for. Values are as typed (CLI strings); `plan()` checks every one."""
 
-    roles: Sequence[Role] = ROLES
+    roles: Sequence[Role] = DEFAULT_ROLES  # the opt-in families (listen) only when named
     region: str | None = None
     profile: str | None = None
     role_arn: str | None = None  # or SAGEMAKER_EXECUTION_ROLE_ARN
@@ -349,7 +349,12 @@ def shell_command(subcommand: str, args: Sequence[str] = ()) -> str:
 
 def deploy_command(options: DeployOptions, state_file: str | None = None) -> str:
     """The CLI line that does what `deploy(options)` does (the endpoints page shows it)."""
-    args: list[str] = [] if tuple(options.roles) == ROLES else list(options.roles)
+    roles = tuple(options.roles)
+    extra = [r for r in roles if r not in DEFAULT_ROLES]
+    if set(DEFAULT_ROLES) <= set(roles):  # the default endpoints, and any opt-in one added with --with
+        args: list[str] = [a for r in extra for a in ("--with", r)]
+    else:
+        args = list(roles)
     flags: list[tuple[str, str | None]] = [
         ("--region", options.region), ("--profile", options.profile), ("--role-arn", options.role_arn),
         ("--image-tag", None if options.image_tag == DEFAULT_IMAGE_TAG else options.image_tag),
@@ -463,7 +468,8 @@ _KMS_KEY = re.compile(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[\w/-
 def _checked_roles(requested: Sequence[str]) -> tuple[Role, ...]:
     roles = tuple(dict.fromkeys(requested))
     if not roles:
-        raise UsageError(f"no endpoint to deploy: name one or more of {', '.join(ROLES)} (or none for all)")
+        raise UsageError(f"no endpoint to deploy: name one or more of {', '.join(ROLES)} "
+                         f"(or none for {', '.join(DEFAULT_ROLES)})")
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
         raise UsageError(f"unknown endpoint {unknown[0]!r}: choose from {', '.join(ROLES)}")

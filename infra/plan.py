@@ -1,7 +1,7 @@
 """Where (and on what) the studio can be deployed: per region, per endpoint and pool entry, the quota free
 right now and the on-demand $/hour; and per endpoint a recommendation with the `deploy` line for it.
 
-    report = plan_regions(["us-east-1", "eu-west-1"], roles=ROLES)
+    report = plan_regions(["us-east-1", "eu-west-1"], roles=DEFAULT_ROLES)
     for region in report.regions: region.choices, region.deploy_command, region.prices.describe()
 
 Quotas are read as `deploy` checks them (infra/quotas.py: Service Quotas' `ml.<type> for endpoint usage`
@@ -25,6 +25,7 @@ from typing import Any
 from infra.aws import AwsContext
 from infra.errors import InfraError
 from infra.model import (
+    DEFAULT_ROLES,
     ROLE_PROFILES,
     ROLES,
     DeployOptions,
@@ -248,7 +249,7 @@ def plan_region(region: str, roles: Sequence[Role], *, profile: str | None = Non
     return plan
 
 
-def plan_regions(regions: Sequence[str], roles: Sequence[Role] = ROLES, *, profile: str | None = None,
+def plan_regions(regions: Sequence[str], roles: Sequence[Role] = DEFAULT_ROLES, *, profile: str | None = None,
                  table: PriceTable | None = None, use_price_list: bool = True,
                  pools: dict[Role, InstancePool] | None = None, model_ids: dict[Role, str] | None = None) -> PlanReport:
     return PlanReport([plan_region(r, roles, profile=profile, table=table, use_price_list=use_price_list,

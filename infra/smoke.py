@@ -9,6 +9,9 @@
 - image: a 4-step image; passes with a decodable PNG; saves `smoke-image.png`.
 - video: a 4-step job — a smoke test only (too few steps to keep a composition) — conditioned on the
   smoke image when there is one; passes with a decodable MP4; saves `smoke-only-video.mp4`.
+- listen: the voice check's recording when it passed in this run, else the offline engine's voice saying the
+  same line, sent as a file; passes when text comes back; saves `smoke-transcript.txt` (its word error rate
+  against the line in the figures).
 
 `deployment_backend(state)` builds the SageMaker backend for a deployment from its state file.
 """
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 VOICE_FILE = "validation-output.wav"
 IMAGE_FILE = "smoke-image.png"
 VIDEO_FILE = "smoke-only-video.mp4"
+LISTEN_FILE = "smoke-transcript.txt"
 MIN_AUDIO_BYTES = 2000
 SMOKE_TEXT = "Hello from Omni Studio. This is the smoke test of the voice endpoint."
 IMAGE_PROMPT = "a red lighthouse on a rocky coast at dawn, smoke test"
@@ -100,6 +104,9 @@ def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = ROLES, *,
                 check = smoke_voice(backend, out_dir, timeout_s=voice_timeout_s, task_type=voice_task)
             elif role == "image":
                 check, image_png = smoke_image(backend, out_dir)
+            elif role == "listen":
+                voice = next((c for c in checks if c.role == "voice" and c.ok and c.path), None)
+                check = smoke_listen(backend, out_dir, recording=voice.path.read_bytes() if voice else None)
             else:
                 check = smoke_video(backend, out_dir, reference=image_png, timeout_s=video_timeout_s)
         except StudioError as exc:
@@ -109,6 +116,32 @@ def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = ROLES, *,
         if progress is not None:
             progress(check)
     return SmokeReport(backend.target, checks)
+
+
+def smoke_listen(backend: Backend, out_dir: Path, *, recording: bytes | None = None,
+                 timeout_s: float = VOICE_TIMEOUT_S) -> SmokeCheck:
+    """Transcribe a short recording of SMOKE_TEXT as a file; passes when text comes back."""
+    from services.listen import load_audio, spoken_sample, word_error_rate
+
+    if backend.listen is None:
+        return SmokeCheck("listen", False, f"{backend.label} has no listen route")
+    source = "the voice check's recording" if recording else "the offline engine's voice"
+    audio = load_audio(recording or spoken_sample(SMOKE_TEXT), name="smoke speech")
+
+    async def listen() -> Any:
+        return await asyncio.wait_for(backend.listen.transcribe_file(audio), timeout_s)
+
+    try:
+        transcript = asyncio.run(listen())
+    except TimeoutError:
+        return SmokeCheck("listen", False, f"no transcript from {backend.listen.target} within {timeout_s:.0f} s")
+    path = out_dir / LISTEN_FILE
+    path.write_text(transcript.text + "\n", encoding="utf-8")
+    wer = word_error_rate(SMOKE_TEXT, transcript.text)
+    figures = {"audio_s": round(audio.seconds, 3), "rtf": transcript.rtf and round(transcript.rtf, 4),
+               "wer": round(wer, 4), "source": source}
+    return SmokeCheck("listen", True, f"{len(transcript.text.split())} words from {audio.seconds:.1f} s of "
+                                      f"{source} (WER {wer:.0%})", path, len(transcript.text.encode()), figures=figures)
 
 
 def smoke_reference_wav(seconds: float = SMOKE_REFERENCE_SECONDS) -> bytes:

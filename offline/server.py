@@ -16,12 +16,10 @@ from fastapi.responses import JSONResponse
 
 from protocol.catalog import FAMILIES, family
 from protocol.common import HealthResponse, ModelCard, ModelList
-from protocol.listen import DEFAULT_LISTEN_MODEL
 
 ENGINE_NAME = "omni-studio-offline"
-# The models the engine stands in for: each family's default, named as the DLC endpoints name them, and the
-# listen model (which the catalog does not list yet).
-MODELS = [f.default_model for f in FAMILIES] + [DEFAULT_LISTEN_MODEL]
+# The models the engine stands in for: each family's default, named as the DLC endpoints name them.
+MODELS = [f.default_model for f in FAMILIES]
 
 
 # What each stand-in really is, on its card in /v1/models (a client can show it next to the output).

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from infra import DeployOptions, WaitSettings, deploy_command
-from infra.model import DEFAULT_IMAGE_TAG, PROJECT, ROLES
+from infra.model import DEFAULT_IMAGE_TAG, DEFAULT_ROLES, PROJECT, ROLES
 from protocol.errors import StudioError
 from ui import resources
 from ui.auth import principal
@@ -80,7 +80,7 @@ deployment = load_state(state_file)
 st.divider()
 if deployment is None:
     st.subheader("Deploy")
-    roles = st.multiselect("Endpoints", list(ROLES), default=list(ROLES), key="deploy_roles")
+    roles = st.multiselect("Endpoints", list(ROLES), default=list(DEFAULT_ROLES), key="deploy_roles")
     voice_model = voice_model_picker(roles)
     c1, c2 = st.columns(2)
     region = c1.text_input("Region", value=settings.region, key="deploy_region")

@@ -74,6 +74,11 @@ class Family:
     # Invocations per instance per minute a realtime endpoint's autoscaling holds (infra/scaling.py); an async
     # endpoint scales on its backlog instead. A voice line takes seconds, an image about 10 s.
     invocations_target: float | None = None
+    # Opt-in: `python -m infra deploy` (and `plan`) with no endpoint named leaves it out; `--with <name>` or
+    # naming it adds it. The published sample's three are not opt-in.
+    opt_in: bool = False
+    # Whether the studio has a page for it (pages/<name>.py): a family without one is served from the CLI only.
+    page: bool = True
 
     @property
     def endpoint_kind(self) -> Literal["realtime", "async"]:
@@ -116,12 +121,23 @@ FAMILIES: tuple[Family, ...] = (
         item_nouns=("video", "videos"), media_suffix=".mp4",
         default_model="Wan-AI/Wan2.1-VACE-1.3B-diffusers", default_pool=LARGE_GPU_POOL,
         startup_timeout_s=3600, extra_env=(("SM_VLLM_VAE_USE_TILING", "true"),), records="jobs"),
+    Family(
+        name="listen", title="Listen", icon="👂", blurb="Listen — speech in, text out, from a file or as a stream",
+        routes=("/v1/realtime", "/v1/audio/transcriptions"),
+        serving="bidirectional", unit="audio second", price_unit="audio hour",
+        price_unit_size=3600, throughput_key="audio_s_per_s", throughput_title="audio seconds per second",
+        throughput_window_s=1, cost_key="usd_per_audio_hour", load_noun="transcriptions",
+        item_nouns=("transcript", "transcripts"), media_suffix=".txt",
+        default_model="mistralai/Voxtral-Mini-4B-Realtime-2602", default_pool=LARGE_GPU_POOL,
+        startup_timeout_s=1800, invocations_target=30.0, opt_in=True, page=False),
 )
 
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 # Families whose results the history keeps as media jobs (one row per image or video made).
 JOB_KINDS: tuple[str, ...] = tuple(f.name for f in FAMILIES if f.records == "jobs")
+# The families `python -m infra deploy` deploys when no endpoint is named (the opt-in ones are added by name).
+DEFAULT_FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES if not f.opt_in)
 
 
 def family(name: str) -> Family:
@@ -154,6 +170,10 @@ MODELS: tuple[Model, ...] = (
     Model(id="Wan-AI/Wan2.1-VACE-1.3B-diffusers", family="video", task_types=("generate", "condition"),
           params_b=7.1, weights_gb=14.3, gpu_need_gb=computed_need_gb(14.3), licence="Apache-2.0",
           source="1.3B DiT + 5.7B umT5-XXL text encoder + 0.1B VAE (Wan2.1 model card); bf16, catalog's rule"),
+    Model(id="mistralai/Voxtral-Mini-4B-Realtime-2602", family="listen", task_types=("transcribe", "realtime"),
+          params_b=4.0, weights_gb=8.0, gpu_need_gb=computed_need_gb(8.0), licence="Apache-2.0", needs_bf16=True,
+          source="parameters from the model id (4B; the model card's exact count, audio encoder included, is not "
+                 "checked here); weights at bf16 and need by the catalog's rule"),
 )
 MODELS_BY_ID: dict[str, Model] = {m.id: m for m in MODELS}
 
@@ -187,8 +207,8 @@ class Page:
         return f"pages/{self.name}.py"
 
 
-# The family pages first (in catalog order), then the studio's tools.
-PAGES: tuple[Page, ...] = tuple(Page(f.name, f.title, f.icon, f.blurb, "viewer") for f in FAMILIES) + (
+# The family pages first (in catalog order; only families that have a page), then the studio's tools.
+PAGES: tuple[Page, ...] = tuple(Page(f.name, f.title, f.icon, f.blurb, "viewer") for f in FAMILIES if f.page) + (
     Page("endpoints", "Endpoints", "☁️", "Endpoints — the SageMaker deployment: status, cost, deploy, delete",
          "admin"),
     Page("capacity", "Capacity", "📈", "Capacity — load sweeps: how much a target holds, what a unit costs",

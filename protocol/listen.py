@@ -19,14 +19,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from protocol.catalog import family
 from protocol.errors import StudioError
 
 REALTIME_PATH = "/v1/realtime"
 TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
 
-# The model the SageMaker listen endpoint is to serve (Apache-2.0). The catalog does not list a listen family
-# yet; until it does, this is the model a listen client names by default and the one the offline engine answers to.
-DEFAULT_LISTEN_MODEL = "mistralai/Voxtral-Mini-4B-Realtime-2602"
+# The listen family's default model (Voxtral Mini 4B Realtime, Apache-2.0; protocol/catalog.py): the model a
+# listen client names by default, the one the offline engine answers to and the SageMaker listen endpoint serves.
+DEFAULT_LISTEN_MODEL = family("listen").default_model
 
 # The audio `input_audio_buffer.append` carries: raw PCM16 little-endian, 16 kHz, mono, base64-encoded.
 LISTEN_SAMPLE_RATE = 16_000

@@ -12,11 +12,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from protocol.catalog import FAMILY_NAMES
+from protocol.catalog import DEFAULT_FAMILY_NAMES, FAMILY_NAMES
 
 # A role is a model family with an endpoint of its own: the catalog names them (protocol/catalog.py).
 Role = Literal[FAMILY_NAMES]  # type: ignore[valid-type]  # Literal of the catalog's names, checked by pydantic
 ROLES: tuple[Role, ...] = FAMILY_NAMES
+# The roles a deployment has when none are named: the opt-in families (listen) are added by name.
+DEFAULT_ROLES: tuple[Role, ...] = DEFAULT_FAMILY_NAMES
 
 DEFAULT_REGION = "us-east-1"  # where a person who names no region works: boto3's profile first, then this
 

@@ -183,8 +183,12 @@ def aws_error(exc: Exception, doing: str, *, profile: str | None = None) -> Stud
 
 
 def missing_endpoint(role: str) -> ConfigError:
+    from protocol.catalog import BY_NAME
+
+    family = BY_NAME.get(role)
+    command = "python -m infra deploy" + (f" --with {role}" if family is not None and family.opt_in else "")
     return ConfigError(
         f"no {role} endpoint is configured for the SageMaker backend: set OMNI_STUDIO_{role.upper()}_ENDPOINT "
-        f"(or {role}_endpoint in studio.toml), or deploy it with `python -m infra deploy`, which writes the state "
+        f"(or {role}_endpoint in studio.toml), or deploy it with `{command}`, which writes the state "
         "file the studio reads"
     )

@@ -31,11 +31,11 @@ class BackendKind:
 
 BACKEND_KINDS: dict[str, BackendKind] = {k.name: k for k in (
     BackendKind("offline", "Offline engine", "Offline engine (this machine)",
-                Capabilities(previews=True, billed=False, deploys_models=False)),
+                Capabilities(previews=True, billed=False, deploys_models=False, realtime_transcription=True)),
     BackendKind("omni", "vLLM-Omni server", "vLLM-Omni server",
                 Capabilities(previews=False, billed=False, deploys_models=False)),
     BackendKind("sagemaker", "SageMaker AI", "SageMaker AI",
-                Capabilities(previews=False, billed=True, deploys_models=True)),
+                Capabilities(previews=False, billed=True, deploys_models=True, realtime_transcription=True)),
 )}
 BackendName = Literal[tuple(BACKEND_KINDS)]  # type: ignore[valid-type]  # "offline", "omni", "sagemaker"
 BACKEND_NAMES: tuple[str, ...] = tuple(BACKEND_KINDS)

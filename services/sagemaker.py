@@ -28,6 +28,7 @@ import botocore.exceptions as bx
 from protocol.errors import BackendUnreachable, ConfigError, InvalidInput, ServerError
 from protocol.limits import STATE_FILE_MAX_BYTES
 from protocol.sagemaker import (
+    DEFAULT_ROLES,
     ROLES,
     DeploymentStateFile,
     StateFileInvalid,
@@ -50,6 +51,7 @@ from services.speech.sagemaker_http2 import (
     Http2Clients,
     Http2SpeechTransport,
 )
+from services.listen.sagemaker import SageMakerListen
 from services.speech.voices import SageMakerVoices
 from services.videos import VideoClient
 from services.videos.sagemaker import SageMakerVideoTransport
@@ -201,7 +203,7 @@ def sagemaker_health(aws: AwsSession, targets: SageMakerTargets) -> BackendHealt
             status = f"{name} not found" if err.status == 400 else f"{name}: {err}"
         ok = ok and status == "InService"
         parts.append(f"{role} {status}")
-    missing = [role for role in ROLES if role not in configured]
+    missing = [role for role in DEFAULT_ROLES if role not in configured]  # an opt-in one is not missed
     if missing:
         parts.append(f"not configured: {', '.join(missing)}")
     return BackendHealth(ok, " · ".join(parts))
@@ -223,6 +225,12 @@ def sagemaker_backend(settings: Settings) -> Backend:
                                     connect_timeout=settings.connect_timeout_s,
                                     receive_timeout=settings.request_timeout_s, clients=clients)
 
+    def listen_transport(path: str) -> Http2SpeechTransport:
+        assert targets.endpoints["listen"] is not None
+        return Http2SpeechTransport(aws, targets.endpoints["listen"], path=path, endpoint_uri=uri,
+                                    connect_timeout=settings.connect_timeout_s,
+                                    receive_timeout=settings.request_timeout_s, clients=clients)
+
     return Backend(
         name="sagemaker",
         target=targets.label(),
@@ -232,6 +240,10 @@ def sagemaker_backend(settings: Settings) -> Backend:
         videos=VideoClient(SageMakerVideoTransport(aws, targets.endpoints["video"], bucket=targets.bucket,
                                                    prefix=targets.prefix, kms_key=targets.kms_key)),
         voices=SageMakerVoices(aws, voice, lambda: History(settings.data_dir)),  # opened on first use
+        # the listen endpoint: files through invoke_endpoint, streams on the same HTTP/2 client as speech
+        listen=SageMakerListen(aws, targets.endpoints["listen"], transport=listen_transport,
+                               lookup_model=lambda: endpoint_model(aws, str(targets.endpoints["listen"])),
+                               timeout=settings.request_timeout_s),
         _health=lambda: sagemaker_health(aws, targets),
     )
 

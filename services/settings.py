@@ -153,6 +153,7 @@ class Settings(BaseSettings):
     voice_model: str | None = None
     image_endpoint: str | None = None
     video_endpoint: str | None = None
+    listen_endpoint: str | None = None  # opt-in (`python -m infra deploy --with listen`)
     bucket: str | None = None
     prefix: str = "omni-studio"
     kms_key: str | None = None

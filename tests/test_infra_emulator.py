@@ -622,3 +622,39 @@ def test_deploy_refuses_an_unknown_voice_model_before_creating_anything(emulator
                        "--role-arn", ROLE_ARN, "--no-smoke", *CLI_FAST])
     assert code == 2 and "does not include voice" in capsys.readouterr().err
     assert not state_file.exists()
+
+
+def test_voice_and_listen_deploy_smoke_and_delete(emulator_env: EmulatorHandle, state_file: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]):
+    """Listen is opt-in: named, it is a realtime endpoint answering the bidirectional stream, with the quota and
+    GPU checks, TTL and scaling of the others, smoke-tested by transcribing the voice check's recording."""
+    code = infra_main(["deploy", "voice", "listen", "--json", "--smoke-dir", str(tmp_path / "smoke"), "--max-instances", "2",
+                       "--state-file", str(state_file), "--role-arn", ROLE_ARN, *CLI_FAST])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    data = json.loads(out.out)
+    assert sorted(data["endpoints"]) == ["listen", "voice"]
+    checks = {c["role"]: c for c in data["smoke"]["checks"]}
+    assert checks["listen"]["ok"], checks["listen"]
+    assert checks["listen"]["figures"]["source"] == "the voice check's recording"
+    heard = (tmp_path / "smoke" / "smoke-transcript.txt").read_text()
+    assert "smoke test" in heard.lower() or "omni" in heard.lower() or len(heard.split()) >= 5, heard
+    state = DeploymentState.load(state_file)
+    sm = emulator_env.client("sagemaker")
+    listen = state.record("listen")
+    config = sm.describe_endpoint_config(EndpointConfigName=listen.config.name)
+    assert "AsyncInferenceConfig" not in config  # realtime, like voice
+    variant = config["ProductionVariants"][0]
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"  # the bidi stream's AMI
+    assert [p["InstanceType"] for p in variant["InstancePools"]] == ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge"]
+    env = sm.describe_model(ModelName=listen.model.name)["PrimaryContainer"]["Environment"]
+    assert env["SM_VLLM_MODEL"] == "mistralai/Voxtral-Mini-4B-Realtime-2602"
+    targets = emulator_env.client("application-autoscaling").describe_scalable_targets(ServiceNamespace="sagemaker")
+    assert any(listen.endpoint.name in t["ResourceId"] for t in targets["ScalableTargets"])
+    schedules = emulator_env.client("scheduler").list_schedules()["Schedules"]
+    assert schedules  # the TTL: the deployment deletes itself
+    # a listen endpoint with no GPU for it is refused before anything is created
+    assert infra_main(["plan", "listen", "--instance-types", "listen=ml.g4dn.xlarge", "--no-price-list"]) == 2
+    assert "ml.g4dn.xlarge" in capsys.readouterr().err
+    assert infra_main(["delete", "--state-file", str(state_file), *CLI_FAST]) == 0
+    assert listing(emulator_env)["Endpoints"] == []

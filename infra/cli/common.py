@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from infra.deploy import Progress, WaitSettings, format_duration
-from infra.model import ROLES, Role
+from infra.model import DEFAULT_ROLES, ROLES, Role
 from infra.state import DEFAULT_STATE_FILE
 from services.pricing import usd
 
@@ -86,6 +86,18 @@ def role_arg(value: str) -> str:
     if role not in ROLES:
         raise argparse.ArgumentTypeError(f"{value!r} is not an endpoint: choose from {', '.join(ROLES)}")
     return role
+
+
+def chosen_roles(args: argparse.Namespace) -> tuple[str, ...]:
+    """The endpoints named (ENDPOINT...), else the default ones (not the opt-in families), plus any `--with`."""
+    named = tuple(args.roles) or DEFAULT_ROLES
+    return tuple(r for r in ROLES if r in named or r in (getattr(args, "with_roles", None) or ()))
+
+
+def add_with(p: argparse.ArgumentParser) -> None:
+    opt_in = [r for r in ROLES if r not in DEFAULT_ROLES]
+    p.add_argument("--with", dest="with_roles", action="append", default=[], type=role_arg, metavar="ENDPOINT",
+                   help="add an opt-in endpoint to the default ones" + (f" ({', '.join(opt_in)})" if opt_in else ""))
 
 
 def wait_lock_arg(value: str) -> float:

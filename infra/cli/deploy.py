@@ -14,6 +14,8 @@ from infra.cli.common import (
     default_state_file,
     print_json,
     print_smoke_check,
+    add_with,
+    chosen_roles,
     role_arg,
     wait_settings,
 )
@@ -24,7 +26,6 @@ from infra.model import (
     DEFAULT_TTL,
     DEFAULT_VOICE_MODEL,
     PROJECT,
-    ROLES,
     DeployOptions,
     check_voice_model,
     pools_and_models,
@@ -39,7 +40,8 @@ def _add_deploy(sub: Any, parents: Parents) -> None:
                        description="Create the voice, image and video endpoints (all, or the ones named) from one "
                                    "pinned image, after a quota pre-check of every pool entry.")
     p.add_argument("roles", nargs="*", type=role_arg, metavar="ENDPOINT",
-                   help="voice, image and/or video (default: all three)")
+                   help="voice, image, video and/or listen (default: voice, image and video)")
+    add_with(p)
     p.add_argument("--role-arn", help="SageMaker execution role (default: $SAGEMAKER_EXECUTION_ROLE_ARN)")
     p.add_argument("--image-tag", default=DEFAULT_IMAGE_TAG, help=f"vllm DLC image tag (default {DEFAULT_IMAGE_TAG})")
     p.add_argument("--instance-types", action="append", default=[], metavar="TYPES",
@@ -183,7 +185,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if args.voice_model is not None:
         args.voice_model = check_voice_model(args.voice_model)  # named before any state file or AWS call
     options = DeployOptions(
-        roles=tuple(args.roles) or ROLES, region=args.region, profile=args.profile, role_arn=args.role_arn,
+        roles=chosen_roles(args), region=args.region, profile=args.profile, role_arn=args.role_arn,
         image_tag=args.image_tag, instance_types=args.instance_types, bucket=args.bucket, prefix=args.prefix,
         name_prefix=args.name_prefix, kms_key=args.kms_key, subnets=args.subnets,
         security_groups=args.security_groups, model_s3_uri=args.model_s3_uri, tags=args.tags,

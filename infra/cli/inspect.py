@@ -10,7 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from infra.aws import checked_region
-from infra.cli.common import Parents, default_state_file, money, print_json, print_smoke_check, role_arg, table
+from infra.cli.common import (
+    Parents,
+    add_with,
+    chosen_roles,
+    default_state_file,
+    money,
+    print_json,
+    print_smoke_check,
+    role_arg,
+    table,
+)
 from infra.deploy import format_duration
 from infra.errors import UsageError
 from infra.model import ROLES, DeployOptions, pools_and_models, voice_model_label
@@ -58,7 +68,9 @@ def _add_plan(sub: Any, parents: Parents) -> None:
                        description="Per region, endpoint and pool entry: the quota free now and the on-demand $/hour "
                                    "(AWS Price List API, else the bundled table); per endpoint the cheapest entry "
                                    "with quota, and the `deploy` line for it. Creates nothing.")
-    p.add_argument("roles", nargs="*", type=role_arg, metavar="ENDPOINT", help="default: all three")
+    p.add_argument("roles", nargs="*", type=role_arg, metavar="ENDPOINT",
+                   help="default: voice, image and video (listen is opt-in: name it, or --with listen)")
+    add_with(p)
     p.add_argument("--regions", help="comma-separated regions (default: the profile's, else us-east-1)")
     p.add_argument("--profile", help="AWS profile (default: boto3's chain: env, SSO, roles)")
     p.add_argument("--prices", type=Path, help="the price table to fall back on (default: the shipped one)")
@@ -187,7 +199,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     names = [r for r in (args.regions or "").split(",") if r.strip()]
     regions = [checked_region(r, "--regions") for r in names] or [AwsContext(None, args.profile).region]
-    roles = tuple(args.roles) or ROLES
+    roles = chosen_roles(args)
     pools, model_ids = pools_and_models(DeployOptions(roles=roles, instance_types=args.instance_types,
                                                       models=args.models))  # exit 2 when an entry cannot fit
     report = plan_regions(regions, roles, profile=args.profile, table=load_prices(args.prices),

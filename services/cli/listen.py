@@ -1,13 +1,16 @@
 """`python -m services listen` — transcribe a recording from the shell.
 
-    python -m services listen FILE [--stream] [--backend offline|omni] [--url U | --endpoint E] [--model M]
+    python -m services listen FILE [--stream] [--backend offline|omni|sagemaker] [--url U | --endpoint E] [--model M]
                                    [--language L] [--reference TEXT | --reference-file F] [--json]
                                    [--out F.txt|.srt|.vtt|.json]
 
 FILE is any recording PyAV reads (WAV, MP3, FLAC, OGG/Opus, WebM, M4A, a video's sound), at most 25 MB. Without
 --stream it goes to POST /v1/audio/transcriptions; with --stream it is sent as a microphone would send it —
 16 kHz PCM16, paced at real time — over /v1/realtime, and the words print as they are recognized.
---backend offline (the default setting) starts the embedded engine; --url names any vLLM-protocol server.
+--backend offline (the default setting) starts the embedded engine; --url names any vLLM-protocol server;
+--backend sagemaker uses the deployment's listen endpoint (`python -m infra deploy --with listen`), or the one
+--endpoint (or OMNI_STUDIO_LISTEN_ENDPOINT) names: files go through InvokeEndpoint (one over its 6 MB is cut at
+silences into pieces, and the output says so), streams over the HTTP/2 bidirectional stream.
 --reference (or --reference-file) is the text that is spoken: the word error rate is printed (docs/listen.md
 states how both texts are normalised first).
 
@@ -50,7 +53,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("file", type=Path, metavar="FILE", help="the recording: WAV, MP3, FLAC, OGG, WebM, M4A, video")
     p.add_argument("--stream", action="store_true",
                    help="send it as a microphone would, at real time, over /v1/realtime (default: as a file)")
-    p.add_argument("--endpoint", help="a SageMaker listen endpoint (not available yet)")
+    p.add_argument("--endpoint", help="--backend sagemaker: this listen endpoint instead of the deployment's")
     p.add_argument("--model", help="the model to name (default: the listen model the server lists, else its only one)")
     p.add_argument("--language", help="the language spoken, e.g. en (default: the server's)")
     ref = p.add_mutually_exclusive_group()
@@ -65,15 +68,21 @@ def run(args: argparse.Namespace) -> int:
         audio, reference = _inputs(args)
     except (InvalidInput, ConfigError) as exc:
         raise ArgumentError(str(exc)) from None
-    from services.cli.common import backend_from_args
+    from services.backend import create_backend
+    from services.cli.common import settings_from_args
+    from services.targets import target_overrides
 
     try:
-        backend = backend_from_args(args)
+        settings = settings_from_args(args)
+        if args.endpoint:
+            settings = settings.with_overrides(**target_overrides("listen", endpoint=args.endpoint))
+        backend = create_backend(settings)
     except ConfigError as exc:
         raise ArgumentError(str(exc)) from None
     try:
         if backend.listen is None:
-            raise ArgumentError(f"{backend.label} has no listen route yet: use --backend offline or --url")
+            raise ArgumentError(f"{backend.label} has no listen route: use --backend offline, --url or "
+                                "--backend sagemaker")
         transcript = asyncio.run(_listen(backend.listen, audio, args))
     except InvalidInput as exc:  # what the target heard: no speech
         raise ArgumentError(str(exc)) from None
@@ -81,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         backend.close()
     if transcript.preview:
         print(f"note: {transcript.preview}", file=sys.stderr)
+    if transcript.fitting:
+        print(f"note: {transcript.fitting}", file=sys.stderr)
     try:
         wer = None if reference is None else word_error_rate(reference, transcript.text)
     except InvalidInput as exc:
@@ -91,9 +102,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _inputs(args: argparse.Namespace) -> tuple[ListenAudio, str | None]:
     """The recording and the reference, checked before any backend starts."""
-    if args.endpoint or args.backend == "sagemaker":
-        raise InvalidInput("listening through a SageMaker endpoint is not available yet: use --backend offline "
-                           "or --url with a vLLM server")
+    if args.endpoint and (args.backend or "sagemaker") != "sagemaker":
+        raise InvalidInput("--endpoint names a SageMaker listen endpoint: use it with --backend sagemaker (or --url "
+                           "for a vLLM server)")
+    if args.endpoint and args.url:
+        raise InvalidInput("give --url (a vLLM server) or --endpoint (a SageMaker endpoint), not both")
     if args.out is not None:
         if args.out.suffix.lower() not in OUT_SUFFIXES:
             raise InvalidInput(f"--out {args.out}: the suffix says what to write; use one of {', '.join(OUT_SUFFIXES)}")

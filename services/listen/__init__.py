@@ -8,6 +8,9 @@
 - transcript.py  Transcript and Segment: the text, segments and figures; .figures() and .render(suffix)
 - realtime.py    the /v1/realtime session; rest.py the multipart upload
 - wer.py         word_error_rate(reference, hypothesis) after one stated normalisation
+- sagemaker.py   SageMakerListen: a SageMaker listen endpoint (InvokeEndpoint files, cut to fit 6 MB; the HTTP/2
+                 bidirectional stream)
+- sample.py      spoken_sample(text): the offline engine's voice saying it (the infra smoke test's speech)
 
 A backend's listener is `backend.listen` (None where the target has no listen route yet).
 """
@@ -15,10 +18,11 @@ A backend's listener is `backend.listen` (None where the target has no listen ro
 from protocol.listen import TranscriptionUnsupported
 from services.listen.audio import ListenAudio, NoSpeech, load_audio
 from services.listen.client import Listener, OmniListen
+from services.listen.sample import spoken_sample
 from services.listen.transcript import OUT_SUFFIXES, Segment, Transcript
 from services.listen.wer import normalise, word_error_rate
 
 __all__ = [
     "OUT_SUFFIXES", "ListenAudio", "Listener", "NoSpeech", "OmniListen", "Segment", "Transcript",
-    "TranscriptionUnsupported", "load_audio", "normalise", "word_error_rate",
+    "TranscriptionUnsupported", "load_audio", "normalise", "spoken_sample", "word_error_rate",
 ]

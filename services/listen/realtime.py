@@ -135,8 +135,18 @@ async def stream_pcm(ws_url: str, pcm: bytes, *, model: str, language: str | Non
                      on_partial: OnPartial | None = None, chunk_s: float = 0.1, pace: bool = True,
                      connect_timeout: float = 10.0, answer_timeout: float = 60.0) -> StreamOutcome:
     """Stream 16 kHz mono PCM16 to `ws_url` and wait for the transcription (see the module's doc)."""
-    out = StreamOutcome()
     ws = await _connect(ws_url, connect_timeout)
+    return await stream_on(ws, ws_url, pcm, model=model, language=language, on_partial=on_partial,
+                           chunk_s=chunk_s, pace=pace, connect_timeout=connect_timeout, answer_timeout=answer_timeout)
+
+
+async def stream_on(ws, target: str, pcm: bytes, *, model: str, language: str | None = None,  # type: ignore[no-untyped-def]
+                    on_partial: OnPartial | None = None, chunk_s: float = 0.1, pace: bool = True,
+                    connect_timeout: float = 10.0, answer_timeout: float = 60.0) -> StreamOutcome:
+    """The session over an open channel `ws` (async `recv()` of a text message, `send(text)`, `close()`): a
+    WebSocket, or SageMaker's HTTP/2 bidirectional stream (services/listen/sagemaker.py). It is closed after."""
+    out = StreamOutcome()
+    ws_url = target
     tasks: list[asyncio.Task[None]] = []
     try:
         try:

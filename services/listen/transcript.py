@@ -39,6 +39,7 @@ class Transcript:
     first_partial_ms: float | None = None
     final_ms: float | None = None
     partials: int = 0
+    fitting: str | None = None  # how the recording was made to fit the target (cut into pieces), when it was
 
     @property
     def rtf(self) -> float | None:
@@ -61,6 +62,8 @@ class Transcript:
             out["final_ms"] = None if self.final_ms is None else round(self.final_ms, 1)
             out["partials"] = self.partials
         out["wer"] = None if wer is None else round(wer, 4)
+        if self.fitting:
+            out["fitting"] = self.fitting
         return out
 
     def cues(self) -> list[TranscriptionSegment]:
