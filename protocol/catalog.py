@@ -79,6 +79,9 @@ class Family:
     opt_in: bool = False
     # Whether the studio has a page for it (pages/<name>.py): a family without one is served from the CLI only.
     page: bool = True
+    # The timings a load sweep reports per level beside the request's latency (services/load/report.py FIGURES),
+    # the first being the one an SLO means when it names none: voice's first audio, listen's final text.
+    load_figures: tuple[str, ...] = ()
 
     @property
     def endpoint_kind(self) -> Literal["realtime", "async"]:
@@ -102,7 +105,7 @@ FAMILIES: tuple[Family, ...] = (
         throughput_window_s=1, cost_key="usd_per_audio_minute", load_noun="voice sessions",
         item_nouns=("take", "takes"), media_suffix=".wav",
         default_model="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", default_pool=PUBLISHED_POOL,
-        startup_timeout_s=1800, records="takes", invocations_target=30.0),
+        startup_timeout_s=1800, records="takes", invocations_target=30.0, load_figures=("ttfa_ms",)),
     Family(
         name="image", title="Image", icon="🖼️", blurb="Image — FLUX.2-klein, realtime",
         routes=("/v1/images/generations", "/v1/images/edits"),
@@ -128,6 +131,7 @@ FAMILIES: tuple[Family, ...] = (
         price_unit_size=3600, throughput_key="audio_s_per_s", throughput_title="audio seconds per second",
         throughput_window_s=1, cost_key="usd_per_audio_hour", load_noun="transcriptions",
         item_nouns=("transcript", "transcripts"), media_suffix=".txt",
+        load_figures=("final_ms", "first_partial_ms"),
         default_model="mistralai/Voxtral-Mini-4B-Realtime-2602", default_pool=LARGE_GPU_POOL,
         startup_timeout_s=1800, invocations_target=30.0, opt_in=True, page=False),
 )

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from protocol.errors import InvalidInput
 from services.backend import omni_backend
 from services.history import History
 from services.cli.load import render
@@ -75,6 +76,9 @@ def check_level(level: dict[str, Any], modality: str) -> None:
     figures = [("latency_s", [s["end_s"] - s["start_s"] for s in good])]
     if modality == "voice":
         figures.append(("ttfa_ms", [s["ttfa_ms"] for s in good]))
+    if modality == "listen":
+        figures.append(("final_ms", [s["final_ms"] for s in good]))
+        figures.append(("first_partial_ms", [s["first_partial_ms"] for s in good if "first_partial_ms" in s]))
     for key, values in figures:
         assert level[key]["n"] == len(values)
         if values:
@@ -82,10 +86,12 @@ def check_level(level: dict[str, Any], modality: str) -> None:
             assert level[key]["p95"] == pytest.approx(nearest_rank(values, 95), abs=2e-4)
             assert level[key]["max"] == pytest.approx(max(values), abs=2e-4)
     wall = max(s["end_s"] for s in samples) - min(s["start_s"] for s in samples)
-    work = {"voice": lambda s: s["audio_s"], "image": lambda s: s["images"], "video": lambda s: s["video_s"]}[modality]
-    per = {"voice": 1.0, "image": 60.0, "video": 3600.0}[modality]
+    work = {"voice": lambda s: s["audio_s"], "image": lambda s: s["images"], "video": lambda s: s["video_s"],
+            "listen": lambda s: s["audio_s"]}[modality]
+    per = {"voice": 1.0, "image": 60.0, "video": 3600.0, "listen": 1.0}[modality]
     (key, value), = level["throughput"].items()
-    assert key == {"voice": "audio_s_per_s", "image": "images_per_min", "video": "video_s_per_hour"}[modality]
+    assert key == {"voice": "audio_s_per_s", "image": "images_per_min", "video": "video_s_per_hour",
+                   "listen": "audio_s_per_s"}[modality]
     assert value == pytest.approx(sum(work(s) for s in good) / wall * per, rel=1e-3)
 
 
@@ -159,6 +165,65 @@ def test_video_sweep_runs_whole_jobs(engine_url: str) -> None:
     for smp in (x for lv in d["levels"] for x in lv["samples"]):
         assert smp["ok"] and smp["video_s"] == pytest.approx(5 / 8) and smp["bytes"] > 1000
     assert d["slo"] is None and d["max_concurrency_within_slo"] is None
+
+
+def test_listen_sweep_from_the_cli_streams_live_and_prices_an_audio_hour(engine_url: str, tmp_path: Path) -> None:
+    r = cli("listen", "--url", engine_url, "--concurrency", "1,2", "--requests", "2", "--price-per-hour", "1.5",
+            "--json", data=tmp_path / "data")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    check_report(d, "listen", [1, 2], 2)
+    # the default work: the offline voice's sentence, made once, its length in the report
+    assert d["work"]["text"].startswith("Please call me back") and d["work"]["audio"] == "the offline voice's sentence"
+    audio_s = d["work"]["audio_s"]
+    assert audio_s > 1
+    assert d["slo"]["metric"] == "final_ms" and d["slo"]["limit"] == 1000.0 and d["slo"]["percentile"] == 95
+    for lv in d["levels"]:
+        assert set(lv) >= {"final_ms", "first_partial_ms", "latency_s", "throughput", "within_slo"}
+        assert "ttfa_ms" not in lv and "rtf_p50" not in lv
+        assert (lv["ok"], lv["errors"], lv["final_ms"]["n"]) == (2, 0, 2)
+        for key in ("final_ms", "first_partial_ms", "latency_s"):
+            assert lv[key]["p50"] <= lv[key]["p95"] <= lv[key]["max"]
+        for smp in lv["samples"]:  # every stream sent the whole recording: 16 kHz mono PCM16
+            assert smp["audio_s"] == pytest.approx(audio_s, abs=1e-3)
+            assert smp["bytes"] / 32_000 == pytest.approx(smp["audio_s"], abs=1e-4)
+            assert smp["final_ms"] > 0 and smp["latency_s"] >= audio_s * 0.9 and smp["partials"] >= 0
+        # within the SLO, recomputed from the samples: no error and the p95 of the final text ≤ 1000 ms
+        finals = [smp["final_ms"] for smp in lv["samples"]]
+        assert lv["within_slo"] == (lv["errors"] == 0 and nearest_rank(finals, 95) <= 1000.0)
+    held = list(itertools.takewhile(lambda lv: lv["within_slo"], d["levels"]))
+    assert d["max_concurrency_within_slo"] == (held[-1]["concurrency"] if held else None)
+    # cost per audio hour: $1.5/h over the audio hours transcribed per hour at the best level within the SLO
+    cost = d["cost"]
+    if held:
+        best = max(held, key=lambda lv: (lv["throughput"]["audio_s_per_s"], -lv["concurrency"]))
+        hours_per_hour = best["throughput"]["audio_s_per_s"] * 3600 / 3600
+        assert cost["at_concurrency"] == best["concurrency"]
+        assert cost["usd_per_audio_hour"] == pytest.approx(1.5 / hours_per_hour, rel=1e-3)
+    else:
+        assert cost["usd_per_audio_hour"] is None and "no level ran within the SLO" in cost["note"]
+    saved = History(tmp_path / "data").load_reports.list()
+    assert [(x.id, x.modality) for x in saved] == [(d["id"], "listen")]
+    text = render(LoadReport.from_dict(d))
+    assert "final text ms p50/p95/max" in text and "SLO p95 final text ≤ 1000 ms" in text
+
+
+def test_listen_sweep_sends_a_given_recording(engine_url: str, tmp_path: Path) -> None:
+    from services.listen import load_audio
+    from services.listen.sample import spoken_sample_at
+
+    wav = spoken_sample_at(engine_url, "Turn left at the next corner.", seed=3)
+    s = settings()
+    backend = omni_backend(engine_url, s, name="omni")
+    audio = load_audio(wav, "corner.wav")
+    plan = LoadPlan.build("listen", levels="1", requests=1, slo="latency 60s", recording=audio)
+    d = asyncio.run(run_sweep(backend, plan, describe_target(backend, s, "listen", usd_per_hour=2.0))).to_dict()
+    check_report(d, "listen", [1], 1)
+    assert d["work"] == {"audio": "corner.wav", "audio_s": round(audio.seconds, 3)}
+    smp = d["levels"][0]["samples"][0]
+    assert smp["ok"] and smp["bytes"] == len(audio.pcm) and d["slo"]["metric"] == "latency_s"
+    with pytest.raises(InvalidInput, match="not both"):
+        LoadPlan.build("listen", levels="1", requests=1, recording=audio, work={"text": "hello"})
 
 
 def test_the_cli_text_report_names_whose_figures_they_are(engine_url: str, tmp_path: Path) -> None:
@@ -314,7 +379,15 @@ def test_a_failing_warmup_stops_before_any_level(engine_url: str) -> None:
     (["voice", "--requests", "2001"], "from 1 to 2000"),
     (["voice", "--slo", "300"], "the SLO '300' has no unit: write 300ms or 300s"),
     (["image", "--slo-ttfa-ms", "300"], "first audio (TTFA) is a voice figure"),
-    (["image", "--text", "hello"], "--text is for voice"),
+    (["image", "--text", "hello"], "--text is for voice and listen"),
+    (["voice", "--audio", "talk.wav"], "--audio is for listen"),
+    (["listen", "--audio", "/no/such/talk.wav"], "--audio"),
+    (["listen", "--prompt", "a cat"], "--prompt is for image and video; a listen sweep takes --text"),
+    (["image", "--slo-final-ms", "300"], "final text is a listen figure"),
+    (["listen", "--slo", "ttfa 300ms"], "first audio (TTFA) is a voice figure; give a listen sweep an SLO on final "
+                                        "text or first partial or latency"),
+    (["listen", "--slo-final-ms", "0"], "argument --slo-final-ms: the final-text SLO must be a number of "
+                                        "milliseconds above zero"),
     (["voice", "--max-minutes", "0.01"], "wall-clock cap"),
     # a bad flag value exits 2 naming the flag, in the flag's own unit
     (["voice", "--max-minutes", "0"], "argument --max-minutes: the wall-clock cap must be a number of minutes from "

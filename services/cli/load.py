@@ -1,17 +1,20 @@
 """`python -m services load` — a load sweep: how many requests at once a target holds, and what a unit costs.
 
-    python -m services load voice|image|video [--backend offline|omni|sagemaker] [--url URL | --endpoint NAME]
+    python -m services load voice|image|video|listen [--backend offline|omni|sagemaker] [--url URL | --endpoint NAME]
                             [--concurrency 1,2,4,8] [--requests N]
-                            [--text T | --prompt P | --spec FILE]
-                            [--slo-ttfa-ms MS | --slo-latency-s S | --slo "ttfa 300ms"]
+                            [--text T | --prompt P | --spec FILE | --audio FILE]
+                            [--slo-ttfa-ms MS | --slo-final-ms MS | --slo-latency-s S | --slo "ttfa 300ms"]
                             [--instance-type T | --price-per-hour USD] [--max-minutes M] [--warmup N] [--yes]
                             [--json] [--out REPORT.json] [--title T] [--no-history]
 
 For each concurrency level, N requests run with that many in flight (closed loop): voice as full streaming
-sessions (first audio, audio seconds, RTF), images as generations, videos as whole jobs (S3 on SageMaker).
+sessions (first audio, audio seconds, RTF), images as generations, videos as whole jobs (S3 on SageMaker),
+listen as live streams: a recording (--audio FILE, or a sentence the offline voice speaks, made once) sent over
+/v1/realtime at real time, timed to the first partial and to the final text after the last audio; its SLO is the
+final text's p95, 1000 ms unless --slo-final-ms (or --slo) says otherwise.
 The report gives per level ok/errors (throttling counted, never fatal), p50/p95/max (nearest-rank, with the
 sample size), throughput, every raw sample; then the highest level within the SLO and the cost per audio
-minute, image or video second at the best throughput within it (from the price table for the instance type
+minute, image, video second or audio hour transcribed at the best throughput within it (from the price table for the instance type
 the endpoint runs on, or --price-per-hour). It is saved in the studio's history (the Capacity page lists it).
 
 Guard rails: at most 64 in flight and 2000 requests per level; --max-minutes (default 30) stops sending new
@@ -37,7 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from protocol.catalog import family
 from protocol.errors import InvalidInput
+from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
 from protocol.limits import Range
 from services.cli.common import (
     ArgumentError,
@@ -64,7 +69,9 @@ from services.load import (
     slo_latency_s,
     slo_ttfa_ms,
 )
-from services.load.plan import WALL_CLOCK_S
+from services.files import read_user_file
+from services.listen import ListenAudio, load_audio
+from services.load.plan import SLO_FIGURES, WALL_CLOCK_S, slo_final_ms
 from services.load.target import PRICE_PER_HOUR
 from services.pricing import usd
 
@@ -89,21 +96,27 @@ def _number(what: str, unit: str, rng: Range | None = None, *, scale: float = 1.
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("load", parents=[common], help="a load sweep: capacity and cost per unit of a target",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("modality", choices=MODALITIES, help="what to load: voice sessions, image generations or video jobs")
+    p.add_argument("modality", choices=MODALITIES,
+                   help="what to load: voice sessions, image generations, video jobs or listen streams")
     p.add_argument("--endpoint", metavar="NAME", help="--backend sagemaker: this endpoint instead of the deployment's")
     p.add_argument("--concurrency", default=",".join(map(str, DEFAULT_LEVELS)), metavar="LEVELS",
                    help="increasing requests-in-flight levels, e.g. 1,2,4,8 (each ≤ 64)")
     p.add_argument("--requests", type=int, default=16, metavar="N",
                    help="requests per level (≥ the highest level, ≤ 2000; default 16)")
     work = p.add_mutually_exclusive_group()
-    work.add_argument("--text", help='voice: the text each session speaks ("-" reads stdin)')
+    work.add_argument("--text", help='voice: the text each session speaks; listen: the sentence the offline voice '
+                                     'speaks for every stream ("-" reads stdin)')
     work.add_argument("--prompt", help='image and video: the prompt of every request ("-" reads stdin)')
     work.add_argument("--spec", type=Path, metavar="FILE",
                       help='a JSON object of request fields, e.g. {"prompt": "…", "size": "512x512"} or {"text": "…", '
                            '"voice": "…"}')
+    work.add_argument("--audio", type=Path, metavar="FILE",
+                      help="listen: the recording every stream sends at real time (WAV, MP3, FLAC, OGG, …)")
     slo = p.add_mutually_exclusive_group()
     slo.add_argument("--slo-ttfa-ms", type=_number("the first-audio SLO", "milliseconds"), metavar="MS",
                      help="voice: the p95 first audio to stay within")
+    slo.add_argument("--slo-final-ms", type=_number("the final-text SLO", "milliseconds"), metavar="MS",
+                     help="listen: the p95 final text (after the last audio sent) to stay within (default 1000)")
     slo.add_argument("--slo-latency-s", type=_number("the latency SLO", "seconds"), metavar="S",
                      help="the p95 request latency to stay within")
     slo.add_argument("--slo", metavar="TEXT", help='the SLO with its unit: "ttfa 300ms", "latency 2s"')
@@ -126,10 +139,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def plan_from_args(args: argparse.Namespace) -> LoadPlan:
     """The sweep the arguments ask for, checked (ArgumentError, exit 2, naming what to fix)."""
     m = args.modality
-    if args.text is not None and m != "voice":
-        raise ArgumentError(f"--text is for voice; a {m} sweep takes --prompt (or --spec)")
-    if args.prompt is not None and m == "voice":
-        raise ArgumentError("--prompt is for image and video; a voice sweep takes --text (or --spec)")
+    if args.text is not None and family(m).unit != "audio second":
+        raise ArgumentError(f"--text is for voice and listen; a {m} sweep takes --prompt (or --spec)")
+    if args.prompt is not None and family(m).unit == "audio second":
+        raise ArgumentError(f"--prompt is for image and video; a {m} sweep takes --text (or --spec)")
+    if args.audio is not None and m != "listen":
+        raise ArgumentError(f"--audio is for listen; a {m} sweep does not send a recording")
     work: dict[str, Any] = read_spec(args.spec) if args.spec is not None else {}
     if args.text is not None:
         work["text"] = read_text(args.text, "--text")
@@ -138,10 +153,18 @@ def plan_from_args(args: argparse.Namespace) -> LoadPlan:
     slo: Slo | str | None = args.slo
     if args.slo_ttfa_ms is not None:
         slo = slo_ttfa_ms(args.slo_ttfa_ms, m)
+    elif args.slo_final_ms is not None:
+        slo = slo_final_ms(args.slo_final_ms, m)
     elif args.slo_latency_s is not None:
         slo = slo_latency_s(args.slo_latency_s)
     return LoadPlan.build(m, levels=args.concurrency, requests=args.requests, slo=slo,
-                          max_wall_s=args.max_minutes * 60, work=work, warmup=args.warmup)
+                          max_wall_s=args.max_minutes * 60, work=work, warmup=args.warmup,
+                          recording=None if args.audio is None else _recording(args.audio))
+
+
+def _recording(path: Path) -> ListenAudio:
+    data = read_user_file(path, what="--audio", limit=TRANSCRIPTION_FILE_MAX_BYTES, hint="; give a recording")
+    return load_audio(data, name=str(path))
 
 
 def _checked(args: argparse.Namespace) -> LoadPlan:
@@ -278,14 +301,17 @@ def render(report: LoadReport) -> str:
     if report.machine:
         lines.append(f"  figures of {report.machine}")
     cols = ["level", "sent", "ok", "errors", "throttled"]
+    figures = family(m).load_figures
+    cols += [f"{SLO_FIGURES[f][0]} ms p50/p95/max" for f in figures]
     if m == "voice":
-        cols += ["first audio ms p50/p95/max", "RTF p50"]
+        cols += ["RTF p50"]
     cols += ["latency s p50/p95/max", key.replace("_", " "), "SLO"]
     rows = []
     for lv in d["levels"]:
         row = [str(lv["concurrency"]), str(lv["requests"]), str(lv["ok"]), str(lv["errors"]), str(lv["throttled"])]
+        row += [_fig(lv[f]) for f in figures]
         if m == "voice":
-            row += [_fig(lv["ttfa_ms"]), "—" if lv["rtf_p50"] is None else f"{lv['rtf_p50']:.3f}"]
+            row += ["—" if lv["rtf_p50"] is None else f"{lv['rtf_p50']:.3f}"]
         tp = lv["throughput"][key]
         row += [_fig(lv["latency_s"], fmt="{:.2f}"), "—" if tp is None else f"{tp:g}",
                 ("ok" if lv["within_slo"] else "no") if report.slo else ("—" if not lv["errors"] else "errors")]

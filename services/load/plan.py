@@ -6,6 +6,11 @@
 Before the first level, `warmup` requests (default 1) run one at a time and are kept apart from the figures:
 a cold first request (a model warming up, a new connection) is not what the target does under steady load.
 
+A listen sweep's work is a recording streamed at real time over `/v1/realtime`: one given (`recording=`, the
+CLI's `--audio FILE`), or by default a sentence (`text`) the offline engine's voice speaks, made once when the
+sweep starts (services/load/runner.py). Its SLO is the final text's p95 (`final_ms`, from the last audio sent to
+`transcription.done`), 1000 ms unless another is given.
+
 Every rule is an InvalidInput naming what to fix: an unknown modality, concurrency levels that are not
 increasing positive whole numbers, more in flight than the limit (64), more requests than the limit (2000)
 or fewer requests than the highest level (a level of 8 needs at least 8 requests), an SLO without a unit,
@@ -20,11 +25,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from protocol.catalog import FAMILY_NAMES
+from protocol.catalog import FAMILY_NAMES, family
 from protocol.errors import InvalidInput
 from protocol.limits import SPEC_FILE_MAX_BYTES, Range
 from services.files import read_user_file
 from services.images import ImageRequest
+from services.listen import ListenAudio
 from services.speech import speakable, speech_config
 from services.videos import VideoRequest
 
@@ -32,12 +38,21 @@ from services.videos import VideoRequest
 _VOICE_FIELDS = ("text", "voice", "language")
 _IMAGE_FIELDS = tuple(f.name for f in fields(ImageRequest))
 _VIDEO_FIELDS = tuple(f.name for f in fields(VideoRequest) if f.name not in ("reference", "reference_name"))
-WORK_FIELDS: dict[str, tuple[str, ...]] = {"voice": _VOICE_FIELDS, "image": _IMAGE_FIELDS, "video": _VIDEO_FIELDS}
+_LISTEN_FIELDS = ("text", "language")  # the sentence the offline voice speaks (without a recording given)
+WORK_FIELDS: dict[str, tuple[str, ...]] = {"voice": _VOICE_FIELDS, "image": _IMAGE_FIELDS, "video": _VIDEO_FIELDS,
+                                           "listen": _LISTEN_FIELDS}
 
-# The catalog's families that a sweep can load: those with work above (listen has none yet).
+# The catalog's families that a sweep can load: those with work above.
 Modality = Literal[tuple(f for f in FAMILY_NAMES if f in WORK_FIELDS)]  # type: ignore[valid-type]
 MODALITIES: tuple[Modality, ...] = get_args(Modality)
-SloMetric = Literal["ttfa_ms", "latency_s"]
+SloMetric = Literal["ttfa_ms", "final_ms", "first_partial_ms", "latency_s"]
+# Each figure an SLO can hold: its words for people, its unit, and the word an SLO's text names it by.
+SLO_FIGURES: dict[str, tuple[str, str, str]] = {
+    "ttfa_ms": ("first audio", "ms", "ttfa"), "final_ms": ("final text", "ms", "final"),
+    "first_partial_ms": ("first partial", "ms", "first partial"), "latency_s": ("latency", "s", "latency")}
+_SLO_WORDS = {"ttfa": "ttfa_ms", "first audio": "ttfa_ms", "final": "final_ms", "final text": "final_ms",
+              "first partial": "first_partial_ms", "latency": "latency_s"}
+DEFAULT_FINAL_MS = 1000.0  # a listen sweep's SLO when none is given: the final text within a second
 
 # The guard rails: a sweep is a measurement, not a load generator for hire.
 CONCURRENCY = Range(1, 64)  # requests in flight at one level
@@ -51,9 +66,11 @@ DEFAULT_TEXT = ("Thanks for calling. Your order shipped this morning, and it sho
                 "Is there anything else I can help you with?")
 DEFAULT_IMAGE_PROMPT = "a lighthouse on a cliff at dawn, soft light"
 DEFAULT_VIDEO_PROMPT = "the camera pans slowly across a quiet harbour"
+DEFAULT_LISTEN_TEXT = "Please call me back when you get home tonight, and bring the report from the meeting."
 
 UNITS_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0}
-_SLO = re.compile(r"^\s*(?:(?:p95\s+)?(?P<metric>ttfa|first[ -]audio|latency)\s*(?:<=|<|=|:)?\s*)?"
+_SLO = re.compile(r"^\s*(?:(?:p95\s+)?(?P<metric>ttfa|first[ -]audio|final(?:[ -]text)?|first[ -]partial|latency)"
+                  r"\s*(?:<=|<|=|:)?\s*)?"
                   r"(?P<number>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[a-zA-Z]*)\s*$", re.IGNORECASE)
 
 
@@ -87,18 +104,18 @@ def parse_levels(levels: str | list[int] | tuple[int, ...]) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Slo:
-    """A target for the p95 of one figure: first audio (`ttfa_ms`, voice) or request latency (`latency_s`)."""
+    """A target for the p95 of one figure: first audio (`ttfa_ms`, voice), the final text or the first partial
+    (`final_ms`, `first_partial_ms`, listen) or request latency (`latency_s`)."""
 
     metric: SloMetric
-    limit: float  # in the metric's unit: ms for ttfa_ms, s for latency_s
+    limit: float  # in the metric's unit: ms for the *_ms figures, s for latency_s
 
     @property
     def unit(self) -> str:
-        return "ms" if self.metric == "ttfa_ms" else "s"
+        return SLO_FIGURES[self.metric][1]
 
     def label(self) -> str:
-        what = "first audio" if self.metric == "ttfa_ms" else "latency"
-        return f"p95 {what} ≤ {self.limit:g} {self.unit}"
+        return f"p95 {SLO_FIGURES[self.metric][0]} ≤ {self.limit:g} {self.unit}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "limit": self.limit, "unit": self.unit, "percentile": 95, "label": self.label()}
@@ -111,8 +128,9 @@ class Slo:
 def parse_slo(text: str, modality: Modality) -> Slo | None:
     """An SLO typed by a person: "300ms", "ttfa 300 ms", "latency 2s", "p95 latency <= 1.5 s" (blank: none).
 
-    The unit is required (ms, s or min): "300" alone could be milliseconds or seconds. Without a metric, voice
-    means first audio and images and videos mean latency. First audio is voice's only."""
+    The unit is required (ms, s or min): "300" alone could be milliseconds or seconds. Without a metric, a sweep
+    means its family's first load figure (voice: first audio, listen: "final 1000ms", the final text) and images
+    and videos mean latency. First audio is voice's only; the final text and first partial listen's."""
     if text is None or not str(text).strip():
         return None
     m = _SLO.match(str(text))
@@ -124,22 +142,38 @@ def parse_slo(text: str, modality: Modality) -> Slo | None:
         raise InvalidInput(f"the SLO {text.strip()!r} has no unit: write {m['number']}ms or {m['number']}s")
     if unit not in UNITS_S:
         raise InvalidInput(f"the SLO's unit {m['unit']!r} is not one of ms, s, min")
-    metric_word = (m["metric"] or ("ttfa" if modality == "voice" else "latency")).lower()
+    word = m["metric"]
+    metric = _SLO_WORDS[re.sub(r"[ -]+", " ", word.lower())] if word else (family(modality).load_figures or
+                                                                         ("latency_s",))[0]
     seconds = float(m["number"]) * UNITS_S[unit]
     if seconds <= 0:
         raise InvalidInput(f"the SLO {text.strip()!r} must be above zero")
-    if metric_word != "latency":
-        return slo_ttfa_ms(seconds * 1000.0, modality)
+    if metric != "latency_s":
+        return slo_ms(metric, seconds * 1000.0, modality)
     return Slo("latency_s", round(seconds, 6))
 
 
-def slo_ttfa_ms(ms: float, modality: Modality) -> Slo:
-    if modality != "voice":
-        raise InvalidInput(f"first audio (TTFA) is a voice figure; give a {modality} sweep a latency SLO, e.g. "
-                           "--slo-latency-s 5")
+def slo_ms(metric: SloMetric, ms: float, modality: Modality) -> Slo:
+    """An SLO on one of the family's timings in milliseconds (first audio: voice; final text, first partial:
+    listen)."""
+    what = SLO_FIGURES[metric][0]
+    own = family(modality).load_figures
+    if metric not in own:
+        owner = next(f for f in MODALITIES if metric in family(f).load_figures)
+        name = "first audio (TTFA)" if metric == "ttfa_ms" else what
+        fix = " or ".join([SLO_FIGURES[x][0] for x in own] + ["latency, e.g. --slo-latency-s 5"])
+        raise InvalidInput(f"{name} is a {owner} figure; give a {modality} sweep an SLO on {fix}")
     if not ms > 0:
-        raise InvalidInput(f"the first-audio SLO must be above zero milliseconds; got {ms:g}")
-    return Slo("ttfa_ms", round(float(ms), 3))
+        raise InvalidInput(f"the {what} SLO must be above zero milliseconds; got {ms:g}")
+    return Slo(metric, round(float(ms), 3))
+
+
+def slo_ttfa_ms(ms: float, modality: Modality) -> Slo:
+    return slo_ms("ttfa_ms", ms, modality)
+
+
+def slo_final_ms(ms: float, modality: Modality) -> Slo:
+    return slo_ms("final_ms", ms, modality)
 
 
 def slo_latency_s(seconds: float) -> Slo:
@@ -163,8 +197,11 @@ def read_spec(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_work(modality: Modality, work: dict[str, Any]) -> dict[str, Any]:
-    """The work item with defaults filled in, checked as its request will be (InvalidInput naming the field)."""
+def check_work(modality: Modality, work: dict[str, Any], recording: ListenAudio | None = None) -> dict[str, Any]:
+    """The work item with defaults filled in, checked as its request will be (InvalidInput naming the field).
+    A listen sweep's recording, when one is given, is named in it with its length (`audio`, `audio_s`)."""
+    if recording is not None and modality != "listen":
+        raise InvalidInput(f"a recording is a listen sweep's work; a {modality} sweep does not take one")
     allowed = WORK_FIELDS[modality]
     unknown = sorted(set(work) - set(allowed))
     if unknown:
@@ -175,6 +212,14 @@ def check_work(modality: Modality, work: dict[str, Any]) -> dict[str, Any]:
         work.setdefault("text", DEFAULT_TEXT)
         work["text"] = speakable(work["text"])  # checked once: every request of the run relies on it
         speech_config(voice=work.get("voice"), language=work.get("language"))
+    elif modality == "listen":
+        if recording is not None:
+            if "text" in work:
+                raise InvalidInput("give a listen sweep a recording (--audio FILE) or a sentence for the offline "
+                                   "voice to speak (--text), not both")
+            work |= {"audio": recording.name, "audio_s": round(recording.seconds, 3)}
+        else:
+            work["text"] = speakable(work.get("text", DEFAULT_LISTEN_TEXT))
     elif modality == "image":
         work.setdefault("prompt", DEFAULT_IMAGE_PROMPT)
         _construct(ImageRequest, work).validated()
@@ -210,6 +255,8 @@ class LoadPlan:
     max_wall_s: float = DEFAULT_WALL_CLOCK_S
     work: dict[str, Any] = field(default_factory=dict)
     warmup: int = 1  # a cold first request (model load, caches, a new connection) is not the steady state
+    # listen: the recording every stream sends (None: the offline voice speaks work["text"] when the sweep starts)
+    recording: ListenAudio | None = field(default=None, repr=False, compare=False)
 
     @property
     def total_requests(self) -> int:
@@ -218,7 +265,7 @@ class LoadPlan:
     @classmethod
     def build(cls, modality: str, *, levels: str | list[int] | tuple[int, ...] = DEFAULT_LEVELS, requests: int,
               slo: Slo | str | None = None, max_wall_s: float = DEFAULT_WALL_CLOCK_S,
-              work: dict[str, Any] | None = None, warmup: int = 1) -> LoadPlan:
+              work: dict[str, Any] | None = None, warmup: int = 1, recording: ListenAudio | None = None) -> LoadPlan:
         m = check_modality(modality)
         parsed = parse_levels(levels)
         REQUESTS.check("requests per level", requests, hint="each level sends this many")
@@ -231,6 +278,9 @@ class LoadPlan:
         WARMUP.check("warm-up requests", warmup, hint="sent one at a time before the first level, not counted")
         if isinstance(slo, str) or slo is None:
             slo = parse_slo(slo or "", m)
-        elif slo.metric == "ttfa_ms":
-            slo = slo_ttfa_ms(slo.limit, m)
-        return cls(m, parsed, int(requests), slo, float(max_wall_s), check_work(m, dict(work or {})), int(warmup))
+        elif slo.metric != "latency_s":
+            slo = slo_ms(slo.metric, slo.limit, m)
+        if slo is None and m == "listen":
+            slo = Slo("final_ms", DEFAULT_FINAL_MS)
+        return cls(m, parsed, int(requests), slo, float(max_wall_s), check_work(m, dict(work or {}), recording),
+                   int(warmup), recording)

@@ -4,11 +4,13 @@
     LoadReport.from_dict(d)   # a saved report read back; its figures are recomputed from its samples
 
 Per level: `concurrency`, `requests` (sent), `ok`, `errors`, `throttled` (of the errors: SageMaker's
-ThrottlingException, HTTP 429 or 503), `ttfa_ms` (voice) and `latency_s` as {n, p50, p95, max} (nearest-rank,
-over the requests that succeeded), `rtf_p50` (voice), `throughput` and `samples`.
+ThrottlingException, HTTP 429 or 503), the family's timings (its catalog `load_figures`: `ttfa_ms` for voice,
+`final_ms` and `first_partial_ms` for listen) and `latency_s` as {n, p50, p95, max} (nearest-rank, over the
+requests that succeeded), `rtf_p50` (voice), `throughput` and `samples`.
 
 Throughput is the work done by the successful requests over the level's wall-clock span (from its first
-request's start to its last request's end): `audio_s_per_s` (voice: seconds of audio per second),
+request's start to its last request's end): `audio_s_per_s` (voice: seconds of audio made per second; listen:
+seconds of audio transcribed per second),
 `images_per_min` or `video_s_per_hour` (seconds of video made per hour).
 
 A level **meets the SLO** when every one of its requests succeeded and the p95 of the SLO's figure is within
@@ -16,7 +18,8 @@ the limit (with no SLO: when every request succeeded). The levels that count are
 lowest up to the first that fails (a level that passes above a failing one is noise, not capacity);
 `max_concurrency_within_slo` is the highest of them (None with no SLO, or when the lowest level fails). The
 cost per unit is the hourly price over the best throughput among them: `usd_per_audio_minute`,
-`usd_per_image` or `usd_per_video_second` (None without a price, and the report says why).
+`usd_per_image`, `usd_per_video_second` or `usd_per_audio_hour` (listen: $/h ÷ audio hours transcribed per
+hour; None without a price, and the report says why).
 """
 
 from __future__ import annotations
@@ -47,8 +50,11 @@ class Sample:
     ok: bool
     ttfa_ms: float | None = None  # voice: first audio, from input.done (the session's own measure)
     bytes: int = 0  # audio PCM, image files, or the MP4
-    audio_s: float | None = None  # voice
-    rtf: float | None = None  # voice: generation time / audio duration
+    audio_s: float | None = None  # voice: audio made; listen: audio transcribed
+    rtf: float | None = None  # voice: generation time / audio duration; listen: first audio sent to done / audio
+    final_ms: float | None = None  # listen: from the last audio sent to transcription.done
+    first_partial_ms: float | None = None  # listen: from the first audio sent to the first delta (None: no delta)
+    partials: int | None = None  # listen: how many deltas came
     images: int | None = None  # image
     video_s: float | None = None  # video
     error: str | None = None
@@ -77,7 +83,7 @@ def new_report_id() -> str:
 def _work_done(modality: Modality, s: Sample) -> float:
     if not s.ok:
         return 0.0
-    if modality == "voice":
+    if family(modality).unit == "audio second":  # voice makes them, listen transcribes them
         return s.audio_s or 0.0
     if modality == "image":
         return float(s.images or 0)
@@ -115,11 +121,12 @@ class LevelReport:
         return round(max(s.end_s for s in self.samples) - min(s.start_s for s in self.samples), 4)
 
     def figure(self, metric: str) -> dict[str, Any]:
-        """{n, p50, p95, max} of `ttfa_ms` or `latency_s` over the successful requests."""
+        """{n, p50, p95, max} of `latency_s` or one of the family's timings in ms (`ttfa_ms`, `final_ms`,
+        `first_partial_ms`) over the successful requests that have it."""
         good = [s for s in self.samples if s.ok]
-        if metric == "ttfa_ms":
-            return summary((s.ttfa_ms for s in good), digits=2)
-        return summary((s.latency_s for s in good), digits=4)
+        if metric == "latency_s":
+            return summary((s.latency_s for s in good), digits=4)
+        return summary((getattr(s, metric) for s in good), digits=2)
 
     @property
     def throughput(self) -> float | None:
@@ -141,8 +148,8 @@ class LevelReport:
     def to_dict(self, slo: Slo | None = None) -> dict[str, Any]:
         d: dict[str, Any] = {"concurrency": self.concurrency, "requests": self.requests, "planned": self.planned,
                              "ok": self.ok, "errors": self.errors, "throttled": self.throttled}
-        if self.modality == "voice":
-            d["ttfa_ms"] = self.figure("ttfa_ms")
+        for metric in family(self.modality).load_figures:
+            d[metric] = self.figure(metric)
         d["latency_s"] = self.figure("latency_s")
         if self.modality == "voice":
             rtf = summary((s.rtf for s in self.samples if s.ok), digits=4)

@@ -12,7 +12,12 @@ after the other, lowest first.
   (session.config, the text, input.done, every event to session.done); first audio (TTFA, from input.done),
   audio seconds and RTF are the session's own figures;
 - image: one generation through `ImageClient.generate` (the image checked as the Image page checks it);
-- video: one whole job through `VideoClient.generate`: submit, poll, fetch (S3 on SageMaker), MP4 decoded.
+- video: one whole job through `VideoClient.generate`: submit, poll, fetch (S3 on SageMaker), MP4 decoded;
+- listen: one live stream through the backend's `Listener.stream` — the recording sent over `/v1/realtime` (the
+  HTTP/2 bidirectional stream on SageMaker) in 100 ms chunks paced at real time; the final text's latency (from
+  the last audio sent to `transcription.done`), the first partial and the audio seconds are the transcript's own
+  figures. The recording is the plan's, or (by default) the plan's sentence spoken by the offline engine's voice,
+  made once before the warm-up — by the target itself when it is the offline engine — and kept for the process.
 
 First `plan.warmup` requests run one at a time, outside every figure (the report keeps them under
 `warmup`); if one fails, the sweep stops there with its error (WarmupFailed), before any level's load.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import re
 import threading
@@ -34,11 +40,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import StudioError
+from protocol.errors import InvalidInput, StudioError
 from services.access import require
 from services.base import Backend
 from services.load.plan import LoadPlan, image_request, video_request
 from services.load.report import LevelReport, LoadReport, Sample
+from services.listen import ListenAudio, load_audio
+from services.listen.sample import spoken_sample, spoken_sample_at
 from services.load.target import LoadTarget
 from services.speech import speech_config
 
@@ -101,11 +109,14 @@ class _Requests:
         work = plan.work
         if plan.modality == "voice":
             self.config = speech_config(voice=work.get("voice"), language=work.get("language"))
+        self.recording: ListenAudio | None = plan.recording  # listen: set before the warm-up when not given
 
     async def one(self) -> dict[str, Any]:
         m = self.plan.modality
         if m == "voice":
             return await self._voice()
+        if m == "listen":
+            return await self._listen()
         loop = asyncio.get_running_loop()
         if m == "image":
             result = await loop.run_in_executor(self.pool, self.backend.images.generate, image_request(self.plan.work))
@@ -123,6 +134,32 @@ class _Requests:
         if utterance.error is not None:
             raise _Failed(utterance.error, figures)
         return figures
+
+
+    async def _listen(self) -> dict[str, Any]:
+        assert self.backend.listen is not None and self.recording is not None
+        audio = self.recording
+        t = await self.backend.listen.stream(audio, language=self.plan.work.get("language"))
+        return {"final_ms": _r(t.final_ms, 2), "first_partial_ms": _r(t.first_partial_ms, 2), "partials": t.partials,
+                "audio_s": _r(audio.seconds), "rtf": _r(t.rtf), "bytes": len(audio.pcm)}
+
+
+@functools.lru_cache(maxsize=4)
+def _spoken(text: str, url: str | None) -> ListenAudio:
+    """The sentence a listen sweep streams, spoken once per process (seeded: the same audio every time)."""
+    wav = spoken_sample_at(url, text) if url else spoken_sample(text)
+    return load_audio(wav, "the offline voice's sentence")
+
+
+async def listen_recording(backend: Backend, plan: LoadPlan, target: LoadTarget) -> ListenAudio:
+    """What every stream of a listen sweep sends: the plan's recording, or its sentence in the offline voice."""
+    if backend.listen is None:
+        raise InvalidInput(f"{target.target} has no listen route in the studio; a listen sweep needs a target that "
+                           "transcribes (the offline engine, a vLLM server, or a SageMaker listen endpoint)")
+    if plan.recording is not None:
+        return plan.recording
+    url = target.target if target.kind == "offline engine" else None
+    return await asyncio.get_running_loop().run_in_executor(None, _spoken, plan.work["text"], url)
 
 
 class WarmupFailed(StudioError):
@@ -161,6 +198,9 @@ async def run_sweep(backend: Backend, plan: LoadPlan, target: LoadTarget, *, on_
         return None
 
     try:
+        if plan.modality == "listen":
+            requests.recording = await listen_recording(backend, plan, target)
+            report.work |= {"audio": requests.recording.name, "audio_s": round(requests.recording.seconds, 3)}
         for i in range(plan.warmup):
             sample = await measure(i, requests.one, clock(), clock)
             report.warmup.append(sample)

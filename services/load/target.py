@@ -76,6 +76,8 @@ class LoadTarget:
         warm = f", after {plan.warmup} warm-up request{'s' if plan.warmup != 1 else ''}" if plan.warmup else ""
         head = (f"The sweep sends {plan.total_requests} {noun} ({plan.requests} at each concurrency level {levels}"
                 f"{warm}) to {where}, and stops sending after {cap_min:g} min at the latest.")
+        if plan.modality == "listen":
+            head += " Each is a live stream that lasts as long as its recording (sent at real time)."
         if self.usd_per_hour is None:
             return f"{head} Its cost cannot be shown: {self.price_note or 'no hourly price is known'}."
         most = cost_of_seconds(self.usd_per_hour, plan.max_wall_s) or 0.0
