@@ -1,5 +1,5 @@
 """Capacity: a load sweep on the chosen target — how many requests at once it holds within an SLO, and what an
-audio minute, an image or a video second costs there; past sweeps reopened, and two overlaid."""
+audio minute, an image, a video second or an audio hour transcribed costs there; past sweeps reopened, and two overlaid."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ import streamlit as st
 from protocol.errors import StudioError
 from services.load import MODALITIES, LoadPlan, SweepRun, describe_target
 from ui import resources
-from ui.capacity_views import optional_price, progress, reports_section, work_inputs, work_values
+from ui.capacity_views import (
+    optional_price,
+    progress,
+    recording_value,
+    reports_section,
+    slo_placeholder,
+    work_inputs,
+    work_values,
+)
 from ui.workspace_views import may
 
 REFRESH_S = 1.0
@@ -30,8 +38,8 @@ modality = st.segmented_control("What to load", MODALITIES, default="voice", key
 c1, c2, c3 = st.columns(3)
 c1.text_input("Concurrency levels", value="1,2,4,8", key="cap_levels", help="increasing, each at most 64")
 c2.number_input("Requests per level", min_value=1, max_value=2000, value=8, key="cap_requests")
-c3.text_input("SLO (p95, with its unit)", key="cap_slo", placeholder="ttfa 300ms" if modality == "voice" else "latency 5s",
-              help='e.g. "ttfa 300ms" or "latency 2s"; blank: no SLO')
+c3.text_input("SLO (p95, with its unit)", key="cap_slo", placeholder=slo_placeholder(modality),
+              help='e.g. "ttfa 300ms", "final 1000ms" or "latency 2s"; blank: no SLO (listen: final text 1000 ms)')
 work_inputs(modality)
 with st.expander("Price, limits and a name"):
     p1, p2, p3 = st.columns(3)
@@ -47,7 +55,8 @@ def _prepare() -> None:
     m = state.get("cap_modality") or "voice"
     try:
         plan = LoadPlan.build(m, levels=state["cap_levels"], requests=int(state["cap_requests"]), slo=state["cap_slo"],
-                              max_wall_s=float(state["cap_minutes"]) * 60, work=work_values(m))
+                              max_wall_s=float(state["cap_minutes"]) * 60, work=work_values(m),
+                              recording=recording_value(m))
         name, url, _ = resources.backend_choice()
         settings = resources.settings().with_overrides(backend=name, omni_url=url)
         target = describe_target(resources.backend(), settings, m, usd_per_hour=optional_price(state["cap_price"]))

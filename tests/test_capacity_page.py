@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from services.history import History
 from services.load import LevelReport, LoadReport, Sample, Slo
+from services.pricing import usd
 
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.conftest import free_port  # noqa: E402
@@ -114,6 +115,35 @@ def test_a_sweep_from_the_page_draws_its_charts_and_is_kept(engine_url: str, mon
     assert [lv.concurrency for lv in report.levels] == [1, 2] and all(lv.ok == 2 for lv in report.levels)
     tp = _chart_rows(at)[1]
     assert [v["value"] for v in tp] == [lv.throughput for lv in report.levels]
+
+
+def test_a_listen_sweep_from_the_page_holds_the_final_text_slo(engine_url: str, monkeypatch, tmp_path: Path) -> None:
+    at = _open(monkeypatch, tmp_path, **_engine(engine_url))
+    at.segmented_control(key="cap_modality").set_value("listen").run()
+    _ok(at)
+    assert at.text_input(key="cap_slo").placeholder == "final 1000ms"
+    at.text_input(key="cap_levels").input("1")
+    at.number_input(key="cap_requests").set_value(1)
+    at.text_input(key="cap_listen_text").input("Please call me back tonight.")
+    at.text_input(key="cap_price").input("1.5")
+    at.button(key="cap_go").click().run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    _until(at, lambda: any(m.label == "Cost per audio hour" for m in at.metric))
+    saved = History(tmp_path / "data").load_reports.list()
+    assert len(saved) == 1 and saved[0].modality == "listen"
+    report = LoadReport.from_dict(saved[0].report)
+    assert report.slo is not None and report.slo.label() == "p95 final text ≤ 1000 ms"
+    assert report.work["text"] == "Please call me back tonight." and report.levels[0].ok == 1
+    levels = at.dataframe[0].value
+    assert {"final text p95 (ms)", "first partial p95 (ms)", "audio seconds per second"} <= set(levels.columns)
+    latency, _ = _charts(at)
+    assert "SLO: p95 final text" in json.dumps(latency)  # the chart puts the SLO's figure first
+    cost = report.cost()["usd_per_audio_hour"]
+    held = report.max_concurrency_within_slo == 1
+    assert _metric(at, "Cost per audio hour") == (usd(cost, "unit") if held else "—")
+    if held:  # $/h over audio hours transcribed per hour
+        assert cost == pytest.approx(1.5 / report.levels[0].throughput, rel=1e-3)
 
 
 def _datasets(spec: dict) -> list[dict]:

@@ -11,23 +11,45 @@ from typing import Any
 import altair as alt
 import streamlit as st
 
-from protocol.catalog import FAMILIES
+from protocol.catalog import FAMILIES, family
 from services.images import DEFAULT_SIZE
+from services.listen import ListenAudio, load_audio
 from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modality
-from services.load.plan import DEFAULT_IMAGE_PROMPT, DEFAULT_TEXT, DEFAULT_VIDEO_PROMPT
+from services.load.plan import (
+    DEFAULT_FINAL_MS,
+    DEFAULT_IMAGE_PROMPT,
+    DEFAULT_LISTEN_TEXT,
+    DEFAULT_TEXT,
+    DEFAULT_VIDEO_PROMPT,
+    SLO_FIGURES,
+)
 from services.pricing import usd
 from ui.resources import plain
 from ui.workspace_views import by_line, owner_of, share_toggle
 
 THROUGHPUT_TITLE = {f.name: f.throughput_title for f in FAMILIES}
-METRIC_TITLE = {"ttfa_ms": "first audio (ms)", "latency_s": "latency (s)"}
-LEVEL_FIGURES = {"ttfa_ms": ("first audio", "ms"), "latency_s": ("latency", "s")}  # the levels table's columns
+METRIC_TITLE = {key: f"{name} ({unit})" for key, (name, unit, _) in SLO_FIGURES.items()}
+LEVEL_FIGURES = {key: (name, unit) for key, (name, unit, _) in SLO_FIGURES.items()}  # the levels table's columns
+
+
+def slo_placeholder(modality: Modality) -> str:
+    """An SLO for the box's placeholder, on the figure an SLO means when it names none."""
+    figures = family(modality).load_figures
+    if not figures:
+        return "latency 5s"
+    word = SLO_FIGURES[figures[0]][2]
+    return f"{word} {DEFAULT_FINAL_MS:g}ms" if figures[0] == "final_ms" else f"{word} 300ms"
 
 
 def work_inputs(modality: Modality) -> dict[str, Any]:
     """What every request of the sweep asks for (the same defaults as the CLI)."""
     if modality == "voice":
         return {"text": st.text_area("Text each session speaks", value=DEFAULT_TEXT, key="cap_text", height=90)}
+    if modality == "listen":
+        st.file_uploader("Recording every stream sends at real time (blank: the offline voice says the sentence "
+                         "below)", key="cap_audio")
+        return {"text": st.text_input("Sentence the offline voice speaks", value=DEFAULT_LISTEN_TEXT,
+                                      key="cap_listen_text")}
     if modality == "image":
         c1, c2 = st.columns([3, 1])
         return {"prompt": c1.text_input("Prompt", value=DEFAULT_IMAGE_PROMPT, key="cap_prompt_image"),
@@ -40,9 +62,17 @@ def work_values(modality: Modality) -> dict[str, Any]:
     state = st.session_state
     if modality == "voice":
         return {"text": state.get("cap_text", DEFAULT_TEXT)}
+    if modality == "listen":
+        return {} if state.get("cap_audio") is not None else {"text": state.get("cap_listen_text", DEFAULT_LISTEN_TEXT)}
     if modality == "image":
         return {"prompt": state.get("cap_prompt_image", DEFAULT_IMAGE_PROMPT), "size": state.get("cap_size", DEFAULT_SIZE)}
     return {"prompt": state.get("cap_prompt_video", DEFAULT_VIDEO_PROMPT)}
+
+
+def recording_value(modality: Modality) -> ListenAudio | None:
+    """A listen sweep's uploaded recording, checked (InvalidInput naming what to fix); None without one."""
+    upload = st.session_state.get("cap_audio") if modality == "listen" else None
+    return None if upload is None else load_audio(upload.getvalue(), upload.name)
 
 
 def optional_price(text: str) -> float | None:
@@ -74,7 +104,7 @@ def metric_of(report: LoadReport) -> str:
     """The figure the charts put first: the SLO's, else first audio for voice and latency for the rest."""
     if report.slo is not None:
         return report.slo.metric
-    return "ttfa_ms" if report.modality == "voice" else "latency_s"
+    return (family(report.modality).load_figures or ("latency_s",))[0]
 
 
 def chart_rows(reports: list[LoadReport], metric: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
