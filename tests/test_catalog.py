@@ -62,8 +62,9 @@ def test_roles_modalities_and_pages_derive_from_the_catalog():
     from services.settings import PageName
 
     assert ROLES == catalog.FAMILY_NAMES == typing.get_args(Role)
-    # Evaluations and load sweeps cover the families that have their code (listen has none yet).
-    assert typing.get_args(EvalModality) == MODALITIES == ("voice", "image", "video")
+    # Evaluations and load sweeps cover the families that have their code (evaluations listen too).
+    assert typing.get_args(EvalModality) == ("voice", "image", "video", "listen")
+    assert MODALITIES == ("voice", "image", "video")
     paged = {f.name for f in catalog.FAMILIES if f.page}
     assert set(typing.get_args(PageName)) == set(catalog.PAGE_NAMES) >= paged
     for page in catalog.PAGES:
@@ -126,7 +127,7 @@ def test_listen_is_an_opt_in_family_without_a_page():
     assert deploy_command(DeployOptions(roles=("voice", "listen"))) == "python -m infra deploy voice listen"
 
 
-def test_evaluations_and_sweeps_refuse_listen_naming_what_exists():
+def test_sweeps_refuse_listen_naming_what_exists_and_evaluations_take_it():
     import pytest
 
     from protocol.errors import InvalidInput
@@ -135,5 +136,7 @@ def test_evaluations_and_sweeps_refuse_listen_naming_what_exists():
 
     with pytest.raises(InvalidInput, match=r"listen is not load-tested yet\): a sweep loads voice, image, video"):
         check_modality("listen")
-    with pytest.raises(InvalidInput, match=r"modality must be voice, image or video, not 'listen' \(listen is not"):
+    with pytest.raises(InvalidInput, match=r"modality must be voice, image, video or listen, not 'audio'"):
+        parse_spec({"name": "x", "modality": "audio", "prompts": ["a"], "variants": [{"label": "a"}]})
+    with pytest.raises(InvalidInput, match=r"a listen evaluation names recordings, not prompts"):
         parse_spec({"name": "x", "modality": "listen", "prompts": ["a"], "variants": [{"label": "a"}]})
