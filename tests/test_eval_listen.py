@@ -211,3 +211,37 @@ def test_speak_prints_the_intelligibility_of_the_take(engine_url: str, tmp_path:
     p = speak_cli("--url", engine_url, "--text", text, "--out", str(tmp_path / "b.wav"), "--intelligibility",
                   "http://127.0.0.1:9")
     assert p.returncode == 0 and "intelligibility: not measured" in p.stderr and "127.0.0.1:9" in p.stderr
+
+
+# ---- the Evaluations page ------------------------------------------------------------------------------------
+def test_page_shows_a_listen_evaluation_without_rating(engine_url: str, recordings: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.test_media_pages import _button, _ok, _open
+
+    at = _open(monkeypatch, tmp_path, engine_url, "pages/evaluations.py")
+    at.segmented_control(key="ev_modality").set_value("listen").run()
+    _ok(at)
+    assert any("References" in t.label for t in at.text_area)
+    at.text_input(key="ev_name").input("no uploads")
+    at.text_area(key="ev_prompts").input("hello there")
+    _button(at, "Create evaluation").click().run()
+    assert any("give the recordings to transcribe" in e.value for e in at.error), [e.value for e in at.error]
+    store = EvalStore(tmp_path)
+    assert store.list() == []
+    ev = store.create(parse_spec(listen_spec(recordings, engine_url,
+                                             variants=[{"label": "one", "url": engine_url},
+                                                       {"label": "two", "url": engine_url}])))
+    at = _open(monkeypatch, tmp_path, engine_url, "pages/evaluations.py")
+    at.selectbox(key="ev_pick_2").set_value(ev.id).run()
+    _ok(at)
+    _button(at, "Run").click().run()
+    _ok(at)
+    text = " ".join(e.value for kind in (at.markdown, at.caption, at.info) for e in kind)
+    assert "Blind rating is not needed here" in text and "Reveal the results" not in [b.label for b in at.button]
+    assert not [b for b in at.button if b.label in ("1 is better", "Tie")]
+    table = at.dataframe[0].value
+    res = report.results(store, ev.id)
+    assert list(table["variant"]) == ["one", "two"]
+    assert list(table["WER (corpus)"]) == pytest.approx([v["wer"] for v in res["variants"]])
+    assert list(table["utterances"]) == [3, 3]
+    assert "one: WER" in text and "2000 resamples" in text
