@@ -70,7 +70,7 @@ review_section(store, eval_id, ev.modality)
 
 st.subheader("3 · Results")
 revealed = state.setdefault("ev_revealed", set())
-if eval_id not in revealed:
+if eval_id not in revealed and ev.modality != "listen":  # nothing of a listen evaluation is rated blind
     st.caption("The labels stay hidden until you reveal them: rate first.")
     if st.button("Reveal the results", key="ev_reveal"):
         revealed.add(eval_id)

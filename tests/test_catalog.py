@@ -62,8 +62,8 @@ def test_roles_modalities_and_pages_derive_from_the_catalog():
     from services.settings import PageName
 
     assert ROLES == catalog.FAMILY_NAMES == typing.get_args(Role)
-    # Evaluations cover the families that have their code (listen has none yet); load sweeps cover every family.
-    assert typing.get_args(EvalModality) == ("voice", "image", "video")
+    # Evaluations and load sweeps cover the families that have their code: today all four.
+    assert typing.get_args(EvalModality) == ("voice", "image", "video", "listen")
     assert MODALITIES == catalog.FAMILY_NAMES
     paged = {f.name for f in catalog.FAMILIES if f.page}
     assert set(typing.get_args(PageName)) == set(catalog.PAGE_NAMES) >= paged
@@ -127,7 +127,7 @@ def test_listen_is_an_opt_in_family_without_a_page():
     assert deploy_command(DeployOptions(roles=("voice", "listen"))) == "python -m infra deploy voice listen"
 
 
-def test_evaluations_refuse_listen_naming_what_exists():
+def test_sweeps_and_evaluations_take_listen_and_refuse_what_does_not_exist():
     import pytest
 
     from protocol.errors import InvalidInput
@@ -137,5 +137,7 @@ def test_evaluations_refuse_listen_naming_what_exists():
     assert check_modality("listen") == "listen"  # load sweeps have listen's code
     with pytest.raises(InvalidInput, match=r"unknown modality 'audio'.*: a sweep loads voice, image, video, listen"):
         check_modality("audio")
-    with pytest.raises(InvalidInput, match=r"modality must be voice, image or video, not 'listen' \(listen is not"):
+    with pytest.raises(InvalidInput, match=r"modality must be voice, image, video or listen, not 'audio'"):
+        parse_spec({"name": "x", "modality": "audio", "prompts": ["a"], "variants": [{"label": "a"}]})
+    with pytest.raises(InvalidInput, match=r"a listen evaluation names recordings, not prompts"):
         parse_spec({"name": "x", "modality": "listen", "prompts": ["a"], "variants": [{"label": "a"}]})

@@ -99,3 +99,40 @@ def test_percentiles_reuse_the_load_definition_and_cost_per_item():
     # (0.01 + 0.03) / 2 = 0.02 over the 2 known costs
     assert stats.cost_per_item([0.01, None, 0.03]) == {"n": 2, "usd": pytest.approx(0.02)}
     assert stats.cost_per_item([None]) == {"n": 0, "usd": None}
+
+
+# ---- corpus WER and its bootstrap interval ------------------------------------------------------------------
+def test_corpus_wer_is_total_errors_over_total_words_not_the_mean_of_rates():
+    # (1 error in 2 words) and (0 in 8): 1/10 = 0.1, where the mean of the rates would be (0.5 + 0)/2 = 0.25
+    assert stats.corpus_wer([(1, 2), (0, 8)]) == pytest.approx(0.1)
+    assert stats.corpus_wer([]) is None
+    res = stats.wer_bootstrap([(1, 2), (0, 8)])
+    assert (res["wer"], res["n"], res["words"], res["errors"], res["resamples"]) == (pytest.approx(0.1), 2, 10, 1, 2000)
+
+
+def test_bootstrap_of_two_utterances_against_its_exact_distribution():
+    # utterances A = (1 error, 4 words), B = (0, 2). A resample of 2 draws is AA (prob 1/4): 2/8 = 0.25,
+    # BB (1/4): 0/4 = 0, AB or BA (1/2): 1/6. The exact 2.5th percentile is 0 and the 97.5th 0.25, since each
+    # end holds 25 % of the mass; with 2000 seeded resamples each end holds ~500 values, so the nearest-rank
+    # ranks 50 and 1950 fall in them.
+    values = stats.bootstrap_wers([(1, 4), (0, 2)])
+    assert len(values) == 2000 and sorted(set(values)) == [0.0, pytest.approx(1 / 6), 0.25]
+    shares = {v: values.count(v) / 2000 for v in set(values)}
+    assert shares[0.0] == pytest.approx(0.25, abs=0.04) and shares[0.25] == pytest.approx(0.25, abs=0.04)
+    res = stats.wer_bootstrap([(1, 4), (0, 2)])
+    assert res["wer"] == pytest.approx(1 / 6) and res["ci95"] == [0.0, 0.25]
+    assert res["ci95"][0] <= res["wer"] <= res["ci95"][1]
+    assert stats.wer_bootstrap([(1, 4), (0, 2)]) == res  # seeded: the same interval every time
+
+
+def test_bootstrap_interval_contains_the_estimate_and_is_zero_wide_for_identical_utterances():
+    same = stats.wer_bootstrap([(1, 5)] * 7)
+    assert same["wer"] == pytest.approx(0.2) and same["ci95"] == [pytest.approx(0.2), pytest.approx(0.2)]
+    mixed = stats.wer_bootstrap([(0, 5), (3, 6), (1, 9), (2, 4), (0, 7)])
+    # 6 errors in 31 words
+    assert mixed["wer"] == pytest.approx(6 / 31)
+    low, high = mixed["ci95"]
+    assert 0 <= low < mixed["wer"] < high
+    assert stats.wer_bootstrap([])["ci95"] is None and stats.wer_bootstrap([])["wer"] is None
+    with pytest.raises(ValueError):
+        stats.wer_bootstrap([(1, 0)])

@@ -19,7 +19,7 @@ import streamlit as st
 from protocol.errors import InvalidInput, StudioError
 from services.eval.export import export_zip, import_ratings_outcome
 from services.eval.pairing import Pair, next_pair, record_rating
-from services.eval.report import render, results, variant_rows, verdicts
+from services.eval.report import render, results, variant_rows, verdicts, wer_lines
 from services.eval.runner import run_items, speech_offer
 from services.eval.spec import SETTINGS, TARGET_KEYS, VARIANT_MODELS, parse_spec, read_prompts_file
 from services.eval.store import EvalStore
@@ -104,19 +104,42 @@ def create_from_form(store: EvalStore, backend_name: str, backend_url: str | Non
     """Create's (or, editing, Save's) callback: the form into a checked SPEC — the voices and languages checked
     against what each variant's target offers — and a new (or changed) evaluation; a refusal goes to
     `ev_error`."""
+    import tempfile
     state = st.session_state
     state["ev_error"] = None
+    with tempfile.TemporaryDirectory() as tmp:  # listen uploads live here until the store has copied them
+        _create(store, backend_name, backend_url, tmp)
+
+
+def _listen_items(references: list[str], tmp: str) -> list[dict[str, str]]:
+    """The uploaded recordings (in the order given) written under `tmp`, each with its line of references."""
+    from pathlib import Path
+
+    uploads = st.session_state.get("ev_audio") or []
+    if not uploads:
+        raise InvalidInput("give the recordings to transcribe (upload them above)")
+    if len(uploads) != len(references):
+        raise InvalidInput(f"{len(uploads)} recordings but {len(references)} reference lines: give one line of text "
+                           "spoken per recording, in the same order")
+    items = []
+    for n, (upload, reference) in enumerate(zip(uploads, references)):
+        path = Path(tmp) / f"{n:04d}-{Path(upload.name).name}"
+        path.write_bytes(upload.getvalue())
+        items.append({"audio": str(path), "reference": reference})
+    return items
+
+
+def _create(store: EvalStore, backend_name: str, backend_url: str | None, tmp: str) -> None:
+    state = st.session_state
     try:
         prompts = [p.strip() for p in str(state["ev_prompts"]).splitlines() if p.strip()]
         upload = state.get("ev_upload")
-        if upload is not None:
-            import tempfile
+        if upload is not None and state["ev_modality"] != "listen":
             from pathlib import Path
 
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / Path(upload.name).name
-                path.write_bytes(upload.getvalue())
-                prompts += read_prompts_file(path)
+            path = Path(tmp) / Path(upload.name).name
+            path.write_bytes(upload.getvalue())
+            prompts += read_prompts_file(path)
         variants, book, modality = [], target_book(), state["ev_modality"]
         offered = book.options(modality)
         for i in range(int(state["ev_count"])):
@@ -134,8 +157,10 @@ def create_from_form(store: EvalStore, backend_name: str, backend_url: str | Non
             except StudioError as exc:
                 raise type(exc)(f"variant {label or i + 1}: {exc}") from None
             variants.append(variant | spec_keys(target, backend_name, backend_url))
-        spec = parse_spec({"name": state["ev_name"], "modality": modality, "prompts": prompts,
-                           "repeats": int(state["ev_repeats"]), "variants": variants})
+        listen = modality == "listen"
+        spec = parse_spec({"name": state["ev_name"], "modality": modality, "repeats": int(state["ev_repeats"]),
+                           "variants": variants,
+                           **({"items": _listen_items(prompts, tmp)} if listen else {"prompts": prompts})})
         if state.get("ev_editing"):
             state["ev_id"] = store.update(state["ev_editing"], spec, targets=book, offer=offer).id
             state["ev_editing"] = None
@@ -155,8 +180,17 @@ def define_form(on_create, backend_name: str, backend_url: str | None, *, editin
     c[1].segmented_control("Modality", list(SETTINGS), key="ev_modality", required=True, disabled=editing)
     c[2].number_input("Repeats", key="ev_repeats", min_value=1, max_value=100, step=1,
                       help="outputs per prompt and variant")
-    st.text_area("Prompts, one per line", key="ev_prompts", height=120)
-    st.file_uploader("Or a prompt file (.txt one per line, .csv first column)", type=["txt", "csv"], key="ev_upload")
+    if state["ev_modality"] == "listen":
+        st.file_uploader("Recordings to transcribe (kept with the evaluation)", accept_multiple_files=True,
+                         type=["wav", "mp3", "flac", "ogg", "opus", "webm", "m4a", "mp4"], key="ev_audio")
+        st.text_area("References: the text spoken in each recording, one line per recording, in the same order",
+                     key="ev_prompts", height=120)
+        st.caption("Each variant transcribes every recording; its word error rate against the references is the "
+                   "result (no blind rating).")
+    else:
+        st.text_area("Prompts, one per line", key="ev_prompts", height=120)
+        st.file_uploader("Or a prompt file (.txt one per line, .csv first column)", type=["txt", "csv"],
+                         key="ev_upload")
     st.segmented_control("Variants", [2, 3, 4], key="ev_count", required=True)
     modality = state["ev_modality"]
     offered = target_book().options(modality)
@@ -212,7 +246,9 @@ def manage_section(store: EvalStore, eval_id: str, backend_name: str, backend_ur
         return
     rated = len(store.ratings(eval_id))
     with st.expander("Edit or delete"):
-        if rated:
+        if ev.modality == "listen":
+            st.caption("Its recordings stay as they were given: make a new evaluation to change them.")
+        elif rated:
             st.caption(f"It has {rated} rating{'' if rated == 1 else 's'}: what was rated stays as it was, so it can "
                        "no longer be edited — make a new evaluation from its SPEC instead.")
         else:
@@ -283,6 +319,10 @@ def review_section(store: EvalStore, eval_id: str, modality: str) -> None:
     the four buttons. Rating needs a role that may evaluate."""
     state = st.session_state
     actor = store.actor
+    if modality == "listen":
+        st.info("Blind rating is not needed here: a word error rate is objective — each variant's transcripts are "
+                "compared with the references, and the results below say how it went.")
+        return
     if not actor.can("evaluate"):
         st.caption(f"Rating is for creators and admins; you are a {actor.role}. The results below are open to you.")
         return
@@ -315,7 +355,11 @@ def review_section(store: EvalStore, eval_id: str, modality: str) -> None:
 VARIANT_LABELS = {"label": "variant", "win_rate": "win rate", "ci95_low": "95 % low", "ci95_high": "95 % high",
                   "latency_p50_s": "latency p50 (s)", "latency_p95_s": "latency p95 (s)", "latency_n": "latencies",
                   "ttfa_p50_ms": "first audio p50 (ms)", "ttfa_p95_ms": "first audio p95 (ms)",
-                  "cost_per_item_usd": "cost per item (USD)"}
+                  "cost_per_item_usd": "cost per item (USD)", "wer": "WER (corpus)", "wer_ci95_low": "WER 95 % low",
+                  "wer_ci95_high": "WER 95 % high", "ref_words": "reference words", "word_errors": "word errors",
+                  "intelligibility_wer": "intelligibility WER", "intelligibility_ci95_low": "intelligibility 95 % low",
+                  "intelligibility_ci95_high": "intelligibility 95 % high", "intelligibility_n": "takes heard",
+                  "intelligibility_words": "words spoken"}
 CHART_ROW_PX = 56  # the win-rate chart's height per variant
 
 
@@ -325,6 +369,14 @@ def results_section(store: EvalStore, eval_id: str) -> None:
     rows = variant_rows(res)
     st.dataframe(pd.DataFrame(rows).dropna(axis=1, how="all").rename(columns=VARIANT_LABELS), hide_index=True,
                  width="stretch")
+    if res["modality"] == "listen":
+        _wer_chart(rows)
+        for line in [*wer_lines(res), *verdicts(res)]:
+            st.markdown(plain(line))
+        _exports(store, eval_id, res)
+        return
+    for line in wer_lines(res):
+        st.caption(plain(line))
     chart = pd.DataFrame([r for r in rows if r["win_rate"] is not None])
     if not chart.empty:
         # A band per variant, tall enough to read (Streamlit's default height squashed 2–4 rows into a strip)
@@ -346,16 +398,36 @@ def results_section(store: EvalStore, eval_id: str) -> None:
         kappa = "—" if a["kappa"] is None else f"{a['kappa']:.2f}"
         st.caption(plain(f"{a['raters'][0]} and {a['raters'][1]} agree on {a['percent_agreement']:.0%} of the "
                          f"{a['n']} pairs both rated (Cohen's kappa {kappa})"))
+    _exports(store, eval_id, res)
+
+
+def _wer_chart(rows: list[dict[str, Any]]) -> None:
+    """Each variant's corpus WER (a point) and its bootstrap 95 % interval (a band)."""
+    chart = pd.DataFrame([r for r in rows if r["wer"] is not None])
+    if chart.empty:
+        return
+    base = alt.Chart(chart).encode(y=alt.Y("label:N", title=None, sort=None))
+    st.altair_chart((base.mark_rule(strokeWidth=4).encode(
+        x=alt.X("wer_ci95_low:Q", title="word error rate (95 % bootstrap interval)", axis=alt.Axis(format="%")),
+        x2="wer_ci95_high:Q") + base.mark_point(filled=True, size=120).encode(x="wer:Q")).properties(
+            height=max(CHART_ROW_PX * 2, CHART_ROW_PX * len(chart))), width="stretch")
+
+
+def _exports(store: EvalStore, eval_id: str, res: dict[str, Any]) -> None:
+    """The downloads (a listen evaluation has no blind sheet) and, for a rated one, the ratings import."""
+    listen = res["modality"] == "listen"
     c = st.columns(4)
     c[0].download_button("Export ZIP", lambda: export_zip(store, eval_id), file_name=f"{eval_id}.zip",
                          mime="application/zip", on_click="ignore", key="ev_zip")
-    c[1].download_button("Blind sheet ZIP", lambda: export_zip(store, eval_id, blind=True),
-                         file_name=f"{eval_id}-blind.zip", mime="application/zip", on_click="ignore", key="ev_blind")
+    if not listen:
+        c[1].download_button("Blind sheet ZIP", lambda: export_zip(store, eval_id, blind=True),
+                             file_name=f"{eval_id}-blind.zip", mime="application/zip", on_click="ignore",
+                             key="ev_blind")
     c[2].download_button("Report HTML", render(res, "html"), file_name=f"{eval_id}.html", mime="text/html",
                          on_click="ignore", key="ev_html")
     c[3].download_button("Results JSON", render(res, "json"), file_name=f"{eval_id}.json", mime="application/json",
                          on_click="ignore", key="ev_json")
-    if not store.actor.can("evaluate"):
+    if listen or not store.actor.can("evaluate"):
         return
     upload = st.file_uploader("Import a filled ratings CSV (item_a, item_b, winner, rater)", type=["csv"],
                               key="ev_import")

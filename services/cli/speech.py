@@ -7,6 +7,8 @@
         cloning:   --ref-audio me.wav [--ref-text "what it says"]    (Base; WAV/MP3/FLAC/OGG/WebM, 3–30 s)
                    --saved-voice NAME                                 (Base: a voice saved with `voices add`)
         --first-chunk-frames N: smaller is earlier first audio, larger smoother audio
+        --intelligibility [URL]: the take heard by a listen target (default the offline engine's recognizer) and
+                   the word error rate of its transcript against the text printed (in --json: "intelligibility")
 
 What the target's model cannot do is refused before anything is spoken, naming the model to deploy.
 
@@ -59,6 +61,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--split", choices=["none", "sentence", "clause"], default="clause",
                    help="how the server cuts the text into units (default clause: fastest first audio)")
     p.add_argument("--out", type=Path, default=Path("speech.wav"), help="WAV file to write (default speech.wav)")
+    p.add_argument("--intelligibility", nargs="?", const="offline", metavar="URL",
+                   help="transcribe the take (the offline engine's recognizer, or the listen server at URL) and print "
+                        "the word error rate against the text")
     p.set_defaults(func=run)
 
 
@@ -91,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
             utterance = Utterance(text, config.voice, config.language, stats, session.recording())
         # written before the backend closes (stopping an offline engine takes a moment; Ctrl-C may come again)
         saved = save_output(args.out, utterance.wav(), suffix=".wav") if utterance.pcm else None
+        heard = _intelligibility(args.intelligibility, backend, utterance, text) if args.intelligibility else None
     finally:
         backend.close()
     wrote = saved.path if saved else None
@@ -115,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
             "interrupted": interrupted,
             "error": "; ".join(errors) or None,
         }
+        if heard is not None:
+            figures["intelligibility"] = heard
         print(json.dumps(figures))
     elif wrote:
         ttfa = "—" if st.ttfa_ms is None else f"{st.ttfa_ms:.0f} ms"
@@ -123,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
               f"first audio {ttfa} (from {st.ttfa_from}), RTF {rtf}")
     if saved and saved.problem:
         print(f"error: {saved.problem}", file=sys.stderr)
+    if heard is not None and not args.json:
+        print(_heard_line(heard), file=sys.stderr if "error" in heard else sys.stdout)
     if interrupted:
         if wrote:
             print(f"interrupted: {wrote} holds the audio up to the interruption ({st.audio_seconds:.2f} s)",
@@ -157,3 +167,33 @@ def _first_audio_notice(out: Path) -> Callable[[PcmChunk], None]:
             print(f"receiving audio… (Ctrl-C stops and writes what arrived to {out})", file=sys.stderr, flush=True)
 
     return on_audio
+
+
+def _intelligibility(target: str, backend, utterance: Utterance, text: str) -> dict | None:  # type: ignore[no-untyped-def]
+    """The take heard by the listen target: wer, errors, words, transcript, heard_by (or error); None without audio."""
+    from services.eval.listening import OFFLINE_LABEL, hear_take
+    from services.listen import OmniListen
+
+    if not utterance.pcm or not utterance.ok:
+        return None
+    if target == "offline":
+        if backend.name == "offline" and backend.listen is not None:
+            listener = backend.listen
+        else:
+            from offline.launch import shared_engine
+            listener = OmniListen(shared_engine().url)
+        label = OFFLINE_LABEL
+    else:
+        listener, label = OmniListen(target), f"the listen server at {target.rstrip('/')}"
+    figures = hear_take(listener, utterance.wav(), text)
+    if "intel_error" in figures:
+        return {"error": figures["intel_error"], "heard_by": label}
+    return {"wer": round(figures["intel_wer"], 4), "errors": figures["intel_errors"], "words": figures["intel_words"],
+            "transcript": figures["intel_transcript"], "heard_by": label}
+
+
+def _heard_line(heard: dict) -> str:
+    if "error" in heard:
+        return f"intelligibility: not measured ({heard['error']})"
+    return (f"intelligibility: WER {heard['wer']:.1%} ({heard['errors']} errors in {heard['words']} words), heard by "
+            f"{heard['heard_by']}: {heard['transcript']!r}")

@@ -38,7 +38,8 @@ from services.eval.store import EvalStore, Item
 
 RATING_COLUMNS = ("item_a", "item_b", "winner", "rater")
 ITEM_COLUMNS = ("id", "variant", "prompt_index", "repeat", "prompt", "status", "media", "latency_s", "ttfa_ms",
-                "rtf", "model_s", "cost_usd", "error", "settings")
+                "rtf", "model_s", "cost_usd", "errors", "words", "wer", "intel_wer", "intel_transcript", "error",
+                "settings")
 
 
 def _media_tag(modality: str, src: str, missing: bool = False) -> str:
@@ -47,6 +48,8 @@ def _media_tag(modality: str, src: str, missing: bool = False) -> str:
         return f"<em>missing: {src} (see MISSING.txt)</em>"
     if modality == "voice":
         return f'<audio controls preload="none" src="{src}"></audio>'
+    if modality == "listen":
+        return f'<a href="{src}">transcript</a>'
     if modality == "image":
         return f'<img src="{src}" style="max-width:420px" alt="">'
     return f'<video controls preload="none" src="{src}" style="max-width:420px"></video>'
@@ -56,7 +59,8 @@ def _item_row(item: Item) -> dict[str, Any]:
     f = item.figures
     return {"id": item.id, "variant": item.variant, "prompt_index": item.prompt_index, "repeat": item.repeat,
             "prompt": item.prompt, "status": item.status, "media": f"media/{item.media}" if item.media else None,
-            **{k: f.get(k) for k in ("latency_s", "ttfa_ms", "rtf", "model_s", "cost_usd")}, "error": item.error,
+            **{k: f.get(k) for k in ("latency_s", "ttfa_ms", "rtf", "model_s", "cost_usd", "errors", "words", "wer",
+                                     "intel_wer", "intel_transcript")}, "error": item.error,
             "settings": json.dumps(item.settings)}
 
 
@@ -105,6 +109,11 @@ ratings.csv</code>.</p><table><tr><th>#</th><th>prompt</th><th>1</th><th>2</th><
             z.writestr("report.html", to_html(res, extra="<h2>Items</h2><table><tr><th>id</th><th>variant</th>"
                                                          f"<th>prompt</th><th>output</th></tr>{gallery}</table>"))
             wanted = [i for i in items if i.media]
+            if ev.modality == "listen":  # the recordings heard, as the evaluation keeps them
+                for index in range(len(ev.spec.audio)):
+                    path = store.recording_path(ev, index)
+                    if path.is_file():
+                        z.write(path, f"audio/{path.name}")
         for item in wanted:
             if item.id not in gone:
                 z.write(store.media_path(item), f"media/{item.media}")

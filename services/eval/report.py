@@ -19,6 +19,36 @@ from services.pricing import usd
 VARIANT_COLUMNS = ("label", "items", "failed", "ratings", "wins", "losses", "ties", "win_rate", "ci95_low",
                    "ci95_high", "latency_p50_s", "latency_p95_s", "latency_n", "ttfa_p50_ms", "ttfa_p95_ms",
                    "cost_per_item_usd")
+LISTEN_COLUMNS = ("label", "items", "failed", "wer", "wer_ci95_low", "wer_ci95_high", "utterances", "ref_words",
+                  "word_errors", "latency_p50_s", "latency_p95_s", "latency_n", "cost_per_item_usd")
+INTELLIGIBILITY_COLUMNS = ("intelligibility_wer", "intelligibility_ci95_low", "intelligibility_ci95_high",
+                           "intelligibility_n", "intelligibility_words")
+
+
+def columns(res: dict[str, Any]) -> tuple[str, ...]:
+    """The per-variant columns of this evaluation's report (listen: WER; voice: win rates and intelligibility)."""
+    if res["modality"] == "listen":
+        return LISTEN_COLUMNS
+    return VARIANT_COLUMNS + (INTELLIGIBILITY_COLUMNS if res.get("intelligibility_target") else ())
+
+
+def _wer_row(prefix: str, pairs: list[tuple[int, int]]) -> dict[str, Any]:
+    w = stats.wer_bootstrap(pairs)
+    return {f"{prefix}wer": w["wer"], f"{prefix}ci95": w["ci95"], f"{prefix}n": w["n"], f"{prefix}words": w["words"],
+            f"{prefix}errors": w["errors"]}
+
+
+def heard_figures(modality: str, intelligibility: Any, ok: list[Any]) -> dict[str, Any]:
+    """Listen: the corpus WER of the variant's transcripts with its bootstrap interval; voice: the intelligibility
+    of its speech (the same figures over the takes a listen target heard)."""
+    if modality == "listen":
+        w = _wer_row("", [(i.figures["errors"], i.figures["words"]) for i in ok if "words" in i.figures])
+        return {"wer": w["wer"], "wer_ci95": w["ci95"], "utterances": w["n"], "ref_words": w["words"],
+                "word_errors": w["errors"]}
+    if modality == "voice" and intelligibility:
+        return _wer_row("intelligibility_", [(i.figures["intel_errors"], i.figures["intel_words"])
+                                             for i in ok if "intel_words" in i.figures])
+    return {}
 
 
 def comparisons(store: EvalStore, eval_id: str) -> list[stats.Comparison]:
@@ -46,11 +76,16 @@ def results(store: EvalStore, eval_id: str) -> dict[str, Any]:
             row |= {"ttfa_p50_ms": ttfa["p50"], "ttfa_p95_ms": ttfa["p95"], "ttfa_n": ttfa["n"]}
         cost = stats.cost_per_item(i.figures.get("cost_usd") for i in ok)
         row |= {"cost_per_item_usd": cost["usd"], "cost_n": cost["n"]}
-        variants.append(row)
+        variants.append(row | heard_figures(ev.modality, ev.spec.intelligibility, ok))
     separation = []
     for a, b in itertools.combinations(labels, 2):
         ta, tb = tallies[a], tallies[b]
         overlap = stats.intervals_overlap(ta["ci95"], tb["ci95"])
+        if ev.modality == "listen":  # WER is measured, not rated: its bootstrap intervals decide
+            wa, wb = (next(v for v in variants if v["label"] == x) for x in (a, b))
+            overlap = stats.intervals_overlap(wa["wer_ci95"], wb["wer_ci95"])
+            separation.append({"a": a, "b": b, "overlap": overlap, "more_ratings": None, "n_each": None})
+            continue
         more = None
         if overlap and ta["ratings"] and tb["ratings"]:
             more = stats.more_ratings_to_separate(ta["win_rate"], ta["ratings"], tb["win_rate"], tb["ratings"])
@@ -60,8 +95,10 @@ def results(store: EvalStore, eval_id: str) -> dict[str, Any]:
     raters: dict[str, int] = {}
     for c in comps:
         raters[c.rater] = raters.get(c.rater, 0) + 1
+    from services.eval.listening import intelligibility_label
     return {
         "id": ev.id, "name": ev.name, "modality": ev.modality, "created_at": ev.created_at,
+        "intelligibility_target": intelligibility_label(ev.spec.intelligibility),
         "items": len(items), "succeeded": sum(i.status == "succeeded" for i in items),
         "failed": sum(i.status == "failed" for i in items), "ratings": len(comps),
         "variants": variants, "pairs": stats.win_matrix(comps, labels), "separation": separation,
@@ -71,7 +108,8 @@ def results(store: EvalStore, eval_id: str) -> dict[str, Any]:
                    "percentiles": stats.PERCENTILE_METHOD,
                    "agreement": "percent agreement and Cohen's kappa on pairs rated by both raters",
                    "more_ratings": "smallest n per variant at which the Wilson intervals at the observed rates "
-                                   "stop overlapping, minus the smaller current count"},
+                                   "stop overlapping, minus the smaller current count",
+                   "wer": stats.WER_METHOD},
     }
 
 
@@ -86,6 +124,10 @@ def _fmt(x: Any, digits: int = 3) -> str:
 def verdicts(res: dict[str, Any]) -> list[str]:
     """Plain sentences on whether the intervals separate the variants."""
     out = []
+    if res["modality"] == "listen":
+        return [f"{s['a']} vs {s['b']}: the WER 95 % intervals " + (
+            "overlap — no significant difference at these utterances." if s["overlap"] else
+            "do not overlap — a significant difference.") for s in res["separation"]]
     for s in res["separation"]:
         if not s["overlap"]:
             out.append(f"{s['a']} vs {s['b']}: the 95 % intervals do not overlap — a significant difference.")
@@ -101,17 +143,47 @@ def verdicts(res: dict[str, Any]) -> list[str]:
 def variant_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for v in res["variants"]:
-        ci = v["ci95"] or [None, None]
-        rows.append({k: v.get(k) for k in VARIANT_COLUMNS} | {"ci95_low": ci[0], "ci95_high": ci[1]})
+        ends = {}
+        for key in ("ci95", "wer_ci95", "intelligibility_ci95"):
+            low, high = v.get(key) or [None, None]
+            ends |= {f"{key}_low": low, f"{key}_high": high}
+        rows.append({k: (ends | v).get(k) if k not in ends else ends[k] for k in columns(res)})
     return rows
 
 
 def to_csv(res: dict[str, Any]) -> str:
     """One row per variant; a label a spreadsheet would run as a formula is quoted (services/csvcells.py)."""
-    return csvcells.to_csv(variant_rows(res), VARIANT_COLUMNS)
+    return csvcells.to_csv(variant_rows(res), columns(res))
+
+
+def _wer_text(wer: float | None, ci: list[float] | None, n: int, words: int) -> str:
+    if wer is None:
+        return f"— (n={n} utterances)"
+    interval = "" if ci is None else f" [{ci[0]:.1%}, {ci[1]:.1%}]"
+    return f"{wer:.1%}{interval} (n={n} utterances, {words} words)"
+
+
+def wer_lines(res: dict[str, Any]) -> list[str]:
+    """One sentence per variant: its corpus WER with the bootstrap interval and sizes (listen, or a voice
+    evaluation's intelligibility), then how it was computed."""
+    if res["modality"] == "listen":
+        lines = [f"{v['label']}: WER {_wer_text(v['wer'], v['wer_ci95'], v['utterances'], v['ref_words'])}"
+                 for v in res["variants"]]
+    elif res.get("intelligibility_target"):
+        lines = [f"{v['label']}: intelligibility WER {_wer_text(v['intelligibility_wer'], v['intelligibility_ci95'],
+                                                                v['intelligibility_n'], v['intelligibility_words'])}"
+                 for v in res["variants"]]
+        lines.append(f"Heard by {res['intelligibility_target']}.")
+    else:
+        return []
+    return [*lines, f"Method: {res['method']['wer']}."]
 
 
 def to_markdown(res: dict[str, Any]) -> str:
+    if res["modality"] == "listen":
+        return "\n".join([f"# {res['name']} (listen, {res['id']})", "",
+                          f"{res['succeeded']} of {res['items']} items transcribed, {res['failed']} failed.", "",
+                          *[f"- {line}" for line in wer_lines(res)], *[f"- {s}" for s in verdicts(res)]]) + "\n"
     lines = [f"# {res['name']} ({res['modality']}, {res['id']})", "",
              f"{res['succeeded']} of {res['items']} items made, {res['failed']} failed; {res['ratings']} ratings by "
              f"{len(res['raters'])} rater(s).", "",
@@ -123,7 +195,7 @@ def to_markdown(res: dict[str, Any]) -> str:
         lines.append(f"| {v['label']} | {v['items']} | {v['ratings']} | {v['wins']} / {v['losses']} / {v['ties']} | "
                      f"{_fmt(v['win_rate'])} | {ci} | {_fmt(v['latency_p50_s'])} / {_fmt(v['latency_p95_s'])} "
                      f"(n={v['latency_n']}) | {cost} |")
-    lines += ["", *[f"- {s}" for s in verdicts(res)]]
+    lines += ["", *[f"- {s}" for s in verdicts(res)], *[f"- {line}" for line in wer_lines(res)]]
     for a in res["agreement"]:
         lines.append(f"- raters {a['raters'][0]} and {a['raters'][1]}: {a['percent_agreement']:.0%} agreement, "
                      f"Cohen's κ {_fmt(a['kappa'])} on {a['n']} shared pairs")
@@ -149,11 +221,17 @@ def _chart(res: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _method_text(res: dict[str, Any]) -> str:
+    if res["modality"] == "listen":
+        return "Word error rates are objective: no blind rating. " + html.escape(res["method"]["wer"]) + "."
+    return "Win rate = (wins + ties/2) / ratings, 95 % Wilson interval; percentiles nearest-rank."
+
+
 def to_html(res: dict[str, Any], *, extra: str = "") -> str:
     """A self-contained page: the table, the chart, the win matrix, the verdicts, the raters."""
     e = html.escape
-    head = "".join(f"<th>{e(c)}</th>" for c in VARIANT_COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{e(_fmt(r[c]))}</td>" for c in VARIANT_COLUMNS) + "</tr>"
+    head = "".join(f"<th>{e(c)}</th>" for c in columns(res))
+    body = "".join("<tr>" + "".join(f"<td>{e(_fmt(r[c]))}</td>" for c in columns(res)) + "</tr>"
                    for r in variant_rows(res))
     labels = [v["label"] for v in res["variants"]]
     matrix = "<tr><th></th>" + "".join(f"<th>vs {e(b)}</th>" for b in labels) + "</tr>"
@@ -165,18 +243,17 @@ def to_html(res: dict[str, Any], *, extra: str = "") -> str:
     raters = "".join(f"<li>{e(r['name'])}: {r['ratings']} ratings</li>" for r in res["raters"])
     agree = "".join(f"<li>{e(a['raters'][0])} and {e(a['raters'][1])}: {a['percent_agreement']:.0%} agreement, "
                     f"Cohen's κ {e(_fmt(a['kappa']))} (n={a['n']})</li>" for a in res["agreement"])
-    verdict = "".join(f"<li>{e(s)}</li>" for s in verdicts(res))
+    verdict = "".join(f"<li>{e(s)}</li>" for s in [*verdicts(res), *wer_lines(res)])
+    rated = "" if res["modality"] == "listen" else (
+        f"<h2>Win rates (95 % intervals)</h2>{_chart(res)}<h2>Pairwise wins/losses/ties</h2><table>{matrix}</table>"
+        f"<h2>Raters</h2><ul>{raters}</ul><ul>{agree}</ul>")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{e(res['name'])}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
 padding:4px 8px;text-align:right}}</style></head><body>
 <h1>{e(res['name'])}</h1><p>{e(res['modality'])} evaluation {e(res['id'])}: {res['succeeded']} of {res['items']} items
-made, {res['failed']} failed; {res['ratings']} ratings. Win rate = (wins + ties/2) / ratings, 95 % Wilson interval;
-percentiles nearest-rank.</p>
+made, {res['failed']} failed; {res['ratings']} ratings. {_method_text(res)}</p>
 <table><tr>{head}</tr>{body}</table>
-<h2>Win rates (95 % intervals)</h2>{_chart(res)}
-<ul>{verdict}</ul>
-<h2>Pairwise wins/losses/ties</h2><table>{matrix}</table>
-<h2>Raters</h2><ul>{raters}</ul><ul>{agree}</ul>
+{rated}<ul>{verdict}</ul>
 {extra}
 </body></html>
 """

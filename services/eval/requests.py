@@ -14,6 +14,13 @@ def build_request(modality: str, prompt: str, settings: dict[str, Any]) -> Any:
                              split_granularity=settings.get("split", "clause"), task_type=settings.get("task_type"),
                              instructions=settings.get("instructions"),
                              initial_codec_chunk_frames=settings.get("first_chunk_frames"))
+    if modality == "listen":
+        from protocol.errors import InvalidInput
+        from protocol.listen import is_english
+        if not is_english(settings.get("language")):
+            raise InvalidInput(f"language {settings.get('language')!r}: word error rates are measured on English "
+                               "only; leave language out or give en")
+        return {k: settings.get(k) for k in ("model", "language", "route")}
     if modality == "image":
         from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest
         return ImageRequest(prompt=prompt, size=settings.get("size") or DEFAULT_SIZE,

@@ -18,6 +18,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from protocol.errors import StudioError
@@ -54,10 +55,15 @@ def variant_settings(base: Settings, modality: str, settings: dict[str, Any]) ->
     return base.with_overrides(**changes) if changes else base
 
 
-def generate(backend: Any, modality: str, prompt: str, settings: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
-    """One item: its media bytes and figures (latency_s always; ttfa_ms and rtf for voice; model_s if told)."""
+def generate(backend: Any, modality: str, prompt: str, settings: dict[str, Any], *,
+             recording: bytes | None = None, name: str = "the recording") -> tuple[bytes, dict[str, Any]]:
+    """One item: its media bytes and figures (latency_s always; ttfa_ms and rtf for voice; model_s if told;
+    listen: the transcript of `recording` and its errors, words and wer against `prompt`, the reference)."""
     started = time.perf_counter()
     request = build_request(modality, prompt, settings)
+    if modality == "listen":
+        from services.eval.listening import transcribe
+        return transcribe(backend.listen, recording or b"", name, prompt, settings)
     if modality == "voice":
         utterance = asyncio.run(backend.speech.say(request, prompt))
         if not utterance.ok:
@@ -91,6 +97,7 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
     all_items = store.items(eval_id)
     todo = [i for i in all_items if i.status != "succeeded"]
     outcome = RunOutcome(eval_id, len(all_items))
+    hearer = _Hearer(base, spec.intelligibility, factory) if todo and spec.intelligibility else None
     done = len(all_items) - len(todo)
     for label in spec.labels:
         mine = [i for i in todo if i.variant == label]
@@ -122,11 +129,7 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
                 error = problem
                 if error is None:
                     try:
-                        data, figures = generate(backend, spec.modality, item.prompt, item.settings)
-                        if usd_per_hour is not None:
-                            figures |= {"usd_per_hour": usd_per_hour,
-                                        "cost_usd": cost_of_seconds(usd_per_hour, figures["latency_s"])}
-                        store.succeed(item, data, figures, spec.modality)
+                        _make(store, ev, backend, item, usd_per_hour, hearer)
                         outcome.generated += 1
                     except StudioError as exc:
                         error = f"variant {label!r}: {exc}"
@@ -142,7 +145,50 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
         finally:
             if backend is not None:
                 backend.close()
+    if hearer is not None:
+        hearer.close()
     return outcome
+
+
+def _make(store: EvalStore, ev: Any, backend: Any, item: Any, usd_per_hour: float | None, hearer: Any) -> None:
+    """One item generated, priced, heard (a voice take's intelligibility) and stored."""
+    recording, name = None, ""
+    if ev.modality == "listen":
+        path = store.recording_path(ev, item.prompt_index)
+        try:
+            recording, name = path.read_bytes(), Path(ev.spec.audio[item.prompt_index]).name
+        except OSError as exc:
+            raise StudioError(f"its recording {path} is gone ({exc.strerror or exc}): make the evaluation again") from None
+    data, figures = generate(backend, ev.modality, item.prompt, item.settings, recording=recording, name=name)
+    if usd_per_hour is not None:
+        figures |= {"usd_per_hour": usd_per_hour, "cost_usd": cost_of_seconds(usd_per_hour, figures["latency_s"])}
+    if hearer is not None and ev.modality == "voice":
+        figures |= hearer.hear(data, item.prompt)
+    store.succeed(item, data, figures, ev.modality)
+
+
+class _Hearer:
+    """A voice evaluation's listen target, built on first use and kept for the run (services/eval/listening.py)."""
+
+    def __init__(self, base: Settings, setting: dict[str, Any], factory: Callable[[Settings], Any]) -> None:
+        self.base, self.setting, self.factory = base, setting, factory
+        self.backend: Any = None
+        self.problem: str | None = None
+
+    def hear(self, wav: bytes, text: str) -> dict[str, Any]:
+        from services.eval.listening import hear_take
+        if self.backend is None and self.problem is None:
+            try:
+                self.backend = self.factory(variant_settings(self.base, "listen", self.setting))
+            except StudioError as exc:
+                self.problem = f"the intelligibility target: {exc}"
+        if self.problem is not None:
+            return {"intel_error": self.problem}
+        return hear_take(self.backend.listen, wav, text, self.setting.get("model"))
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
 
 
 

@@ -1,7 +1,7 @@
 """The SPEC of an evaluation: a TOML file (or the same dict from a page) checked before anything runs.
 
     name = "0.6B vs 1.7B"
-    modality = "voice"                # voice | image | video
+    modality = "voice"                # voice | image | video | listen
     prompts = ["Hello there.", "Welcome back."]      # or prompts_file = "prompts.txt" (one per line; .csv: first column)
     repeats = 1
 
@@ -12,6 +12,12 @@
     url = "http://127.0.0.1:8091"
     voice = "vivian"
     instructions = "slow and warm"
+
+A listen evaluation names its items instead of prompts: `[[items]]` tables of `audio` (a recording's path,
+relative to the SPEC) and `reference` (the text spoken), or `items_file` (a CSV with the columns audio,
+reference; paths relative to it). Its variants are listen targets (`model`, `language`, `route` = file | stream).
+A voice evaluation's `intelligibility` names the listen target its speech is transcribed by ("offline", the
+default; "none"; a URL; or a table of backend / url / endpoint / model).
 
 Each variant takes the setting names of the matching command (`speak`, `image`, `video`; `first-chunk-frames`
 and `first_chunk_frames` are the same). Refused, naming what to fix: unknown keys or settings, fewer than 2
@@ -42,7 +48,8 @@ from services.files import read_user_file
 MAX_ITEMS_UNCONFIRMED = 1000
 MAX_REPEATS = 100
 TARGET_KEYS = ("backend", "url", "endpoint", "region", "profile", "state_file", "instance_type", "price_per_hour")
-TOP_KEYS = ("name", "modality", "prompts", "prompts_file", "repeats", "variants", "seed")
+TOP_KEYS = ("name", "modality", "prompts", "prompts_file", "items", "items_file", "repeats", "variants", "seed",
+            "intelligibility")
 class _Variant(BaseModel):
     model_config = ConfigDict(extra="forbid")
     RANGES: ClassVar[dict[str, tuple[Range, bool]]] = {}
@@ -98,8 +105,16 @@ class VideoVariant(_Variant):
     negative_prompt: str | None = None
 
 
-VARIANT_MODELS: dict[str, type[_Variant]] = {"voice": VoiceVariant, "image": ImageVariant, "video": VideoVariant}
-# The catalog's families that can be evaluated: those with a variant class above (listen has none yet).
+class ListenVariant(_Variant):
+    EXAMPLE: ClassVar[str] = 'route = "file"'
+    model: str | None = None
+    language: str | None = None
+    route: Literal["file", "stream"] = "file"  # stream: sent as a microphone would, paced at real time
+
+
+VARIANT_MODELS: dict[str, type[_Variant]] = {"voice": VoiceVariant, "image": ImageVariant, "video": VideoVariant,
+                                             "listen": ListenVariant}
+# The catalog's families that can be evaluated: those with a variant class above.
 Modality = Literal[tuple(f for f in FAMILY_NAMES if f in VARIANT_MODELS)]  # type: ignore[valid-type]
 MODALITIES: tuple[str, ...] = get_args(Modality)
 # Each modality's settings (its variant's own fields, in order) and their ranges (modality → key → (range, whole)).
@@ -117,6 +132,8 @@ class EvalSpec(BaseModel):
     repeats: int = 1
     seed: int = 0
     variants: list[dict[str, Any]]
+    audio: list[str] = []  # listen: each item's recording (a path), beside its reference in `prompts`
+    intelligibility: dict[str, Any] | None = None  # voice: the listen target its speech is heard by (None: off)
 
     @property
     def labels(self) -> list[str]:
@@ -202,6 +219,58 @@ def _prompts(data: dict[str, Any], modality: str, base_dir: Path | None) -> list
     return prompts
 
 
+def _items_file(path: Path) -> list[dict[str, Any]]:
+    """A listen items_file: CSV rows of audio, reference (a header row `audio,reference` is skipped)."""
+    data = read_user_file(path, what="items_file", limit=PROMPTS_FILE_MAX_BYTES, hint="; give a UTF-8 .csv file")
+    try:
+        rows = [r for r in csv.reader(io.StringIO(data.decode("utf-8-sig"))) if any(c.strip() for c in r)]
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"cannot read items_file {path} ({exc}); give a UTF-8 .csv file") from None
+    if rows and [c.strip().lower() for c in rows[0][:2]] == ["audio", "reference"]:
+        rows = rows[1:]
+    out = []
+    for n, row in enumerate(rows, 1):
+        if len(row) < 2:
+            raise InvalidInput(f"items_file {path}, row {n}: give two columns, audio and reference")
+        out.append({"audio": str(path.parent / row[0].strip()), "reference": row[1]})
+    return out
+
+
+def _listen_items(data: dict[str, Any], base_dir: Path | None) -> tuple[list[str], list[str]]:
+    """A listen SPEC's items: (recording paths, references), each recording read and checked, never empty."""
+    from services.eval.listening import check_reference
+    from services.listen import load_audio
+
+    if "prompts" in data or "prompts_file" in data:
+        raise InvalidInput("a listen evaluation names recordings, not prompts: give [[items]] tables of audio and "
+                           "reference, or items_file")
+    if "items" in data and "items_file" in data:
+        raise InvalidInput("give items or items_file, not both")
+    raw = _items_file(_resolve(data["items_file"], base_dir)) if "items_file" in data else data.get("items", [])
+    if not isinstance(raw, list) or not raw:
+        raise InvalidInput("the listen evaluation has no items: give [[items]] tables of audio (a recording's path) "
+                           "and reference (the text spoken), or items_file")
+    paths, references = [], []
+    for i, item in enumerate(raw, 1):
+        if not isinstance(item, dict) or set(item) != {"audio", "reference"}:
+            raise InvalidInput(f"item {i}: give exactly audio (a recording's path) and reference (the text spoken)")
+        path, reference = _resolve(item["audio"], base_dir), str(item["reference"]).strip()
+        check_reference(f"item {i} ({path.name})", reference)
+        try:
+            load_audio(read_user_file(path, what=f"item {i}'s audio", limit=limits.TRANSCRIPTION_FILE_MAX_BYTES,
+                                      hint="; give a recording file"), path.name)
+        except InvalidInput as exc:
+            raise InvalidInput(f"item {i}: {exc}") from None
+        paths.append(str(path.resolve()))
+        references.append(reference)
+    return paths, references
+
+
+def _resolve(value: Any, base_dir: Path | None) -> Path:
+    path = Path(str(value))
+    return base_dir / path if base_dir is not None and not path.is_absolute() else path
+
+
 def _variants(raw_variants: Any, modality: str) -> list[dict[str, Any]]:
     """The [[variants]] tables, each checked as its requests will be: at least 2, labelled uniquely."""
     if not isinstance(raw_variants, list) or len(raw_variants) < 2:
@@ -256,7 +325,20 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
         known = f"{', '.join(MODALITIES[:-1])} or {MODALITIES[-1]}"
         why = f" ({modality} is not evaluated yet)" if isinstance(modality, str) and modality in FAMILY_NAMES else ""
         raise InvalidInput(f"modality must be {known}, not {modality!r}{why}")
-    prompts = _prompts(data, modality, base_dir)
+    audio: list[str] = []
+    if modality == "listen":
+        audio, prompts = _listen_items(data, base_dir)
+    else:
+        for key in ("items", "items_file"):
+            if key in data:
+                raise InvalidInput(f"{key} names a listen evaluation's recordings; a {modality} evaluation has prompts")
+        prompts = _prompts(data, modality, base_dir)
+    intelligibility = None
+    if modality == "voice":
+        from services.eval.listening import intelligibility_setting
+        intelligibility = intelligibility_setting(data.get("intelligibility"))
+    elif "intelligibility" in data:
+        raise InvalidInput("intelligibility is a voice evaluation's setting (its speech heard by a listen target)")
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
         raise InvalidInput(f"repeats must be a whole number from 1 to {MAX_REPEATS}, not {repeats!r}")
@@ -265,7 +347,7 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
     limits.SEED.check("seed", seed, hint="it orders the blind pairs")  # TOML's inf and nan too, naming the key
     try:
         spec = EvalSpec(name=str(data["name"]), modality=modality, prompts=prompts, repeats=repeats,
-                        seed=seed, variants=variants)
+                        seed=seed, variants=variants, audio=audio, intelligibility=intelligibility)
     except (ValidationError, TypeError, ValueError) as exc:
         raise InvalidInput(f"the SPEC: {exc}") from None
     if not spec.name.strip():

@@ -26,6 +26,14 @@ Every figure comes with its sample size, because a win rate of 3 ratings says le
 - **Median and p95** use the nearest-rank percentile of services/load/stats.py (the one definition).
 - **Cost per item** = the summed known cost of a variant's items / the number of those items; None when no
   item's cost is known.
+- **Corpus word error rate** (listen evaluations, and a voice evaluation's intelligibility) = Σ errors / Σ
+  reference words over a variant's utterances (services/listen/wer.py counts each utterance's substitutions +
+  deletions + insertions after its normalisation) — not the mean of per-utterance rates, so a long utterance
+  weighs by its words.
+- **Its 95 % interval: a percentile bootstrap over utterances.** B = 2000 resamples (numpy's default_rng seeded
+  with 0: the same interval every time): each draws n utterances with replacement from the n and takes their
+  corpus WER; the interval is the nearest-rank 2.5th and 97.5th percentiles of the B values (ranks 50 and 1950).
+  n = 0 gives no interval (None); identical utterances give a zero-width one.
 """
 
 from __future__ import annotations
@@ -39,9 +47,15 @@ from services.load.stats import PERCENTILE_METHOD, percentile, summary
 Z95 = 1.959964
 WINNERS = ("a", "b", "tie")
 SEPARATION_CAP = 100_000
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+WER_METHOD = ("corpus WER = total errors / total reference words; 95 % interval: percentile bootstrap over "
+              f"utterances ({BOOTSTRAP_RESAMPLES} resamples with replacement, seed {BOOTSTRAP_SEED}, nearest-rank "
+              "2.5th and 97.5th percentiles)")
 
 __all__ = [
-    "PERCENTILE_METHOD", "SEPARATION_CAP", "WINNERS", "Z95", "Comparison", "agreement", "cost_per_item",
+    "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "PERCENTILE_METHOD", "SEPARATION_CAP", "WER_METHOD", "corpus_wer",
+    "wer_bootstrap", "WINNERS", "Z95", "Comparison", "agreement", "cost_per_item",
     "intervals_overlap", "more_ratings_to_separate", "percentile", "summary", "variant_tallies", "wilson",
     "win_matrix", "win_rate",
 ]
@@ -196,3 +210,37 @@ def cost_per_item(costs: Iterable[float | None]) -> dict[str, Any]:
     """`{"n", "usd"}`: the mean of the known costs (n of them); usd None when none is known."""
     known = [float(c) for c in costs if c is not None]
     return {"n": len(known), "usd": (sum(known) / len(known)) if known else None}
+
+
+def corpus_wer(utterances: Iterable[tuple[int, int]]) -> float | None:
+    """Σ errors / Σ reference words over (errors, words) per utterance; None without words."""
+    pairs = list(utterances)
+    words = sum(w for _, w in pairs)
+    return None if words <= 0 else sum(e for e, _ in pairs) / words
+
+
+def bootstrap_wers(utterances: Sequence[tuple[int, int]], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                   seed: int = BOOTSTRAP_SEED) -> list[float]:
+    """The corpus WER of each of `resamples` resamples (n utterances drawn with replacement, seeded)."""
+    import numpy as np
+
+    n = len(utterances)
+    if n == 0:
+        return []
+    errors = np.array([e for e, _ in utterances], dtype=np.int64)
+    words = np.array([w for _, w in utterances], dtype=np.int64)
+    picks = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    return [float(x) for x in errors[picks].sum(axis=1) / words[picks].sum(axis=1)]
+
+
+def wer_bootstrap(utterances: Iterable[tuple[int, int]], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                  seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """`{"wer", "ci95", "n", "words", "errors", "resamples"}`: the corpus WER of (errors, words) per utterance and
+    its percentile-bootstrap 95 % interval over utterances (the method in the module docstring)."""
+    pairs = [(int(e), int(w)) for e, w in utterances]
+    if any(w <= 0 or e < 0 for e, w in pairs):
+        raise ValueError("every utterance has at least one reference word and no negative error count")
+    values = bootstrap_wers(pairs, resamples=resamples, seed=seed)
+    ci = None if not values else [percentile(values, 2.5), percentile(values, 97.5)]
+    return {"wer": corpus_wer(pairs), "ci95": ci, "n": len(pairs), "words": sum(w for _, w in pairs),
+            "errors": sum(e for e, _ in pairs), "resamples": resamples}

@@ -132,6 +132,7 @@ class EvalStore:
         self._check(spec, targets, offer)
         eval_id = f"ev-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         now = time.time()
+        self._keep_recordings(eval_id, spec)
         with self.history.transaction() as db:
             db.execute("INSERT INTO evaluations (id, name, modality, spec, created_at, user_id)"
                        " VALUES (?, ?, ?, ?, ?, ?)",
@@ -173,6 +174,7 @@ class EvalStore:
             db.execute("DELETE FROM eval_items WHERE evaluation_id = ?", (eval_id,))
             self._add_items(db, eval_id, spec, time.time())
         self._remove_media(eval_id)
+        self._keep_recordings(eval_id, spec)
         return self.get(eval_id)
 
     def delete(self, eval_id: str) -> None:
@@ -183,9 +185,10 @@ class EvalStore:
                                   ("evaluations", "id")):
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (eval_id,))
         self._remove_media(eval_id)
+        self._remove_media(eval_id, self.recordings_dir(eval_id))
 
-    def _remove_media(self, eval_id: str) -> None:
-        folder = self.media_dir(eval_id)
+    def _remove_media(self, eval_id: str, folder: Path | None = None) -> None:
+        folder = folder or self.media_dir(eval_id)
         try:
             shutil.rmtree(folder)
         except FileNotFoundError:
@@ -193,6 +196,29 @@ class EvalStore:
         except OSError as exc:
             raise HistoryError(f"evaluation {eval_id}'s old outputs in {folder} could not be removed "
                                f"({exc.strerror or exc}): remove that folder by hand") from None
+
+    def recordings_dir(self, eval_id: str) -> Path:
+        return self.history.media_dir / f"eval-{eval_id}-audio"
+
+    def recording_path(self, ev: Evaluation, index: int) -> Path:
+        """Where a listen evaluation keeps item `index`'s recording (copied in when it was made)."""
+        return self.recordings_dir(ev.id) / f"{index:04d}{Path(ev.spec.audio[index]).suffix.lower() or '.audio'}"
+
+    def _keep_recordings(self, eval_id: str, spec: EvalSpec) -> None:
+        """A listen evaluation's recordings copied into the store (all read first: a path may be the old copy), so
+        an uploaded file or a moved one stays evaluable."""
+        if not spec.audio:
+            return
+        try:
+            datas = [Path(p).read_bytes() for p in spec.audio]
+        except OSError as exc:
+            raise InvalidInput(f"a recording could not be read ({exc.strerror or exc}: {exc.filename}): give it "
+                               "again") from None
+        ev = Evaluation(eval_id, spec.name, spec.modality, spec, 0.0)
+        self._remove_media(eval_id, self.recordings_dir(eval_id))
+        self.recordings_dir(eval_id).mkdir(parents=True, exist_ok=True)
+        for index, data in enumerate(datas):
+            self.recording_path(ev, index).write_bytes(data)
 
     def set_shared(self, eval_id: str, shared: bool) -> None:
         """Share the evaluation (its outputs, ratings and results) with the team, or stop: its owner or an admin."""
