@@ -220,3 +220,40 @@ def test_cli_backend_offline_starts_the_engine(files: dict[str, Path]) -> None:
     figures = json.loads(p.stdout)
     assert figures["backend"] == "offline" and figures["target"].startswith("http://127.0.0.1:")
     assert word_error_rate(SENTENCE, figures["text"]) <= 0.25
+
+
+def test_a_live_source_streams_as_it_is_captured(engine_url: str, files: dict[str, Path]) -> None:
+    """`stream_live`: chunks of 20 ms (a browser's frames, one with an odd byte count) fed through an asyncio.Queue
+    at real time; the text and the figures come back as for a recording, the audio's length counted as sent."""
+    from services.listen.realtime import queue_source
+
+    audio = load_audio(files["speech.wav"].read_bytes(), "speech.wav")
+    partials: list[str] = []
+
+    async def run():  # type: ignore[no-untyped-def]
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        listening = asyncio.create_task(OmniListen(engine_url).stream_live(queue_source(queue),
+                                                                           on_partial=partials.append))
+        step = 640
+        pieces = [audio.pcm[i:i + step] for i in range(0, len(audio.pcm), step)]
+        pieces[3:5] = [pieces[3] + pieces[4][:1], pieces[4][1:]]  # an odd split: whole samples still go out
+        for piece in pieces:
+            await queue.put(piece)
+            await asyncio.sleep(0.02)
+        await queue.put(None)
+        return await listening
+
+    heard = asyncio.run(run())
+    assert word_error_rate(SENTENCE, heard.text) <= 0.2, heard.text
+    assert heard.route == "stream" and heard.partials == len(partials) >= 1
+    assert heard.audio_s == pytest.approx(audio.seconds)
+    assert heard.first_partial_ms is not None and heard.final_ms is not None and heard.final_ms >= 0
+
+
+def test_a_live_source_with_no_words_is_no_speech(engine_url: str) -> None:
+    async def silence():  # type: ignore[no-untyped-def]
+        for _ in range(20):
+            yield bytes(3200)
+
+    with pytest.raises(NoSpeech, match="no speech found in microphone"):
+        asyncio.run(OmniListen(engine_url).stream_live(silence()))

@@ -4,7 +4,8 @@
                  and made 16 kHz mono PCM16 with soxr; NoSpeech
 - client.py      Listener (the interface), OmniListen (a vLLM-protocol server by URL, the offline engine too):
                  transcribe_file(audio) over POST /v1/audio/transcriptions, stream(audio, on_partial=) over
-                 /v1/realtime paced at real time
+                 /v1/realtime paced at real time, stream_live(source) from a live source of PCM chunks (a
+                 microphone; realtime.queue_source makes one of an asyncio.Queue)
 - transcript.py  Transcript and Segment: the text, segments and figures; .figures() and .render(suffix)
 - realtime.py    the /v1/realtime session; rest.py the multipart upload
 - wer.py         word_error_rate(reference, hypothesis) after one stated normalisation
