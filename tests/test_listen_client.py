@@ -257,3 +257,62 @@ def test_a_live_source_with_no_words_is_no_speech(engine_url: str) -> None:
 
     with pytest.raises(NoSpeech, match="no speech found in microphone"):
         asyncio.run(OmniListen(engine_url).stream_live(silence()))
+
+
+def _browser_frames(pcm16k: bytes) -> list:  # type: ignore[type-arg]
+    """The recording as a browser's microphone sends it: 48 kHz stereo s16, 20 ms frames (av.AudioFrame)."""
+    import av
+
+    mono = soxr.resample(np.frombuffer(pcm16k, "<i2").astype(np.float32), 16_000, 48_000)
+    stereo = np.repeat(np.clip(mono, -32768, 32767).astype("<i2"), 2)
+    frames = []
+    for at in range(0, stereo.size, 960 * 2):
+        block = stereo[at:at + 960 * 2]
+        frame = av.AudioFrame.from_ndarray(block.reshape(1, -1), format="s16", layout="stereo")
+        frame.sample_rate = 48_000
+        frames.append(frame)
+    return frames
+
+
+def test_a_microphone_utterance_is_heard_while_it_is_spoken(engine_url: str, files: dict[str, Path]) -> None:
+    """LiveListening: 48 kHz stereo frames fed from another thread at real time; the partial text is there before
+    the last frame, Stop gives the final text, and what was captured is kept as 16 kHz audio of the same length."""
+    import time
+
+    from services.listen import LiveListening
+    from services.runtime import background_loop
+
+    audio = load_audio(files["speech.wav"].read_bytes(), "speech.wav")
+    loop = background_loop()
+    try:
+        live = LiveListening(OmniListen(engine_url), loop)
+        partial_before_end = ""
+        for frame in _browser_frames(audio.pcm):
+            live.feed(frame)
+            partial_before_end = live.partial or partial_before_end
+            time.sleep(0.02)
+        assert partial_before_end, "no partial text while the audio was still being sent"
+        live.stop()
+        heard = live.result(60)
+    finally:
+        loop.stop()
+    assert word_error_rate(SENTENCE, heard.text) <= 0.2, heard.text
+    assert heard.route == "stream" and heard.audio_s == pytest.approx(audio.seconds, abs=0.05)
+    assert live.captured_s == pytest.approx(heard.audio_s)
+    kept = load_audio(live.wav(), "microphone.wav")
+    assert kept.seconds == pytest.approx(audio.seconds, abs=0.05)
+
+
+def test_a_microphone_that_sent_nothing_is_no_speech(engine_url: str) -> None:
+    from services.listen import LiveListening
+    from services.runtime import background_loop
+
+    loop = background_loop()
+    try:
+        live = LiveListening(OmniListen(engine_url), loop)
+        live.stop()
+        with pytest.raises(NoSpeech, match="no speech found in microphone"):
+            live.result(30)
+        assert live.captured_s == 0
+    finally:
+        loop.stop()

@@ -36,7 +36,7 @@ from services.history.host import SHAREABLE, Host, Shareable
 from services.history.jobs import TITLE_MAX, UNFINISHED, Job, JobKind, JobStatus, JobStore
 from services.history.load_reports import LoadReportRecord, LoadReportStore
 from services.history.takes import SpeechTake, TakeState, TakeStore
-from services.history.transcripts import MICROPHONE, TranscriptRecord, TranscriptStore
+from services.history.transcripts import TranscriptRecord, TranscriptStore
 from services.history.voices import VoiceRecord, VoiceStore
 
 
@@ -80,5 +80,5 @@ class History(Host):
 __all__ = [
     "SHAREABLE", "TITLE_MAX", "UNFINISHED", "History", "HistoryError", "Host", "Job", "JobKind", "JobStatus",
     "JobStore", "LoadReportRecord", "LoadReportStore", "Shareable", "SpeechTake", "TakeState", "TakeStore",
-    "MICROPHONE", "TranscriptRecord", "TranscriptStore", "VoiceRecord", "VoiceStore", "current_owner", "owner_alive",
+    "TranscriptRecord", "TranscriptStore", "VoiceRecord", "VoiceStore", "current_owner", "owner_alive",
 ]

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from services.history.host import Host
 
 Route = Literal["file", "stream"]
-MICROPHONE = "microphone"
 _SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 
 

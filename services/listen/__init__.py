@@ -11,6 +11,8 @@
 - wer.py         word_error_rate(reference, hypothesis) after one stated normalisation
 - sagemaker.py   SageMakerListen: a SageMaker listen endpoint (InvokeEndpoint files, cut to fit 6 MB; the HTTP/2
                  bidirectional stream)
+- live.py        LiveListening: a microphone's frames (any rate and layout) resampled to 16 kHz mono and fed live
+                 into stream_live on a background loop; partial text and the result read from the page's thread
 - sample.py      spoken_sample(text): the offline engine's voice saying it (the infra smoke test's speech)
 
 A backend's listener is `backend.listen` (None where the target has no listen route yet).
@@ -19,11 +21,13 @@ A backend's listener is `backend.listen` (None where the target has no listen ro
 from protocol.listen import TranscriptionUnsupported
 from services.listen.audio import ListenAudio, NoSpeech, load_audio
 from services.listen.client import Listener, OmniListen
+from services.listen.live import MICROPHONE, LiveListening
 from services.listen.sample import spoken_sample
 from services.listen.transcript import OUT_SUFFIXES, Segment, Transcript
-from services.listen.wer import normalise, word_error_rate
+from services.listen.wer import WerCounts, normalise, wer_counts, word_error_rate
 
 __all__ = [
-    "OUT_SUFFIXES", "ListenAudio", "Listener", "NoSpeech", "OmniListen", "Segment", "Transcript",
-    "TranscriptionUnsupported", "load_audio", "normalise", "spoken_sample", "word_error_rate",
+    "MICROPHONE", "OUT_SUFFIXES", "ListenAudio", "Listener", "LiveListening", "NoSpeech", "OmniListen", "Segment", "Transcript",
+    "TranscriptionUnsupported", "WerCounts", "load_audio", "normalise", "spoken_sample", "wer_counts",
+    "word_error_rate",
 ]
