@@ -129,7 +129,7 @@ FAMILIES: tuple[Family, ...] = (
         throughput_window_s=1, cost_key="usd_per_audio_hour", load_noun="transcriptions",
         item_nouns=("transcript", "transcripts"), media_suffix=".txt",
         default_model="mistralai/Voxtral-Mini-4B-Realtime-2602", default_pool=LARGE_GPU_POOL,
-        startup_timeout_s=1800, invocations_target=30.0, opt_in=True, page=False),
+        startup_timeout_s=1800, records="transcripts", invocations_target=30.0, opt_in=True),
 )
 
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
