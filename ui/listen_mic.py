@@ -19,7 +19,7 @@ MIC_KEY = "listen-mic"
 SINK_KEY = "listen-mic-sink"
 START_LABEL = "🎙 Start listening"
 STOP_LABEL = "■ Stop"
-CONSTRAINTS = {"video": False, "audio": {"echoCancellation": True, "noiseSuppression": True}}
+CONSTRAINTS = {"video": False, "audio": {"echoCancellation": True, "noiseSuppression": True, "autoGainControl": False}}
 NO_SOUND = ("No sound came from the microphone: allow this page to use it when the browser asks (or in the site's "
             "settings), check one is connected, and press Start again")
 
