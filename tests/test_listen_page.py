@@ -167,3 +167,44 @@ def test_a_silent_recording_says_no_speech_found(
     [error] = [e.value for e in at.error]
     assert error.startswith("no speech found in quiet\\.wav") and "\n" not in error
     assert not at.metric and History(tmp_path / "data").transcripts.list() == []
+
+
+def test_stop_on_the_microphone_gives_the_final_text_and_keeps_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str, sentence_wav: bytes,
+        served: dict[str, bytes]) -> None:
+    """The page's side of Stop: frames came into this session's Microphone (as the WebRTC sink hands them, here
+    from the test: the browser's 48 kHz stereo), the browser stopped sending — the next run ends the utterance."""
+    from services.listen import LiveListening, OmniListen, load_audio
+    from services.runtime import background_loop
+    from tests.test_listen_client import _browser_frames
+    from ui.listen_mic import Microphone
+
+    at = _open(monkeypatch, tmp_path / "data", engine_url)
+    mic: Microphone = at.session_state["listen_microphone"]
+    assert mic.factory is not None  # the page set it: a frame would open the session
+    loop = background_loop()
+    try:
+        mic.factory = lambda: LiveListening(OmniListen(engine_url), loop)
+        for frame in _browser_frames(load_audio(sentence_wav, "s.wav").pcm):
+            mic.on_frame(frame)
+        at.run()  # the browser is not sending (the microphone is inert here): Stop
+        _ok(at)
+    finally:
+        loop.stop()
+    assert not at.error, [e.value for e in at.error]
+    assert any(m.value.startswith("**Transcript** — microphone") for m in at.markdown)
+    figures = _metrics(at)
+    assert figures["First partial"].endswith(" ms") and figures["Final"].endswith(" ms")
+    [kept] = History(tmp_path / "data").transcripts.list()
+    assert (kept.source, kept.route) == ("microphone", "stream") and word_error_rate(SENTENCE, kept.text) <= 0.2
+    assert load_audio(kept.audio_bytes(), "k.wav").seconds == pytest.approx(float(figures["Audio"][:-2]), abs=0.02)
+
+
+def test_a_microphone_that_sent_nothing_says_so_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str, served: dict[str, bytes]) -> None:
+    at = _open(monkeypatch, tmp_path / "data", engine_url)
+    at.session_state["listen_microphone"].started = True  # the browser connected, and no sound came
+    at.run()
+    [error] = [e.value for e in at.error]
+    assert error.startswith("No sound came from the microphone") and "\n" not in error
+    assert History(tmp_path / "data").transcripts.list() == []
