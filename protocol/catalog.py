@@ -133,7 +133,7 @@ FAMILIES: tuple[Family, ...] = (
         item_nouns=("transcript", "transcripts"), media_suffix=".txt",
         load_figures=("final_ms", "first_partial_ms"),
         default_model="mistralai/Voxtral-Mini-4B-Realtime-2602", default_pool=LARGE_GPU_POOL,
-        startup_timeout_s=1800, invocations_target=30.0, opt_in=True, page=False),
+        startup_timeout_s=1800, records="transcripts", invocations_target=30.0, opt_in=True),
 )
 
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)

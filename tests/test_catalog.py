@@ -109,17 +109,18 @@ def test_model_lookup_is_case_insensitive_and_none_for_unknown():
     assert catalog.model("acme/unknown") is None and catalog.model(None) is None
 
 
-def test_listen_is_an_opt_in_family_without_a_page():
+def test_listen_is_an_opt_in_family_with_its_page():
     from infra.model import DeployOptions, deploy_command
     from protocol.sagemaker import DEFAULT_ROLES
 
     listen = catalog.family("listen")
-    assert listen.opt_in and not listen.page and listen.serving == "bidirectional"
+    assert listen.opt_in and listen.page and listen.serving == "bidirectional" and listen.records == "transcripts"
     assert listen.endpoint_kind == "realtime" and listen.price_unit_size == 3600
     assert DEFAULT_ROLES == tuple(f.name for f in catalog.FAMILIES if not f.opt_in) and "listen" not in DEFAULT_ROLES
     assert tuple(DeployOptions().roles) == DEFAULT_ROLES  # `infra deploy` with no endpoint named
-    assert "listen" not in catalog.PAGE_NAMES  # a family without a page is not in PAGES
-    assert not any(p.name == "listen" for p in catalog.PAGES)
+    page = next(p for p in catalog.PAGES if p.name == "listen")  # after the other family pages, before the tools
+    assert catalog.PAGE_NAMES[:4] == ("voice", "image", "video", "listen")
+    assert (page.title, page.min_role, page.script) == ("Listen", "viewer", "pages/listen.py")
     voxtral = catalog.model(listen.default_model)
     assert voxtral.needs_bf16 and voxtral.gpu_need_gb == 10.6  # 8.0 GB × 1.2 + 1 = 10.6
     assert instances.misfit(voxtral, "ml.g4dn.xlarge") is not None  # the T4 has no bf16

@@ -220,3 +220,99 @@ def test_cli_backend_offline_starts_the_engine(files: dict[str, Path]) -> None:
     figures = json.loads(p.stdout)
     assert figures["backend"] == "offline" and figures["target"].startswith("http://127.0.0.1:")
     assert word_error_rate(SENTENCE, figures["text"]) <= 0.25
+
+
+def test_a_live_source_streams_as_it_is_captured(engine_url: str, files: dict[str, Path]) -> None:
+    """`stream_live`: chunks of 20 ms (a browser's frames, one with an odd byte count) fed through an asyncio.Queue
+    at real time; the text and the figures come back as for a recording, the audio's length counted as sent."""
+    from services.listen.realtime import queue_source
+
+    audio = load_audio(files["speech.wav"].read_bytes(), "speech.wav")
+    partials: list[str] = []
+
+    async def run():  # type: ignore[no-untyped-def]
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        listening = asyncio.create_task(OmniListen(engine_url).stream_live(queue_source(queue),
+                                                                           on_partial=partials.append))
+        step = 640
+        pieces = [audio.pcm[i:i + step] for i in range(0, len(audio.pcm), step)]
+        pieces[3:5] = [pieces[3] + pieces[4][:1], pieces[4][1:]]  # an odd split: whole samples still go out
+        for piece in pieces:
+            await queue.put(piece)
+            await asyncio.sleep(0.02)
+        await queue.put(None)
+        return await listening
+
+    heard = asyncio.run(run())
+    assert word_error_rate(SENTENCE, heard.text) <= 0.2, heard.text
+    assert heard.route == "stream" and heard.partials == len(partials) >= 1
+    assert heard.audio_s == pytest.approx(audio.seconds)
+    assert heard.first_partial_ms is not None and heard.final_ms is not None and heard.final_ms >= 0
+
+
+def test_a_live_source_with_no_words_is_no_speech(engine_url: str) -> None:
+    async def silence():  # type: ignore[no-untyped-def]
+        for _ in range(20):
+            yield bytes(3200)
+
+    with pytest.raises(NoSpeech, match="no speech found in microphone"):
+        asyncio.run(OmniListen(engine_url).stream_live(silence()))
+
+
+def _browser_frames(pcm16k: bytes) -> list:  # type: ignore[type-arg]
+    """The recording as a browser's microphone sends it: 48 kHz stereo s16, 20 ms frames (av.AudioFrame)."""
+    import av
+
+    mono = soxr.resample(np.frombuffer(pcm16k, "<i2").astype(np.float32), 16_000, 48_000)
+    stereo = np.repeat(np.clip(mono, -32768, 32767).astype("<i2"), 2)
+    frames = []
+    for at in range(0, stereo.size, 960 * 2):
+        block = stereo[at:at + 960 * 2]
+        frame = av.AudioFrame.from_ndarray(block.reshape(1, -1), format="s16", layout="stereo")
+        frame.sample_rate = 48_000
+        frames.append(frame)
+    return frames
+
+
+def test_a_microphone_utterance_is_heard_while_it_is_spoken(engine_url: str, files: dict[str, Path]) -> None:
+    """LiveListening: 48 kHz stereo frames fed from another thread at real time; the partial text is there before
+    the last frame, Stop gives the final text, and what was captured is kept as 16 kHz audio of the same length."""
+    import time
+
+    from services.listen import LiveListening
+    from services.runtime import background_loop
+
+    audio = load_audio(files["speech.wav"].read_bytes(), "speech.wav")
+    loop = background_loop()
+    try:
+        live = LiveListening(OmniListen(engine_url), loop)
+        partial_before_end = ""
+        for frame in _browser_frames(audio.pcm):
+            live.feed(frame)
+            partial_before_end = live.partial or partial_before_end
+            time.sleep(0.02)
+        assert partial_before_end, "no partial text while the audio was still being sent"
+        live.stop()
+        heard = live.result(60)
+    finally:
+        loop.stop()
+    assert word_error_rate(SENTENCE, heard.text) <= 0.2, heard.text
+    assert heard.route == "stream" and heard.audio_s == pytest.approx(audio.seconds, abs=0.05)
+    assert live.captured_s == pytest.approx(heard.audio_s)
+    kept = load_audio(live.wav(), "microphone.wav")
+    assert kept.seconds == pytest.approx(audio.seconds, abs=0.05)
+
+
+def test_a_microphone_that_sent_nothing_is_no_speech(engine_url: str) -> None:
+    from services.listen import LiveListening
+    from services.runtime import background_loop
+
+    loop = background_loop()
+    try:
+        live = LiveListening(OmniListen(engine_url), loop)
+        live.stop()
+        with pytest.raises(NoSpeech, match="no speech found in microphone"):
+            live.result(30)
+        assert live.captured_s == 0
+    finally:
+        loop.stop()

@@ -141,3 +141,22 @@ def test_a_file_over_the_invoke_limit_is_cut_at_silences_and_joined(listen_endpo
     assert transcript.fitting and "cut at silences into 2 pieces" in transcript.fitting
     assert word_error_rate(f"{SENTENCE} {SECOND}", transcript.text) <= 0.3, transcript.text
     assert transcript.segments[-1].start > boundary  # the second piece's segments moved to their place
+
+
+def test_a_live_source_over_the_bidirectional_stream(listen_endpoint: str, sentence_wav: bytes) -> None:
+    """`stream_live` on SageMaker: chunks from an async source over the HTTP/2 bidirectional stream."""
+    audio = load_audio(sentence_wav, "s.wav")
+
+    async def frames():  # type: ignore[no-untyped-def]
+        for i in range(0, len(audio.pcm), 3200):
+            yield audio.pcm[i:i + 3200]
+            await asyncio.sleep(0.1)
+
+    backend = create_backend(settings())
+    try:
+        heard = asyncio.run(backend.listen.stream_live(frames()))
+    finally:
+        backend.close()
+    assert word_error_rate(SENTENCE, heard.text) <= 0.2, heard.text
+    assert heard.route == "stream" and heard.audio_s == pytest.approx(audio.seconds)
+    assert heard.model == DEFAULT_LISTEN_MODEL and heard.final_ms is not None

@@ -10,7 +10,7 @@ import pytest
 
 from protocol.errors import InvalidInput
 from protocol.listen import is_english
-from services.listen.wer import normalise, script_of, word_error_rate
+from services.listen.wer import normalise, script_of, wer_counts, word_error_rate
 
 
 @pytest.mark.parametrize(("reference", "hypothesis", "expected"), [
@@ -51,3 +51,18 @@ def test_a_reference_in_another_script_or_without_words_is_refused() -> None:
 def test_english_is_what_wer_is_measured_in() -> None:
     assert is_english(None) and is_english("en") and is_english("English") and is_english(" EN-us ")
     assert not is_english("de") and not is_english("French")
+
+
+@pytest.mark.parametrize(("reference", "hypothesis", "counts"), [
+    ("The cat sat.", "the cat sat on", (0, 0, 1, 3)),  # (S, D, I, reference words), counted by hand
+    ("the cat sat", "the dog sat", (1, 0, 0, 3)),
+    ("the cat sat on the mat", "the cat on the mat", (0, 1, 0, 6)),
+    ("the cat sat", "a dog stood there", (3, 0, 1, 3)),
+    ("one two three four", "", (0, 4, 0, 4)),
+    ("I have 2 dogs", "i have two dogs", (0, 0, 0, 4)),
+])
+def test_wer_counts_are_the_rates_parts(reference: str, hypothesis: str, counts: tuple[int, int, int, int]) -> None:
+    got = wer_counts(reference, hypothesis)
+    assert (got.substitutions, got.deletions, got.insertions, got.reference_words) == counts
+    assert got.wer == pytest.approx(word_error_rate(reference, hypothesis))
+    assert got.errors == sum(counts[:3])

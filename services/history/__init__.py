@@ -5,6 +5,7 @@
     history.jobs         # image and video jobs (jobs.py): create, succeed, fail, list, count, rename, delete, recover
     history.voices       # the voices saved for cloning, with their consent (voices.py)
     history.takes        # the Voice page's speech takes and their WAVs (takes.py)
+    history.transcripts  # the Listen page's transcripts and their recordings (transcripts.py)
     history.load_reports # load sweeps' reports (load_reports.py)
 
 The host (host.py, which History extends) keeps what the stores share: the connections (one per thread), the one
@@ -35,6 +36,7 @@ from services.history.host import SHAREABLE, Host, Shareable
 from services.history.jobs import TITLE_MAX, UNFINISHED, Job, JobKind, JobStatus, JobStore
 from services.history.load_reports import LoadReportRecord, LoadReportStore
 from services.history.takes import SpeechTake, TakeState, TakeStore
+from services.history.transcripts import TranscriptRecord, TranscriptStore
 from services.history.voices import VoiceRecord, VoiceStore
 
 
@@ -58,6 +60,11 @@ class History(Host):
         return TakeStore(self)
 
     @property
+    def transcripts(self) -> TranscriptStore:
+        """The Listen page's transcripts, with their recordings."""
+        return TranscriptStore(self)
+
+    @property
     def load_reports(self) -> LoadReportStore:
         """Load sweeps' reports (services/load)."""
         return LoadReportStore(self)
@@ -73,5 +80,5 @@ class History(Host):
 __all__ = [
     "SHAREABLE", "TITLE_MAX", "UNFINISHED", "History", "HistoryError", "Host", "Job", "JobKind", "JobStatus",
     "JobStore", "LoadReportRecord", "LoadReportStore", "Shareable", "SpeechTake", "TakeState", "TakeStore",
-    "VoiceRecord", "VoiceStore", "current_owner", "owner_alive",
+    "TranscriptRecord", "TranscriptStore", "VoiceRecord", "VoiceStore", "current_owner", "owner_alive",
 ]

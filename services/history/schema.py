@@ -116,6 +116,36 @@ def jobs_without_kind_check(db: sqlite3.Connection) -> None:
     db.execute(OWNER_INDEX.format(table="jobs"))
 
 
+TRANSCRIPTS_TABLE = f"""
+CREATE TABLE IF NOT EXISTS transcripts (
+    id          TEXT PRIMARY KEY,
+    text        TEXT NOT NULL,
+    source      TEXT NOT NULL,             -- the file's name, or 'microphone'
+    route       TEXT NOT NULL CHECK (route IN ('file', 'stream')),
+    model       TEXT NOT NULL,
+    backend     TEXT NOT NULL,             -- offline, omni or sagemaker
+    target      TEXT NOT NULL,             -- where it was transcribed (URL or endpoint)
+    segments    TEXT NOT NULL DEFAULT '[]',-- JSON: [{{start, end, text}}]
+    figures     TEXT NOT NULL DEFAULT '{{}}',-- JSON: Transcript.figures() without text and segments (audio_s, rtf, wer …)
+    reference   TEXT,                      -- the text that is spoken, when one was given for the word error rate
+    preview     TEXT,                      -- the target's note when its answers are a stand-in (the offline engine)
+    audio       TEXT,                      -- file name (in media/<id>/) of the recording; NULL: not kept
+    created_at  REAL NOT NULL,
+    user_id     TEXT NOT NULL DEFAULT '{LOCAL.id}',
+    shared      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS transcripts_created ON transcripts (created_at DESC);
+CREATE INDEX IF NOT EXISTS transcripts_user ON transcripts (user_id);
+"""
+
+
+def transcripts_table(db: sqlite3.Connection) -> None:
+    """Version 2: the Listen page's transcripts (services/history/transcripts.py), owned and shareable like takes."""
+    for statement in statements(TRANSCRIPTS_TABLE):
+        db.execute(statement)
+
+
 # (version, step): a database whose user_version is below a step's version gets that step, in order.
-MIGRATIONS: tuple[tuple[int, Callable[[sqlite3.Connection], None]], ...] = ((1, jobs_without_kind_check),)
+MIGRATIONS: tuple[tuple[int, Callable[[sqlite3.Connection], None]], ...] = (
+    (1, jobs_without_kind_check), (2, transcripts_table))
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -19,7 +19,7 @@ import httpx
 from pydantic import ValidationError
 
 from protocol.common import ModelList
-from protocol.listen import DEFAULT_LISTEN_MODEL, REALTIME_PATH
+from protocol.listen import DEFAULT_LISTEN_MODEL, LISTEN_BYTES_PER_S, REALTIME_PATH
 from services.listen import realtime, rest
 from services.listen.audio import ListenAudio, NoSpeech
 from services.listen.transcript import Transcript
@@ -34,6 +34,26 @@ class Listener(Protocol):
 
     async def stream(self, audio: ListenAudio, *, model: str | None = None, language: str | None = None,
                      on_partial: realtime.OnPartial | None = None, pace: bool = True) -> Transcript: ...
+
+    async def stream_live(self, source: realtime.LiveSource, *, name: str = "microphone", model: str | None = None,
+                          language: str | None = None, on_partial: realtime.OnPartial | None = None) -> Transcript:
+        """Stream PCM16 chunks (16 kHz, mono) as a live source yields them (a microphone); the source's end is the
+        final commit. NoSpeech (naming `name`) when no words were heard."""
+        ...
+
+
+def stream_transcript(out: realtime.StreamOutcome, *, name: str, audio_s: float, model: str, target: str,
+                      preview: str | None) -> Transcript:
+    """A finished stream's Transcript with its figures; NoSpeech when it heard no words."""
+    if not out.text:
+        raise NoSpeech(name)
+    first, last, done = out.first_audio_t, out.last_audio_t, out.done_t
+    assert done is not None and first is not None and last is not None
+    return Transcript(
+        text=out.text, route="stream", audio_s=audio_s, elapsed_s=done - first, model=model,
+        target=target, preview=preview, partials=out.partials, final_ms=(done - last) * 1000,
+        first_partial_ms=None if out.first_partial_t is None else (out.first_partial_t - first) * 1000,
+    )
 
 
 def ws_url_of(url: str) -> str:
@@ -97,12 +117,15 @@ class OmniListen:
         out = await realtime.stream_pcm(ws_url_of(self.target), audio.pcm, model=model, language=language,
                                         on_partial=on_partial, pace=pace, connect_timeout=self.connect_timeout,
                                         answer_timeout=self.timeout)
-        if not out.text:
-            raise NoSpeech(audio.name)
-        first, last, done = out.first_audio_t, out.last_audio_t, out.done_t
-        assert done is not None and first is not None and last is not None
-        return Transcript(
-            text=out.text, route="stream", audio_s=audio.seconds, elapsed_s=done - first, model=model,
-            target=self.target, preview=preview, partials=out.partials, final_ms=(done - last) * 1000,
-            first_partial_ms=None if out.first_partial_t is None else (out.first_partial_t - first) * 1000,
-        )
+        return stream_transcript(out, name=audio.name, audio_s=audio.seconds, model=model, target=self.target,
+                                 preview=preview)
+
+    async def stream_live(self, source: realtime.LiveSource, *, name: str = "microphone", model: str | None = None,
+                          language: str | None = None, on_partial: realtime.OnPartial | None = None) -> Transcript:
+        async with self._http() as http:
+            model, preview = await self._model(http, model)
+        out = await realtime.stream_pcm(ws_url_of(self.target), source, model=model, language=language,
+                                        on_partial=on_partial, connect_timeout=self.connect_timeout,
+                                        answer_timeout=self.timeout)
+        return stream_transcript(out, name=name, audio_s=out.bytes_sent / LISTEN_BYTES_PER_S, model=model,
+                                 target=self.target, preview=preview)

@@ -13,7 +13,7 @@ import asyncio
 import base64
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from protocol.common import dumps
@@ -34,6 +34,7 @@ from protocol.listen import (
 from services.listen.rest import unreachable
 
 OnPartial = Callable[[str], None]  # called with the text so far after each delta
+LiveSource = AsyncIterator[bytes]  # PCM16 chunks (16 kHz, mono) as they are captured; its end ends the utterance
 REFUSED_STATUSES = (400, 403, 404, 405, 426, 501)  # a handshake refused: no realtime route there
 
 
@@ -48,6 +49,7 @@ class StreamOutcome:
     last_audio_t: float | None = None
     first_partial_t: float | None = None
     done_t: float | None = None
+    bytes_sent: int = 0  # PCM bytes sent (a live source's length is known only at its end)
 
 
 def _event_error(event: RealtimeError, target: str) -> Exception:
@@ -108,11 +110,14 @@ async def _read(ws, out: StreamOutcome, target: str, on_partial: OnPartial | Non
             return
 
 
-async def _send_audio(ws, pcm: bytes, out: StreamOutcome, chunk_s: float, pace: bool) -> None:  # type: ignore[no-untyped-def]
+async def _send_audio(ws, pcm: bytes | LiveSource, out: StreamOutcome, chunk_s: float, pace: bool) -> None:  # type: ignore[no-untyped-def]
     from websockets.exceptions import ConnectionClosed
 
     try:
-        await _paced(ws, pcm, out, chunk_s, pace)
+        if isinstance(pcm, bytes | bytearray):
+            await _paced(ws, bytes(pcm), out, chunk_s, pace)
+        else:
+            await _live(ws, pcm, out)
     except ConnectionClosed:
         raise StreamError("the transcription stream closed while audio was still being sent") from None
 
@@ -123,28 +128,53 @@ async def _paced(ws, pcm: bytes, out: StreamOutcome, chunk_s: float, pace: bool)
     for i, at in enumerate(range(0, len(pcm), step)):
         if pace:
             await asyncio.sleep(max(0.0, start + i * step / LISTEN_BYTES_PER_S - time.perf_counter()))
-        audio = base64.b64encode(pcm[at:at + step]).decode("ascii")
-        await ws.send(dumps(InputAudioBufferAppend(audio=audio)))
-        out.last_audio_t = time.perf_counter()
-        if out.first_audio_t is None:
-            out.first_audio_t = out.last_audio_t
+        await _append(ws, pcm[at:at + step], out)
     await ws.send(dumps(InputAudioBufferCommit(final=True)))
 
 
-async def stream_pcm(ws_url: str, pcm: bytes, *, model: str, language: str | None = None,
+async def _append(ws, chunk: bytes, out: StreamOutcome) -> None:  # type: ignore[no-untyped-def]
+    await ws.send(dumps(InputAudioBufferAppend(audio=base64.b64encode(chunk).decode("ascii"))))
+    out.bytes_sent += len(chunk)
+    out.last_audio_t = time.perf_counter()
+    if out.first_audio_t is None:
+        out.first_audio_t = out.last_audio_t
+
+
+async def _live(ws, source: LiveSource, out: StreamOutcome) -> None:  # type: ignore[no-untyped-def]
+    """Send each chunk as the source yields it (a microphone paces itself); the source's end is the final commit.
+    An odd trailing byte waits for the next chunk (the route takes whole samples only)."""
+    carry = b""
+    async for chunk in source:
+        data = carry + bytes(chunk)
+        cut = len(data) // 2 * 2
+        carry = data[cut:]
+        if cut:
+            await _append(ws, data[:cut], out)
+    await ws.send(dumps(InputAudioBufferCommit(final=True)))
+
+
+async def queue_source(queue: asyncio.Queue[bytes | None]) -> LiveSource:
+    """An asyncio.Queue of PCM chunks as a live source: None in the queue ends it."""
+    while (chunk := await queue.get()) is not None:
+        yield chunk
+
+
+async def stream_pcm(ws_url: str, pcm: bytes | LiveSource, *, model: str, language: str | None = None,
                      on_partial: OnPartial | None = None, chunk_s: float = 0.1, pace: bool = True,
                      connect_timeout: float = 10.0, answer_timeout: float = 60.0) -> StreamOutcome:
-    """Stream 16 kHz mono PCM16 to `ws_url` and wait for the transcription (see the module's doc)."""
+    """Stream 16 kHz mono PCM16 (a recording, or a live source) to `ws_url` and wait for the transcription."""
     ws = await _connect(ws_url, connect_timeout)
     return await stream_on(ws, ws_url, pcm, model=model, language=language, on_partial=on_partial,
                            chunk_s=chunk_s, pace=pace, connect_timeout=connect_timeout, answer_timeout=answer_timeout)
 
 
-async def stream_on(ws, target: str, pcm: bytes, *, model: str, language: str | None = None,  # type: ignore[no-untyped-def]
+async def stream_on(ws, target: str, pcm: bytes | LiveSource, *, model: str, language: str | None = None,  # type: ignore[no-untyped-def]
                     on_partial: OnPartial | None = None, chunk_s: float = 0.1, pace: bool = True,
                     connect_timeout: float = 10.0, answer_timeout: float = 60.0) -> StreamOutcome:
     """The session over an open channel `ws` (async `recv()` of a text message, `send(text)`, `close()`): a
-    WebSocket, or SageMaker's HTTP/2 bidirectional stream (services/listen/sagemaker.py). It is closed after."""
+    WebSocket, or SageMaker's HTTP/2 bidirectional stream (services/listen/sagemaker.py). It is closed after.
+    `pcm` is a whole recording (sent in `chunk_s` pieces, paced at real time when `pace`) or a live source of
+    chunks (sent as they come; its end is the final commit)."""
     out = StreamOutcome()
     ws_url = target
     tasks: list[asyncio.Task[None]] = []

@@ -45,6 +45,7 @@ from protocol.sagemaker import route_attribute
 from services.aws import AwsSession, aws_error, missing_endpoint
 from services.listen import realtime
 from services.listen.audio import ListenAudio, NoSpeech
+from services.listen.client import stream_transcript
 from services.listen.rest import VERBOSE_REFUSED
 from services.listen.transcript import Segment, Transcript
 
@@ -193,24 +194,28 @@ class SageMakerListen:
     # -- a stream --------------------------------------------------------------------------------
     async def stream(self, audio: ListenAudio, *, model: str | None = None, language: str | None = None,
                      on_partial: realtime.OnPartial | None = None, pace: bool = True) -> Transcript:
+        model, out = await self._stream(audio.pcm, model, language, on_partial, pace)
+        return stream_transcript(out, name=audio.name, audio_s=audio.seconds, model=model, target=self.target,
+                                 preview=None)
+
+    async def stream_live(self, source: realtime.LiveSource, *, name: str = "microphone", model: str | None = None,
+                          language: str | None = None, on_partial: realtime.OnPartial | None = None) -> Transcript:
+        model, out = await self._stream(source, model, language, on_partial, True)
+        return stream_transcript(out, name=name, audio_s=out.bytes_sent / LISTEN_BYTES_PER_S, model=model,
+                                 target=self.target, preview=None)
+
+    async def _stream(self, pcm: bytes | realtime.LiveSource, model: str | None, language: str | None,
+                      on_partial: realtime.OnPartial | None, pace: bool) -> tuple[str, realtime.StreamOutcome]:
+        """The realtime session over the HTTP/2 bidirectional stream: (the model named, what the stream gave)."""
         if self.endpoint is None:
             raise missing_endpoint("listen")
         model = model or await asyncio.to_thread(self.model_id)
         transport = self._transport(REALTIME_INVOCATION_PATH)
         await transport.connect()
-        channel = _Channel(transport)
-        out = await realtime.stream_on(channel, transport.target, audio.pcm, model=model, language=language,
+        out = await realtime.stream_on(_Channel(transport), transport.target, pcm, model=model, language=language,
                                        on_partial=on_partial, pace=pace, connect_timeout=transport.connect_timeout,
                                        answer_timeout=self.timeout)
-        if not out.text:
-            raise NoSpeech(audio.name)
-        first, last, done = out.first_audio_t, out.last_audio_t, out.done_t
-        assert done is not None and first is not None and last is not None
-        return Transcript(
-            text=out.text, route="stream", audio_s=audio.seconds, elapsed_s=done - first, model=model,
-            target=self.target, partials=out.partials, final_ms=(done - last) * 1000,
-            first_partial_ms=None if out.first_partial_t is None else (out.first_partial_t - first) * 1000,
-        )
+        return model, out
 
 
 class _Channel:

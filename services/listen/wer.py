@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 
 from protocol.errors import InvalidInput
 
@@ -53,11 +54,37 @@ def script_of(text: str) -> str | None:
     return scripts.most_common(1)[0][0] if scripts else None
 
 
-def word_error_rate(reference: str, hypothesis: str) -> float:
-    """WER of `hypothesis` against `reference`, both normalised; InvalidInput for an empty reference or one
-    written in another script than the hypothesis."""
+@dataclass(frozen=True)
+class WerCounts:
+    """The word error rate and the counts it is made of: (substitutions + deletions + insertions) / words."""
+
+    substitutions: int
+    deletions: int
+    insertions: int
+    reference_words: int
+
+    @property
+    def errors(self) -> int:
+        return self.substitutions + self.deletions + self.insertions
+
+    @property
+    def wer(self) -> float:
+        return self.errors / self.reference_words
+
+
+def wer_counts(reference: str, hypothesis: str) -> WerCounts:
+    """`word_error_rate` with its counts (the same normalisation and refusals)."""
     import jiwer
 
+    ref, hyp = _checked(reference, hypothesis)
+    n = len(ref.split())
+    if not hyp:
+        return WerCounts(0, n, 0, n)
+    out = jiwer.process_words(ref, hyp)
+    return WerCounts(out.substitutions, out.deletions, out.insertions, n)
+
+
+def _checked(reference: str, hypothesis: str) -> tuple[str, str]:
     ref, hyp = normalise(reference), normalise(hypothesis)
     if not ref:
         raise InvalidInput("the reference has no words to compare with: give the text that is spoken")
@@ -65,4 +92,13 @@ def word_error_rate(reference: str, hypothesis: str) -> float:
     if ref_script and hyp_script and ref_script != hyp_script:
         raise InvalidInput(f"the reference is written in {ref_script.title()} script but the transcript in "
                            f"{hyp_script.title()}: give the reference in the language that is spoken")
+    return ref, hyp
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    """WER of `hypothesis` against `reference`, both normalised; InvalidInput for an empty reference or one
+    written in another script than the hypothesis."""
+    import jiwer
+
+    ref, hyp = _checked(reference, hypothesis)
     return float(jiwer.wer(ref, hyp)) if hyp else 1.0

@@ -1,0 +1,105 @@
+"""Listening to a microphone in a real browser: Debian Chromium (Playwright) with a fake microphone, the studio on
+the offline engine, both inside a loopback-only network namespace (tests/browser_support.py).
+
+The fake capture device plays a WAV this test writes: the offline engine's own voice saying a known sentence
+(seeded, 48 kHz), after 3 s of quiet (while the WebRTC connection is made) and followed by 9 s of it (Chromium loops the file; the quiet keeps the
+second pass out of the utterance). The scenario opens the Listen page, starts the microphone (streamlit-webrtc,
+send-only), watches the partial transcript appear while the sentence is still being spoken, presses Stop, reads
+the final text, and reloads the page to find the transcript kept in the history.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import wave
+from pathlib import Path
+
+import httpx
+import numpy as np
+import soxr
+
+from tests.browser_support import poll
+
+SENTENCE = "Please call me back when you get home tonight."
+MIC_RATE = 48_000
+LEAD_S, TAIL_S = 3.0, 9.0
+WAV_ENV = "OMNI_TEST_LISTEN_MIC_WAV"  # the recording, written by the test before the scenario starts
+SPEECH_ENV = "OMNI_TEST_LISTEN_SPEECH_S"  # how long the sentence lasts in it
+SCREENSHOT = "/tmp/omni-studio-listen-browser.png"
+
+
+def _fake_microphone(tmp: Path) -> list[str]:
+    return ["--use-fake-device-for-media-stream", f"--use-file-for-fake-audio-capture={os.environ[WAV_ENV]}"]
+
+
+def _main_text(page) -> str:  # type: ignore[no-untyped-def]
+    return page.locator('[data-testid="stMain"]').inner_text()
+
+
+def scenario(studio) -> dict:  # type: ignore[no-untyped-def]
+    """Runs inside the namespace (see tests/browser_support.py)."""
+    page = studio.page
+    out: dict = {}
+    speech_s = float(os.environ[SPEECH_ENV])
+    studio.goto("listen")
+    page.get_by_role("tab", name="From the microphone").click()
+    mic = studio.frame("webrtc", timeout_s=60)
+    mic.get_by_role("button", name="Start listening").click()
+    clicked = time.monotonic()
+    hearing = page.locator('[data-testid="stText"]').first
+    page.get_by_text("Hearing…").wait_for(timeout=30_000)
+    out["partial"] = poll(lambda: hearing.inner_text().strip(), lambda t: t not in ("", "…"), 30, step=0.1)
+    out["partial_after_s"] = round(time.monotonic() - clicked, 2)
+    out["speech_ends_by_s"] = LEAD_S + speech_s
+    page.wait_for_timeout(max(0.0, (LEAD_S + speech_s + 3.0 - (time.monotonic() - clicked))) * 1000)
+    mic.get_by_role("button", name="Stop").click()
+    page.get_by_text("Transcript — microphone").wait_for(timeout=60_000)
+    page.locator('[data-testid="stMetric"]').filter(has_text="First partial").wait_for(timeout=30_000)
+    out["final"] = page.locator('[data-testid="stText"]').first.inner_text().strip()
+    out["metrics"] = {m.locator('[data-testid="stMetricLabel"]').inner_text().strip():
+                      m.locator('[data-testid="stMetricValue"]').inner_text().strip()
+                      for m in page.locator('[data-testid="stMetric"]').all()}
+    page.screenshot(path=SCREENSHOT, full_page=True)
+    studio.goto("listen")  # a reload: a new session, the history lists it
+    page.get_by_text("Transcripts", exact=True).wait_for(timeout=30_000)
+    out["after_reload"] = _main_text(page)[:4000]
+    return out
+
+
+scenario.chromium_args = _fake_microphone
+scenario.permissions = ["microphone"]
+
+
+def test_the_microphone_is_heard_while_speaking_and_its_transcript_kept(tmp_path: Path, engine_url: str) -> None:
+    from services.history import History
+    from services.listen import word_error_rate
+    from tests.browser_support import require_browser, run_browser_scenario
+
+    require_browser()
+    r = httpx.post(f"{engine_url}/v1/audio/speech", json={"input": SENTENCE, "voice": "joe", "seed": 7}, timeout=60,
+                   trust_env=False)
+    assert r.status_code == 200, r.text
+    speech = np.frombuffer(r.content[44:], "<i2").astype(np.float32)
+    speech = soxr.resample(speech, 24_000, MIC_RATE)
+    pcm = np.concatenate([np.zeros(int(LEAD_S * MIC_RATE)), speech, np.zeros(int(TAIL_S * MIC_RATE))])
+    path = tmp_path / "microphone.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(MIC_RATE)
+        w.writeframes(np.clip(pcm, -32768, 32767).astype("<i2").tobytes())
+
+    out = run_browser_scenario("tests.test_browser_listen:scenario", timeout=240, env={
+        "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), WAV_ENV: str(path),
+        SPEECH_ENV: f"{speech.size / MIC_RATE:.3f}"})
+    print({k: out.get(k) for k in ("partial", "partial_after_s", "speech_ends_by_s", "final", "metrics")})
+    assert "error" not in out, out
+    # The partial text came while the sentence was still being spoken (before its end in the looped file).
+    assert out["partial"] and out["partial_after_s"] < out["speech_ends_by_s"]
+    assert word_error_rate(SENTENCE, out["final"]) <= 0.3, out["final"]
+    assert out["metrics"]["First partial"].endswith(" ms") and out["metrics"]["Final"].endswith(" ms")
+    assert out["final"] in out["after_reload"]  # listed again after the reload
+    [kept] = History(tmp_path / "data").transcripts.list()
+    assert (kept.text, kept.source, kept.route) == (out["final"], "microphone", "stream")
+    assert kept.audio == "recording.wav" and kept.audio_bytes()[:4] == b"RIFF"

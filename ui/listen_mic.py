@@ -1,0 +1,96 @@
+"""The Listen page's microphone: the browser's audio sent to the studio over WebRTC (streamlit-webrtc, send-only,
+echo cancellation and noise suppression on), each frame resampled to 16 kHz mono and fed live into the target's
+realtime session (services.listen.LiveListening) — the partial text shows while the person speaks, Stop ends the
+utterance."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+
+from protocol.errors import StudioError
+from services.listen import LiveListening
+from ui.voice_player import ice_scope
+
+MIC_KEY = "listen-mic"
+SINK_KEY = "listen-mic-sink"
+START_LABEL = "🎙 Start listening"
+STOP_LABEL = "■ Stop"
+CONSTRAINTS = {"video": False, "audio": {"echoCancellation": True, "noiseSuppression": True, "autoGainControl": False}}
+NO_SOUND = ("No sound came from the microphone: allow this page to use it when the browser asks (or in the site's "
+            "settings), check one is connected, and press Start again")
+
+
+class Microphone:
+    """This browser session's microphone: the utterance being heard, begun at its first frame (`factory`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: LiveListening | None = None
+        self.factory: Callable[[], LiveListening] | None = None
+        self.error: str | None = None  # why the utterance could not begin (the target, say)
+        self.started = False  # the browser sent at least one frame since the last take()
+
+    def on_frame(self, frame: Any) -> None:
+        """streamlit-webrtc's sink callback (its media thread): the first frame opens the session."""
+        with self._lock:
+            self.started = True
+            if self._live is None and self.error is None:
+                if self.factory is None:
+                    return
+                try:
+                    self._live = self.factory()
+                except StudioError as exc:  # said on the page, once, in one line
+                    self.error = str(exc)
+                    return
+            live = self._live
+        if live is not None:
+            live.feed(frame)
+
+    @property
+    def live(self) -> LiveListening | None:
+        with self._lock:
+            return self._live
+
+    def take(self) -> tuple[LiveListening | None, bool, str | None]:
+        """(the utterance, whether any frame came, the error) — and the microphone is ready for the next one."""
+        with self._lock:
+            out = (self._live, self.started, self.error)
+            self._live, self.started, self.error = None, False, None
+            return out
+
+
+def microphone(mic: Microphone, ice_servers: list[dict[str, Any]]) -> bool:
+    """Draw the microphone's Start/Stop and route its frames to `mic`; True while the browser sends."""
+    ice_scope(st.get_option("server.address"), ice_servers)
+    from streamlit_webrtc import WebRtcMode, create_audio_sink_track, webrtc_streamer
+
+    sink = create_audio_sink_track(mic.on_frame, key=SINK_KEY)
+    ctx = webrtc_streamer(
+        key=MIC_KEY,
+        mode=WebRtcMode.SENDONLY,
+        media_stream_constraints=CONSTRAINTS,
+        sink_audio_track=sink,
+        # An explicit list, even empty: otherwise streamlit-webrtc injects a public STUN server.
+        rtc_configuration={"iceServers": ice_servers},
+        translations={"start": START_LABEL, "stop": STOP_LABEL},
+    )
+    return bool(ctx.state.playing)
+
+
+def hearing(mic: Microphone) -> None:
+    """While the person speaks: the partial text so far and the seconds heard (a fragment refreshes it)."""
+    live = mic.live
+    if mic.error:
+        st.error(mic.error)
+    elif live is None:
+        st.caption("Listening: speak now…")
+    elif live.done and live.partial == "":
+        st.caption(f"Heard {live.captured_s:.1f} s — press **{STOP_LABEL}** for the result")
+    else:
+        st.markdown("**Hearing…**")
+        st.text(live.partial or "…")
+        st.caption(f"{live.captured_s:.1f} s of speech sent so far; press **{STOP_LABEL}** to end the utterance")

@@ -1,0 +1,210 @@
+"""The Listen page's views: a recording transcribed (as a file, or streamed at real time with the partial text
+growing), the result with its figures, word error rate and downloads, "Speak this", and the transcripts kept in
+the history (services/history/transcripts.py) — this person's and those the team shared, with the recording
+beside each, as the Voice page keeps its takes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from protocol.errors import InvalidInput, StudioError
+from services.history import TranscriptRecord
+from services.listen import ListenAudio, Segment, Transcript, WerCounts, load_audio, wer_counts
+from ui import resources
+from ui.resources import plain
+from ui.text import shorten
+from ui.workspace_views import by_line, share_toggle
+
+VOICE_PAGE = "pages/voice.py"
+TEXT_SHOWN = 400  # characters of a kept transcript's text shown in the list
+KEPT_SHOWN = 10  # transcripts listed from the history
+POLL_S = 0.2
+WER_WAY = ("after lower-casing, numbers written as words and punctuation removed, on both texts "
+           "(docs/listen.md, “Word error rate”)")
+
+
+@dataclass
+class Heard:
+    """One transcript of this browser session: what came back, where from, its WER and its id once kept."""
+
+    transcript: Transcript
+    backend: str
+    source: str
+    wer: WerCounts | None = None
+    reference: str | None = None
+    record_id: str | None = None
+
+    def figures(self) -> dict[str, Any]:
+        return self.transcript.figures(backend=self.backend, wer=None if self.wer is None else self.wer.wer)
+
+
+def transcribe(backend: Any, name: str, data: bytes, *, stream: bool) -> tuple[ListenAudio, Transcript]:
+    """The uploaded recording checked and transcribed, with a progress bar (and, streamed, the partial text
+    growing under it). Raises StudioError with a one-line reason."""
+    bar = st.progress(0.0, text=f"Reading {name}…")
+    audio = load_audio(data, name)
+    listener, loop = backend.listen, resources.loop()
+    if not stream:
+        bar.progress(0.3, text=f"{name} read ({audio.seconds:.1f} s of audio): transcribing on {backend.target}…")
+        transcript = loop.run(listener.transcribe_file(audio))
+        bar.progress(1.0, text="Transcribed")
+        return audio, transcript
+    partial = [""]
+    box = st.empty()
+    future = loop.submit(listener.stream(audio, on_partial=lambda text: partial.__setitem__(0, text)))
+    started = time.monotonic()
+    while not future.done():
+        sent = min(audio.seconds, time.monotonic() - started)
+        bar.progress(sent / audio.seconds, text=f"Streaming at real time: {sent:.1f} of {audio.seconds:.1f} s sent")
+        box.markdown(f"**Hearing…** {plain(partial[0])}" if partial[0] else "**Hearing…**")
+        time.sleep(POLL_S)
+    transcript = future.result()
+    bar.progress(1.0, text="Streamed: the final text is in")
+    box.empty()
+    return audio, transcript
+
+
+def heard_of(transcript: Transcript, backend: str, source: str, reference: str) -> tuple[Heard, str | None]:
+    """The transcript with its WER against `reference` (none when blank), and why a reference given could not be
+    compared (one in another script, one without words) — the transcript stands either way."""
+    wer, problem = None, None
+    if reference.strip():
+        try:
+            wer = wer_counts(reference, transcript.text)
+        except InvalidInput as exc:
+            problem = f"No word error rate: {exc}"
+    return Heard(transcript, backend, source, wer, reference.strip() or None), problem
+
+
+def keep(heard: Heard, audio: bytes | None, audio_name: str) -> str | None:
+    """Keep `heard` in this person's history with its recording; the reason when it cannot be (it still shows)."""
+    t = heard.transcript
+    figures = {k: v for k, v in heard.figures().items() if k not in ("text", "segments")}
+    try:
+        record = resources.history().transcripts.record(
+            t.text, source=heard.source, route=t.route, model=t.model, backend=heard.backend, target=t.target,
+            segments=[{"start": s.start, "end": s.end, "text": s.text} for s in t.segments], figures=figures,
+            reference=heard.reference, preview=t.preview, audio=audio, audio_name=audio_name)
+    except StudioError as exc:
+        return f"This transcript shows here but could not be kept in the history: {exc}"
+    heard.record_id = record.id
+    return None
+
+
+def wer_line(wer: WerCounts) -> str:
+    return (f"WER {wer.wer:.1%} = ({wer.substitutions} substituted + {wer.deletions} deleted + {wer.insertions} "
+            f"inserted) / {wer.reference_words} reference words, {WER_WAY}")
+
+
+def metrics(f: dict[str, Any]) -> None:
+    """The figures: audio, RTF and — streamed — first partial, final and partials; WER when measured."""
+    shown = [("Audio", f"{f['audio_s']:.2f} s", "the recording's length"),
+             ("RTF", "—" if f["rtf"] is None else f"{f['rtf']:.3f}",
+              "real-time factor: time taken per second of audio (a stream paced at real time sits at about 1)")]
+    if "partials" in f:
+        first = "—" if f["first_partial_ms"] is None else f"{f['first_partial_ms']:.0f} ms"
+        shown += [("First partial", first, "from the first audio sent to the first words back"),
+                  ("Final", "—" if f["final_ms"] is None else f"{f['final_ms']:.0f} ms",
+                   "from the last audio sent to the final text"),
+                  ("Partials", str(f["partials"]), "how many times the text grew")]
+    if f.get("wer") is not None:
+        shown.append(("WER", f"{f['wer']:.1%}", "word error rate against the reference text"))
+    for col, (label, value, help_) in zip(st.columns(len(shown)), shown, strict=True):
+        col.metric(label, value, help=help_)
+
+
+def downloads(t: Transcript, figures: dict[str, Any], stem: str, key: str) -> None:
+    """TXT, SRT and VTT (when there are segments), JSON (the figures, as `python -m services listen --json`)."""
+    kinds = [(".txt", "text/plain")] + ([(".srt", "application/x-subrip"), (".vtt", "text/vtt")] if t.segments else [])
+    kinds.append((".json", "application/json"))
+    for col, (suffix, mime) in zip(st.columns(len(kinds)), kinds, strict=True):
+        col.download_button(f"Download {suffix[1:].upper()}", t.render(suffix, figures), file_name=stem + suffix,
+                            mime=mime, key=f"{key}-{suffix[1:]}", on_click="ignore", width="stretch")
+
+
+def speak_this(text: str, key: str) -> None:
+    """"Speak this": the text onto the Voice page's text box, and there."""
+    if st.button("🗣️ Speak this", key=key, help="Put this text on the Voice page"):
+        st.session_state["voice_text"] = text
+        st.switch_page(VOICE_PAGE)
+
+
+def result_view(heard: Heard) -> None:
+    """The latest transcript: the preview note, the text, the figures, the WER, the downloads, Speak this."""
+    t = heard.transcript
+    st.markdown(f"**Transcript** — {plain(heard.source)}")
+    if t.preview:
+        st.info(plain(f"Offline preview — {t.preview}"), icon="🔖")
+    st.text(t.text)
+    figures = heard.figures()
+    metrics(figures)
+    if heard.wer is not None:
+        st.caption(plain(wer_line(heard.wer)))
+    if t.fitting:
+        st.caption(plain(t.fitting))
+    st.caption(plain(f"{t.model} on {t.target} ({heard.backend}), {'streamed' if t.route == 'stream' else 'as a file'}"))
+    downloads(t, figures, heard.record_id or "transcript", "listen-latest")
+    speak_this(t.text, "listen-speak-latest")
+    if heard.record_id is not None:
+        try:
+            history = resources.history()
+            kept = history.transcripts.get(heard.record_id)
+        except StudioError:
+            return  # the list below says what is wrong with the history
+        share_toggle(history, "transcript", kept.id, kept.user_id, kept.shared, key_prefix="latest-")
+
+
+def transcript_of(r: TranscriptRecord) -> Transcript:
+    """A kept transcript as the Transcript it was (for its files)."""
+    f = r.figures
+    audio_s = float(f.get("audio_s") or 0.0)
+    return Transcript(text=r.text, route=r.route, audio_s=audio_s, elapsed_s=float(f.get("rtf") or 0.0) * audio_s,
+                      model=r.model, target=r.target, preview=r.preview, partials=int(f.get("partials") or 0),
+                      segments=[Segment(s["start"], s["end"], s["text"]) for s in r.segments],
+                      first_partial_ms=f.get("first_partial_ms"), final_ms=f.get("final_ms"))
+
+
+def summary(r: TranscriptRecord) -> str:
+    f = r.figures
+    parts = [time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at)), r.source,
+             "streamed" if r.route == "stream" else "file", f"{float(f.get('audio_s') or 0):.1f} s"]
+    if f.get("rtf") is not None:
+        parts.append(f"RTF {f['rtf']:.3f}")
+    if f.get("wer") is not None:
+        parts.append(f"WER {f['wer']:.1%}")
+    return " · ".join(parts + [f"{r.model} ({r.backend})" + (" — offline preview" if r.preview else "")])
+
+
+def kept_transcripts(skip: str | None = None) -> None:
+    """Earlier transcripts from the history, newest first (not `skip`, shown above): text, whose, summary, the
+    recording, the downloads, Speak this and, on one's own, the share toggle."""
+    try:
+        history = resources.history()
+        records = [r for r in history.transcripts.list(limit=KEPT_SHOWN + 1) if r.id != skip][:KEPT_SHOWN]
+    except StudioError as exc:
+        st.error(plain(f"Earlier transcripts cannot be shown: {exc}"))
+        return
+    if not records:
+        return
+    st.divider()
+    st.subheader("Transcripts")
+    st.caption("Yours and those the team shared, newest first; kept in the studio's history.")
+    for r in records:
+        with st.container(border=True):
+            st.text(shorten(r.text, TEXT_SHOWN))
+            by_line(r.user_id)
+            st.caption(plain(summary(r)))
+            try:
+                audio = r.audio_bytes()
+            except StudioError as exc:
+                st.warning(plain(exc))
+            else:
+                if audio:
+                    st.audio(audio)
+            downloads(transcript_of(r), {"text": r.text, "segments": r.segments, **r.figures}, r.id, f"listen-{r.id}")
+            speak_this(r.text, f"listen-speak-{r.id}")
+            share_toggle(history, "transcript", r.id, r.user_id, r.shared)
