@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.model import ROLES, Role
+from infra.model import DEFAULT_ROLES, ROLES, Role
 from protocol.errors import StudioError
 from protocol.speech import TaskType, task_types_for_model
 from services.pricing import usd
@@ -88,10 +88,11 @@ class SmokeReport:
 SmokeProgress = Callable[[SmokeCheck], None]
 
 
-def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = ROLES, *,
+def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = DEFAULT_ROLES, *,
               progress: SmokeProgress | None = None, voice_timeout_s: float = VOICE_TIMEOUT_S,
               video_timeout_s: float = VIDEO_TIMEOUT_S, voice_task: TaskType | None = None) -> SmokeReport:
-    """Run the smoke test of each role in `roles` (voice, image, video order) and save what they produce.
+    """Run the smoke test of each role in `roles` (catalog order; the published three unless listen is named)
+    and save what they produce.
     `voice_task`: the task type the voice model serves (None: the server's default, a preset voice)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

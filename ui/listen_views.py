@@ -16,12 +16,9 @@ from services.history import TranscriptRecord
 from services.listen import ListenAudio, Segment, Transcript, WerCounts, load_audio, wer_counts
 from ui import resources
 from ui.resources import plain
-from ui.text import shorten
-from ui.workspace_views import by_line, share_toggle
+from ui.workspace_views import kept_list, share_toggle
 
 VOICE_PAGE = "pages/voice.py"
-TEXT_SHOWN = 400  # characters of a kept transcript's text shown in the list
-KEPT_SHOWN = 10  # transcripts listed from the history
 POLL_S = 0.2
 WER_WAY = ("after lower-casing, numbers written as words and punctuation removed, on both texts "
            "(docs/listen.md, “Word error rate”)")
@@ -180,31 +177,21 @@ def summary(r: TranscriptRecord) -> str:
 
 
 def kept_transcripts(skip: str | None = None) -> None:
-    """Earlier transcripts from the history, newest first (not `skip`, shown above): text, whose, summary, the
-    recording, the downloads, Speak this and, on one's own, the share toggle."""
+    """Earlier transcripts from the history (not `skip`, shown above): each with its summary, the recording,
+    the downloads, Speak this and, on one's own, the share toggle."""
+    kept_list("Transcripts", "transcripts", lambda history, n: history.transcripts.list(limit=n), _kept_transcript,
+              skip)
+
+
+def _kept_transcript(history: Any, r: TranscriptRecord) -> None:
+    st.caption(plain(summary(r)))
     try:
-        history = resources.history()
-        records = [r for r in history.transcripts.list(limit=KEPT_SHOWN + 1) if r.id != skip][:KEPT_SHOWN]
+        audio = r.audio_bytes()
     except StudioError as exc:
-        st.error(plain(f"Earlier transcripts cannot be shown: {exc}"))
-        return
-    if not records:
-        return
-    st.divider()
-    st.subheader("Transcripts")
-    st.caption("Yours and those the team shared, newest first; kept in the studio's history.")
-    for r in records:
-        with st.container(border=True):
-            st.text(shorten(r.text, TEXT_SHOWN))
-            by_line(r.user_id)
-            st.caption(plain(summary(r)))
-            try:
-                audio = r.audio_bytes()
-            except StudioError as exc:
-                st.warning(plain(exc))
-            else:
-                if audio:
-                    st.audio(audio)
-            downloads(transcript_of(r), {"text": r.text, "segments": r.segments, **r.figures}, r.id, f"listen-{r.id}")
-            speak_this(r.text, f"listen-speak-{r.id}")
-            share_toggle(history, "transcript", r.id, r.user_id, r.shared)
+        st.warning(plain(exc))
+    else:
+        if audio:
+            st.audio(audio)
+    downloads(transcript_of(r), {"text": r.text, "segments": r.segments, **r.figures}, r.id, f"listen-{r.id}")
+    speak_this(r.text, f"listen-speak-{r.id}")
+    share_toggle(history, "transcript", r.id, r.user_id, r.shared)

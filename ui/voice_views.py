@@ -17,10 +17,9 @@ from services.speech import SessionStats, Utterance, waveform_png
 from ui import resources
 from ui.resources import plain
 from ui.text import shorten
-from ui.workspace_views import by_line, share_toggle
+from ui.workspace_views import kept_list, share_toggle
 
 TEXT_SHOWN = 400  # characters of an utterance's text shown with it
-TAKES_SHOWN = 10  # earlier takes listed from the history
 NOT_KEPT = {"type", "ref_audio", "speaker_embedding"}  # a reference recording is never kept with a take
 STATE_TEXT = {"idle": "connecting…", "streaming": "streaming…", "done": "done", "failed": "stopped by an error",
               "cancelled": "stopped"}
@@ -130,33 +129,21 @@ def _summary(t: SpeechTake) -> str:
 
 
 def kept_takes(skip: str | None = None) -> None:
-    """Earlier takes from the history, newest first: this person's and those the team shared (not `skip`, the
-    one shown above), each with its summary, whose it is when not one's own, a player, a download and, on one's
-    own, the share toggle."""
+    """Earlier takes from the history (not `skip`, the one shown above): each with its summary, a player, a
+    download and, on one's own, the share toggle."""
+    kept_list("Takes", "takes", lambda history, n: history.takes.list(limit=n), _kept_take, skip)
+
+
+def _kept_take(history: Any, t: SpeechTake) -> None:
+    st.caption(plain(_summary(t)))
+    if t.error:
+        st.caption(plain(f"Stopped by an error; the audio before it is kept: {t.error}"))
     try:
-        history = resources.history()
-        takes = [t for t in history.takes.list(limit=TAKES_SHOWN + 1) if t.id != skip][:TAKES_SHOWN]
+        wav = t.wav()
     except StudioError as exc:
-        st.error(plain(f"Earlier takes cannot be shown: {exc}"))
-        return
-    if not takes:
-        return
-    st.divider()
-    st.subheader("Takes")
-    st.caption("Yours and those the team shared, newest first; kept in the studio's history.")
-    for t in takes:
-        with st.container(border=True):
-            st.text(shorten(t.text, TEXT_SHOWN))
-            by_line(t.user_id)
-            st.caption(plain(_summary(t)))
-            if t.error:
-                st.caption(plain(f"Stopped by an error; the audio before it is kept: {t.error}"))
-            try:
-                wav = t.wav()
-            except StudioError as exc:
-                st.warning(plain(exc))
-            else:
-                st.audio(wav, format="audio/wav")
-                st.download_button("Download WAV", wav, file_name=f"speech-{t.id.removeprefix('take-')}.wav",
-                                   mime="audio/wav", key=f"voice_download_{t.id}", on_click="ignore")
-            share_toggle(history, "take", t.id, t.user_id, t.shared)
+        st.warning(plain(exc))
+    else:
+        st.audio(wav, format="audio/wav")
+        st.download_button("Download WAV", wav, file_name=f"speech-{t.id.removeprefix('take-')}.wav",
+                           mime="audio/wav", key=f"voice_download_{t.id}", on_click="ignore")
+    share_toggle(history, "take", t.id, t.user_id, t.shared)

@@ -14,8 +14,9 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from services.access import DOING, LOCAL, NEEDS, Action
-from ui import auth
+from ui import auth, resources
 from ui.resources import plain
+from ui.text import shorten
 
 SHARE_LABEL = "Share with the team"
 
@@ -75,3 +76,30 @@ def share_toggle(history: Any, kind: str, record_id: Any, user_id: str | None, s
                      help="Others who sign in to this studio see it (and can use it); off: only you")
     if error := st.session_state.pop(f"{key}-error", None):
         container.error(plain(error))
+
+
+KEPT_SHOWN = 10  # records listed from the history (takes, transcripts)
+KEPT_TEXT_SHOWN = 400  # characters of a kept record's text shown in the list
+
+
+def kept_list(title: str, what: str, load: Callable[[Any, int], list[Any]], body: Callable[[Any, Any], None],
+              skip: str | None = None) -> None:
+    """Earlier records from the history, newest first — this person's and those the team shared, not `skip`
+    (the one shown above): `load(history, n)` lists them; each gets its text, whose it is when not one's own,
+    and `body(history, record)` (its summary, player, downloads, share toggle)."""
+    try:
+        history = resources.history()
+        records = [r for r in load(history, KEPT_SHOWN + 1) if r.id != skip][:KEPT_SHOWN]
+    except StudioError as exc:
+        st.error(plain(f"Earlier {what} cannot be shown: {exc}"))
+        return
+    if not records:
+        return
+    st.divider()
+    st.subheader(title)
+    st.caption("Yours and those the team shared, newest first; kept in the studio's history.")
+    for r in records:
+        with st.container(border=True):
+            st.text(shorten(r.text, KEPT_TEXT_SHOWN))
+            by_line(r.user_id)
+            body(history, r)

@@ -12,15 +12,7 @@ def spoken_sample(text: str, *, timeout: float = 60.0) -> bytes:
     """`text` spoken by the offline engine's voice, as a WAV file (the engine is started if it is not running)."""
     from offline.launch import shared_engine
 
-    url = shared_engine().url
-    try:
-        resp = httpx.post(f"{url}/v1/audio/speech", json={"input": text, "voice": "joe", "seed": 7},
-                          timeout=timeout, trust_env=False)
-    except httpx.HTTPError as exc:
-        raise BackendUnreachable(f"the offline engine at {url} did not speak the sample ({exc})") from None
-    if resp.status_code != 200:
-        raise ServerError(f"the offline engine at {url} answered HTTP {resp.status_code} for the sample speech")
-    return resp.content
+    return spoken_sample_at(shared_engine().url, text, timeout=timeout)
 
 
 def spoken_sample_at(url: str, text: str, *, seed: int = 7, timeout: float = 60.0) -> bytes:
