@@ -1,7 +1,8 @@
 """`python -m services <command>` — the services layer's command-line face.
 
 Commands: `speak` (services/cli/speech.py), `voices` (services/cli/voices.py: list/add/delete saved voices),
-`listen` (services/cli/listen.py: transcribe a recording),
+`listen` (services/cli/listen.py: transcribe a recording), `converse` (services/cli/converse.py: talk to a voice
+agent),
 `image` and `video` (services/cli/media.py), `load` (services/cli/load.py: load sweeps), `eval` (services/cli/eval.py: blind evaluations). Each command
 module exposes `register(subparsers, common)`, where `common` is the parent parser holding the shared
 backend options, and sets `func(args) -> int` (the exit code) on its subparser.
@@ -14,10 +15,10 @@ import sys
 
 from protocol.errors import StudioError
 from services.cli import eval as evaluation
-from services.cli import listen, load, media, speech, voices
+from services.cli import converse, listen, load, media, speech, voices
 from services.cli.common import check_utf8_args, common_options
 
-COMMAND_MODULES = (speech, voices, listen, media, load, evaluation)
+COMMAND_MODULES = (speech, voices, listen, converse, media, load, evaluation)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,137 @@
+"""`python -m services converse` — hold a spoken conversation with a voice agent from the shell (pipeline mode).
+
+    python -m services converse --input TURN.wav [--input TURN2.wav ...] [--mode pipeline] [--listen-url U]
+                                [--reply-url U [--reply-model M] | --script FILE] [--speak-url U] [--voice V]
+                                [--system-prompt T] [--silence-ms 500] [--json] [--out conversation.wav]
+
+Each input is played as a microphone would send it: at real time to the listen target's /v1/realtime, then the
+silence window; the transcript's final ends the turn; the reply streams (a model at --reply-url over
+/v1/chat/completions, or the scripted reply of --script FILE, else the studio's default script — scripted,
+never a model) and is fed clause by clause into the speech session at --speak-url; the next input starts when
+the agent's audio has finished. A URL not given is the offline engine, started once. docs/converse.md.
+
+--json prints {"mode", "turns": [{"user_text", "reply_text", "user_speech_end_s", "transcript_final_s",
+"reply_first_token_s", "first_audio_s", "voice_to_voice_ms", "interrupted", "error"}], "voice_to_voice_ms":
+{"n", "p50", "p95"}} — seconds on the conversation's clock; the CLI has no playback, so the first audio is when
+the client received it. --out writes a stereo WAV on the same clock: the person left, the agent right (24 kHz).
+
+Exit 0 when the conversation ran and at least one turn was answered (a failed turn is in its "error" and on
+stderr; the conversation goes on); 1 when no turn was answered because a target failed (its message); 2 for
+input that cannot be used (not audio, a bad script line, --mode native — not built yet); 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from protocol.errors import InvalidInput, StudioError
+from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
+from services.cli.common import ArgumentError, check_out, save_output
+from services.converse.script import DEFAULT_SCRIPT, SCRIPT_MAX_CHARS, Script, parse_script
+from services.files import read_user_file
+from services.listen import ListenAudio, load_audio
+
+SILENCE_MS = (200, 2000)
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("converse", help="talk to a voice agent with recorded turns (pipeline mode)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", type=Path, action="append", required=True, metavar="TURN.wav",
+                   help="a recorded turn (any audio format); repeat for more turns, played in order")
+    p.add_argument("--mode", choices=("pipeline", "native"), default="pipeline")
+    p.add_argument("--listen-url", help="a server with /v1/realtime transcription (default: the offline engine)")
+    reply = p.add_mutually_exclusive_group()
+    reply.add_argument("--reply-url", help="an OpenAI-compatible server with streaming /v1/chat/completions")
+    reply.add_argument("--script", type=Path, metavar="FILE", help="the scripted reply's rules (PATTERN => REPLY)")
+    p.add_argument("--reply-model", help="--reply-url: the model to name (default: the server's first listed)")
+    p.add_argument("--speak-url", help="a server with /v1/audio/speech/stream (default: the offline engine)")
+    p.add_argument("--voice", help="the agent's voice (default: the server's)")
+    p.add_argument("--system-prompt", help="--reply-url: the system prompt")
+    p.add_argument("--silence-ms", type=int, default=500, help="the silence window that ends a turn (200–2000)")
+    p.add_argument("--json", action="store_true", help="print the conversation's timeline as one JSON object")
+    p.add_argument("--out", type=Path, help="write the conversation as a stereo WAV (person left, agent right)")
+    p.set_defaults(func=run)
+
+
+def _script(path: Path | None) -> Script:
+    if path is None:
+        return parse_script(DEFAULT_SCRIPT, "the default script")
+    raw = read_user_file(path, what="--script", limit=SCRIPT_MAX_CHARS * 4)
+    try:
+        return parse_script(raw.decode("utf-8").removeprefix("\ufeff"), str(path))
+    except UnicodeDecodeError:
+        raise InvalidInput(f"--script {path} is not UTF-8 text") from None
+
+
+def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]:
+    """Everything the user gave, checked before any engine starts."""
+    if args.mode == "native":
+        raise InvalidInput("--mode native is not built yet: use --mode pipeline")
+    lo, hi = SILENCE_MS
+    if not lo <= args.silence_ms <= hi:
+        raise InvalidInput(f"--silence-ms {args.silence_ms}: give {lo}–{hi} ms")
+    if args.reply_url is None and (args.system_prompt or args.reply_model):
+        raise InvalidInput("--system-prompt and --reply-model are for a model at --reply-url; a script has neither")
+    if args.out is not None:
+        check_out(args.out)
+    script = None if args.reply_url else _script(args.script)
+    audios = [load_audio(read_user_file(path, what="--input", limit=TRANSCRIPTION_FILE_MAX_BYTES,
+                                        hint="; give a recording"), name=str(path)) for path in args.input]
+    return audios, script
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        audios, script = _inputs(args)
+    except InvalidInput as exc:
+        raise ArgumentError(str(exc)) from None
+    from services.converse.pipeline import Pipeline
+    from services.converse.reply import ChatReply, ScriptedReply
+
+    listen_url, speak_url = args.listen_url, args.speak_url
+    if listen_url is None or speak_url is None:
+        from offline.launch import shared_engine
+
+        engine_url = shared_engine().url
+        listen_url, speak_url = listen_url or engine_url, speak_url or engine_url
+    stage = ScriptedReply(script) if script is not None else ChatReply(
+        args.reply_url, model=args.reply_model, system_prompt=args.system_prompt)
+    pipeline = Pipeline(listen_url, speak_url, stage, voice=args.voice, silence_ms=args.silence_ms)
+    conv = asyncio.run(pipeline.run(audios))
+    return _report(args, conv)
+
+
+def _report(args: argparse.Namespace, conv) -> int:  # type: ignore[no-untyped-def]
+    print(f"note: the reply is {conv.reply_label}", file=sys.stderr)
+    for name in conv.skipped:
+        print(f"note: no words heard in {name}: no reply, no turn", file=sys.stderr)
+    for i, turn in enumerate(conv.turns, start=1):
+        if turn.error:
+            print(f"error: turn {i}: {turn.error}", file=sys.stderr)
+    problem = None
+    if args.out is not None:
+        problem = save_output(args.out, conv.stereo_wav(), suffix=".wav").problem
+    if args.json:
+        print(json.dumps(conv.as_json(), ensure_ascii=False))
+    else:
+        for i, turn in enumerate(conv.turns, start=1):
+            v2v = "—" if turn.voice_to_voice_ms is None else f"{turn.voice_to_voice_ms:.0f} ms"
+            print(f"turn {i}: you: {turn.user_text!r}\n        agent: {turn.reply_text.strip()!r} (voice-to-voice {v2v})")
+        s = conv.voice_to_voice()
+        print(f"voice-to-voice over {s['n']} turns: p50 {s['p50']} ms, p95 {s['p95']} ms (nearest-rank)")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
+    answered = any(t.error is None and t.first_audio_s is not None for t in conv.turns)
+    if conv.turns and not answered and any(t.error for t in conv.turns):
+        raise _TargetFailed(next(t.error for t in conv.turns if t.error))
+    return 0
+
+
+class _TargetFailed(StudioError):
+    exit_code = 1

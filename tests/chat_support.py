@@ -1,0 +1,68 @@
+"""A tiny vLLM-protocol chat peer for the converse tests: a real FastAPI app served by uvicorn on a free
+127.0.0.1 port, streaming a fixed answer from `POST /v1/chat/completions` as server-sent events (one word per
+chunk, then `data: [DONE]`), and keeping every request body it received."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+
+from tests.conftest import free_port
+
+MODEL = "peer/chat-model"
+
+
+def chat_app(answer: str, *, forever: bool = False, delay_s: float = 0.0) -> tuple[FastAPI, list[dict[str, Any]]]:
+    app = FastAPI()
+    seen: list[dict[str, Any]] = []
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> StreamingResponse:
+        seen.append(await request.json())
+
+        async def events():  # type: ignore[no-untyped-def]
+            first = {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+            yield f"data: {json.dumps(first)}\n\n"
+            words = answer.split(" ")
+            i = 0
+            while forever or i < len(words):
+                piece = (words[i % len(words)] + " ") if forever or i < len(words) - 1 else words[i]
+                chunk = {"id": "c1", "object": "chat.completion.chunk",
+                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                yield f"data: {json.dumps(chunk)}\n\n"
+                i += 1
+                await asyncio.sleep(delay_s)
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return app, seen
+
+
+@contextmanager
+def serving_app(app: FastAPI) -> Iterator[str]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(5)

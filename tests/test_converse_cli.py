@@ -1,0 +1,108 @@
+"""`python -m services converse` in pipeline mode on the real offline engine: two turns spoken by the engine's own
+voice, answered by a script; the JSON timeline, voice-to-voice recomputed here, the stereo WAV's channels; a
+reply target that is down, a bad script line, --mode native, an input that is not audio."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from services.listen.sample import spoken_sample_at
+
+TURNS = ("What time do you open?", "Thank you very much.")
+SCRIPT = """\
+# the test's shop
+time open => We open at nine in the morning.
+thank => You are most welcome.
+default => Sorry, say that again?
+"""
+
+
+@pytest.fixture(scope="module")
+def inputs(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("turns")
+    paths = []
+    for i, text in enumerate(TURNS):
+        path = folder / f"turn{i + 1}.wav"
+        path.write_bytes(spoken_sample_at(engine_url, text))
+        paths.append(path)
+    return paths
+
+
+def converse(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "services", "converse", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=Path(__file__).resolve().parent.parent)
+
+
+def rms(x: np.ndarray) -> float:
+    return float(np.sqrt((x.astype(np.float64) ** 2).mean())) if x.size else 0.0
+
+
+def test_two_scripted_turns_timeline_and_stereo_wav(engine_url: str, inputs: list[Path], tmp_path: Path) -> None:
+    script, out = tmp_path / "shop.txt", tmp_path / "conversation.wav"
+    script.write_text(SCRIPT)
+    p = converse("--input", str(inputs[0]), "--input", str(inputs[1]), "--listen-url", engine_url, "--speak-url",
+                 engine_url, "--script", str(script), "--json", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "scripted reply" in p.stderr and "not a model" in p.stderr
+    conv = json.loads(p.stdout)
+    assert set(conv) == {"mode", "turns", "voice_to_voice_ms"} and conv["mode"] == "pipeline"
+    turns = conv["turns"]
+    assert [t["reply_text"] for t in turns] == ["We open at nine in the morning.", "You are most welcome."]
+    for t in turns:
+        assert set(t) == {"user_text", "reply_text", "user_speech_end_s", "transcript_final_s", "reply_first_token_s",
+                          "first_audio_s", "voice_to_voice_ms", "interrupted", "error"}
+        assert t["error"] is None and t["interrupted"] is False
+        assert t["user_speech_end_s"] <= t["transcript_final_s"] <= t["reply_first_token_s"] <= t["first_audio_s"]
+        assert t["voice_to_voice_ms"] == pytest.approx((t["first_audio_s"] - t["user_speech_end_s"]) * 1000, abs=0.2)
+    assert turns[0]["first_audio_s"] < turns[1]["user_speech_end_s"]  # the second turn came after the first reply
+    values = sorted(t["voice_to_voice_ms"] for t in turns)  # nearest-rank: p50 of 2 is the 1st, p95 the 2nd
+    assert conv["voice_to_voice_ms"] == {"n": 2, "p50": values[0], "p95": values[1]}
+
+    with wave.open(io.BytesIO(out.read_bytes())) as w:
+        assert w.getnchannels() == 2 and w.getsampwidth() == 2 and w.getframerate() == 24000
+        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").reshape(-1, 2)
+    rate = 24000
+    def window(a: float, b: float, ch: int) -> np.ndarray:
+        return frames[math.floor(a * rate): math.floor(b * rate), ch]
+    for t in turns:
+        # the person's speech: its last 0.3 s is on the left and the agent is quiet there
+        speech = (t["user_speech_end_s"] - 0.3, t["user_speech_end_s"])
+        assert rms(window(*speech, 0)) > 300 and rms(window(*speech, 1)) == 0
+        # the agent's first 0.5 s: on the right, and the person is silent
+        reply = (t["first_audio_s"], t["first_audio_s"] + 0.5)
+        assert rms(window(*reply, 1)) > 300 and rms(window(*reply, 0)) == 0
+
+
+def test_a_reply_target_that_is_down(engine_url: str, inputs: list[Path]) -> None:
+    p = converse("--input", str(inputs[0]), "--input", str(inputs[1]), "--listen-url", engine_url, "--speak-url",
+                 engine_url, "--reply-url", "http://127.0.0.1:9", "--json")
+    assert p.returncode == 1, p.stderr  # no turn was answered: a target error
+    turns = json.loads(p.stdout)["turns"]
+    assert len(turns) == 2  # the conversation went on to the second input
+    for t in turns:
+        assert "cannot reach the reply server at http://127.0.0.1:9" in t["error"]
+        assert t["user_text"] and t["transcript_final_s"] >= t["user_speech_end_s"]  # the stages before it kept
+        assert t["reply_first_token_s"] is None and t["first_audio_s"] is None and t["voice_to_voice_ms"] is None
+    assert "error: turn 2: cannot reach the reply server" in p.stderr
+
+
+def test_bad_input_exits_2(inputs: list[Path], tmp_path: Path) -> None:
+    script = tmp_path / "bad.txt"
+    script.write_text("# ok\nthank => fine\nopen we are\n")
+    p = converse("--input", str(inputs[0]), "--script", str(script))
+    assert p.returncode == 2 and "line 3" in p.stderr and "has no `=>`" in p.stderr
+    p = converse("--input", str(inputs[0]), "--mode", "native")
+    assert p.returncode == 2 and "not built yet: use --mode pipeline" in p.stderr
+    text = tmp_path / "notes.wav"
+    text.write_text("not audio at all")
+    p = converse("--input", str(text))
+    assert p.returncode == 2 and "notes.wav" in p.stderr
