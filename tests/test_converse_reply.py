@@ -54,4 +54,4 @@ def test_a_down_target_fails_with_its_message() -> None:
 def test_scripted_reply_in_word_pieces() -> None:
     stage = ScriptedReply(parse_script("open => We open at nine.\ndefault => Sorry?", "shop.txt"))
     assert asyncio.run(collect(stage, [{"role": "user", "content": "when do you OPEN"}])) == ["We ", "open ", "at ", "nine."]
-    assert stage.label == "scripted reply (shop.txt), not a model"
+    assert stage.label == "a scripted reply (shop.txt), not a model"

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, conv) -> int:  # type: ignore[no-untyped-def]
-    print(f"note: the reply is {conv.reply_label}", file=sys.stderr)
+    print(f"note: the reply comes from {conv.reply_label}", file=sys.stderr)
     for name in conv.skipped:
         print(f"note: no words heard in {name}: no reply, no turn", file=sys.stderr)
     for i, turn in enumerate(conv.turns, start=1):

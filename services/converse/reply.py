@@ -45,7 +45,7 @@ class ScriptedReply:
 
     def __init__(self, script: Script) -> None:
         self.script = script
-        self.label = f"scripted reply ({script.name}), not a model"
+        self.label = f"a scripted reply ({script.name}), not a model"
         self.capped: str | None = None
 
     async def stream(self, messages: list[Message]) -> AsyncIterator[str]:
