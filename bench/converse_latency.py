@@ -1,0 +1,98 @@
+"""Converse, pipeline mode: where the silence after a person stops speaking goes, on the offline engine.
+
+Ten turns (the first ten of bench/listen_accuracy.py's sentences, in the engine's own seeded voice) are played as a
+microphone would — at real time to `/v1/realtime`, then the silence window — into one conversation whose reply is
+a scripted one (`default => …`, the same short answer every turn) and whose speech is the offline voice. Per turn,
+on the conversation's clock (services/converse/timeline.py): the person's speech end, the final transcript, the
+reply's first token, the first agent audio received (the client has no playback: "heard" is "received").
+
+    python bench/converse_latency.py [--silence-ms 500] [--json]
+
+Reported: voice-to-voice p50/p95 (speech end → first agent audio, the silence window included) with n, the same
+minus the silence window (the studio's own part: the recognizer's last decode, the reply, the first speech
+chunk), and each stage's median share, so the slowest stage shows. Percentiles: services/load/stats.py's one
+method. Goal on this 2-core machine: the studio's own part ≤ 300 ms p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from listen_accuracy import SENTENCES, synthesize  # noqa: E402  (the fixed set, one definition)
+
+TURNS = 10
+GOAL_OWN_MS = 300.0
+REPLY = "Thank you. I will look into that right away."
+
+
+def stages(turns: list) -> dict[str, float]:
+    """Median milliseconds of each stage over the turns that reached it."""
+    def med(pairs: list[tuple[float | None, float | None]]) -> float:
+        ms = [(b - a) * 1000 for a, b in pairs if a is not None and b is not None]
+        return round(statistics.median(ms), 1) if ms else float("nan")
+
+    return {
+        "speech end → final transcript": med([(t.user_speech_end_s, t.transcript_final_s) for t in turns]),
+        "final transcript → first reply token": med([(t.transcript_final_s, t.reply_first_token_s) for t in turns]),
+        "first reply token → first audio": med([(t.reply_first_token_s, t.first_audio_s) for t in turns]),
+    }
+
+
+async def converse(url: str, wavs: list[bytes], silence_ms: int):  # noqa: ANN201
+    from services.converse.pipeline import Pipeline
+    from services.converse.reply import ScriptedReply
+    from services.converse.script import parse_script
+    from services.listen import load_audio
+
+    script = parse_script(f"default => {REPLY}\n", "the bench's script")
+    pipeline = Pipeline(url, url, ScriptedReply(script), silence_ms=silence_ms)
+    return await pipeline.run([load_audio(w, f"turn {i}") for i, w in enumerate(wavs)])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--silence-ms", type=int, default=500)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    from offline.launch import shared_engine
+    from services.load.stats import percentile
+
+    url = shared_engine().url
+    wavs = synthesize(url)[:TURNS]
+    conv = asyncio.run(converse(url, wavs, args.silence_ms))
+    answered = [t for t in conv.turns if t.voice_to_voice_ms is not None]
+    v2v = [t.voice_to_voice_ms for t in answered]
+    own = [ms - args.silence_ms for ms in v2v]
+    out = {
+        "turns": len(conv.turns), "answered": len(answered), "errors": [t.error for t in conv.turns if t.error],
+        "silence_ms": args.silence_ms,
+        "voice_to_voice_ms": {"n": len(v2v), "p50": percentile(v2v, 50), "p95": percentile(v2v, 95)},
+        "own_ms": {"n": len(own), "p50": percentile(own, 50), "p95": percentile(own, 95)},
+        "stages_median_ms": stages(answered),
+    }
+    if args.json:
+        print(json.dumps(out))
+        return
+    print(f"converse, pipeline, offline at {url}: {len(answered)} of {len(conv.turns)} turns answered "
+          f"(silence window {args.silence_ms} ms, scripted reply)")
+    print(f"  voice-to-voice  p50 {out['voice_to_voice_ms']['p50']:.0f} ms  p95 {out['voice_to_voice_ms']['p95']:.0f} ms"
+          f"  (n {len(v2v)})")
+    p50 = out["own_ms"]["p50"]
+    print(f"  the studio's own part (minus the silence window)  p50 {p50:.0f} ms  p95 {out['own_ms']['p95']:.0f} ms"
+          f"  → {'met' if p50 <= GOAL_OWN_MS else 'NOT met'} (goal ≤ {GOAL_OWN_MS:.0f} ms p50)")
+    for name, ms in out["stages_median_ms"].items():
+        print(f"  {name:<40} median {ms:.0f} ms")
+    for e in out["errors"]:
+        print(f"  a turn failed: {e}")
+
+
+if __name__ == "__main__":
+    main()
