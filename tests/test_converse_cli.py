@@ -1,6 +1,6 @@
 """`python -m services converse` in pipeline mode on the real offline engine: two turns spoken by the engine's own
 voice, answered by a script; the JSON timeline, voice-to-voice recomputed here, the stereo WAV's channels; a
-reply target that is down, a bad script line, --mode native, an input that is not audio."""
+reply target that is down, a bad script line, --mode native given pipeline's URLs, an input that is not audio."""
 
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def test_bad_input_exits_2(inputs: list[Path], tmp_path: Path) -> None:
     script.write_text("# ok\nthank => fine\nopen we are\n")
     p = converse("--input", str(inputs[0]), "--script", str(script))
     assert p.returncode == 2 and "line 3" in p.stderr and "has no `=>`" in p.stderr
-    p = converse("--input", str(inputs[0]), "--mode", "native")
-    assert p.returncode == 2 and "not built yet: use --mode pipeline" in p.stderr
+    p = converse("--input", str(inputs[0]), "--mode", "native", "--speak-url", "http://127.0.0.1:9")
+    assert p.returncode == 2 and "give --url" in p.stderr
     text = tmp_path / "notes.wav"
     text.write_text("not audio at all")
     p = converse("--input", str(text))

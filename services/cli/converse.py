@@ -17,7 +17,11 @@ the client received it. --out writes a stereo WAV on the same clock: the person 
 
 Exit 0 when the conversation ran and at least one turn was answered (a failed turn is in its "error" and on
 stderr; the conversation goes on); 1 when no turn was answered because a target failed (its message); 2 for
-input that cannot be used (not audio, a bad script line, --mode native — not built yet); 130 on Ctrl-C.
+input that cannot be used (not audio, a bad script line); 130 on Ctrl-C.
+
+--mode native holds the conversation in one speech-to-speech session at --url (vLLM-Omni's /v1/realtime?duplex=1;
+default the offline engine, which answers from the script): instructions are --system-prompt, else the script's
+text. A server without that session: exit 1, "this server has no speech-to-speech session; use --mode pipeline".
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--input", type=Path, action="append", required=True, metavar="TURN.wav",
                    help="a recorded turn (any audio format); repeat for more turns, played in order")
     p.add_argument("--mode", choices=("pipeline", "native"), default="pipeline")
+    p.add_argument("--url", help="--mode native: a server with the speech-to-speech session (vLLM-Omni's "
+                   "/v1/realtime?duplex=1; default: the offline engine)")
     p.add_argument("--listen-url", help="a server with /v1/realtime transcription (default: the offline engine)")
     reply = p.add_mutually_exclusive_group()
     reply.add_argument("--reply-url", help="an OpenAI-compatible server with streaming /v1/chat/completions")
@@ -70,12 +76,14 @@ def _script(path: Path | None) -> Script:
 
 def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]:
     """Everything the user gave, checked before any engine starts."""
-    if args.mode == "native":
-        raise InvalidInput("--mode native is not built yet: use --mode pipeline")
+    if args.mode == "native" and (args.listen_url or args.speak_url or args.reply_url):
+        raise InvalidInput("--mode native talks to one server: give --url, not --listen-url/--speak-url/--reply-url")
+    if args.mode == "pipeline" and args.url:
+        raise InvalidInput("--url is for --mode native; pipeline mode takes --listen-url, --reply-url, --speak-url")
     lo, hi = SILENCE_MS
     if not lo <= args.silence_ms <= hi:
         raise InvalidInput(f"--silence-ms {args.silence_ms}: give {lo}–{hi} ms")
-    if args.reply_url is None and (args.system_prompt or args.reply_model):
+    if args.mode == "pipeline" and args.reply_url is None and (args.system_prompt or args.reply_model):
         raise InvalidInput("--system-prompt and --reply-model are for a model at --reply-url; a script has neither")
     if args.out is not None:
         check_out(args.out)
@@ -90,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         audios, script = _inputs(args)
     except InvalidInput as exc:
         raise ArgumentError(str(exc)) from None
+    if args.mode == "native":
+        return _run_native(args, audios, script)
     from services.converse.pipeline import Pipeline
     from services.converse.reply import ChatReply, ScriptedReply
 
@@ -104,6 +114,26 @@ def run(args: argparse.Namespace) -> int:
     pipeline = Pipeline(listen_url, speak_url, stage, voice=args.voice, silence_ms=args.silence_ms)
     conv = asyncio.run(pipeline.run(audios))
     return _report(args, conv)
+
+
+def _run_native(args: argparse.Namespace, audios: list[ListenAudio], script: Script | None) -> int:
+    """One speech-to-speech session (services/converse/native.py): instructions are --system-prompt, else the
+    script's text (the offline engine answers from it; the default script when no --script)."""
+    from services.converse.native import Native
+
+    url = args.url
+    if url is None:
+        from offline.launch import shared_engine
+
+        url = shared_engine().url
+    instructions, label = args.system_prompt, "the server's speech-to-speech session"
+    if instructions is None and script is not None:
+        instructions = DEFAULT_SCRIPT if args.script is None else read_user_file(
+            args.script, what="--script", limit=SCRIPT_MAX_CHARS * 4).decode("utf-8").removeprefix("\ufeff")
+        label = f"the session's scripted reply ({script.name}) on the offline engine, not a model" \
+            if args.url is None else f"the session at {url}, instructed with the script {script.name}"
+    native = Native(url, instructions=instructions, voice=args.voice, silence_ms=args.silence_ms, reply_label=label)
+    return _report(args, asyncio.run(native.run(audios)))
 
 
 def _report(args: argparse.Namespace, conv) -> int:  # type: ignore[no-untyped-def]

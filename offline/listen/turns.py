@@ -1,0 +1,52 @@
+"""Turn detection for the duplex session (offline/listen/duplex.py): the Silero VAD's window probabilities
+(offline/listen/vad.py, 32 ms windows) → speech started / speech stopped, with the session's `turn_detection`.
+
+Speech starts when windows at or above `threshold` have run unbroken for at least MIN_SPEECH_MS (a cough or a
+click shorter than that is no turn and interrupts nothing); its start is the first of those windows. It stops
+after `silence_duration_ms` of windows below the threshold; its end is the end of the last window at or above
+it. Times are milliseconds on the session's input clock (audio appended so far).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from offline.listen.vad import WINDOW_S
+from protocol.duplex import MIN_SPEECH_MS, TurnDetection
+
+WINDOW_MS = WINDOW_S * 1000
+
+
+@dataclass
+class TurnDetector:
+    settings: TurnDetection = field(default_factory=TurnDetection)
+    windows: int = 0  # windows scored so far
+    speaking: bool = False
+    _run: int = 0  # unbroken voiced windows before speech has started
+    _quiet: int = 0
+    _last_voiced: int = 0
+
+    def feed(self, probs) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]
+        """("started", audio_start_ms) and ("stopped", audio_end_ms) for the windows `probs` completes."""
+        need = max(1, math.ceil(MIN_SPEECH_MS / WINDOW_MS))
+        quiet_max = max(1, math.ceil(self.settings.silence_duration_ms / WINDOW_MS))
+        events: list[tuple[str, int]] = []
+        for p in probs:
+            i = self.windows
+            self.windows += 1
+            voiced = float(p) >= self.settings.threshold
+            if not self.speaking:
+                self._run = self._run + 1 if voiced else 0
+                if self._run >= need:
+                    self.speaking, self._quiet, self._last_voiced = True, 0, i
+                    events.append(("started", round((i - self._run + 1) * WINDOW_MS)))
+                continue
+            if voiced:
+                self._quiet, self._last_voiced = 0, i
+                continue
+            self._quiet += 1
+            if self._quiet >= quiet_max:
+                self.speaking, self._run = False, 0
+                events.append(("stopped", round((self._last_voiced + 1) * WINDOW_MS)))
+        return events

@@ -1,0 +1,180 @@
+"""Native mode: one speech-to-speech session (vLLM-Omni's duplex `WS /v1/realtime?duplex=1`, protocol/duplex.py)
+holds the whole conversation. The client is the microphone: it sends 100 ms appends at real time — an input, then
+silence (the server's VAD ends the turn after its silence window) until the agent's audio has finished playing,
+then the next input. The server's events go onto the same clock and Turn/Conversation record as pipeline mode
+(services/converse/timeline.py):
+
+- `user_speech_end_s`: from the input's own audio, as pipeline mode does (placed where its first chunk was sent);
+- `transcript_final_s`: `conversation.item.input_audio_transcription.completed` received;
+- `reply_first_token_s`: the first `response.output_audio_transcript.delta`;
+- `first_audio_s`: the first `response.output_audio.delta`; `interrupted`: `response.done` with status cancelled.
+
+A server whose answer to `session.update` is an `error` with code `unsupported` has no speech-to-speech session:
+NoDuplexSession (exit 1) says so and points at pipeline mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import time
+from typing import Any
+
+from protocol.duplex import (
+    DUPLEX_QUERY,
+    NO_DUPLEX_TEXT,
+    UNSUPPORTED_CODE,
+    SessionConfig,
+    SessionUpdate,
+    TurnDetection,
+    error_of,
+)
+from protocol.errors import BackendUnreachable, StreamError, StudioError
+from protocol.listen import LISTEN_BYTES_PER_S
+from services.converse.timeline import Conversation, Turn, speech_end_s
+from services.listen import ListenAudio
+from services.listen.client import ws_url_of
+
+CHUNK_S = 0.1
+CHUNK = int(CHUNK_S * LISTEN_BYTES_PER_S) // 2 * 2
+ANSWER_TIMEOUT_S = 30.0  # after an input has been sent, the turn's end must come within this
+
+
+class NoDuplexSession(StudioError):
+    exit_code = 1
+
+
+class Native:
+    """One conversation in native mode at `url` (see the module's doc). `instructions`: a model's system prompt,
+    or — for the offline engine — the scripted reply's rules."""
+
+    def __init__(self, url: str, *, instructions: str | None = None, voice: str | None = None,
+                 silence_ms: int = 500, reply_label: str = "the server's speech-to-speech session") -> None:
+        self.url = ws_url_of(url) + f"?{DUPLEX_QUERY}=1"
+        self.update = SessionUpdate(session=SessionConfig(
+            instructions=instructions, voice=voice, turn_detection=TurnDetection(silence_duration_ms=silence_ms)))
+        self.reply_label = reply_label
+        self._t0 = 0.0
+        self._mic = b""  # what the microphone still has to send before silence
+        self._events: asyncio.Queue[tuple[float, dict[str, Any]]] = asyncio.Queue()
+
+    def clock(self) -> float:
+        return time.perf_counter() - self._t0
+
+    async def run(self, inputs: list[ListenAudio]) -> Conversation:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import WebSocketException
+
+        conv = Conversation(mode="native", reply_label=self.reply_label)
+        try:
+            ws = await asyncio.wait_for(connect(self.url, max_size=None, open_timeout=10), 15)
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            raise BackendUnreachable(f"cannot reach the speech-to-speech session at {self.url} ({exc})") from None
+        async with ws:
+            await self._open(ws)
+            self._t0 = time.perf_counter()
+            reader = asyncio.create_task(self._read(ws))
+            mic = asyncio.create_task(self._microphone(ws))
+            try:
+                for audio in inputs:
+                    play_end = await self._turn(audio, conv)
+                    while self.clock() < play_end and not mic.done():  # the agent finishes; silence goes on
+                        await asyncio.sleep(min(0.05, play_end - self.clock()))
+            finally:
+                for task in (reader, mic):
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+        return conv
+
+    async def _open(self, ws) -> None:  # type: ignore[no-untyped-def]
+        await ws.send(self.update.model_dump_json(exclude_none=True))
+        while True:
+            try:
+                event = json.loads(await asyncio.wait_for(ws.recv(), 15))
+            except (TimeoutError, ValueError, OSError) as exc:
+                raise StreamError(f"{self.url} did not open a speech-to-speech session ({exc or 'timed out'})") from None
+            except Exception as exc:  # the connection closed
+                raise StreamError(f"{self.url} closed before opening a speech-to-speech session ({exc})") from None
+            kind = event.get("type") if isinstance(event, dict) else None
+            if kind == "error":
+                code, message = error_of(event)
+                if code == UNSUPPORTED_CODE:
+                    raise NoDuplexSession(NO_DUPLEX_TEXT)
+                raise StreamError(f"{self.url} refused the session: {message} ({code})")
+            if kind == "session.updated":
+                return
+
+    async def _read(self, ws) -> None:  # type: ignore[no-untyped-def]
+        with contextlib.suppress(Exception):
+            async for text in ws:
+                event = json.loads(text)
+                if isinstance(event, dict):
+                    self._events.put_nowait((self.clock(), event))
+        self._events.put_nowait((self.clock(), {"type": "closed"}))
+
+    async def _microphone(self, ws) -> None:  # type: ignore[no-untyped-def]
+        """100 ms appends at real time: what `_mic` holds, else silence."""
+        start = time.perf_counter()
+        sent = 0
+        while True:
+            chunk, self._mic = (self._mic[:CHUNK], self._mic[CHUNK:]) if self._mic else (bytes(CHUNK), b"")
+            await ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                      "audio": base64.b64encode(chunk).decode("ascii")}))
+            sent += 1
+            await asyncio.sleep(max(0.0, start + sent * CHUNK_S - time.perf_counter()))
+
+    async def _turn(self, audio: ListenAudio, conv: Conversation) -> float:
+        """One input and the server's answer; returns when (on the clock) the agent's audio will have ended."""
+        turn = Turn()
+        sent_at = self.clock()
+        self._mic = audio.pcm
+        conv.person.append((sent_at, audio.pcm))
+        turn.user_speech_end_s = sent_at + speech_end_s(audio.pcm)
+        chunks: list[tuple[float, bytes, int]] = []
+        deadline = sent_at + len(audio.pcm) / LISTEN_BYTES_PER_S + ANSWER_TIMEOUT_S
+        try:
+            await self._collect(turn, conv, audio, chunks, deadline)
+        except StudioError as exc:
+            turn.error = str(exc)
+        if turn.user_text or turn.error:
+            conv.turns.append(turn.finish())
+        play = 0.0
+        for arrived, pcm, rate in chunks:  # laid end to end from the first chunk's arrival
+            play = max(play, arrived)
+            conv.agent.append((play, pcm, rate))
+            play += len(pcm) / 2 / rate
+        return max(self.clock(), play)
+
+    async def _collect(self, turn: Turn, conv: Conversation, audio: ListenAudio,
+                       chunks: list[tuple[float, bytes, int]], deadline: float) -> None:
+        while True:
+            try:
+                at, event = await asyncio.wait_for(self._events.get(), max(0.01, deadline - self.clock()))
+            except TimeoutError:
+                raise StreamError(f"no answer from {self.url} within {ANSWER_TIMEOUT_S:.0f} s of the input's "
+                                  "end") from None
+            kind = event.get("type")
+            if kind == "conversation.item.input_audio_transcription.completed":
+                turn.user_text = str(event.get("transcript") or "").strip()
+                turn.transcript_final_s = at
+                if not turn.user_text:
+                    conv.skipped.append(audio.name)
+                    return
+            elif kind == "response.output_audio_transcript.delta":
+                turn.reply_first_token_s = at if turn.reply_first_token_s is None else turn.reply_first_token_s
+                turn.reply_text += str(event.get("delta") or "")
+            elif kind == "response.output_audio.delta":
+                turn.first_audio_s = at if turn.first_audio_s is None else turn.first_audio_s
+                chunks.append((at, base64.b64decode(str(event.get("delta") or "")),
+                               int(event.get("sample_rate_hz") or 24000)))
+            elif kind == "response.done":
+                turn.interrupted = (event.get("response") or {}).get("status") == "cancelled"
+                return
+            elif kind == "error":
+                code, message = error_of(event)
+                raise StreamError(f"{message} ({code})")
+            elif kind == "closed":
+                raise StreamError(f"{self.url} closed the session")
