@@ -106,3 +106,58 @@ def test_bad_input_exits_2(inputs: list[Path], tmp_path: Path) -> None:
     text.write_text("not audio at all")
     p = converse("--input", str(text))
     assert p.returncode == 2 and "notes.wav" in p.stderr
+
+
+LONG_SCRIPT = """\
+time open => We open at nine in the morning, every day except Sunday, and we close at six in the evening.
+default => You are most welcome, and thank you for calling us today.
+"""
+LONG_REPLY = LONG_SCRIPT.splitlines()[0].split(" => ")[1]
+
+
+def _stereo(path: Path) -> np.ndarray:
+    with wave.open(io.BytesIO(path.read_bytes())) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").reshape(-1, 2)
+
+
+def test_barge_in_stops_the_agent_and_keeps_what_was_heard(engine_url: str, inputs: list[Path],
+                                                           tmp_path: Path) -> None:
+    script, out = tmp_path / "shop.txt", tmp_path / "conversation.wav"
+    script.write_text(LONG_SCRIPT)
+    p = converse("--input", str(inputs[0]), "--input", str(inputs[1]), "--listen-url", engine_url, "--speak-url",
+                 engine_url, "--script", str(script), "--barge-in-at", "0.3", "--json", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    first, second = json.loads(p.stdout)["turns"]
+    assert first["interrupted"] is True and first["error"] is None
+    assert first["reply_text"] and LONG_REPLY.startswith(first["reply_text"]) and first["reply_text"] != LONG_REPLY
+    assert first["barge_in_stop_ms"] >= 100  # it cannot be decided before 100 ms of speech
+    cut = first["agent_stop_s"]
+    assert first["first_audio_s"] < cut < second["user_speech_end_s"]
+    assert second["interrupted"] is False and "barge_in_stop_ms" not in second
+    assert second["reply_text"] == LONG_SCRIPT.splitlines()[1].split(" => ")[1]
+
+    frames, rate = _stereo(out), 24000
+    right = frames[:, 1]
+    assert rms(right[math.floor(first["first_audio_s"] * rate): math.floor(cut * rate)]) > 300  # it spoke
+    quiet = right[math.ceil(cut * rate): math.floor(second["first_audio_s"] * rate)]
+    windows = quiet[: len(quiet) // 480 * 480].reshape(-1, 480)  # 20 ms windows
+    assert len(windows) > 10 and all(rms(w) == 0 for w in windows)  # nothing of the agent after the cut
+    assert rms(right[math.floor(second["first_audio_s"] * rate):]) > 300  # and it answered the second turn
+
+
+def test_a_short_noise_burst_does_not_interrupt(engine_url: str, inputs: list[Path], tmp_path: Path) -> None:
+    script, out, burst = tmp_path / "shop.txt", tmp_path / "conversation.wav", tmp_path / "cough.wav"
+    script.write_text(LONG_SCRIPT)
+    noise = (np.random.default_rng(3).uniform(-0.5, 0.5, 800) * 32767).astype("<i2")  # 50 ms at 16 kHz
+    pcm = np.concatenate([noise, np.zeros(16000, dtype="<i2")])
+    with wave.open(str(burst), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000), w.writeframes(pcm.tobytes())
+    p = converse("--input", str(inputs[0]), "--input", str(burst), "--listen-url", engine_url, "--speak-url",
+                 engine_url, "--script", str(script), "--barge-in-at", "0.3", "--json", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    first = json.loads(p.stdout)["turns"][0]
+    assert first["interrupted"] is False and "barge_in_stop_ms" not in first
+    assert first["reply_text"] == LONG_REPLY  # spoken to the end
+    right = _stereo(out)[:, 1]
+    after = right[math.floor((first["first_audio_s"] + 1.0) * 24000): math.floor((first["first_audio_s"] + 2.0) * 24000)]
+    assert rms(after) > 300  # the agent still talks well after the burst at 0.3 s

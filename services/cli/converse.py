@@ -53,6 +53,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--voice", help="the agent's voice (default: the server's)")
     p.add_argument("--system-prompt", help="--reply-url: the system prompt")
     p.add_argument("--silence-ms", type=int, default=500, help="the silence window that ends a turn (200–2000)")
+    p.add_argument("--barge-in-at", type=float, metavar="S",
+                   help="start the next input S seconds after the agent's first audio (a barge-in), not after it ends")
+    p.add_argument("--vad-threshold", type=float, default=0.5,
+                   help="barge-in: the energy detector's threshold 0–1 (−60…−20 dBFS; 0.5 is −40 dBFS)")
+    p.add_argument("--min-speech-ms", type=int, default=100,
+                   help="barge-in: speech shorter than this (a cough) does not interrupt the agent (20–2000)")
+    p.add_argument("--keep", action="store_true", help="keep the conversation in the studio's history")
     p.add_argument("--json", action="store_true", help="print the conversation's timeline as one JSON object")
     p.add_argument("--out", type=Path, help="write the conversation as a stereo WAV (person left, agent right)")
     p.set_defaults(func=run)
@@ -68,6 +75,15 @@ def _script(path: Path | None) -> Script:
         raise InvalidInput(f"--script {path} is not UTF-8 text") from None
 
 
+def _check_barge_in(args: argparse.Namespace) -> None:
+    if args.barge_in_at is not None and not 0 <= args.barge_in_at <= 60:
+        raise InvalidInput(f"--barge-in-at {args.barge_in_at}: give 0–60 seconds after the agent's first audio")
+    if not 0 < args.vad_threshold < 1:
+        raise InvalidInput(f"--vad-threshold {args.vad_threshold}: give a number between 0 and 1 (default 0.5)")
+    if not 20 <= args.min_speech_ms <= 2000:
+        raise InvalidInput(f"--min-speech-ms {args.min_speech_ms}: give 20–2000 ms")
+
+
 def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]:
     """Everything the user gave, checked before any engine starts."""
     if args.mode == "native":
@@ -75,6 +91,7 @@ def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]
     lo, hi = SILENCE_MS
     if not lo <= args.silence_ms <= hi:
         raise InvalidInput(f"--silence-ms {args.silence_ms}: give {lo}–{hi} ms")
+    _check_barge_in(args)
     if args.reply_url is None and (args.system_prompt or args.reply_model):
         raise InvalidInput("--system-prompt and --reply-model are for a model at --reply-url; a script has neither")
     if args.out is not None:
@@ -101,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
         listen_url, speak_url = listen_url or engine_url, speak_url or engine_url
     stage = ScriptedReply(script) if script is not None else ChatReply(
         args.reply_url, model=args.reply_model, system_prompt=args.system_prompt)
-    pipeline = Pipeline(listen_url, speak_url, stage, voice=args.voice, silence_ms=args.silence_ms)
+    pipeline = Pipeline(listen_url, speak_url, stage, voice=args.voice, silence_ms=args.silence_ms,
+                        barge_in_at=args.barge_in_at, vad_threshold=args.vad_threshold,
+                        min_speech_ms=args.min_speech_ms)
     conv = asyncio.run(pipeline.run(audios))
     return _report(args, conv)
 
