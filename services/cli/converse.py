@@ -122,7 +122,29 @@ def run(args: argparse.Namespace) -> int:
                         barge_in_at=args.barge_in_at, vad_threshold=args.vad_threshold,
                         min_speech_ms=args.min_speech_ms)
     conv = asyncio.run(pipeline.run(audios))
+    if args.keep:
+        _keep(args, conv, listen_url, speak_url)
     return _report(args, conv)
+
+
+def _keep(args: argparse.Namespace, conv, listen_url: str, speak_url: str) -> None:  # type: ignore[no-untyped-def]
+    """--keep: the conversation in the studio's history (its timeline, settings and stereo WAV), the id on stderr."""
+    from services.history import History
+    from services.settings import load_settings
+
+    if not conv.turns:
+        print("note: no turn was heard, so the conversation is not kept", file=sys.stderr)
+        return
+    script = None
+    if args.reply_url is None:
+        script = DEFAULT_SCRIPT if args.script is None else args.script.read_text("utf-8").removeprefix("\ufeff")
+    settings = {"mode": conv.mode, "listen": listen_url, "reply": conv.reply_label, "reply_url": args.reply_url,
+                "script": script, "system_prompt": args.system_prompt, "speak": speak_url, "voice": args.voice,
+                "silence_ms": args.silence_ms, "barge_in_at": args.barge_in_at, "vad_threshold": args.vad_threshold,
+                "min_speech_ms": args.min_speech_ms, "inputs": [str(p) for p in args.input]}
+    data_dir = load_settings().data_dir
+    record = History(data_dir).conversations.record(conv.as_json(), settings=settings, audio=conv.stereo_wav())
+    print(f"note: kept as {record.id} in the history at {data_dir}", file=sys.stderr)
 
 
 def _report(args: argparse.Namespace, conv) -> int:  # type: ignore[no-untyped-def]
