@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 import wave
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from services.history import History
 from services.listen.sample import spoken_sample_at
 
 TURNS = ("What time do you open?", "Thank you very much.")
@@ -37,9 +39,10 @@ def inputs(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[Pa
     return paths
 
 
-def converse(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def converse(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "services", "converse", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=Path(__file__).resolve().parent.parent)
+                          timeout=timeout, cwd=Path(__file__).resolve().parent.parent,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def rms(x: np.ndarray) -> float:
@@ -106,3 +109,65 @@ def test_bad_input_exits_2(inputs: list[Path], tmp_path: Path) -> None:
     text.write_text("not audio at all")
     p = converse("--input", str(text))
     assert p.returncode == 2 and "notes.wav" in p.stderr
+
+
+LONG_SCRIPT = """\
+time open => We open at nine in the morning, every day except Sunday, and we close at six in the evening.
+default => You are most welcome, and thank you for calling us today.
+"""
+LONG_REPLY = LONG_SCRIPT.splitlines()[0].split(" => ")[1]
+
+
+def _stereo(path: Path) -> np.ndarray:
+    with wave.open(io.BytesIO(path.read_bytes())) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").reshape(-1, 2)
+
+
+def test_barge_in_stops_the_agent_and_keeps_what_was_heard(engine_url: str, inputs: list[Path],
+                                                           tmp_path: Path) -> None:
+    script, out = tmp_path / "shop.txt", tmp_path / "conversation.wav"
+    script.write_text(LONG_SCRIPT)
+    p = converse("--input", str(inputs[0]), "--input", str(inputs[1]), "--listen-url", engine_url, "--speak-url",
+                 engine_url, "--script", str(script), "--barge-in-at", "0.3", "--json", "--out", str(out), "--keep",
+                 env={"OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_CONFIG": ""})
+    assert p.returncode == 0, p.stderr
+    timeline = json.loads(p.stdout)
+    first, second = timeline["turns"]
+    assert first["interrupted"] is True and first["error"] is None
+    assert first["reply_text"] and LONG_REPLY.startswith(first["reply_text"]) and first["reply_text"] != LONG_REPLY
+    assert first["barge_in_stop_ms"] >= 100  # it cannot be decided before 100 ms of speech
+    cut = first["agent_stop_s"]
+    assert first["first_audio_s"] < cut < second["user_speech_end_s"]
+    assert second["interrupted"] is False and "barge_in_stop_ms" not in second
+    assert second["reply_text"] == LONG_SCRIPT.splitlines()[1].split(" => ")[1]
+
+    frames, rate = _stereo(out), 24000
+    right = frames[:, 1]
+    assert rms(right[math.floor(first["first_audio_s"] * rate): math.floor(cut * rate)]) > 300  # it spoke
+    quiet = right[math.ceil(cut * rate): math.floor(second["first_audio_s"] * rate)]
+    windows = quiet[: len(quiet) // 480 * 480].reshape(-1, 480)  # 20 ms windows
+    assert len(windows) > 10 and all(rms(w) == 0 for w in windows)  # nothing of the agent after the cut
+    assert rms(right[math.floor(second["first_audio_s"] * rate):]) > 300  # and it answered the second turn
+
+    [kept] = History(tmp_path / "data").conversations.list()  # --keep: in the history, as printed and written
+    assert kept.id in p.stderr and kept.timeline == timeline and kept.audio_bytes() == out.read_bytes()
+    assert kept.settings["script"] == LONG_SCRIPT and kept.settings["barge_in_at"] == 0.3
+    assert kept.settings["silence_ms"] == 500 and kept.settings["listen"] == engine_url
+
+
+def test_a_short_noise_burst_does_not_interrupt(engine_url: str, inputs: list[Path], tmp_path: Path) -> None:
+    script, out, burst = tmp_path / "shop.txt", tmp_path / "conversation.wav", tmp_path / "cough.wav"
+    script.write_text(LONG_SCRIPT)
+    noise = (np.random.default_rng(3).uniform(-0.5, 0.5, 800) * 32767).astype("<i2")  # 50 ms at 16 kHz
+    pcm = np.concatenate([noise, np.zeros(16000, dtype="<i2")])
+    with wave.open(str(burst), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000), w.writeframes(pcm.tobytes())
+    p = converse("--input", str(inputs[0]), "--input", str(burst), "--listen-url", engine_url, "--speak-url",
+                 engine_url, "--script", str(script), "--barge-in-at", "0.3", "--json", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    first = json.loads(p.stdout)["turns"][0]
+    assert first["interrupted"] is False and "barge_in_stop_ms" not in first
+    assert first["reply_text"] == LONG_REPLY  # spoken to the end
+    right = _stereo(out)[:, 1]
+    after = right[math.floor((first["first_audio_s"] + 1.0) * 24000): math.floor((first["first_audio_s"] + 2.0) * 24000)]
+    assert rms(after) > 300  # the agent still talks well after the burst at 0.3 s

@@ -11,6 +11,7 @@ import pytest
 from protocol.errors import InvalidInput
 from services.access import Forbidden, Principal
 from services.history import History
+from services.history.schema import SCHEMA_VERSION
 
 ALICE = Principal(id="alice@example.com", name="Alice", role="creator", signed_in=True)
 BOB = Principal(id="bob@example.com", name="Bob", role="creator", signed_in=True)
@@ -80,7 +81,7 @@ def test_a_database_from_before_transcripts_gains_the_table_once(tmp_path: Path)
 
     again = History(tmp_path)
     check = sqlite3.connect(tmp_path / "history.sqlite3")
-    assert check.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # and later steps after it
     indexes = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'transcripts'")}
     assert {"transcripts", "transcripts_created", "transcripts_user"} <= indexes
     assert again.jobs.get(job.id).prompt == "a lighthouse"  # nothing else touched

@@ -59,6 +59,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--voice", help="the agent's voice (default: the server's)")
     p.add_argument("--system-prompt", help="--reply-url: the system prompt")
     p.add_argument("--silence-ms", type=int, default=500, help="the silence window that ends a turn (200–2000)")
+    p.add_argument("--barge-in-at", type=float, metavar="S",
+                   help="start the next input S seconds after the agent's first audio (a barge-in), not after it ends")
+    p.add_argument("--vad-threshold", type=float, default=0.5,
+                   help="barge-in: the energy detector's threshold 0–1 (−60…−20 dBFS; 0.5 is −40 dBFS)")
+    p.add_argument("--min-speech-ms", type=int, default=100,
+                   help="barge-in: speech shorter than this (a cough) does not interrupt the agent (20–2000)")
+    p.add_argument("--keep", action="store_true", help="keep the conversation in the studio's history")
     p.add_argument("--json", action="store_true", help="print the conversation's timeline as one JSON object")
     p.add_argument("--out", type=Path, help="write the conversation as a stereo WAV (person left, agent right)")
     p.set_defaults(func=run)
@@ -74,6 +81,15 @@ def _script(path: Path | None) -> Script:
         raise InvalidInput(f"--script {path} is not UTF-8 text") from None
 
 
+def _check_barge_in(args: argparse.Namespace) -> None:
+    if args.barge_in_at is not None and not 0 <= args.barge_in_at <= 60:
+        raise InvalidInput(f"--barge-in-at {args.barge_in_at}: give 0–60 seconds after the agent's first audio")
+    if not 0 < args.vad_threshold < 1:
+        raise InvalidInput(f"--vad-threshold {args.vad_threshold}: give a number between 0 and 1 (default 0.5)")
+    if not 20 <= args.min_speech_ms <= 2000:
+        raise InvalidInput(f"--min-speech-ms {args.min_speech_ms}: give 20–2000 ms")
+
+
 def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]:
     """Everything the user gave, checked before any engine starts."""
     if args.mode == "native" and (args.listen_url or args.speak_url or args.reply_url):
@@ -83,6 +99,10 @@ def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]
     lo, hi = SILENCE_MS
     if not lo <= args.silence_ms <= hi:
         raise InvalidInput(f"--silence-ms {args.silence_ms}: give {lo}–{hi} ms")
+    _check_barge_in(args)
+    if args.mode == "native" and args.barge_in_at is not None:
+        raise InvalidInput("--barge-in-at is for --mode pipeline: in native mode the server's own voice detection "
+                           "cuts the agent off (not yet driven from the command line)")
     if args.mode == "pipeline" and args.reply_url is None and (args.system_prompt or args.reply_model):
         raise InvalidInput("--system-prompt and --reply-model are for a model at --reply-url; a script has neither")
     if args.out is not None:
@@ -111,8 +131,12 @@ def run(args: argparse.Namespace) -> int:
         listen_url, speak_url = listen_url or engine_url, speak_url or engine_url
     stage = ScriptedReply(script) if script is not None else ChatReply(
         args.reply_url, model=args.reply_model, system_prompt=args.system_prompt)
-    pipeline = Pipeline(listen_url, speak_url, stage, voice=args.voice, silence_ms=args.silence_ms)
+    pipeline = Pipeline(listen_url, speak_url, stage, voice=args.voice, silence_ms=args.silence_ms,
+                        barge_in_at=args.barge_in_at, vad_threshold=args.vad_threshold,
+                        min_speech_ms=args.min_speech_ms)
     conv = asyncio.run(pipeline.run(audios))
+    if args.keep:
+        _keep(args, conv, listen_url, speak_url)
     return _report(args, conv)
 
 
@@ -133,7 +157,30 @@ def _run_native(args: argparse.Namespace, audios: list[ListenAudio], script: Scr
         label = f"the session's scripted reply ({script.name}) on the offline engine, not a model" \
             if args.url is None else f"the session at {url}, instructed with the script {script.name}"
     native = Native(url, instructions=instructions, voice=args.voice, silence_ms=args.silence_ms, reply_label=label)
-    return _report(args, asyncio.run(native.run(audios)))
+    conv = asyncio.run(native.run(audios))
+    if args.keep:
+        _keep(args, conv, url, url)
+    return _report(args, conv)
+
+
+def _keep(args: argparse.Namespace, conv, listen_url: str, speak_url: str) -> None:  # type: ignore[no-untyped-def]
+    """--keep: the conversation in the studio's history (its timeline, settings and stereo WAV), the id on stderr."""
+    from services.history import History
+    from services.settings import load_settings
+
+    if not conv.turns:
+        print("note: no turn was heard, so the conversation is not kept", file=sys.stderr)
+        return
+    script = None
+    if args.reply_url is None:
+        script = DEFAULT_SCRIPT if args.script is None else args.script.read_text("utf-8").removeprefix("\ufeff")
+    settings = {"mode": conv.mode, "listen": listen_url, "reply": conv.reply_label, "reply_url": args.reply_url,
+                "script": script, "system_prompt": args.system_prompt, "speak": speak_url, "voice": args.voice,
+                "silence_ms": args.silence_ms, "barge_in_at": args.barge_in_at, "vad_threshold": args.vad_threshold,
+                "min_speech_ms": args.min_speech_ms, "inputs": [str(p) for p in args.input]}
+    data_dir = load_settings().data_dir
+    record = History(data_dir).conversations.record(conv.as_json(), settings=settings, audio=conv.stereo_wav())
+    print(f"note: kept as {record.id} in the history at {data_dir}", file=sys.stderr)
 
 
 def _report(args: argparse.Namespace, conv) -> int:  # type: ignore[no-untyped-def]

@@ -20,12 +20,21 @@ import httpx
 
 from protocol.errors import StudioError
 from protocol.listen import DEFAULT_LISTEN_MODEL, LISTEN_BYTES_PER_S
+from services.converse.bargein import (
+    DEFAULT_MIN_SPEECH_MS,
+    DEFAULT_VAD_THRESHOLD,
+    Reply,
+    SpeechStart,
+    lay_out,
+    microphone,
+    play_end,
+)
 from services.converse.reply import Message, ReplyStage
 from services.converse.timeline import Conversation, Turn, speech_end_s
 from services.listen import ListenAudio
 from services.listen.client import ws_url_of
 from services.listen.realtime import stream_pcm
-from services.speech import PcmChunk, SpeechSession, omni_client, speech_config
+from services.speech import PcmChunk, omni_client, speech_config
 
 CLAUSE_END = re.compile(r"[,;:.!?…](?=\s)")  # a clause ends at punctuation followed by a space
 
@@ -50,17 +59,24 @@ async def listen_model(url: str) -> str:
 
 
 class Pipeline:
-    """One conversation in pipeline mode over a listen URL, a reply stage and a speech URL."""
+    """One conversation in pipeline mode over a listen URL, a reply stage and a speech URL. `barge_in_at`: the next
+    input starts that many seconds after the agent's first audio (else after the agent finished); the person's
+    speech (services/converse/bargein.py: `vad_threshold`, `min_speech_ms`) while the agent talks interrupts it."""
 
     def __init__(self, listen_url: str, speak_url: str, reply: ReplyStage, *, voice: str | None = None,
-                 silence_ms: int = 500) -> None:
+                 silence_ms: int = 500, barge_in_at: float | None = None,
+                 vad_threshold: float = DEFAULT_VAD_THRESHOLD, min_speech_ms: int = DEFAULT_MIN_SPEECH_MS) -> None:
         self.listen_url = listen_url.rstrip("/")
         self.speech = omni_client(speak_url)
         self.reply = reply
         self.config = speech_config(voice=voice)
         self.silence_ms = silence_ms
+        self.barge_in_at = barge_in_at
+        self.vad_threshold = vad_threshold
+        self.min_speech_ms = min_speech_ms
         self._t0 = 0.0
         self._model = DEFAULT_LISTEN_MODEL
+        self._speaking: Reply | None = None  # the agent's reply that a barge-in would stop
 
     def clock(self, t: float | None = None) -> float:
         return (time.perf_counter() if t is None else t) - self._t0
@@ -71,44 +87,95 @@ class Pipeline:
         messages: list[Message] = []
         self._t0 = time.perf_counter()
         for audio in inputs:
-            play_end = await self._turn(audio, conv, messages)
-            await asyncio.sleep(max(0.0, play_end - self.clock()))  # the agent finishes; then the next input
+            if self._speaking is not None:
+                await self._until_next_input(self._speaking, conv, messages)
+            await self._turn(audio, conv, messages)
+        if self._speaking is not None:
+            await self._until_next_input(self._speaking, conv, messages, last=True)
         return conv
 
-    async def _turn(self, audio: ListenAudio, conv: Conversation, messages: list[Message]) -> float:
-        """One input and its reply; returns when (on the clock) the agent's audio will have finished playing."""
-        chunks: list[tuple[float, PcmChunk]] = []
-        session = self.speech.open(self.config, on_audio=lambda c: chunks.append((self.clock(), c)))
-        connecting = asyncio.create_task(session.connect())  # ready by the time the reply comes
+    async def _until_next_input(self, reply: Reply, conv: Conversation, messages: list[Message], *,
+                                last: bool = False) -> None:
+        """Wait for when the next input starts: `barge_in_at` after the agent's first audio, or (without it, or
+        after the last input) when the agent's audio has finished playing."""
+        if self.barge_in_at is not None and not last:
+            assert reply.task is not None
+            waiting = asyncio.ensure_future(reply.first_audio.wait())
+            await asyncio.wait([waiting, reply.task], return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if reply.chunks:
+                await asyncio.sleep(max(0.0, reply.chunks[0][0] + self.barge_in_at - self.clock()))
+                return
+        end = await self._settle(reply, conv, messages)
+        await asyncio.sleep(max(0.0, end - self.clock()))
+
+    async def _turn(self, audio: ListenAudio, conv: Conversation, messages: list[Message]) -> None:
+        """One input heard (the agent's previous reply, maybe interrupted, settled after it), and its reply
+        started: it streams and plays while the next input waits (`_until_next_input`)."""
         turn = Turn()
+        reply = Reply(turn, session=None, connecting=None)  # type: ignore[arg-type]
+        reply.session = self.speech.open(self.config, on_audio=lambda c: self._arrived(reply, c))
+        reply.connecting = asyncio.create_task(reply.session.connect())  # ready by the time the reply comes
+        heard = None
         try:
             heard = await self._hear(audio, conv, turn)
-            if heard is None:
-                return self.clock()
-            conv.turns.append(turn)
-            messages.append({"role": "user", "content": heard})
-            await self._answer(session, connecting, messages, turn, chunks)
         except StudioError as exc:
             turn.error = str(exc)
-        finally:
-            connecting.cancel()
-            with contextlib.suppress(BaseException):
-                await connecting
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(session.aclose(), 5)
-        if turn.reply_text:
+        if self._speaking is not None:
+            await self._settle(self._speaking, conv, messages)
+        if heard is None:
+            await _close(reply)
+            turn.finish()
+            return
+        conv.turns.append(turn)
+        messages.append({"role": "user", "content": heard})
+        reply.task = asyncio.create_task(self._answering(reply, messages))
+        self._speaking = reply
+
+    def _arrived(self, reply: Reply, chunk: PcmChunk) -> None:
+        reply.chunks.append((self.clock(), chunk))
+        reply.first_audio.set()
+
+    def _barge_in(self, onset: float) -> None:
+        """The person started speaking at `onset` (perf_counter): stop the agent if it is talking."""
+        reply, now = self._speaking, self.clock()
+        if reply is not None and reply.cut_s is None and reply.talking(now):
+            reply.interrupt(now, self.clock(onset))
+
+    async def _settle(self, reply: Reply, conv: Conversation, messages: list[Message]) -> float:
+        """The reply to its end (or its cut): its audio placed, its turn's figures; returns when it stops playing."""
+        if reply.task is not None:
+            await asyncio.gather(reply.task, return_exceptions=True)
+        if reply.cancelling is not None:
+            await asyncio.gather(reply.cancelling, return_exceptions=True)
+        await _close(reply)
+        if self._speaking is reply:
+            self._speaking = None
+        turn = reply.turn
+        if reply.chunks:
+            turn.first_audio_s = reply.chunks[0][0]
+        placed = lay_out(reply.chunks, reply.cut_s)
+        conv.agent.extend((at, data, rate) for at, data, rate, _ in placed)
+        if reply.cut_s is not None and reply.onset_s is not None:
+            turn.interrupted = True
+            turn.reply_text = reply.heard_text(placed)
+            turn.agent_stop_s = reply.cut_s
+            turn.barge_in_stop_ms = (reply.cut_s - reply.onset_s) * 1000
+        if turn.reply_text.strip():
             messages.append({"role": "assistant", "content": turn.reply_text.strip()})
         turn.finish()
-        return self._place(chunks, conv)
+        return max(self.clock(), play_end(placed))
 
     async def _hear(self, audio: ListenAudio, conv: Conversation, turn: Turn) -> str | None:
-        """Stream the input (and the silence window) at real time; the transcript's final text, or None when it
-        is empty (no turn). A failure is the turn's error, with the speech end still placed."""
+        """Stream the input (and the silence window) at real time, as a microphone would, watching it for the
+        person's speech (a barge-in); the transcript's final text, or None when it is empty (no turn). A failure
+        is the turn's error, with the speech end still placed."""
         silence = bytes(int(self.silence_ms / 1000 * LISTEN_BYTES_PER_S) // 2 * 2)
         sent_at = self.clock()
         end_in_input = speech_end_s(audio.pcm)
+        mic = microphone(audio.pcm + silence, SpeechStart(self.vad_threshold, self.min_speech_ms), self._barge_in)
         try:
-            out = await stream_pcm(ws_url_of(self.listen_url), audio.pcm + silence, model=self._model, pace=True)
+            out = await stream_pcm(ws_url_of(self.listen_url), mic, model=self._model)
         except StudioError:
             conv.person.append((sent_at, audio.pcm))
             turn.user_speech_end_s = sent_at + end_in_input
@@ -124,38 +191,40 @@ class Pipeline:
         turn.transcript_final_s = self.clock(out.done_t)
         return out.text
 
-    async def _answer(self, session: SpeechSession, connecting: asyncio.Task, messages: list[Message], turn: Turn,
-                      chunks: list[tuple[float, PcmChunk]]) -> None:
-        """The reply streamed into the speech session clause by clause, then its audio to the end."""
-        buffer = ""
+    async def _answering(self, reply: Reply, messages: list[Message]) -> None:
+        try:
+            await self._answer(reply, list(messages))
+        except StudioError as exc:
+            reply.turn.error = str(exc)
+
+    async def _answer(self, reply: Reply, messages: list[Message]) -> None:
+        """The reply streamed into the speech session clause by clause (each clause its own `feed`), then its
+        audio to the end."""
+        turn, session, buffer = reply.turn, reply.session, ""
         async for piece in self.reply.stream(messages):
             if turn.reply_first_token_s is None:
                 turn.reply_first_token_s = self.clock()
             turn.reply_text += piece
             clauses, buffer = split_clauses(buffer + piece)
-            if clauses.strip():
-                await connecting
-                await session.feed(clauses)
+            for clause in (m.group(0) for m in re.finditer(r".*?[,;:.!?…](?=\s|$)\s*", clauses, re.S)):
+                if clause.strip():
+                    await reply.connecting
+                    reply.fed.append(clause)
+                    await session.feed(clause)
         if buffer.strip():
-            await connecting
+            await reply.connecting
+            reply.fed.append(buffer)
             await session.feed(buffer)
         if not turn.reply_text.strip():
             return  # nothing to say
-        await connecting
-        try:
-            async for _ in session.finish():
-                pass
-        finally:
-            if chunks:
-                turn.first_audio_s = chunks[0][0]
+        await reply.connecting
+        async for _ in session.finish():
+            pass
 
-    def _place(self, chunks: list[tuple[float, PcmChunk]], conv: Conversation) -> float:
-        """Lay the agent's audio end to end from its first chunk's arrival (no chunk plays before it arrives);
-        returns when it ends on the clock."""
-        end = self.clock()
-        play = 0.0
-        for arrived, chunk in chunks:
-            play = max(play, arrived)
-            conv.agent.append((play, chunk.data, chunk.sample_rate))
-            play += len(chunk.data) / 2 / chunk.sample_rate
-        return max(end, play)
+
+async def _close(reply: Reply) -> None:
+    reply.connecting.cancel()
+    with contextlib.suppress(BaseException):
+        await reply.connecting
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(reply.session.aclose(), 5)

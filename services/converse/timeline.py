@@ -50,6 +50,8 @@ class Turn:
     voice_to_voice_ms: float | None = None
     interrupted: bool = False
     error: str | None = None
+    barge_in_stop_ms: float | None = None  # interrupted: the person's speech start → the agent's audio stopped
+    agent_stop_s: float | None = None  # interrupted: where the agent's audio stopped (the cut)
 
     def finish(self) -> Turn:
         if self.first_audio_s is not None and self.user_speech_end_s is not None:
@@ -58,6 +60,8 @@ class Turn:
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
+        if not self.interrupted:  # the barge-in keys are there for interrupted turns only
+            del out["barge_in_stop_ms"], out["agent_stop_s"]
         for key, value in out.items():
             if isinstance(value, float):
                 out[key] = round(value, 1 if key.endswith("_ms") else 4)

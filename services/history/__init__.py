@@ -7,6 +7,7 @@
     history.takes        # the Voice page's speech takes and their WAVs (takes.py)
     history.transcripts  # the Listen page's transcripts and their recordings (transcripts.py)
     history.load_reports # load sweeps' reports (load_reports.py)
+    history.conversations # Converse's conversations: timeline, settings, stereo WAV (conversations.py)
 
 The host (host.py, which History extends) keeps what the stores share: the connections (one per thread), the one
 write path (`transaction`: every write one BEGIN IMMEDIATE transaction), the tables and their migrations (schema.py;
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 from services.access import Principal
 from services.history.base import HistoryError, current_owner, owner_alive
+from services.history.conversations import ConversationRecord, ConversationStore
 from services.history.host import SHAREABLE, Host, Shareable
 from services.history.jobs import TITLE_MAX, UNFINISHED, Job, JobKind, JobStatus, JobStore
 from services.history.load_reports import LoadReportRecord, LoadReportStore
@@ -69,6 +71,11 @@ class History(Host):
         """Load sweeps' reports (services/load)."""
         return LoadReportStore(self)
 
+    @property
+    def conversations(self) -> ConversationStore:
+        """Converse's conversations, with their stereo WAVs."""
+        return ConversationStore(self)
+
     def acting_for_owner(self, job: Job) -> History:
         """A view acting for the person who made `job`, for a background runner carrying it on (a resumed or
         claimed job of any user). It may change that person's jobs, and do nothing that needs a role."""
@@ -78,7 +85,7 @@ class History(Host):
 
 
 __all__ = [
-    "SHAREABLE", "TITLE_MAX", "UNFINISHED", "History", "HistoryError", "Host", "Job", "JobKind", "JobStatus",
+    "SHAREABLE", "TITLE_MAX", "UNFINISHED", "ConversationRecord", "ConversationStore", "History", "HistoryError", "Host", "Job", "JobKind", "JobStatus",
     "JobStore", "LoadReportRecord", "LoadReportStore", "Shareable", "SpeechTake", "TakeState", "TakeStore",
     "TranscriptRecord", "TranscriptStore", "VoiceRecord", "VoiceStore", "current_owner", "owner_alive",
 ]

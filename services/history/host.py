@@ -1,7 +1,7 @@
 """The history's host: its one SQLite file and media folder, the connections (one per thread), the one write path
 (`transaction`), the tables and their migrations, and who sees what (`visible`, `owns`, `set_shared`). The records
 themselves are kept by one small store per kind over a host (jobs.py, voices.py, takes.py, transcripts.py,
-load_reports.py); `History` (services/history/__init__.py) is the host with its stores."""
+load_reports.py, conversations.py); `History` (services/history/__init__.py) is the host with its stores."""
 
 from __future__ import annotations
 
@@ -40,10 +40,10 @@ from services.history.schema import (
 
 DB_NAME = "history.sqlite3"
 MEDIA_DIR = "media"
-Shareable = Literal["job", "voice", "load_report", "evaluation", "take", "transcript"]
+Shareable = Literal["job", "voice", "load_report", "evaluation", "take", "transcript", "conversation"]
 SHAREABLE: dict[str, str] = {"job": "jobs", "voice": "voices", "load_report": "load_reports",
                              "evaluation": "evaluations", "take": "speech_takes",
-                             "transcript": "transcripts"}  # what set_shared takes → its table
+                             "transcript": "transcripts", "conversation": "conversations"}  # what set_shared takes → its table
 
 
 class Host:

@@ -145,7 +145,30 @@ def transcripts_table(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
+CONVERSATIONS_TABLE = f"""
+CREATE TABLE IF NOT EXISTS conversations (
+    id          TEXT PRIMARY KEY,
+    mode        TEXT NOT NULL CHECK (mode IN ('pipeline', 'native')),
+    title       TEXT NOT NULL,             -- the person's first words, for lists
+    timeline    TEXT NOT NULL,             -- JSON: the turns and voice-to-voice (the converse CLI's --json object)
+    settings    TEXT NOT NULL DEFAULT '{{}}',-- JSON: mode, targets, voice, script or system prompt, silence window, …
+    audio       TEXT,                      -- file name (in media/<id>/) of the stereo WAV; NULL: not kept
+    created_at  REAL NOT NULL,
+    user_id     TEXT NOT NULL DEFAULT '{LOCAL.id}',
+    shared      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS conversations_created ON conversations (created_at DESC);
+CREATE INDEX IF NOT EXISTS conversations_user ON conversations (user_id);
+"""
+
+
+def conversations_table(db: sqlite3.Connection) -> None:
+    """Version 3: Converse's conversations (services/history/conversations.py), owned and shareable like takes."""
+    for statement in statements(CONVERSATIONS_TABLE):
+        db.execute(statement)
+
+
 # (version, step): a database whose user_version is below a step's version gets that step, in order.
 MIGRATIONS: tuple[tuple[int, Callable[[sqlite3.Connection], None]], ...] = (
-    (1, jobs_without_kind_check), (2, transcripts_table))
+    (1, jobs_without_kind_check), (2, transcripts_table), (3, conversations_table))
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -234,6 +234,7 @@ class SpeechSession:
         self._pending_space = ""  # whitespace fed before any real text (not sent until text follows)
         self._fmt = (PCM_SAMPLE_RATE, PCM_CHANNELS)  # of the current unit, from audio.start
         self._unit = (0, 0)  # (utterance_index, sentence_index) of the current unit
+        self.unit_texts: dict[tuple[int, int], str] = {}  # each unit's sentence_text from its audio.start
         self._server_errors: list[str] = []
         self._held_config: str | None = None  # session.config not sent yet: it leaves with the next text
         self._config_timer: asyncio.TimerHandle | None = None
@@ -495,6 +496,7 @@ class SpeechSession:
         if isinstance(event, AudioStart):
             self._fmt = (event.sample_rate or PCM_SAMPLE_RATE, PCM_CHANNELS)  # streamed PCM is mono
             self._unit = (event.utterance_index, event.sentence_index)
+            self.unit_texts[self._unit] = event.sentence_text  # set before its audio reaches on_audio
         elif isinstance(event, AudioDone):
             self._recording.unit_done()
         elif isinstance(event, ErrorEvent):

@@ -1,0 +1,153 @@
+"""Barge-in in pipeline mode: the person's voice detected in what the microphone sends, and the agent's reply that
+it stops.
+
+The detector is an energy detector (services may not import the offline engine's models, so no Silero here): a
+20 ms frame of 16 kHz PCM16 is voice when its RMS is above `vad_dbfs(threshold)`, the threshold 0–1 mapped
+linearly onto −60…−20 dBFS (the default 0.5 is −40 dBFS, the level `speech_end_s` uses). It is not a
+probability as Silero's 0.5 is. Speech starts at the first frame of a run of voiced frames at least
+`min_speech_ms` long (default 100 ms): a cough shorter than that is no speech. The run is decided when its last
+needed frame has been spoken — on the clock, where that frame ends in the input as sent.
+
+`Reply` is the agent's answer in progress: its speech session, the audio chunks as they arrive, and — when the
+person barges in — the cut: playback stops there (nothing of the agent's audio is placed after it), the reply
+stream and the speech session are cancelled, and the text kept is that of the clauses (the speech server's
+units, by their `audio.start` sentence_text) whose audio had started playing before the cut: a clause cut in
+the middle counts as heard — the approximation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from protocol.listen import LISTEN_BYTES_PER_S, LISTEN_SAMPLE_RATE
+from services.converse.timeline import FRAME_S, Turn
+from services.speech import PcmChunk, SpeechSession
+
+VAD_DBFS = (-60.0, -20.0)  # the threshold 0 → −60 dBFS, 1 → −20 dBFS, linearly
+DEFAULT_VAD_THRESHOLD = 0.5
+DEFAULT_MIN_SPEECH_MS = 100
+
+
+def vad_dbfs(threshold: float) -> float:
+    lo, hi = VAD_DBFS
+    return lo + (hi - lo) * threshold
+
+
+class SpeechStart:
+    """Fed the input's PCM piece by piece: the first run of voiced 20 ms frames lasting `min_speech_ms`."""
+
+    def __init__(self, threshold: float = DEFAULT_VAD_THRESHOLD, min_speech_ms: int = DEFAULT_MIN_SPEECH_MS) -> None:
+        self.level = 10 ** (vad_dbfs(threshold) / 20)
+        self.need = max(1, math.ceil(min_speech_ms / 1000 / FRAME_S - 1e-9))
+        self._frame_bytes = int(FRAME_S * LISTEN_SAMPLE_RATE) * 2
+        self._carry = b""
+        self._index = 0  # frames seen
+        self._run = 0
+        self.found: tuple[float, float] | None = None  # (onset, decided) in seconds into the input
+
+    def feed(self, pcm: bytes) -> tuple[float, float] | None:
+        """(where the speech starts, where it is decided) in seconds into the input, once; else None."""
+        data = self._carry + pcm
+        n = len(data) // self._frame_bytes
+        self._carry = data[n * self._frame_bytes:]
+        if self.found is not None or n == 0:
+            return None
+        frames = np.frombuffer(data[: n * self._frame_bytes], dtype="<i2").astype(np.float64) / 32768.0
+        rms = np.sqrt((frames.reshape(n, -1) ** 2).mean(axis=1))
+        for voiced in rms > self.level:
+            self._index += 1
+            self._run = self._run + 1 if voiced else 0
+            if self._run >= self.need:
+                self.found = ((self._index - self._run) * FRAME_S, self._index * FRAME_S)
+                return self.found
+        return None
+
+
+async def microphone(pcm: bytes, detector: SpeechStart, on_speech: Callable[[float], None], *,
+                     chunk_s: float = 0.1) -> AsyncIterator[bytes]:
+    """`pcm` sent as a microphone sends it: `chunk_s` pieces at real time (piece i at start + i·chunk_s, as
+    services/listen's paced sender does). Each piece goes through `detector`; when it finds speech,
+    `on_speech(onset)` (onset: time.perf_counter() where the speech started) is called when the clock reaches the
+    moment the deciding frame was spoken."""
+    step = max(2, int(chunk_s * LISTEN_BYTES_PER_S) // 2 * 2)
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter()
+    for i, at in enumerate(range(0, len(pcm), step)):
+        await asyncio.sleep(max(0.0, start + i * step / LISTEN_BYTES_PER_S - time.perf_counter()))
+        piece = pcm[at:at + step]
+        yield piece
+        found = detector.feed(piece)
+        if found is not None:
+            onset, decided = found
+            loop.call_later(max(0.0, start + decided - time.perf_counter()), on_speech, start + onset)
+
+
+Placed = tuple[float, bytes, int, tuple[int, int]]  # (play_s, PCM16 mono, rate, (utterance, sentence))
+
+
+def lay_out(chunks: list[tuple[float, PcmChunk]], cut_s: float | None = None) -> list[Placed]:
+    """The agent's audio laid end to end from its first chunk's arrival (no chunk plays before it arrives),
+    nothing after `cut_s` (the chunk playing at the cut is cut there)."""
+    out: list[Placed] = []
+    play = 0.0
+    for arrived, chunk in chunks:
+        play = max(play, arrived)
+        data, seconds = chunk.data, len(chunk.data) / 2 / chunk.sample_rate
+        if cut_s is not None and play + seconds > cut_s:
+            data = data[: max(0, int((cut_s - play) * chunk.sample_rate)) * 2]
+        if data:
+            out.append((play, data, chunk.sample_rate, (chunk.utterance_index, chunk.sentence_index)))
+        if len(data) < len(chunk.data):
+            break
+        play += seconds
+    return out
+
+
+def play_end(placed: list[Placed]) -> float:
+    return max((at + len(data) / 2 / rate for at, data, rate, _ in placed), default=0.0)
+
+
+@dataclass
+class Reply:
+    """The agent's answer to one turn while it streams and plays (see the module's doc)."""
+
+    turn: Turn
+    session: SpeechSession
+    connecting: asyncio.Task
+    chunks: list[tuple[float, PcmChunk]] = field(default_factory=list)
+    fed: list[str] = field(default_factory=list)  # the clauses fed, in order (when a server names no text)
+    task: asyncio.Task | None = None
+    first_audio: asyncio.Event = field(default_factory=asyncio.Event)
+    cut_s: float | None = None  # where playback was stopped, on the clock
+    onset_s: float | None = None  # where the person's speech started, on the clock
+    cancelling: asyncio.Task | None = None
+
+    def talking(self, now: float) -> bool:
+        if not self.chunks:
+            return False
+        return (self.task is not None and not self.task.done()) or now < play_end(lay_out(self.chunks))
+
+    def interrupt(self, now: float, onset_s: float) -> None:
+        """Stop playback now, cancel the reply stream and the speech session."""
+        self.cut_s, self.onset_s = now, onset_s
+        if self.task is not None:
+            self.task.cancel()
+        self.cancelling = asyncio.get_running_loop().create_task(self.session.cancel())
+
+    def heard_text(self, placed: list[Placed]) -> str:
+        """The text of the units whose audio started playing before the cut, in order."""
+        units: list[tuple[int, int]] = []
+        for *_, unit in placed:
+            if unit not in units:
+                units.append(unit)
+        texts = []
+        for i, unit in enumerate(units):
+            text = self.session.unit_texts.get(unit) or (self.fed[i] if i < len(self.fed) else "")
+            texts.append(text.strip())
+        return " ".join(t for t in texts if t)
