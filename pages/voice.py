@@ -113,7 +113,7 @@ with left:
     b1, b2, b3 = st.columns([1, 1, 3])
     b1.button("Speak", type="primary", disabled=running or not can_speak, width="stretch", on_click=_start_speaking)
     b2.button("Stop", disabled=not (running or draining), width="stretch", on_click=_stop_speaking)
-    intelligibility_toggle(b3)
+    intelligibility_toggle(b3, can_speak)
     if error := state.pop("voice_error", None):  # shown once: the next change on the page clears it
         st.error(resources.plain(error))
     if can_speak:

@@ -74,9 +74,10 @@ def keep_take(u: Utterance, voice_label: str | None, target: str, config: Sessio
     return take
 
 
-def intelligibility_toggle(where: Any) -> None:
-    """The opt-in: off unless asked for, since it sends each take's audio to a recognizer."""
-    where.toggle("Check intelligibility", key=INTEL_KEY, help=INTEL_HELP, persist_state="session")
+def intelligibility_toggle(where: Any, offered: bool) -> None:
+    """The opt-in, for whoever may speak: off unless asked for, since it sends each take's audio to a recognizer."""
+    if offered:
+        where.toggle("Check intelligibility", key=INTEL_KEY, help=INTEL_HELP, persist_state="session")
 
 
 def intelligibility(heard: dict[str, Any] | None) -> None:
