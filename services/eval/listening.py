@@ -1,5 +1,7 @@
 """What evaluations hear: a listen item transcribed by its variant's target, and a voice item's speech sent
-through a listen target (its *intelligibility*), each scored against the text that is spoken.
+through a listen target (its *intelligibility*), each scored against the text that is spoken. The Voice page's
+opt-in check and `speak --intelligibility` use the same choice of target (`take_listener`, `offline_listener`),
+the same figures (`heard_by`) and the page the one line (`intelligibility_line`).
 
 Scoring is services/listen/wer.py's, one utterance at a time: `words` = the reference's words after its
 normalisation, `errors` = its WER × words (substitutions + deletions + insertions, a whole number). A target
