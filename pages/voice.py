@@ -14,7 +14,7 @@ from ui.speech_runs import session_id, speech_runs
 from ui.voice_modes import PREVIEW, build_config, current_reference, describe, first_chunk_slider, mode_fields, mode_picker
 from ui.voice_compare_views import init_voice_compare_state, run_voice_compare, voice_compare
 from ui.voice_player import CONNECT_LABEL, heard_first_audio, voice_player
-from ui.voice_views import Take, keep_take, kept_takes, now_speaking, take_view
+from ui.voice_views import Take, intelligibility_toggle, keep_take, kept_takes, now_speaking, take_view
 from ui.workspace_views import may
 
 HISTORY_SIZE = 5
@@ -46,8 +46,7 @@ except StudioError as exc:
 def _start_speaking() -> None:
     """Speak's callback: runs before the script, so the page below already shows the run as going. The run
     belongs to this browser session: if the session goes (the tab closes or reloads), the run is cancelled."""
-    state["voice_error"] = None
-    state["voice_heard_ms"] = None  # the ear measures this click's first sound
+    state["voice_error"], state["voice_heard_ms"] = None, None  # the ear measures this click's first sound
     # The click is the gesture a browser needs to start the player; a connected one is left alone (see voice_player).
     state["voice_connect"] = not state.get("voice_player_on", False)
     playback = state["voice_playback"]
@@ -111,9 +110,10 @@ with left:
                  horizontal=True, key="voice_split")
         first_chunk_slider()
     can_speak = may("generate")  # else one line why, and Speak and Compare are not offered
-    b1, b2, _ = st.columns([1, 1, 3])
+    b1, b2, b3 = st.columns([1, 1, 3])
     b1.button("Speak", type="primary", disabled=running or not can_speak, width="stretch", on_click=_start_speaking)
     b2.button("Stop", disabled=not (running or draining), width="stretch", on_click=_stop_speaking)
+    intelligibility_toggle(b3, can_speak)
     if error := state.pop("voice_error", None):  # shown once: the next change on the page clears it
         st.error(resources.plain(error))
     if can_speak:

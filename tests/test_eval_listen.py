@@ -245,3 +245,26 @@ def test_page_shows_a_listen_evaluation_without_rating(engine_url: str, recordin
     assert list(table["WER (corpus)"]) == pytest.approx([v["wer"] for v in res["variants"]])
     assert list(table["utterances"]) == [3, 3]
     assert "one: WER" in text and "2000 resamples" in text
+
+
+def test_a_voice_takes_listen_target_and_its_line(engine_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Voice page's choice (services/eval/listening.take_listener): the backend's own listen route, else the
+    offline engine's recognizer labelled as the stand-in it is; and the one line a take's figure is shown as."""
+    import types
+
+    import offline.launch
+    from services.eval.listening import OFFLINE_LABEL, intelligibility_line, take_listener
+    from services.listen import OmniListen
+
+    own = OmniListen(engine_url)
+    assert take_listener(types.SimpleNamespace(name="omni", listen=own)) == (own, f"the listen route of {engine_url}")
+    assert take_listener(types.SimpleNamespace(name="offline", listen=own)) == (own, OFFLINE_LABEL)
+    monkeypatch.setattr(offline.launch, "shared_engine", lambda: types.SimpleNamespace(url=engine_url))
+    for listen in (None, types.SimpleNamespace(endpoint=None, target="SageMaker (no listen endpoint)")):
+        listener, label = take_listener(types.SimpleNamespace(name="sagemaker", listen=listen))
+        assert isinstance(listener, OmniListen) and listener.target == engine_url and label == OFFLINE_LABEL
+    heard = {"wer": 0.125, "errors": 1, "words": 8, "transcript": "open the door", "heard_by": "X"}
+    assert intelligibility_line(heard) == ("Intelligibility: WER 12.5 % (1 errors / 8 words) — heard: "
+                                           "'open the door' (by X)")
+    assert intelligibility_line({"error": "cannot reach it", "heard_by": "X"}) == (
+        "Intelligibility: not measured — the recognizer failed: cannot reach it (by X)")

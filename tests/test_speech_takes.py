@@ -161,10 +161,14 @@ def test_a_take_survives_a_reload_and_the_team_sees_it_once_shared(
 
     bob = _as(monkeypatch, BOB, tmp_path, engine_url)
     assert "Kept across reloads, with its figures." in _texts(bob)
-    assert _by(bob) == ["by `alice@example.com`"] and not bob.toggle  # hers: his to hear, not to unshare
+    assert _by(bob) == ["by `alice@example.com`"] and _shares(bob) == []  # hers: his to hear, not to unshare
     vic = _as(monkeypatch, VIC, tmp_path, engine_url)
     assert "Kept across reloads, with its figures." in _texts(vic) and _by(vic) == ["by `alice@example.com`"]
-    assert _button(vic, "Speak").disabled and not vic.toggle
+    assert _button(vic, "Speak").disabled and not vic.toggle  # nor the intelligibility opt-in: no Speak
+
+
+def _shares(at: AppTest) -> list[str]:
+    return [t.key for t in at.toggle if t.key.startswith("share-")]
 
 
 def test_the_latest_take_is_not_listed_twice_and_earlier_ones_are(
@@ -176,7 +180,7 @@ def test_the_latest_take_is_not_listed_twice_and_earlier_ones_are(
     second = _until_finished(at)
     assert _texts(at).count("The second one.") == 1 and _texts(at).count("The first one.") == 1
     assert len(History(tmp_path / "data").takes.list()) == 2 and second.record_id is not None
-    assert sorted(t.key for t in at.toggle) == sorted(f"share-take-{t.id}" for t in History(tmp_path / "data").takes.list())
+    assert sorted(_shares(at)) == sorted(f"share-take-{t.id}" for t in History(tmp_path / "data").takes.list())
 
 
 def test_a_cut_stream_is_kept_with_the_audio_that_arrived(

@@ -586,3 +586,85 @@ def test_a_variants_count_that_came_back_empty_does_not_break_the_page(page: App
     page.run()
     assert not page.exception, page.exception
     assert page.session_state["vocmp_count"] == 2
+
+
+# ---- intelligibility (issue #21): each finished take heard by a recognizer, opt-in ---------------------------
+@pytest.fixture
+def heard_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every recognizer call the page makes (the real one runs: this only counts them)."""
+    from services.listen import OmniListen
+
+    calls: list[str] = []
+    real = OmniListen.transcribe_file
+
+    async def counted(self, audio, **kw):  # type: ignore[no-untyped-def]
+        calls.append(self.target)
+        return await real(self, audio, **kw)
+
+    monkeypatch.setattr(OmniListen, "transcribe_file", counted)
+    return calls
+
+
+def _kept_figures(at: AppTest) -> dict:
+    from services.history import History
+    from services.settings import load_settings
+
+    [kept] = History(load_settings().data_dir).takes.list()
+    return kept.figures
+
+
+def test_with_the_toggle_on_a_take_shows_and_keeps_its_word_error_rate(
+        page: AppTest, heard_calls: list[str], engine_url: str) -> None:
+    from services.listen import normalise, word_error_rate
+
+    from ui.resources import plain
+
+    text = "Please open the door for me. We will meet at the station."
+    assert page.toggle(key="voice_intel").value is False  # off by default: nothing is sent to a recognizer unasked
+    page.toggle(key="voice_intel").set_value(True).run()
+    _speak(page, text)
+    take = _until_finished(page)
+    assert heard_calls == [engine_url]  # the backend's own listen route
+    heard = take.intelligibility
+    words = len(normalise(text).split())
+    assert heard["words"] == words == 12 and heard["transcript"]
+    assert heard["wer"] == pytest.approx(round(word_error_rate(text, heard["transcript"]), 4)) and heard["wer"] <= 0.5
+    assert heard["errors"] == round(word_error_rate(text, heard["transcript"]) * words)
+    line = plain(f"WER {heard['wer'] * 100:.1f} % ({heard['errors']} errors / {words} words) — heard: "
+                 f"{heard['transcript']!r} (by the listen route of {engine_url})")
+    shown = [c.value for c in page.caption if c.value.startswith("Intelligibility:")]
+    assert len(shown) == 1 and line in shown[0]
+    assert _kept_figures(page)["intelligibility"] == heard  # kept with the take in the history
+    _speak(page, "A second take.")  # the first is now a kept take: its summary carries the figure
+    _until_finished(page)
+    assert sum(line in c.value for c in page.caption) == 1
+
+
+def test_with_the_toggle_off_no_recognizer_is_called(page: AppTest, heard_calls: list[str]) -> None:
+    _speak(page, "Nothing is sent to a recognizer unless asked.")
+    take = _until_finished(page)
+    assert take.utterance.ok and take.intelligibility is None and heard_calls == []
+    assert not any("Intelligibility" in c.value for c in page.caption)
+    assert "intelligibility" not in _kept_figures(page)
+
+
+def test_a_recognizer_that_fails_is_one_line_and_the_take_stays(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webrtc_inert: None) -> None:
+    import dataclasses
+
+    import ui.resources
+    from services.listen import OmniListen
+
+    real = ui.resources.backend
+    monkeypatch.setattr(ui.resources, "backend",
+                        lambda: dataclasses.replace(real(), listen=OmniListen("http://127.0.0.1:9")))
+    at = _page(monkeypatch, tmp_path, engine_url)
+    at.toggle(key="voice_intel").set_value(True).run()
+    _speak(at, "The recognizer is down but the take is kept.")
+    take = _until_finished(at)
+    assert take.utterance.ok and take.record_id is not None
+    [line] = [w.value for w in at.warning if "Intelligibility" in w.value]
+    assert line.startswith("Intelligibility: not measured") and "127.0.0.1:9" in line
+    kept = _kept_figures(at)
+    assert "127.0.0.1:9" in kept["intelligibility"]["error"] and "wer" not in kept["intelligibility"]
+    assert [d.label for d in at.get("download_button")] == ["Download WAV"]  # the audio stays

@@ -12,6 +12,7 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from protocol.speech import SessionConfig
+from services.eval.listening import intelligibility_line, take_intelligibility
 from services.history import SpeechTake
 from services.speech import SessionStats, Utterance, waveform_png
 from ui import resources
@@ -21,6 +22,10 @@ from ui.workspace_views import kept_list, share_toggle
 
 TEXT_SHOWN = 400  # characters of an utterance's text shown with it
 NOT_KEPT = {"type", "ref_audio", "speaker_embedding"}  # a reference recording is never kept with a take
+INTEL_KEY = "voice_intel"
+INTEL_HELP = ("Each finished take's audio is sent to a recognizer — the backend's listen route when it has one, else "
+              "the offline engine's (a stand-in) — and the word error rate of what it heard against the text is "
+              "shown and kept with the take.")
 STATE_TEXT = {"idle": "connecting…", "streaming": "streaming…", "done": "done", "failed": "stopped by an error",
               "cancelled": "stopped"}
 
@@ -34,6 +39,7 @@ class Take:
     picture: bytes | None
     voice_label: str | None = None  # what spoke ("voice joe, style …", "clone of a recording"); never the audio
     record_id: str | None = None  # its id in the history, once kept
+    intelligibility: dict[str, Any] | None = None  # how a recognizer heard it (services/eval/listening.heard_by)
 
     @classmethod
     def of(cls, u: Utterance, voice_label: str | None = None) -> Take:
@@ -52,15 +58,32 @@ def keep_take(u: Utterance, voice_label: str | None, target: str, config: Sessio
     if not u.pcm:
         return take
     state = "failed" if u.error is not None else ("cancelled" if u.stats.state == "cancelled" else "done")
+    numbers = u.stats.figures()
+    if st.session_state.get(INTEL_KEY) and state == "done":  # opted in: the audio goes to a recognizer
+        with st.spinner("Checking intelligibility…"):
+            take.intelligibility = numbers["intelligibility"] = take_intelligibility(resources.backend(), take.wav,
+                                                                                     u.text)
     try:
         record = resources.history().takes.record(
             u.text, take.wav, target=target, state=state, error=None if u.error is None else str(u.error),
-            voice_label=take.voice, figures=u.stats.figures(), created_at=u.created_at,
+            voice_label=take.voice, figures=numbers, created_at=u.created_at,
             config={} if config is None else config.model_dump(mode="json", exclude_none=True, exclude=NOT_KEPT))
         take.record_id = record.id
     except StudioError as exc:
         st.session_state["voice_error"] = f"This take plays here but could not be kept in the history: {exc}"
     return take
+
+
+def intelligibility_toggle(where: Any, offered: bool) -> None:
+    """The opt-in, for whoever may speak: off unless asked for, since it sends each take's audio to a recognizer."""
+    if offered:
+        where.toggle("Check intelligibility", key=INTEL_KEY, help=INTEL_HELP, persist_state="session")
+
+
+def intelligibility(heard: dict[str, Any] | None) -> None:
+    """A take's intelligibility, one line (a warning when the recognizer failed); nothing when it was not checked."""
+    if heard is not None:
+        (st.warning if "error" in heard else st.caption)(plain(intelligibility_line(heard)))
 
 
 HEARD_HELP = ("measured in this browser: from your click on Speak to the first sound its player played — after "
@@ -103,6 +126,7 @@ def take_view(take: Take, heard_ms: float | None = None) -> None:
     if u.error is not None:
         kept = " The audio received before it is kept below." if u.pcm else ""
         st.error(f"{plain(u.error)}{kept}")
+    intelligibility(take.intelligibility)
     figures(u.stats, heard_ms)
     if take.picture:
         st.image(take.picture, caption="Waveform of what was spoken", width="stretch")
@@ -136,6 +160,7 @@ def kept_takes(skip: str | None = None) -> None:
 
 def _kept_take(history: Any, t: SpeechTake) -> None:
     st.caption(plain(_summary(t)))
+    intelligibility(t.figures.get("intelligibility"))
     if t.error:
         st.caption(plain(f"Stopped by an error; the audio before it is kept: {t.error}"))
     try:

@@ -171,25 +171,16 @@ def _first_audio_notice(out: Path) -> Callable[[PcmChunk], None]:
 
 def _intelligibility(target: str, backend, utterance: Utterance, text: str) -> dict | None:  # type: ignore[no-untyped-def]
     """The take heard by the listen target: wer, errors, words, transcript, heard_by (or error); None without audio."""
-    from services.eval.listening import OFFLINE_LABEL, hear_take
+    from services.eval.listening import OFFLINE_LABEL, heard_by, offline_listener
     from services.listen import OmniListen
 
     if not utterance.pcm or not utterance.ok:
         return None
     if target == "offline":
-        if backend.name == "offline" and backend.listen is not None:
-            listener = backend.listen
-        else:
-            from offline.launch import shared_engine
-            listener = OmniListen(shared_engine().url)
-        label = OFFLINE_LABEL
+        listener, label = offline_listener(backend), OFFLINE_LABEL
     else:
         listener, label = OmniListen(target), f"the listen server at {target.rstrip('/')}"
-    figures = hear_take(listener, utterance.wav(), text)
-    if "intel_error" in figures:
-        return {"error": figures["intel_error"], "heard_by": label}
-    return {"wer": round(figures["intel_wer"], 4), "errors": figures["intel_errors"], "words": figures["intel_words"],
-            "transcript": figures["intel_transcript"], "heard_by": label}
+    return heard_by(listener, label, utterance.wav(), text)
 
 
 def _heard_line(heard: dict) -> str:

@@ -1,5 +1,7 @@
 """What evaluations hear: a listen item transcribed by its variant's target, and a voice item's speech sent
-through a listen target (its *intelligibility*), each scored against the text that is spoken.
+through a listen target (its *intelligibility*), each scored against the text that is spoken. The Voice page's
+opt-in check and `speak --intelligibility` use the same choice of target (`take_listener`, `offline_listener`),
+the same figures (`heard_by`) and the page the one line (`intelligibility_line`).
 
 Scoring is services/listen/wer.py's, one utterance at a time: `words` = the reference's words after its
 normalisation, `errors` = its WER × words (substitutions + deletions + insertions, a whole number). A target
@@ -105,3 +107,52 @@ def hear_take(listener: Listener, wav: bytes, text: str, model: str | None = Non
         return {"intel_error": str(exc)}
     return {"intel_errors": figures["errors"], "intel_words": figures["words"], "intel_wer": figures["wer"],
             "intel_transcript": transcript.decode("utf-8").strip()}
+
+
+def offline_listener(backend: Any) -> Listener:
+    """The offline engine's recognizer: the backend's own when it is the offline engine, else the engine this
+    process shares (started once, offline.launch)."""
+    if backend is not None and backend.name == "offline" and backend.listen is not None:
+        return backend.listen
+    from offline.launch import shared_engine
+    from services.listen import OmniListen
+    return OmniListen(shared_engine().url)
+
+
+def take_listener(backend: Any) -> tuple[Listener, str]:
+    """The listen target a Voice take is heard by, and its label: the backend's own listen route when it has one,
+    else the offline engine's recognizer (a stand-in, labelled so)."""
+    listen = backend.listen
+    if listen is None or getattr(listen, "endpoint", "") is None:  # no route, or a deployment without its endpoint
+        return offline_listener(backend), OFFLINE_LABEL
+    return listen, OFFLINE_LABEL if backend.name == "offline" else f"the listen route of {listen.target}"
+
+
+def heard_by(listener: Listener, label: str, wav: bytes, text: str) -> dict[str, Any]:
+    """A take's intelligibility as kept with it: `{"wer", "errors", "words", "transcript", "heard_by"}`, or
+    `{"error", "heard_by"}` when the recognizer failed (the take stands; anything unforeseen is that failure)."""
+    try:
+        figures = hear_take(listener, wav, text)
+    except Exception as exc:  # noqa: BLE001 — the take and its audio are kept whatever the recognizer does
+        figures = {"intel_error": f"{type(exc).__name__}: {exc}"}
+    if "intel_error" in figures:
+        return {"error": figures["intel_error"], "heard_by": label}
+    return {"wer": round(figures["intel_wer"], 4), "errors": figures["intel_errors"], "words": figures["intel_words"],
+            "transcript": figures["intel_transcript"], "heard_by": label}
+
+
+def take_intelligibility(backend: Any, wav: bytes, text: str) -> dict[str, Any]:
+    """A Voice take heard by `take_listener(backend)` (see heard_by); a recognizer that cannot start is its error."""
+    try:
+        listener, label = take_listener(backend)
+    except StudioError as exc:
+        return {"error": str(exc), "heard_by": OFFLINE_LABEL}
+    return heard_by(listener, label, wav, text)
+
+
+def intelligibility_line(heard: dict[str, Any]) -> str:
+    """The one line a take's intelligibility is shown as (the page and the kept takes)."""
+    if "error" in heard:
+        return f"Intelligibility: not measured — the recognizer failed: {heard['error']} (by {heard['heard_by']})"
+    return (f"Intelligibility: WER {heard['wer'] * 100:.1f} % ({heard['errors']} errors / {heard['words']} words) — heard: "
+            f"{heard['transcript']!r} (by {heard['heard_by']})")
