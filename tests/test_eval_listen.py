@@ -264,7 +264,7 @@ def test_a_voice_takes_listen_target_and_its_line(engine_url: str, monkeypatch: 
         listener, label = take_listener(types.SimpleNamespace(name="sagemaker", listen=listen))
         assert isinstance(listener, OmniListen) and listener.target == engine_url and label == OFFLINE_LABEL
     heard = {"wer": 0.125, "errors": 1, "words": 8, "transcript": "open the door", "heard_by": "X"}
-    assert intelligibility_line(heard) == ("Intelligibility: WER 12.5 % (1 errors / 8 words) — heard: "
+    assert intelligibility_line(heard) == ("Intelligibility: WER 12.5 % (1 error / 8 words) — heard: "
                                            "'open the door' (by X)")
     assert intelligibility_line({"error": "cannot reach it", "heard_by": "X"}) == (
         "Intelligibility: not measured — the recognizer failed: cannot reach it (by X)")

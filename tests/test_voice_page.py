@@ -630,7 +630,7 @@ def test_with_the_toggle_on_a_take_shows_and_keeps_its_word_error_rate(
     assert heard["words"] == words == 12 and heard["transcript"]
     assert heard["wer"] == pytest.approx(round(word_error_rate(text, heard["transcript"]), 4)) and heard["wer"] <= 0.5
     assert heard["errors"] == round(word_error_rate(text, heard["transcript"]) * words)
-    line = plain(f"WER {heard['wer'] * 100:.1f} % ({heard['errors']} errors / {words} words) — heard: "
+    line = plain(f"WER {heard['wer'] * 100:.1f} % ({heard['errors']} error{'' if heard['errors'] == 1 else 's'} / {words} words) — heard: "
                  f"{heard['transcript']!r} (by the listen route of {engine_url})")
     shown = [c.value for c in page.caption if c.value.startswith("Intelligibility:")]
     assert len(shown) == 1 and line in shown[0]

@@ -154,5 +154,5 @@ def intelligibility_line(heard: dict[str, Any]) -> str:
     """The one line a take's intelligibility is shown as (the page and the kept takes)."""
     if "error" in heard:
         return f"Intelligibility: not measured — the recognizer failed: {heard['error']} (by {heard['heard_by']})"
-    return (f"Intelligibility: WER {heard['wer'] * 100:.1f} % ({heard['errors']} errors / {heard['words']} words) — heard: "
+    return (f"Intelligibility: WER {heard['wer'] * 100:.1f} % ({heard['errors']} error{'' if heard['errors'] == 1 else 's'} / {heard['words']} words) — heard: "
             f"{heard['transcript']!r} (by {heard['heard_by']})")
