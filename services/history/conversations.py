@@ -100,14 +100,8 @@ class ConversationStore:
 
     def list(self, *, limit: int | None = 50) -> list[ConversationRecord]:
         """The actor's conversations and those others shared, newest first."""
-        condition, args = self.history.visible()
-        sql = f"SELECT * FROM conversations WHERE {condition} ORDER BY created_at DESC, rowid DESC" + \
-              (f" LIMIT {int(limit)}" if limit is not None else "")
-        return [_record(r, self.history.media_dir) for r in self.history.reader().execute(sql, args).fetchall()]
+        return [_record(r, self.history.media_dir) for r in self.history.visible_rows("conversations", limit)]
 
     def get(self, record_id: str) -> ConversationRecord:
         """The conversation; someone else's unshared one is refused like a missing one."""
-        row = self.history.reader().execute("SELECT * FROM conversations WHERE id = ?", (record_id,)).fetchone()
-        if row is None or not self.history.sees(row):
-            raise InvalidInput(f"there is no conversation {record_id!r} in the history at {self.history.data_dir}")
-        return _record(row, self.history.media_dir)
+        return _record(self.history.visible_row("conversations", record_id, "conversation"), self.history.media_dir)

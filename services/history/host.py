@@ -105,6 +105,20 @@ class Host:
         """Whether the actor sees the record in `row` (a row of an owned table): theirs, or shared."""
         return self.sees_everything or row["user_id"] in self.mine() or bool(row["shared"])
 
+    def visible_rows(self, table: str, limit: int | None) -> list[sqlite3.Row]:
+        """The rows of the owned `table` the actor sees (their own and the shared ones), newest first."""
+        condition, args = self.visible()
+        sql = f"SELECT * FROM {table} WHERE {condition} ORDER BY created_at DESC, rowid DESC" + \
+            (f" LIMIT {int(limit)}" if limit is not None else "")
+        return self.reader().execute(sql, args).fetchall()
+
+    def visible_row(self, table: str, record_id: str, noun: str) -> sqlite3.Row:
+        """One row of the owned `table`; someone else's unshared record is refused like a missing one."""
+        row = self.reader().execute(f"SELECT * FROM {table} WHERE id = ?", (record_id,)).fetchone()
+        if row is None or not self.sees(row):
+            raise InvalidInput(f"there is no {noun} {record_id!r} in the history at {self.data_dir}")
+        return row
+
     def set_shared(self, kind: Shareable, record_id: str | int, shared: bool) -> None:
         """Share a record with the team, or stop sharing it: only its owner (or an admin), whose role may share."""
         table = SHAREABLE.get(kind)

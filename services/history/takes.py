@@ -112,14 +112,8 @@ class TakeStore:
 
     def list(self, *, limit: int | None = 50) -> list[SpeechTake]:
         """The actor's speech takes and those others shared, newest first."""
-        condition, args = self.history.visible()
-        sql = f"SELECT * FROM speech_takes WHERE {condition} ORDER BY created_at DESC, rowid DESC" + \
-              (f" LIMIT {int(limit)}" if limit is not None else "")
-        return [_take(r, self.history.media_dir) for r in self.history.reader().execute(sql, args).fetchall()]
+        return [_take(r, self.history.media_dir) for r in self.history.visible_rows("speech_takes", limit)]
 
     def get(self, take_id: str) -> SpeechTake:
         """The take; someone else's unshared take is refused like a missing one."""
-        row = self.history.reader().execute("SELECT * FROM speech_takes WHERE id = ?", (take_id,)).fetchone()
-        if row is None or not self.history.sees(row):
-            raise InvalidInput(f"there is no take {take_id!r} in the history at {self.history.data_dir}")
-        return _take(row, self.history.media_dir)
+        return _take(self.history.visible_row("speech_takes", take_id, "take"), self.history.media_dir)

@@ -113,14 +113,8 @@ class TranscriptStore:
 
     def list(self, *, limit: int | None = 50) -> list[TranscriptRecord]:
         """The actor's transcripts and those others shared, newest first."""
-        condition, args = self.history.visible()
-        sql = f"SELECT * FROM transcripts WHERE {condition} ORDER BY created_at DESC, rowid DESC" + \
-              (f" LIMIT {int(limit)}" if limit is not None else "")
-        return [_record(r, self.history.media_dir) for r in self.history.reader().execute(sql, args).fetchall()]
+        return [_record(r, self.history.media_dir) for r in self.history.visible_rows("transcripts", limit)]
 
     def get(self, record_id: str) -> TranscriptRecord:
         """The transcript; someone else's unshared one is refused like a missing one."""
-        row = self.history.reader().execute("SELECT * FROM transcripts WHERE id = ?", (record_id,)).fetchone()
-        if row is None or not self.history.sees(row):
-            raise InvalidInput(f"there is no transcript {record_id!r} in the history at {self.history.data_dir}")
-        return _record(row, self.history.media_dir)
+        return _record(self.history.visible_row("transcripts", record_id, "transcript"), self.history.media_dir)
