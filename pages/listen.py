@@ -71,7 +71,9 @@ with mic_tab:
         mic.factory = lambda: LiveListening(listener, resources.loop(), name=MICROPHONE)
         playing = microphone(mic, resources.ice_servers())
         st.caption(f"Press **{START_LABEL}** and allow the microphone when the browser asks; the words appear while "
-                   "you speak. Stop ends the utterance and gives the final text and figures.")
+                   "you speak. Stop ends the utterance and gives the final text and figures. If the browser refused "
+                   "the microphone (the player above says so), allow it in the address bar's site settings, or use "
+                   "a file.")
     else:
         playing = False
 st.text_area("Reference text (optional): what is spoken, for the word error rate", key="listen_reference",
