@@ -1,14 +1,17 @@
 """`python -m services converse` — hold a spoken conversation with a voice agent from the shell (pipeline mode).
 
-    python -m services converse --input TURN.wav [--input TURN2.wav ...] [--mode pipeline] [--listen-url U]
-                                [--reply-url U [--reply-model M] | --script FILE] [--speak-url U] [--voice V]
+    python -m services converse --input TURN.wav [--input TURN2.wav ...] [--mode pipeline] [--listen-url U | --listen-endpoint E]
+                                [--reply-url U [--reply-model M] | --script FILE] [--speak-url U | --voice-endpoint E]
+                                [--region R] [--profile P] [--voice V]
                                 [--system-prompt T] [--silence-ms 500] [--json] [--out conversation.wav]
 
 Each input is played as a microphone would send it: at real time to the listen target's /v1/realtime, then the
 silence window; the transcript's final ends the turn; the reply streams (a model at --reply-url over
 /v1/chat/completions, or the scripted reply of --script FILE, else the studio's default script — scripted,
 never a model) and is fed clause by clause into the speech session at --speak-url; the next input starts when
-the agent's audio has finished. A URL not given is the offline engine, started once. docs/converse.md.
+the agent's audio has finished. A URL not given is the offline engine, started once. --listen-endpoint and
+--voice-endpoint name SageMaker endpoints instead (each session over the HTTP/2 bidirectional stream; the region
+and credentials from settings, --region, --profile). docs/converse.md.
 
 --json prints {"mode", "turns": [{"user_text", "reply_text", "user_speech_end_s", "transcript_final_s",
 "reply_first_token_s", "first_audio_s", "voice_to_voice_ms", "interrupted", "error"}], "voice_to_voice_ms":
@@ -32,7 +35,7 @@ import json
 import sys
 from pathlib import Path
 
-from protocol.errors import InvalidInput, StudioError
+from protocol.errors import ConfigError, InvalidInput, StudioError
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
 from services.cli.common import ArgumentError, check_out, save_output
 from services.converse.script import DEFAULT_SCRIPT, SCRIPT_MAX_CHARS, Script, parse_script
@@ -50,12 +53,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--mode", choices=("pipeline", "native"), default="pipeline")
     p.add_argument("--url", help="--mode native: a server with the speech-to-speech session (vLLM-Omni's "
                    "/v1/realtime?duplex=1; default: the offline engine)")
-    p.add_argument("--listen-url", help="a server with /v1/realtime transcription (default: the offline engine)")
+    listen = p.add_mutually_exclusive_group()
+    listen.add_argument("--listen-url", help="a server with /v1/realtime transcription (default: the offline engine)")
+    listen.add_argument("--listen-endpoint", metavar="E", help="a SageMaker listen endpoint (its /v1/realtime over the "
+                        "HTTP/2 bidirectional stream)")
     reply = p.add_mutually_exclusive_group()
     reply.add_argument("--reply-url", help="an OpenAI-compatible server with streaming /v1/chat/completions")
     reply.add_argument("--script", type=Path, metavar="FILE", help="the scripted reply's rules (PATTERN => REPLY)")
     p.add_argument("--reply-model", help="--reply-url: the model to name (default: the server's first listed)")
-    p.add_argument("--speak-url", help="a server with /v1/audio/speech/stream (default: the offline engine)")
+    speak = p.add_mutually_exclusive_group()
+    speak.add_argument("--speak-url", help="a server with /v1/audio/speech/stream (default: the offline engine)")
+    speak.add_argument("--voice-endpoint", metavar="E", help="a SageMaker voice endpoint (its speech session over the "
+                       "HTTP/2 bidirectional stream, as `speak --backend sagemaker`)")
+    p.add_argument("--region", help="--listen-endpoint/--voice-endpoint: the AWS region (default: from settings)")
+    p.add_argument("--profile", help="--listen-endpoint/--voice-endpoint: the AWS profile")
     p.add_argument("--voice", help="the agent's voice (default: the server's)")
     p.add_argument("--system-prompt", help="--reply-url: the system prompt")
     p.add_argument("--silence-ms", type=int, default=500, help="the silence window that ends a turn (200–2000)")
@@ -92,8 +103,10 @@ def _check_barge_in(args: argparse.Namespace) -> None:
 
 def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]:
     """Everything the user gave, checked before any engine starts."""
-    if args.mode == "native" and (args.listen_url or args.speak_url or args.reply_url):
-        raise InvalidInput("--mode native talks to one server: give --url, not --listen-url/--speak-url/--reply-url")
+    if args.mode == "native" and (args.listen_url or args.speak_url or args.reply_url or args.listen_endpoint
+                                  or args.voice_endpoint):
+        raise InvalidInput("--mode native talks to one server: give --url, not --listen-url/--speak-url/--reply-url "
+                           "or endpoints")
     if args.mode == "pipeline" and args.url:
         raise InvalidInput("--url is for --mode native; pipeline mode takes --listen-url, --reply-url, --speak-url")
     lo, hi = SILENCE_MS
@@ -124,20 +137,46 @@ def run(args: argparse.Namespace) -> int:
     from services.converse.reply import ChatReply, ScriptedReply
 
     listen_url, speak_url = args.listen_url, args.speak_url
-    if listen_url is None or speak_url is None:
+    if (listen_url is None and not args.listen_endpoint) or (speak_url is None and not args.voice_endpoint):
         from offline.launch import shared_engine
 
         engine_url = shared_engine().url
         listen_url, speak_url = listen_url or engine_url, speak_url or engine_url
+    listen, speak = listen_url, speak_url
+    backend = _sagemaker(args)
+    if backend is not None:
+        listen = backend.listen if args.listen_endpoint else listen
+        speak = backend.speech if args.voice_endpoint else speak
+        listen_url = f"SageMaker endpoint {args.listen_endpoint}" if args.listen_endpoint else listen_url
+        speak_url = f"SageMaker endpoint {args.voice_endpoint}" if args.voice_endpoint else speak_url
     stage = ScriptedReply(script) if script is not None else ChatReply(
         args.reply_url, model=args.reply_model, system_prompt=args.system_prompt)
-    pipeline = Pipeline(listen_url, speak_url, stage, voice=args.voice, silence_ms=args.silence_ms,
+    pipeline = Pipeline(listen, speak, stage, voice=args.voice, silence_ms=args.silence_ms,
                         barge_in_at=args.barge_in_at, vad_threshold=args.vad_threshold,
                         min_speech_ms=args.min_speech_ms)
-    conv = asyncio.run(pipeline.run(audios))
+    try:
+        conv = asyncio.run(pipeline.run(audios))
+    finally:
+        if backend is not None:
+            backend.close()
     if args.keep:
         _keep(args, conv, listen_url, speak_url)
     return _report(args, conv)
+
+
+def _sagemaker(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The SageMaker backend holding --listen-endpoint's listener and --voice-endpoint's speech client, or None."""
+    if not (args.listen_endpoint or args.voice_endpoint):
+        return None
+    from services.backend import create_backend
+    from services.settings import load_settings
+
+    over = {"backend": "sagemaker", "listen_endpoint": args.listen_endpoint, "voice_endpoint": args.voice_endpoint}
+    over |= {k: getattr(args, k) for k in ("region", "profile") if getattr(args, k)}
+    try:
+        return create_backend(load_settings().with_overrides(**{k: v for k, v in over.items() if v is not None}))
+    except ConfigError as exc:
+        raise ArgumentError(str(exc)) from None
 
 
 def _run_native(args: argparse.Namespace, audios: list[ListenAudio], script: Script | None) -> int:

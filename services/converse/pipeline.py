@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import re
 import time
+from typing import Any
 
 import httpx
 
@@ -34,7 +35,7 @@ from services.converse.timeline import Conversation, Turn, speech_end_s
 from services.listen import ListenAudio
 from services.listen.client import ws_url_of
 from services.listen.realtime import stream_pcm
-from services.speech import PcmChunk, omni_client, speech_config
+from services.speech import PcmChunk, SpeechClient, omni_client, speech_config
 
 CLAUSE_END = re.compile(r"[,;:.!?…](?=\s)")  # a clause ends at punctuation followed by a space
 
@@ -63,11 +64,14 @@ class Pipeline:
     input starts that many seconds after the agent's first audio (else after the agent finished); the person's
     speech (services/converse/bargein.py: `vad_threshold`, `min_speech_ms`) while the agent talks interrupts it."""
 
-    def __init__(self, listen_url: str, speak_url: str, reply: ReplyStage, *, voice: str | None = None,
+    def __init__(self, listen: str | Any, speak: str | SpeechClient, reply: ReplyStage, *, voice: str | None = None,
                  silence_ms: int = 500, barge_in_at: float | None = None,
                  vad_threshold: float = DEFAULT_VAD_THRESHOLD, min_speech_ms: int = DEFAULT_MIN_SPEECH_MS) -> None:
-        self.listen_url = listen_url.rstrip("/")
-        self.speech = omni_client(speak_url)
+        # a URL, or a SageMaker listen endpoint (services/listen/sagemaker.py: its `outcome` over HTTP/2)
+        self.listener = None if isinstance(listen, str) else listen
+        self.listen_url = listen.rstrip("/") if isinstance(listen, str) else listen.target
+        # a URL, or any speech client (the SageMaker backend's: the voice endpoint's HTTP/2 session)
+        self.speech = omni_client(speak) if isinstance(speak, str) else speak
         self.reply = reply
         self.config = speech_config(voice=voice)
         self.silence_ms = silence_ms
@@ -82,7 +86,8 @@ class Pipeline:
         return (time.perf_counter() if t is None else t) - self._t0
 
     async def run(self, inputs: list[ListenAudio]) -> Conversation:
-        self._model = await listen_model(self.listen_url)
+        if self.listener is None:
+            self._model = await listen_model(self.listen_url)
         conv = Conversation(mode="pipeline", reply_label=self.reply.label)
         messages: list[Message] = []
         self._t0 = time.perf_counter()
@@ -175,7 +180,10 @@ class Pipeline:
         end_in_input = speech_end_s(audio.pcm)
         mic = microphone(audio.pcm + silence, SpeechStart(self.vad_threshold, self.min_speech_ms), self._barge_in)
         try:
-            out = await stream_pcm(ws_url_of(self.listen_url), mic, model=self._model)
+            if self.listener is not None:
+                out = await self.listener.outcome(mic)
+            else:
+                out = await stream_pcm(ws_url_of(self.listen_url), mic, model=self._model)
         except StudioError:
             conv.person.append((sent_at, audio.pcm))
             turn.user_speech_end_s = sent_at + end_in_input
