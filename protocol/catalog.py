@@ -96,6 +96,9 @@ PUBLISHED_POOL = ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlar
 # needs more than the T4's 16 GB: g4dn is in the voice pool only.
 LARGE_GPU_POOL = ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge")
 
+# Qwen3-Omni's ≈ 85 GB does not fit one GPU of the published pool: 4× L40S (192 GB), 8× A100 80 GB, 8× H100.
+MULTI_GPU_POOL = ("ml.g6e.12xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge")
+
 FAMILIES: tuple[Family, ...] = (
     Family(
         name="voice", title="Voice", icon="🗣️", blurb="Voice — text in, speech out while it is generated",
@@ -134,6 +137,15 @@ FAMILIES: tuple[Family, ...] = (
         load_figures=("final_ms", "first_partial_ms"),
         default_model="mistralai/Voxtral-Mini-4B-Realtime-2602", default_pool=LARGE_GPU_POOL,
         startup_timeout_s=1800, records="transcripts", invocations_target=30.0, opt_in=True),
+    Family(
+        name="omni", title="Omni", icon="💬", blurb="Omni — one model that hears and speaks: a spoken conversation",
+        routes=("/v1/realtime", "/v1/chat/completions"),
+        serving="bidirectional", unit="conversation turn", price_unit="conversation turn",
+        price_unit_size=1, throughput_key="turns_per_min", throughput_title="conversation turns per minute",
+        throughput_window_s=60, cost_key="usd_per_conversation_turn", load_noun="conversations",
+        item_nouns=("conversation", "conversations"), media_suffix=".wav",
+        default_model="Qwen/Qwen3-Omni-30B-A3B-Instruct", default_pool=MULTI_GPU_POOL,
+        startup_timeout_s=3600, invocations_target=10.0, opt_in=True, page=False),
 )
 
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
@@ -178,6 +190,11 @@ MODELS: tuple[Model, ...] = (
           params_b=4.0, weights_gb=8.0, gpu_need_gb=computed_need_gb(8.0), licence="Apache-2.0", needs_bf16=True,
           source="parameters from the model id (4B; the model card's exact count, audio encoder included, is not "
                  "checked here); weights at bf16 and need by the catalog's rule"),
+    Model(id="Qwen/Qwen3-Omni-30B-A3B-Instruct", family="omni", task_types=("converse", "chat"), params_b=35.0,
+          weights_gb=70.0, gpu_need_gb=computed_need_gb(70.0), licence="Apache-2.0",
+          source="≈ 35B parameters in all components — MoE thinker (30B, 3B active), talker, audio and vision "
+                 "encoders, code2wav — and Apache-2.0 from the Qwen3-Omni model card; weights at bf16 (computed: "
+                 "35 × 2 = 70 GB) and need by the catalog's rule (70 × 1.2 + 1 = 85 GB), so multi-GPU types only"),
 )
 MODELS_BY_ID: dict[str, Model] = {m.id: m for m in MODELS}
 

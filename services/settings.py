@@ -154,6 +154,7 @@ class Settings(BaseSettings):
     image_endpoint: str | None = None
     video_endpoint: str | None = None
     listen_endpoint: str | None = None  # opt-in (`python -m infra deploy --with listen`)
+    omni_endpoint: str | None = None  # opt-in (`python -m infra deploy --with omni`): Qwen3-Omni, multi-GPU
     bucket: str | None = None
     prefix: str = "omni-studio"
     kms_key: str | None = None

@@ -64,7 +64,8 @@ def test_roles_modalities_and_pages_derive_from_the_catalog():
     assert ROLES == catalog.FAMILY_NAMES == typing.get_args(Role)
     # Evaluations and load sweeps cover the families that have their code: today all four.
     assert typing.get_args(EvalModality) == ("voice", "image", "video", "listen")
-    assert MODALITIES == catalog.FAMILY_NAMES
+    # Load sweeps: the families with work in services/load/plan.py (omni: not yet).
+    assert MODALITIES == tuple(f for f in catalog.FAMILY_NAMES if f != "omni")
     paged = {f.name for f in catalog.FAMILIES if f.page}
     assert set(typing.get_args(PageName)) == set(catalog.PAGE_NAMES) >= paged
     for page in catalog.PAGES:
@@ -142,3 +143,23 @@ def test_sweeps_and_evaluations_take_listen_and_refuse_what_does_not_exist():
         parse_spec({"name": "x", "modality": "audio", "prompts": ["a"], "variants": [{"label": "a"}]})
     with pytest.raises(InvalidInput, match=r"a listen evaluation names recordings, not prompts"):
         parse_spec({"name": "x", "modality": "listen", "prompts": ["a"], "variants": [{"label": "a"}]})
+
+
+def test_omni_is_an_opt_in_multi_gpu_family_without_a_page():
+    fam = catalog.family("omni")
+    assert fam.opt_in and not fam.page and "omni" not in catalog.PAGE_NAMES
+    assert "omni" not in catalog.DEFAULT_FAMILY_NAMES
+    assert fam.serving == "bidirectional" and fam.routes == ("/v1/realtime", "/v1/chat/completions")
+    assert fam.unit == fam.price_unit == "conversation turn"
+    qwen = catalog.model(fam.default_model)
+    assert qwen.id == "Qwen/Qwen3-Omni-30B-A3B-Instruct" and qwen.licence == "Apache-2.0"
+    assert qwen.weights_gb == 70.0 and qwen.gpu_need_gb == 85.0  # 35B × 2 bytes; 70 × 1.2 + 1 = 85
+    assert "model card" in qwen.source and "computed" in qwen.source
+    # One GPU of any kind is too small (the largest single one, an 80 GB A100/H100, gives vLLM 72 GB).
+    for single in ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g6e.2xlarge"):
+        assert instances.misfit(qwen, single) is not None, single
+    assert instances.misfit(qwen, "ml.g6e.12xlarge") is None  # 192 GB × 0.9 = 172.8 GB
+    assert instances.misfit(qwen, "ml.g5.12xlarge") is None  # 4× A10G 96 GB × 0.9 = 86.4 GB ≥ 85 GB
+    assert instances.misfit(qwen, "ml.g6.8xlarge") is not None  # 1× L4: 21.6 GB
+    fitting = instances.fitting(qwen)
+    assert fitting and all(instances.INSTANCES[t].gpus > 1 for t in fitting), fitting

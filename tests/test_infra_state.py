@@ -8,6 +8,8 @@ AWS endpoint at a closed loopback port.
 
 from __future__ import annotations
 
+from protocol.catalog import FAMILY_NAMES
+
 import json
 import os
 import subprocess
@@ -126,7 +128,7 @@ def test_a_flat_file_serves_the_studio_but_is_no_deployment_record_for_infra(tmp
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"region": "eu-west-1", "endpoint_names": {"voice": "v1", "video": None}}))
     targets = resolve_targets(studio_settings(state))
-    assert targets.region == "eu-west-1" and targets.endpoints == {"voice": "v1", "image": None, "video": None}
+    assert targets.region == "eu-west-1" and targets.endpoints == {r: None for r in FAMILY_NAMES} | {"voice": "v1"}
     assert infra_main(["status", "--state-file", str(state)]) == 6
     assert "not a deployment record" in capsys.readouterr().err
     rewrite(state, lambda d: d.update(format="omni-studio-deployment/9"))
