@@ -236,5 +236,7 @@ PAGES: tuple[Page, ...] = tuple(Page(f.name, f.title, f.icon, f.blurb, "viewer")
          "viewer"),
     Page("evaluations", "Evaluations", "⚖️",
          "Evaluations — variants rated blind, win rates with their uncertainty", "viewer"),
+    Page("converse", "Converse", "💬", "Converse — talk to a voice agent; the silence after you stop, measured",
+         "viewer"),
 )
 PAGE_NAMES: tuple[str, ...] = tuple(p.name for p in PAGES)

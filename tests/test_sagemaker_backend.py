@@ -358,7 +358,7 @@ def test_endpoint_names_come_from_the_state_file(tmp_path: Path) -> None:
                                  "bucket": "b1", "prefix": "p1", "kms_key": None}))
     t = resolve_targets(Settings.model_validate({"backend": "sagemaker", "state_file": str(state)}))
     assert (t.region, t.endpoints, t.bucket, t.prefix, t.source) == (
-        "eu-west-1", {"voice": "v1", "image": "i1", "video": "x1", "listen": None}, "b1", "p1", str(state))
+        "eu-west-1", {"voice": "v1", "image": "i1", "video": "x1", "listen": None, "omni": None}, "b1", "p1", str(state))
     explicit = resolve_targets(Settings.model_validate({"backend": "sagemaker", "state_file": str(state),
                                                         "region": "us-west-2", "image_endpoint": "mine"}))
     assert explicit.region == "us-west-2" and explicit.endpoints["image"] == "mine" and explicit.endpoints["voice"] == "v1"

@@ -34,7 +34,7 @@ VIC = {**SIGNED_IN, "email": "vic@example.com", "name": "Vic Viewer", "groups": 
 BOB = {**SIGNED_IN, "email": "bob@example.com", "name": "Bob Creator", "groups": ["creative"]}
 ANN = {**SIGNED_IN, "email": "ann@example.com", "name": "Ann Admin", "groups": ["studio-admins"]}
 EVE = {**SIGNED_IN, "email": "eve@other.org", "name": "Eve", "groups": []}
-ALL_PAGES = ["Voice", "Image", "Video", "Listen", "Endpoints", "Capacity", "Evaluations"]
+ALL_PAGES = ["Voice", "Image", "Video", "Listen", "Endpoints", "Capacity", "Evaluations", "Converse"]
 
 
 @pytest.fixture

@@ -44,6 +44,11 @@ class ConversationRecord:
     shared: bool = False
 
     @property
+    def text(self) -> str:
+        """The person's first words, as lists show a record's text."""
+        return self.title
+
+    @property
     def turns(self) -> list[dict[str, Any]]:
         return list(self.timeline.get("turns", []))
 

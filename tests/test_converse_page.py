@@ -1,0 +1,152 @@
+"""The Converse page with Streamlit's AppTest (through app.py's navigation), against the real offline engine: a
+recorded turn (the engine's own voice) is held as a conversation in pipeline mode with the scripted reply — the
+transcript with both sides, the timeline, voice-to-voice with n, the stereo WAV and JSON downloads with the right
+bytes, the conversation kept in the history and listed for a new session —; a script with a bad line gets one line
+naming it; a reply URL that is not one is named.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import wave
+from pathlib import Path
+
+import httpx
+import pytest
+import streamlit as st
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.testing.v1 import AppTest
+
+from services.history import History
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGE = "pages/converse.py"
+SAID = "What time do you open?"
+
+
+@pytest.fixture(scope="module")
+def turn_wav(engine_url: str) -> bytes:
+    r = httpx.post(f"{engine_url}/v1/audio/speech", json={"input": SAID, "voice": "joe", "seed": 7}, timeout=60,
+                   trust_env=False)
+    assert r.status_code == 200, r.text
+    return r.content
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+    """Every file the page hands the browser (downloads, players), by its media id."""
+    files: dict[str, bytes] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def load(self, path_or_data, mimetype, kind, filename=None):  # type: ignore[no-untyped-def]
+        file_id = original(self, path_or_data, mimetype, kind, filename)
+        if isinstance(path_or_data, bytes | str):
+            files[file_id] = path_or_data.encode() if isinstance(path_or_data, str) else path_or_data
+        return file_id
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", load)
+    return files
+
+
+def _open(monkeypatch: pytest.MonkeyPatch, data: Path, url: str) -> AppTest:
+    monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
+    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(data))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception, at.exception[0].message if at.exception else ""
+    return at
+
+
+def _talk(at: AppTest, wav: bytes) -> None:
+    at.file_uploader(key="converse_uploads").set_value([("turn1.wav", wav, "audio/wav")]).run()
+    next(b for b in at.button if b.label == "Talk").click().run()
+    assert not at.exception, at.exception[0].message if at.exception else ""
+
+
+def _download(at: AppTest, served: dict[str, bytes], label: str) -> bytes:
+    [button] = [d for d in at.download_button if d.proto.label == label]
+    return served[button.proto.url.rsplit("/", 1)[-1].split(".")[0]]
+
+
+def test_the_settings_show_with_their_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                              engine_url: str) -> None:
+    at = _open(monkeypatch, tmp_path / "data", engine_url)
+    assert at.radio(key="converse_mode").value == "pipeline"
+    assert at.slider(key="converse_silence_ms").value == 500
+    assert (at.slider(key="converse_silence_ms").min, at.slider(key="converse_silence_ms").max) == (200, 2000)
+    assert "scripted, not a model" in at.text_area(key="converse_script").label
+    assert "hello =>" in at.text_area(key="converse_script").value
+    at.radio(key="converse_reply_kind").set_value("chat").run()
+    assert at.text_input(key="converse_reply_url") and at.text_area(key="converse_system_prompt")
+
+
+def test_a_bad_script_line_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str,
+                                    turn_wav: bytes) -> None:
+    at = _open(monkeypatch, tmp_path / "data", engine_url)
+    at.text_area(key="converse_script").input("hello => Hi there.\nthis line has no arrow\n").run()
+    _talk(at, turn_wav)
+    [error] = at.error
+    assert "the script line 2" in error.value and "this line has no arrow" in error.value
+    assert History(tmp_path / "data").conversations.list() == []
+
+
+def test_a_reply_url_that_is_not_one_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str,
+                                              turn_wav: bytes) -> None:
+    at = _open(monkeypatch, tmp_path / "data", engine_url)
+    at.radio(key="converse_reply_kind").set_value("chat").run()
+    at.text_input(key="converse_reply_url").input("gpu-box:8000").run()
+    _talk(at, turn_wav)
+    assert any("reply URL is missing or not http" in e.value for e in at.error)
+
+
+def test_a_turn_is_answered_timed_downloaded_and_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                     engine_url: str, turn_wav: bytes,
+                                                     served: dict[str, bytes]) -> None:
+    at = _open(monkeypatch, tmp_path / "data", engine_url)
+    _talk(at, turn_wav)
+    assert not at.error, [e.value for e in at.error]
+    timeline = json.loads(_download(at, served, "Download the JSON timeline"))
+    [turn] = timeline["turns"]
+    assert {"time", "open"} <= set(turn["user_text"].lower().split())
+    assert turn["reply_text"] == "We open at nine in the morning, every day."
+    assert turn["user_speech_end_s"] < turn["transcript_final_s"] <= turn["reply_first_token_s"] < turn["first_audio_s"]
+    assert timeline["voice_to_voice_ms"]["n"] == 1
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Turns measured (n)"] == "1"
+    assert metrics["Voice-to-voice p50"] == f"{timeline['voice_to_voice_ms']['p50']:.0f} ms"
+    assert any("We open at nine in the morning" in m.value for m in at.markdown)
+    assert any(c.value.startswith("Timeline from speech ended: final transcript +") for c in at.caption)
+    with wave.open(io.BytesIO(_download(at, served, "Download the stereo WAV"))) as w:
+        assert w.getnchannels() == 2 and w.getnframes() > 0
+        frames = w.readframes(w.getnframes())
+    assert any(frames[i] for i in range(0, len(frames), 4)) and any(frames[i + 2] for i in range(0, len(frames), 4))
+
+    [kept] = History(tmp_path / "data").conversations.list()
+    assert kept.timeline == timeline and kept.mode == "pipeline" and kept.settings["silence_ms"] == 500
+    assert kept.settings["script"].startswith("# The studio's default script")
+
+    again = _open(monkeypatch, tmp_path / "data", engine_url)  # a new session: the conversation is listed
+    assert any(s.value == "Earlier conversations" for s in again.subheader)
+    assert any(kept.title in t.value for t in again.text)
+    assert any("pipeline · 1 turns" in c.value for c in again.caption)
+
+
+def test_a_conversation_from_the_history_is_shown(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                 engine_url: str) -> None:
+    timeline = {"mode": "native", "turns": [
+        {"user_text": "what time do you open", "reply_text": "We open at nine.", "user_speech_end_s": 1.0,
+         "transcript_final_s": 1.6, "reply_first_token_s": 1.7, "first_audio_s": 2.2, "voice_to_voice_ms": 1200.0,
+         "interrupted": False, "error": None}], "voice_to_voice_ms": {"n": 1, "p50": 1200.0, "p95": 1200.0}}
+    History(tmp_path / "data").conversations.record(timeline, settings={"mode": "native"})
+    at = _open(monkeypatch, tmp_path / "data", engine_url)
+    assert any(t.value == "what time do you open" for t in at.text)
+    assert any("native · 1 turns · voice-to-voice p50 1200 ms (n=1)" in c.value for c in at.caption)
+    assert any(c.value.startswith("Timeline from speech ended: final transcript +600 ms → first reply token +700 ms "
+                                  "→ first audio received +1200 ms") for c in at.caption)

@@ -1,0 +1,158 @@
+"""The Converse page's views: the settings, a conversation run from recorded turns (the CLI's pipeline or native
+session, services/converse), what it shows — the transcript with both sides, each turn's timeline, voice-to-voice
+p50/p95 with n — its downloads (the stereo WAV, the JSON timeline) and the conversations kept in the history.
+
+A conversation's view is drawn from its timeline (the CLI's `--json` object), the same for one just held and one
+from the history. "First audio" is when the studio received the agent's first audio: the page runs recorded turns
+through the pipeline and plays the conversation afterwards, so it cannot know when that audio would have played.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from protocol.errors import InvalidInput, StudioError
+from services.converse.reply import ChatReply, ScriptedReply
+from services.converse.script import DEFAULT_SCRIPT, parse_script
+from services.converse.timeline import Conversation
+from services.listen import ListenAudio
+from ui import resources
+from ui.resources import plain
+from ui.workspace_views import kept_list, share_toggle
+
+SILENCE_MS = (200, 2000)
+MODES = {"pipeline": "Pipeline (listen → reply → speak)", "native": "Native speech-to-speech (the server's session)"}
+REPLY_KINDS = {"script": "Scripted reply (rules you edit; not a model)",
+               "chat": "A model (an OpenAI-compatible /v1/chat/completions URL)"}
+STAGES = (("user_speech_end_s", "speech ended"), ("transcript_final_s", "final transcript"),
+          ("reply_first_token_s", "first reply token"), ("first_audio_s", "first audio received"))
+
+
+def settings_form(voices: list[str]) -> dict[str, Any]:
+    """The settings as the user left them (session state keys `converse_*`)."""
+    state = st.session_state
+    mode = st.radio("Mode", list(MODES), format_func=MODES.get, key="converse_mode", horizontal=True)
+    voice = st.selectbox("The agent's voice", voices, key="converse_voice") if voices else None
+    kind = st.radio("The reply", list(REPLY_KINDS), format_func=REPLY_KINDS.get, key="converse_reply_kind")
+    if kind == "script":
+        st.text_area("Script — scripted, not a model: one rule a line, `PATTERN => REPLY` (the pattern's words "
+                     "anywhere in what you said, any case; the first rule that matches wins), `default => REPLY`, "
+                     "`#` a comment", value=DEFAULT_SCRIPT, key="converse_script", height=160)
+    else:
+        st.text_input("Reply URL (vLLM or vLLM-Omni)", key="converse_reply_url", placeholder="http://gpu-box:8000")
+        st.text_area("System prompt", key="converse_system_prompt", height=80,
+                     value="You are a helpful voice assistant. Answer in one or two short sentences.")
+    silence = st.slider("Silence window (ms): the pause that ends your turn", *SILENCE_MS, 500, step=50,
+                        key="converse_silence_ms")
+    return {"mode": mode, "voice": voice, "reply_kind": kind, "script": state.get("converse_script") if kind ==
+            "script" else None, "reply_url": (state.get("converse_reply_url") or "").strip() or None if kind ==
+            "chat" else None, "system_prompt": state.get("converse_system_prompt") if kind == "chat" else None,
+            "silence_ms": int(silence)}
+
+
+def reply_stage(settings: dict[str, Any]) -> ScriptedReply | ChatReply:
+    """The reply stage the settings name; InvalidInput naming what to fix (a script's bad line by its number)."""
+    if settings["reply_kind"] == "script":
+        return ScriptedReply(parse_script(settings["script"] or "", "the script"))
+    url = settings["reply_url"]
+    if not url or not url.startswith(("http://", "https://")):
+        raise InvalidInput("the reply URL is missing or not http(s)://…: give the server that answers "
+                           "/v1/chat/completions, or choose the scripted reply")
+    return ChatReply(url, system_prompt=settings["system_prompt"] or None)
+
+
+def converse(url: str, settings: dict[str, Any], inputs: list[ListenAudio]) -> Conversation:
+    """Hold the conversation: the recorded turns sent as a microphone would, in the chosen mode, at `url` (the
+    listen, speech and — native — the session's server)."""
+    stage = reply_stage(settings)  # checked first, also in native mode (its script instructs the session)
+    if settings["mode"] == "native":
+        from services.converse.native import Native
+
+        if settings["reply_kind"] == "script":
+            instructions, label = settings["script"], f"the session's scripted reply at {url}, not a model"
+        else:
+            instructions, label = settings["system_prompt"], "the server's speech-to-speech session"
+        runner: Any = Native(url, instructions=instructions, voice=settings["voice"],
+                             silence_ms=settings["silence_ms"], reply_label=label)
+    else:
+        from services.converse.pipeline import Pipeline
+
+        runner = Pipeline(url, url, stage, voice=settings["voice"], silence_ms=settings["silence_ms"])
+    seconds = sum(len(a.pcm) for a in inputs) / 32000 + 120 * len(inputs)
+    return resources.loop().run(runner.run(inputs), timeout=seconds)
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f} ms"
+
+
+def _at(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f} s"
+
+
+def transcript_view(timeline: dict[str, Any]) -> None:
+    """Both sides with their times on the conversation's clock, and each turn's stages."""
+    for i, turn in enumerate(timeline.get("turns", []), start=1):
+        with st.chat_message("user"):
+            st.markdown(f"**{plain(turn.get('user_text') or '…')}**")
+            st.caption(f"turn {i} · speech ended at {_at(turn.get('user_speech_end_s'))}")
+        with st.chat_message("assistant"):
+            if turn.get("reply_text"):
+                st.markdown(plain(turn["reply_text"]) + (" *(interrupted)*" if turn.get("interrupted") else ""))
+            if turn.get("error"):
+                st.error(plain(f"Turn {i} failed: {turn['error']}"))
+            st.caption(f"first audio at {_at(turn.get('first_audio_s'))} · voice-to-voice "
+                       f"{_ms(turn.get('voice_to_voice_ms'))}")
+        end = turn.get("user_speech_end_s")
+        steps = [f"{label} +{(turn[key] - end) * 1000:.0f} ms" for key, label in STAGES[1:]
+                 if end is not None and turn.get(key) is not None]
+        if steps:
+            st.caption("Timeline from speech ended: " + " → ".join(steps) + " (first audio played: not known here; "
+                       "received is shown)")
+
+
+def figures(timeline: dict[str, Any]) -> None:
+    v2v = timeline.get("voice_to_voice_ms") or {}
+    n = v2v.get("n", 0)
+    a, b, c = st.columns(3)
+    a.metric("Voice-to-voice p50", _ms(v2v.get("p50")))
+    b.metric("Voice-to-voice p95", _ms(v2v.get("p95")))
+    c.metric("Turns measured (n)", n)
+    st.caption("Voice-to-voice: your speech ended → the agent's first audio received; it includes the silence "
+               "window. Percentiles by the nearest rank over the turns that have it.")
+
+
+def conversation_view(timeline: dict[str, Any], audio: bytes | None, key: str) -> None:
+    """A conversation: its figures, transcript, the recording (you left, the agent right) and its downloads."""
+    figures(timeline)
+    transcript_view(timeline)
+    if audio:
+        st.audio(audio, format="audio/wav")
+    left, right = st.columns(2)
+    if audio:
+        left.download_button("Download the stereo WAV", audio, file_name="conversation.wav", mime="audio/wav",
+                             key=f"{key}-wav")
+    right.download_button("Download the JSON timeline", json.dumps(timeline, ensure_ascii=False, indent=1),
+                          file_name="conversation.json", mime="application/json", key=f"{key}-json")
+
+
+def _kept_body(history: Any, record: Any) -> None:
+    v2v = record.timeline.get("voice_to_voice_ms") or {}
+    st.caption(f"{record.mode} · {len(record.turns)} turns · voice-to-voice p50 {_ms(v2v.get('p50'))} "
+               f"(n={v2v.get('n', 0)})")
+    with st.expander("The conversation"):
+        try:
+            audio = record.audio_bytes()
+        except StudioError as exc:
+            st.error(plain(exc))
+            audio = None
+        conversation_view(record.timeline, audio, key=record.id)
+    share_toggle(history, "conversation", record.id, record.user_id, record.shared)
+
+
+def kept_conversations(skip: str | None) -> None:
+    kept_list("Earlier conversations", "conversations", lambda h, n: h.conversations.list(limit=n), _kept_body,
+              skip=skip)
