@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import UsageError
-from infra.model import ROLE_PROFILES, ROLES, InstancePool
+from infra.model import DEFAULT_ROLES, ROLE_PROFILES, InstancePool
 from infra.pool_prices import PoolPrices, deployment_pool_prices, planned_pool_prices
 from infra.price_list import refresh_prices
 from infra.pricing import Price, PriceTable, load_prices
@@ -94,7 +94,7 @@ def _pool_types(state: DeploymentState | None, instance_types: str | None) -> li
         return list(InstancePool.parse(instance_types).types)
     if state is not None:
         return list(dict.fromkeys(t for e in state.spec.endpoints for t in e.pool.types))
-    return list(dict.fromkeys(t for p in ROLE_PROFILES.values() for t in p.default_pool))
+    return list(dict.fromkeys(t for r in DEFAULT_ROLES for t in ROLE_PROFILES[r].default_pool))
 
 
 def _refreshed(prices: PriceTable, types: list[str], region: str | None, profile: str | None,
@@ -125,7 +125,8 @@ def deployment_cost(state_file: Path, *, instance_types: str | None = None, pric
         prices, region = _refreshed(prices, types, region, profile, save_prices)
     region = region or "us-east-1"
     if state is None:
-        first = {r: types[0] if instance_types else ROLE_PROFILES[r].default_pool[0] for r in ROLES}
+        # Before a deployment: what `python -m infra deploy` creates (the opt-in families only when named).
+        first = {r: types[0] if instance_types else ROLE_PROFILES[r].default_pool[0] for r in DEFAULT_ROLES}
         report = cost_of_types(region, first, prices, basis=PLANNED, pool_types=types)
         report.pools = planned_pool_prices(region, prices, tuple(types) if instance_types else None)
         return report

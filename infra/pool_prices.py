@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infra.model import ROLE_PROFILES, ROLES
+from infra.model import DEFAULT_ROLES, ROLE_PROFILES
 from infra.pricing import Price, PriceTable
 from infra.state import DeploymentState
 from services.pricing import usd
@@ -95,5 +95,7 @@ def deployment_pool_prices(state: DeploymentState, prices: PriceTable,
 
 
 def planned_pool_prices(region: str, prices: PriceTable, instance_types: tuple[str, ...] | None = None) -> list[PoolPrices]:
-    """Before a deployment: each role's default pool (or the one pool `instance_types` gives to all)."""
-    return [pool_prices(role, instance_types or ROLE_PROFILES[role].default_pool, region, prices) for role in ROLES]
+    """Before a deployment: the default pool of each endpoint `deploy` creates (or the one pool `instance_types`
+    gives to all); the opt-in families (listen, omni) are priced once they are deployed."""
+    return [pool_prices(role, instance_types or ROLE_PROFILES[role].default_pool, region, prices)
+            for role in DEFAULT_ROLES]

@@ -118,7 +118,7 @@ def scenario_speak_first(studio) -> dict:
                  lambda s: _total(s, "totalAudioEnergy") > _total(at_end["stats"], "totalAudioEnergy") + 1e-3, 20)
     stop_while_playing = stop.is_enabled()
     poll(lambda: page.locator('[data-testid="stMetric"]').filter(has_text="First audio heard")
-         .locator('[data-testid="stMetricValue"]').inner_text(), lambda v: v.endswith(" ms"), 30)
+         .locator('[data-testid="stMetricValue"]').inner_text(), lambda v: v.endswith(" ms"), 90)
     metrics = _metrics(page)
     poll(stop.is_disabled, bool, 90)  # played to the end: Stop greys out by itself
     return {"before": before, "during": during, "at_end": at_end, "still": still,
