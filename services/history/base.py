@@ -80,3 +80,13 @@ def safe_name(name: str) -> str:
     if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith("."):
         raise InvalidInput(f"not a plain file name for the history: {name!r}")
     return name
+
+
+def read_kept(folder: Path, name: str | None, what: str) -> bytes | None:
+    """A record's kept file (None when it kept none); HistoryError naming `what` and the file when it is gone."""
+    if name is None:
+        return None
+    try:
+        return (folder / name).read_bytes()
+    except OSError as exc:
+        raise HistoryError(f"the recording of {what} cannot be read at {folder / name} ({exc})") from None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
-from services.history.base import HistoryError
+from services.history.base import HistoryError, read_kept
 
 if TYPE_CHECKING:
     from services.history.host import Host
@@ -54,13 +54,7 @@ class ConversationRecord:
 
     def audio_bytes(self) -> bytes | None:
         """The stereo WAV as kept (None when none was); HistoryError naming the file when it is gone."""
-        if self.audio is None:
-            return None
-        try:
-            return (self.folder / self.audio).read_bytes()
-        except OSError as exc:
-            raise HistoryError(f"the recording of conversation {self.id} cannot be read at "
-                               f"{self.folder / self.audio} ({exc})") from None
+        return read_kept(self.folder, self.audio, f"conversation {self.id}")
 
 
 def _record(row: sqlite3.Row, media: Path) -> ConversationRecord:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
-from services.history.base import HistoryError
+from services.history.base import HistoryError, read_kept
 
 if TYPE_CHECKING:
     from services.history.host import Host
@@ -53,13 +53,7 @@ class TranscriptRecord:
 
     def audio_bytes(self) -> bytes | None:
         """The recording as kept (None when none was); HistoryError naming the file when it is gone."""
-        if self.audio is None:
-            return None
-        try:
-            return (self.folder / self.audio).read_bytes()
-        except OSError as exc:
-            raise HistoryError(f"the recording of transcript {self.id} cannot be read at {self.folder / self.audio} "
-                               f"({exc})") from None
+        return read_kept(self.folder, self.audio, f"transcript {self.id}")
 
 
 def _record(row: sqlite3.Row, media: Path) -> TranscriptRecord:
