@@ -135,7 +135,7 @@ def result_view(heard: Heard) -> None:
     t = heard.transcript
     st.markdown(f"**Transcript** — {plain(heard.source)}")
     if t.preview:
-        st.info(plain(f"Offline preview — {t.preview}"), icon="🔖")
+        st.info(plain(t.preview if t.preview.startswith("Offline preview") else f"Offline preview — {t.preview}"), icon="🔖")
     st.text(t.text)
     figures = heard.figures()
     metrics(figures)
