@@ -80,17 +80,21 @@ class Playback:
             source = self._source
         return 0.0 if source is None else _queued_samples(source) / self.sample_rate
 
-    def push(self, pcm: bytes, sample_rate: int = PCM_SAMPLE_RATE, channels: int = PCM_CHANNELS) -> None:
+    def push(self, pcm: bytes, sample_rate: int = PCM_SAMPLE_RATE, channels: int = PCM_CHANNELS) -> float | None:
+        """Queue `pcm` on the attached source; the seconds still queued ahead of it (when it will start playing,
+        from now, at the studio's end of the connection), or None when no player is attached."""
         with self._lock:
             source = self._source
             if source is None:
                 self.dropped_chunks += 1
-                return
+                return None
+            ahead = _queued_samples(source) / self.sample_rate
             samples = self._convert(pcm, sample_rate, channels)
             if samples.size:
                 source.push(samples)
                 self.pushed_chunks += 1
                 self.pushed_bytes += 2 * samples.size
+            return ahead
 
     def _convert(self, pcm: bytes, sample_rate: int, channels: int) -> np.ndarray:
         usable = len(pcm) - len(pcm) % (2 * channels)

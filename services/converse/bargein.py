@@ -39,34 +39,83 @@ def vad_dbfs(threshold: float) -> float:
     return lo + (hi - lo) * threshold
 
 
-class SpeechStart:
+class VoicedFrames:
+    """Fed PCM piece by piece: whether each complete 20 ms frame is voice (its RMS above the level)."""
+
+    def __init__(self, threshold: float = DEFAULT_VAD_THRESHOLD) -> None:
+        self.level = 10 ** (vad_dbfs(threshold) / 20)
+        self._frame_bytes = int(FRAME_S * LISTEN_SAMPLE_RATE) * 2
+        self._carry = b""
+        self.index = 0  # frames seen
+
+    def frames(self, pcm: bytes) -> list[bool]:
+        data = self._carry + pcm
+        n = len(data) // self._frame_bytes
+        self._carry = data[n * self._frame_bytes:]
+        if n == 0:
+            return []
+        samples = np.frombuffer(data[: n * self._frame_bytes], dtype="<i2").astype(np.float64) / 32768.0
+        return [bool(v) for v in np.sqrt((samples.reshape(n, -1) ** 2).mean(axis=1)) > self.level]
+
+
+class SpeechStart(VoicedFrames):
     """Fed the input's PCM piece by piece: the first run of voiced 20 ms frames lasting `min_speech_ms`."""
 
     def __init__(self, threshold: float = DEFAULT_VAD_THRESHOLD, min_speech_ms: int = DEFAULT_MIN_SPEECH_MS) -> None:
-        self.level = 10 ** (vad_dbfs(threshold) / 20)
-        self.need = max(1, math.ceil(min_speech_ms / 1000 / FRAME_S - 1e-9))
-        self._frame_bytes = int(FRAME_S * LISTEN_SAMPLE_RATE) * 2
-        self._carry = b""
-        self._index = 0  # frames seen
+        super().__init__(threshold)
+        self.need = frames_for(min_speech_ms)
         self._run = 0
         self.found: tuple[float, float] | None = None  # (onset, decided) in seconds into the input
 
     def feed(self, pcm: bytes) -> tuple[float, float] | None:
         """(where the speech starts, where it is decided) in seconds into the input, once; else None."""
-        data = self._carry + pcm
-        n = len(data) // self._frame_bytes
-        self._carry = data[n * self._frame_bytes:]
-        if self.found is not None or n == 0:
+        voiced_frames = self.frames(pcm)
+        if self.found is not None:
             return None
-        frames = np.frombuffer(data[: n * self._frame_bytes], dtype="<i2").astype(np.float64) / 32768.0
-        rms = np.sqrt((frames.reshape(n, -1) ** 2).mean(axis=1))
-        for voiced in rms > self.level:
-            self._index += 1
+        for voiced in voiced_frames:
+            self.index += 1
             self._run = self._run + 1 if voiced else 0
             if self._run >= self.need:
-                self.found = ((self._index - self._run) * FRAME_S, self._index * FRAME_S)
+                self.found = ((self.index - self._run) * FRAME_S, self.index * FRAME_S)
                 return self.found
         return None
+
+
+def frames_for(ms: float) -> int:
+    return max(1, math.ceil(ms / 1000 / FRAME_S - 1e-9))
+
+
+class TurnTaking(VoicedFrames):
+    """A live microphone's turns: speech starts at a run of voiced frames lasting `min_speech_ms` (shorter is no
+    speech: a cough) and ends when `silence_ms` of unvoiced frames follow it. `feed` returns the events its piece
+    decided: ("start", onset) and ("end", where the last voiced frame ended), in seconds into the stream."""
+
+    def __init__(self, threshold: float = DEFAULT_VAD_THRESHOLD, min_speech_ms: int = DEFAULT_MIN_SPEECH_MS,
+                 silence_ms: int = 500) -> None:
+        super().__init__(threshold)
+        self.need = frames_for(min_speech_ms)
+        self.quiet_need = frames_for(silence_ms)
+        self.speaking = False
+        self._run = 0  # voiced frames in a row (before speech starts)
+        self._quiet = 0  # unvoiced frames in a row (while speaking)
+
+    def feed(self, pcm: bytes) -> list[tuple[str, float]]:
+        events: list[tuple[str, float]] = []
+        for voiced in self.frames(pcm):
+            self.index += 1
+            if not self.speaking:
+                self._run = self._run + 1 if voiced else 0
+                if self._run >= self.need:
+                    self.speaking, self._quiet = True, 0
+                    events.append(("start", (self.index - self._run) * FRAME_S))
+            elif voiced:
+                self._quiet = 0
+            else:
+                self._quiet += 1
+                if self._quiet >= self.quiet_need:
+                    self.speaking, self._run = False, 0
+                    events.append(("end", (self.index - self._quiet) * FRAME_S))
+        return events
 
 
 async def microphone(pcm: bytes, detector: SpeechStart, on_speech: Callable[[float], None], *,

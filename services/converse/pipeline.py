@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import re
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -94,7 +95,7 @@ class Pipeline:
         for audio in inputs:
             if self._speaking is not None:
                 await self._until_next_input(self._speaking, conv, messages)
-            await self._turn(audio, conv, messages)
+            await self._turn(lambda turn, audio=audio: self._hear(audio, conv, turn), conv, messages)
         if self._speaking is not None:
             await self._until_next_input(self._speaking, conv, messages, last=True)
         return conv
@@ -114,18 +115,23 @@ class Pipeline:
         end = await self._settle(reply, conv, messages)
         await asyncio.sleep(max(0.0, end - self.clock()))
 
-    async def _turn(self, audio: ListenAudio, conv: Conversation, messages: list[Message]) -> None:
-        """One input heard (the agent's previous reply, maybe interrupted, settled after it), and its reply
-        started: it streams and plays while the next input waits (`_until_next_input`)."""
-        turn = Turn()
+    async def _turn(self, hear: Callable[[Turn], Awaitable[str | None]], conv: Conversation,
+                    messages: list[Message], *, turn: Turn | None = None,
+                    after: asyncio.Future | None = None) -> None:
+        """One input heard (`hear(turn)`: its final text, None for no words), the agent's previous reply (maybe
+        interrupted) settled after it — and after the previous turn's own handling (`after`), when turns
+        overlap — and its reply started: it streams and plays while the next input waits."""
+        turn = turn or Turn()
         reply = Reply(turn, session=None, connecting=None)  # type: ignore[arg-type]
         reply.session = self.speech.open(self.config, on_audio=lambda c: self._arrived(reply, c))
         reply.connecting = asyncio.create_task(reply.session.connect())  # ready by the time the reply comes
         heard = None
         try:
-            heard = await self._hear(audio, conv, turn)
+            heard = await hear(turn)
         except StudioError as exc:
             turn.error = str(exc)
+        if after is not None:
+            await asyncio.gather(after, return_exceptions=True)
         if self._speaking is not None:
             await self._settle(self._speaking, conv, messages)
         if heard is None:
@@ -141,11 +147,13 @@ class Pipeline:
         reply.chunks.append((self.clock(), chunk))
         reply.first_audio.set()
 
-    def _barge_in(self, onset: float) -> None:
-        """The person started speaking at `onset` (perf_counter): stop the agent if it is talking."""
+    def _barge_in(self, onset: float) -> bool:
+        """The person started speaking at `onset` (perf_counter): stop the agent if it is talking (True then)."""
         reply, now = self._speaking, self.clock()
         if reply is not None and reply.cut_s is None and reply.talking(now):
             reply.interrupt(now, self.clock(onset))
+            return True
+        return False
 
     async def _settle(self, reply: Reply, conv: Conversation, messages: list[Message]) -> float:
         """The reply to its end (or its cut): its audio placed, its turn's figures; returns when it stops playing."""

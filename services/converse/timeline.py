@@ -5,7 +5,9 @@ Per turn: `user_speech_end_s` — where the person's speech really ended: the en
 whose RMS is above SPEECH_END_DBFS, placed where that input was sent (its first chunk on the wire) —,
 `transcript_final_s` (the transcript's final arrived), `reply_first_token_s` (the reply's first text piece),
 `first_audio_s` (the agent's first audio received by the client: the CLI has no playback, so "played" is
-"received") and `voice_to_voice_ms` = first audio − speech end. voice-to-voice {n, p50, p95} over the turns that
+"received"), in a live conversation `first_audio_played_s` (when the studio's WebRTC track starts playing it:
+received + the audio queued ahead of it; the browser's jitter buffer, tens of ms, comes after) and
+`voice_to_voice_ms` = first audio played (else received) − speech end. voice-to-voice {n, p50, p95} over the turns that
 have it, with services.load.stats' one percentile method (nearest-rank).
 """
 
@@ -47,6 +49,7 @@ class Turn:
     transcript_final_s: float | None = None
     reply_first_token_s: float | None = None
     first_audio_s: float | None = None
+    first_audio_played_s: float | None = None  # live: when the studio's WebRTC track began playing it
     voice_to_voice_ms: float | None = None
     interrupted: bool = False
     error: str | None = None
@@ -54,14 +57,17 @@ class Turn:
     agent_stop_s: float | None = None  # interrupted: where the agent's audio stopped (the cut)
 
     def finish(self) -> Turn:
-        if self.first_audio_s is not None and self.user_speech_end_s is not None:
-            self.voice_to_voice_ms = (self.first_audio_s - self.user_speech_end_s) * 1000
+        heard = self.first_audio_played_s if self.first_audio_played_s is not None else self.first_audio_s
+        if heard is not None and self.user_speech_end_s is not None:
+            self.voice_to_voice_ms = (heard - self.user_speech_end_s) * 1000
         return self
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
         if not self.interrupted:  # the barge-in keys are there for interrupted turns only
             del out["barge_in_stop_ms"], out["agent_stop_s"]
+        if self.first_audio_played_s is None:  # only a live conversation plays the audio as it comes
+            del out["first_audio_played_s"]
         for key, value in out.items():
             if isinstance(value, float):
                 out[key] = round(value, 1 if key.endswith("_ms") else 4)

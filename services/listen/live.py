@@ -24,6 +24,28 @@ from services.runtime import BackgroundLoop
 MICROPHONE = "microphone"
 
 
+class FrameResampler:
+    """Audio frames as a browser sends them (av.AudioFrame: any rate, layout, sample format) made 16 kHz mono
+    PCM16, with PyAV's resampler (it keeps its own time: a gap in the browser's stamps is no error)."""
+
+    def __init__(self) -> None:
+        self._resampler: Any = None
+
+    def __call__(self, frame: Any) -> bytes:
+        import av
+
+        if self._resampler is None:
+            self._resampler = av.AudioResampler(format="s16", layout="mono", rate=LISTEN_SAMPLE_RATE)
+        frame.pts = None
+        return b"".join(bytes(out.planes[0])[: out.samples * 2] for out in self._resampler.resample(frame))
+
+    def flush(self) -> bytes:
+        """What the resampler still holds (at the end)."""
+        if self._resampler is None:
+            return b""
+        return b"".join(bytes(out.planes[0])[: out.samples * 2] for out in self._resampler.resample(None))
+
+
 class LiveListening:
     """One utterance from a microphone (see the module's doc). Thread-safe: `feed` from the media thread, the
     rest from the page's."""
@@ -36,7 +58,7 @@ class LiveListening:
         self._pcm = bytearray()
         self._partial = ""
         self._stopped = False
-        self._resampler: Any = None
+        self._resample = FrameResampler()
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._future = loop.submit(listener.stream_live(queue_source(self._queue), name=name, model=model,
                                                         language=language, on_partial=self._on_partial))
@@ -47,15 +69,10 @@ class LiveListening:
 
     def feed(self, frame: Any) -> None:
         """An av.AudioFrame as captured (48 kHz stereo s16 from a browser, usually): resampled and sent."""
-        import av
-
         with self._lock:
             if self._stopped:
                 return
-            if self._resampler is None:
-                self._resampler = av.AudioResampler(format="s16", layout="mono", rate=LISTEN_SAMPLE_RATE)
-            frame.pts = None  # the resampler keeps its own time: a gap in the browser's stamps is no error
-            pcm = b"".join(bytes(out.planes[0])[: out.samples * 2] for out in self._resampler.resample(frame))
+            pcm = self._resample(frame)
         self.feed_pcm(pcm)
 
     def feed_pcm(self, pcm: bytes) -> None:
@@ -72,9 +89,7 @@ class LiveListening:
             if self._stopped:
                 return
             self._stopped = True
-            rest = b""
-            if self._resampler is not None:
-                rest = b"".join(bytes(out.planes[0])[: out.samples * 2] for out in self._resampler.resample(None))
+            rest = self._resample.flush()
             self._pcm += rest
         if rest:
             self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, rest)

@@ -204,10 +204,11 @@ class SageMakerListen:
         return stream_transcript(out, name=name, audio_s=out.bytes_sent / LISTEN_BYTES_PER_S, model=model,
                                  target=self.target, preview=None)
 
-    async def outcome(self, source: bytes | realtime.LiveSource, *, model: str | None = None) -> realtime.StreamOutcome:
+    async def outcome(self, source: bytes | realtime.LiveSource, *, model: str | None = None,
+                      on_partial: realtime.OnPartial | None = None) -> realtime.StreamOutcome:
         """The session's raw outcome (text, first-audio and done times) for a recording or a live source, as
         `realtime.stream_pcm` gives it on a URL: what Converse's pipeline times a turn by."""
-        return (await self._stream(source, model, None, None, True))[1]
+        return (await self._stream(source, model, None, on_partial, True))[1]
 
     async def _stream(self, pcm: bytes | realtime.LiveSource, model: str | None, language: str | None,
                       on_partial: realtime.OnPartial | None, pace: bool) -> tuple[str, realtime.StreamOutcome]:
