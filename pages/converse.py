@@ -1,7 +1,8 @@
-"""Converse: talk to a voice agent, and see where each millisecond of the silence after you stop goes. Recorded turns
-are sent as a microphone would send them (real time, then the silence window) through the pipeline — listen →
-reply → speak — or the server's own speech-to-speech session; the conversation shows turn by turn, with its
-figures and downloads, and is kept in the history."""
+"""Converse: talk to a voice agent, and see where each millisecond of the silence after you stop goes. Live, through
+the microphone (the agent answers through the same WebRTC connection; talk over it to interrupt), or with recorded
+turns sent as a microphone would send them (real time, then the silence window) through the pipeline — listen →
+reply → speak — or the server's own speech-to-speech session; the conversation shows turn by turn, with its figures
+and downloads, and is kept in the history."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from protocol.errors import StudioError
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
 from services.listen import load_audio
 from ui import resources
-from ui.converse_views import conversation_view, converse, kept_conversations, settings_form
+from ui.converse_live import ECHO_HINT, START_LABEL, STOP_LABEL, end_call, in_call, live_call
+from ui.converse_views import conversation_view, converse, kept_conversations, reply_stage, settings_form
 from ui.workspace_views import may
 
+REFRESH_S = 0.5
 state = st.session_state
 resources.sidebar()
 st.title("Converse")
@@ -34,53 +37,92 @@ except StudioError as exc:
 
 can_talk = may("generate")  # else one line why; the kept conversations still show
 settings = settings_form(voices)
-uploads = st.file_uploader(
-    f"Your turns, in order (recordings of what you say, each at most {TRANSCRIPTION_FILE_MAX_BYTES // 2**20} MB): "
-    "each is sent as the microphone would send it, then the silence window; the next starts when the agent has "
-    "finished", accept_multiple_files=True, key="converse_uploads", disabled=not can_talk)
-st.caption("The live microphone is not on this page yet: record your turns and upload them.")
+try:
+    reply_stage(settings)  # a script's bad line or a reply URL that is not one: said once, here, before any talk
+    settings_ok = True
+except StudioError as exc:
+    st.error(resources.plain(exc))
+    settings_ok = False
 
 
-def _talk() -> None:
-    state["converse_error"] = None
-    try:
-        inputs = [load_audio(f.getvalue(), name=f.name) for f in uploads or []]
-        with st.spinner("Talking: each turn at real time…"):
-            conv = converse(backend.target, settings, inputs)
-    except StudioError as exc:
-        state["converse_error"] = str(exc)
-        return
-    except TimeoutError:
-        state["converse_error"] = f"{backend.target} did not finish the conversation in time: try shorter turns"
-        return
+def _keep(conv, inputs: list[str], echoes: int = 0) -> None:  # type: ignore[no-untyped-def]
+    """Show the conversation just held and keep it in the history (one line why when it cannot be)."""
     timeline, audio = conv.as_json(), conv.stereo_wav()
-    state["converse_last"] = (timeline, audio, None, conv.skipped, conv.reply_label)
+    state["converse_last"] = (timeline, audio, None, conv.skipped, conv.reply_label, echoes)
     if not conv.turns:
         state["converse_error"] = "No words were heard in any turn, so there is no conversation to keep"
         return
     try:
         kept = resources.history().conversations.record(
             timeline, settings={**settings, "listen": backend.target, "speak": backend.target,
-                                "reply": conv.reply_label, "inputs": [f.name for f in uploads or []]}, audio=audio)
-        state["converse_last"] = (timeline, audio, kept.id, conv.skipped, conv.reply_label)
+                                "reply": conv.reply_label, "inputs": inputs}, audio=audio)
+        state["converse_last"] = (timeline, audio, kept.id, conv.skipped, conv.reply_label, echoes)
     except StudioError as exc:
         state["converse_kept_error"] = f"The conversation is shown but not kept: {exc}"
 
 
-if can_talk and st.button("Talk", type="primary", disabled=not uploads):
-    _talk()
+live_tab, recorded_tab = st.tabs(["Talk live", "Recorded turns"])
+with live_tab:
+    mic, playing = None, False
+    if can_talk and settings_ok and settings["mode"] == "native":
+        st.info("Live, the conversation runs in pipeline mode; native speech-to-speech runs on recorded turns (the "
+                "next tab). Choose Pipeline above to talk live.")
+    elif can_talk and settings_ok:
+        try:
+            mic, playing = live_call(backend.target, settings)
+        except StudioError as exc:
+            st.error(resources.plain(exc))
+        st.caption(f"Press **{START_LABEL}** and allow the microphone; speak, then pause — the agent answers after "
+                   f"the silence window. Talk over it to interrupt. **{STOP_LABEL}** keeps the conversation. Use "
+                   "headphones: from a loudspeaker the agent hears itself.")
+    if mic is not None and not playing and (mic.live is not None or mic.started or mic.error):
+        conv, echoes, why = end_call(mic)
+        if conv is not None:
+            _keep(conv, ["microphone"], echoes)
+        else:
+            state["converse_error"] = why
+
+with recorded_tab:
+    uploads = st.file_uploader(
+        f"Your turns, in order (recordings of what you say, each at most {TRANSCRIPTION_FILE_MAX_BYTES // 2**20} "
+        "MB): each is sent as the microphone would send it, then the silence window; the next starts when the agent "
+        "has finished", accept_multiple_files=True, key="converse_uploads", disabled=not can_talk)
+    if can_talk and st.button("Talk", type="primary", disabled=not uploads or not settings_ok):
+        state["converse_error"] = None
+        try:
+            inputs = [load_audio(f.getvalue(), name=f.name) for f in uploads or []]
+            with st.spinner("Talking: each turn at real time…"):
+                _keep(converse(backend.target, settings, inputs), [f.name for f in uploads or []])
+        except StudioError as exc:
+            state["converse_error"] = str(exc)
+        except TimeoutError:
+            state["converse_error"] = f"{backend.target} did not finish the conversation in time: try shorter turns"
 
 if error := state.pop("converse_error", None):
     st.error(resources.plain(error))
 if kept_error := state.pop("converse_kept_error", None):
     st.warning(resources.plain(kept_error))
 
-last = state.get("converse_last")
-if last is not None:
-    timeline, audio, kept_id, skipped, label = last
+
+@st.fragment(run_every=REFRESH_S if playing else None)
+def conversation_panel() -> None:
+    """While the call is on: what it is doing and the turns so far (refreshed here only); else the latest one."""
+    if playing and mic is not None:
+        in_call(mic)
+        return
+    last = state.get("converse_last")
+    if last is None:
+        return
+    timeline, audio, kept_id, skipped, label, echoes = last
     st.subheader("This conversation")
     st.caption(resources.plain(f"The reply comes from {label}." + (" Kept in the history." if kept_id else "")))
     for name in skipped:
         st.caption(resources.plain(f"No words heard in {name}: no reply, no turn."))
+    if echoes:
+        st.warning(ECHO_HINT.format(n=echoes))
     conversation_view(timeline, audio, key="converse-last")
+
+
+conversation_panel()
+last = state.get("converse_last")
 kept_conversations(skip=None if last is None else last[2])

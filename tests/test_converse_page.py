@@ -34,6 +34,17 @@ def turn_wav(engine_url: str) -> bytes:
     return r.content
 
 
+@pytest.fixture(autouse=True)
+def webrtc_inert(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AppTest cannot run WebRTC: streamlit-webrtc's session lookups patched to None, the live call renders inert
+    (its conversation is tested by tests/test_converse_live.py and tests/test_browser_converse.py)."""
+    import streamlit_webrtc.component
+    import streamlit_webrtc.shutdown
+
+    monkeypatch.setattr(streamlit_webrtc.component, "get_this_session_info", lambda: None)
+    monkeypatch.setattr(streamlit_webrtc.shutdown, "get_this_session_info", lambda: None)
+
+
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
     """Every file the page hands the browser (downloads, players), by its media id."""
@@ -91,9 +102,10 @@ def test_a_bad_script_line_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: P
                                     turn_wav: bytes) -> None:
     at = _open(monkeypatch, tmp_path / "data", engine_url)
     at.text_area(key="converse_script").input("hello => Hi there.\nthis line has no arrow\n").run()
-    _talk(at, turn_wav)
-    [error] = at.error
+    at.file_uploader(key="converse_uploads").set_value([("turn1.wav", turn_wav, "audio/wav")]).run()
+    [error] = at.error  # said once, before any talk; neither the call nor Talk can start
     assert "the script line 2" in error.value and "this line has no arrow" in error.value
+    assert next(b for b in at.button if b.label == "Talk").disabled
     assert History(tmp_path / "data").conversations.list() == []
 
 
@@ -102,8 +114,10 @@ def test_a_reply_url_that_is_not_one_is_named(monkeypatch: pytest.MonkeyPatch, t
     at = _open(monkeypatch, tmp_path / "data", engine_url)
     at.radio(key="converse_reply_kind").set_value("chat").run()
     at.text_input(key="converse_reply_url").input("gpu-box:8000").run()
-    _talk(at, turn_wav)
-    assert any("reply URL is missing or not http" in e.value for e in at.error)
+    at.file_uploader(key="converse_uploads").set_value([("turn1.wav", turn_wav, "audio/wav")]).run()
+    [error] = at.error
+    assert "reply URL is missing or not http" in error.value
+    assert next(b for b in at.button if b.label == "Talk").disabled
 
 
 def test_a_turn_is_answered_timed_downloaded_and_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

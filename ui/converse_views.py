@@ -28,7 +28,8 @@ MODES = {"pipeline": "Pipeline (listen → reply → speak)", "native": "Native 
 REPLY_KINDS = {"script": "Scripted reply (rules you edit; not a model)",
                "chat": "A model (an OpenAI-compatible /v1/chat/completions URL)"}
 STAGES = (("user_speech_end_s", "speech ended"), ("transcript_final_s", "final transcript"),
-          ("reply_first_token_s", "first reply token"), ("first_audio_s", "first audio received"))
+          ("reply_first_token_s", "first reply token"), ("first_audio_s", "first audio received"),
+          ("first_audio_played_s", "first audio played"))
 
 
 def settings_form(voices: list[str]) -> dict[str, Any]:
@@ -104,14 +105,17 @@ def transcript_view(timeline: dict[str, Any]) -> None:
                 st.markdown(plain(turn["reply_text"]) + (" *(interrupted)*" if turn.get("interrupted") else ""))
             if turn.get("error"):
                 st.error(plain(f"Turn {i} failed: {turn['error']}"))
-            st.caption(f"first audio at {_at(turn.get('first_audio_s'))} · voice-to-voice "
-                       f"{_ms(turn.get('voice_to_voice_ms'))}")
+            played = turn.get("first_audio_played_s", turn.get("first_audio_s"))
+            st.caption(f"first audio at {_at(played)} · voice-to-voice {_ms(turn.get('voice_to_voice_ms'))}"
+                       + (f" · you interrupted after {_ms(turn.get('barge_in_stop_ms'))}"
+                          if turn.get("interrupted") and turn.get("barge_in_stop_ms") is not None else ""))
         end = turn.get("user_speech_end_s")
         steps = [f"{label} +{(turn[key] - end) * 1000:.0f} ms" for key, label in STAGES[1:]
                  if end is not None and turn.get(key) is not None]
         if steps:
-            st.caption("Timeline from speech ended: " + " → ".join(steps) + " (first audio played: not known here; "
-                       "received is shown)")
+            st.caption("Timeline from speech ended: " + " → ".join(steps) + (
+                "" if "first_audio_played_s" in turn else " (recorded turns are not played as they come: first "
+                "audio received is shown)"))
 
 
 def figures(timeline: dict[str, Any]) -> None:
@@ -121,8 +125,9 @@ def figures(timeline: dict[str, Any]) -> None:
     a.metric("Voice-to-voice p50", _ms(v2v.get("p50")))
     b.metric("Voice-to-voice p95", _ms(v2v.get("p95")))
     c.metric("Turns measured (n)", n)
-    st.caption("Voice-to-voice: your speech ended → the agent's first audio received; it includes the silence "
-               "window. Percentiles by the nearest rank over the turns that have it.")
+    live = any("first_audio_played_s" in t for t in timeline.get("turns", []))
+    st.caption(f"Voice-to-voice: your speech ended → the agent's first audio {'played' if live else 'received'}; it "
+               "includes the silence window. Percentiles by the nearest rank over the turns that have it.")
 
 
 def conversation_view(timeline: dict[str, Any], audio: bytes | None, key: str) -> None:

@@ -12,7 +12,6 @@ from typing import Any
 import streamlit as st
 
 from protocol.errors import StudioError
-from services.listen import LiveListening
 from ui.voice_player import ice_scope
 
 MIC_KEY = "listen-mic"
@@ -25,12 +24,13 @@ NO_SOUND = ("No sound came from the microphone: allow this page to use it when t
 
 
 class Microphone:
-    """This browser session's microphone: the utterance being heard, begun at its first frame (`factory`)."""
+    """This browser session's microphone: what hears it (an utterance, a conversation: anything with
+    `feed(frame)`), begun at its first frame (`factory`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._live: LiveListening | None = None
-        self.factory: Callable[[], LiveListening] | None = None
+        self._live: Any = None
+        self.factory: Callable[[], Any] | None = None
         self.error: str | None = None  # why the utterance could not begin (the target, say)
         self.started = False  # the browser sent at least one frame since the last take()
 
@@ -51,11 +51,11 @@ class Microphone:
             live.feed(frame)
 
     @property
-    def live(self) -> LiveListening | None:
+    def live(self) -> Any:
         with self._lock:
             return self._live
 
-    def take(self) -> tuple[LiveListening | None, bool, str | None]:
+    def take(self) -> tuple[Any, bool, str | None]:
         """(the utterance, whether any frame came, the error) — and the microphone is ready for the next one."""
         with self._lock:
             out = (self._live, self.started, self.error)
@@ -63,20 +63,24 @@ class Microphone:
             return out
 
 
-def microphone(mic: Microphone, ice_servers: list[dict[str, Any]]) -> bool:
-    """Draw the microphone's Start/Stop and route its frames to `mic`; True while the browser sends."""
+def microphone(mic: Microphone, ice_servers: list[dict[str, Any]], *, key: str = MIC_KEY, sink_key: str = SINK_KEY,
+               labels: tuple[str, str] = (START_LABEL, STOP_LABEL), source: Any = None) -> bool:
+    """Draw the microphone's Start/Stop and route its frames to `mic`; True while the browser sends. With `source`
+    (a streamlit-webrtc PCM source) the same connection plays it back to the browser (a conversation)."""
     ice_scope(st.get_option("server.address"), ice_servers)
     from streamlit_webrtc import WebRtcMode, create_audio_sink_track, webrtc_streamer
 
-    sink = create_audio_sink_track(mic.on_frame, key=SINK_KEY)
+    sink = create_audio_sink_track(mic.on_frame, key=sink_key)
     ctx = webrtc_streamer(
-        key=MIC_KEY,
-        mode=WebRtcMode.SENDONLY,
+        key=key,
+        mode=WebRtcMode.SENDONLY if source is None else WebRtcMode.SENDRECV,
         media_stream_constraints=CONSTRAINTS,
         sink_audio_track=sink,
+        source_audio_track=None if source is None else source.track,
+        audio_html_attrs=None if source is None else {"autoPlay": True, "controls": False},
         # An explicit list, even empty: otherwise streamlit-webrtc injects a public STUN server.
         rtc_configuration={"iceServers": ice_servers},
-        translations={"start": START_LABEL, "stop": STOP_LABEL},
+        translations={"start": labels[0], "stop": labels[1]},
     )
     return bool(ctx.state.playing)
 

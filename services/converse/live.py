@@ -41,6 +41,19 @@ from services.runtime import BackgroundLoop
 from services.speech import PcmChunk
 
 PREROLL_S = 0.2  # sent with a turn from before its detected onset: the detector's first frames, a soft start
+IDLE_S = 10.0  # a browser sends a frame every 20 ms while connected: this long without one, the call is gone
+
+
+async def frames_until_idle(queue: asyncio.Queue[bytes | None], idle_s: float = IDLE_S) -> AsyncIterator[bytes]:
+    """The queue's chunks until None — or until none came for `idle_s` (the browser went away unannounced)."""
+    while True:
+        try:
+            chunk = await asyncio.wait_for(queue.get(), idle_s)
+        except TimeoutError:
+            return
+        if chunk is None:
+            return
+        yield chunk
 
 
 class LivePipeline(Pipeline):
@@ -165,7 +178,7 @@ class LiveConversation:
         self._resample = FrameResampler()
         self._stopped = False
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._future = loop.submit(pipeline.hold(queue_source(self._queue)))
+        self._future = loop.submit(pipeline.hold(frames_until_idle(self._queue)))
 
     def feed(self, frame: Any) -> None:
         """An av.AudioFrame as the browser sent it."""

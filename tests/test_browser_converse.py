@@ -1,0 +1,130 @@
+"""A live conversation in a real browser: Debian Chromium (Playwright) with a fake microphone, the studio on the
+offline engine, both inside a loopback-only network namespace (tests/browser_support.py).
+
+The fake capture device plays a WAV this test writes from the engine's own voice: quiet while the call connects,
+the first turn ("What time do you open?"), quiet while the agent starts its long scripted answer, then the second
+turn ("Thank you very much.") spoken over that answer — a barge-in — and a long quiet tail (Chromium loops the
+file; the test ends the call before it comes round). The scenario sets the script, starts the conversation,
+samples the audio the browser receives (inbound-rtp totalAudioEnergy, every 100 ms) until both turns are
+answered, ends the call, and reads the conversation the page shows and keeps.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import wave
+from pathlib import Path
+
+import numpy as np
+import soxr
+
+from tests.browser_support import poll
+
+FIRST, SECOND = "What time do you open?", "Thank you very much."
+LONG_REPLY = ("We open at nine in the morning, every day except Sunday, and we close at six in the evening, "
+              "so there is plenty of time to come and see us.")
+SCRIPT = f"time open => {LONG_REPLY}\nthank => You are most welcome.\ndefault => Sorry, say that again?\n"
+MIC_RATE = 48_000
+LEAD_S, OVER_S, TAIL_S = 3.0, 2.6, 30.0  # OVER_S: from the first turn's end to the second's start
+WAV_ENV = "OMNI_TEST_CONVERSE_MIC_WAV"
+SCREENSHOT = "/tmp/omni-studio-converse-browser.png"
+
+
+def _fake_microphone(tmp: Path) -> list[str]:
+    return ["--use-fake-device-for-media-stream", f"--use-file-for-fake-audio-capture={os.environ[WAV_ENV]}"]
+
+
+def scenario(studio) -> dict:  # type: ignore[no-untyped-def]
+    """Runs inside the namespace (see tests/browser_support.py)."""
+    page = studio.page
+    out: dict = {"energy": []}
+    studio.goto("converse")
+    script = page.get_by_role("textbox", name="Script — scripted")
+    script.fill(SCRIPT)
+    script.press("Tab")  # Streamlit takes a text area's value when it loses focus
+    page.get_by_text("Talk live").wait_for(timeout=30_000)
+    call = studio.frame("webrtc", timeout_s=60)
+    page.wait_for_timeout(1500)  # the script's rerun has settled
+    call.get_by_role("button", name="Start the conversation").click()
+    started = time.monotonic()
+
+    def sample() -> None:
+        stats = studio.stats(call)
+        out["energy"].append((round(time.monotonic() - started, 2), sum(s["totalAudioEnergy"] for s in stats)))
+
+    def both_answered() -> bool:
+        sample()
+        return page.locator('[data-testid="stChatMessage"]').filter(has_text="You are most welcome.").count() > 0
+    poll(lambda: both_answered(), bool, 90, step=0.1)
+    for _ in range(40):  # the second reply plays out (4 s)
+        sample()
+        page.wait_for_timeout(100)
+    out["main_during"] = page.locator('[data-testid="stMain"]').inner_text()[:4000]
+    call.get_by_role("button", name="End the conversation").click()
+    page.get_by_text("This conversation").wait_for(timeout=60_000)
+    out["main_after"] = page.locator('[data-testid="stMain"]').inner_text()[:6000]
+    page.screenshot(path=SCREENSHOT, full_page=True)
+    return out
+
+
+scenario.chromium_args = _fake_microphone
+scenario.permissions = ["microphone"]
+
+
+def _speech(engine_url: str, text: str) -> np.ndarray:
+    from services.listen.sample import spoken_sample_at
+
+    wav = spoken_sample_at(engine_url, text)
+    return soxr.resample(np.frombuffer(wav[44:], "<i2").astype(np.float32), 24_000, MIC_RATE)
+
+
+def _loud_runs(energy: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(start, end) of the stretches where the received audio had energy, 100 ms samples, gaps under 0.4 s joined
+    (the pauses between the agent's clauses)."""
+    loud = [t for (t, e), (_, before) in zip(energy[1:], energy, strict=False) if e - before > 1e-4]
+    runs: list[list[float]] = []
+    for t in loud:
+        if runs and t - runs[-1][1] < 0.4:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return [(a, b) for a, b in runs]
+
+
+def test_a_live_conversation_with_a_barge_in(tmp_path: Path, engine_url: str) -> None:
+    from services.history import History
+    from tests.browser_support import require_browser, run_browser_scenario
+
+    require_browser()
+    first, second = _speech(engine_url, FIRST), _speech(engine_url, SECOND)
+    pcm = np.concatenate([np.zeros(int(LEAD_S * MIC_RATE)), first, np.zeros(int(OVER_S * MIC_RATE)), second,
+                          np.zeros(int(TAIL_S * MIC_RATE))])
+    path = tmp_path / "microphone.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(MIC_RATE)
+        w.writeframes(np.clip(pcm, -32768, 32767).astype("<i2").tobytes())
+
+    out = run_browser_scenario("tests.test_browser_converse:scenario", timeout=300, env={
+        "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), WAV_ENV: str(path)})
+    runs = _loud_runs(out["energy"])
+    print({"runs": runs, "after": out["main_after"][:1500]})
+    assert "error" not in out, out
+
+    [kept] = History(tmp_path / "data").conversations.list()
+    one, two = kept.timeline["turns"]
+    assert "open" in one["user_text"] and "thank" in two["user_text"]
+    assert one["interrupted"] and LONG_REPLY.startswith(one["reply_text"]) and one["reply_text"] != LONG_REPLY
+    assert two["reply_text"] == "You are most welcome." and not two["interrupted"]
+    assert kept.timeline["voice_to_voice_ms"]["n"] == 2 and kept.audio_bytes()[:4] == b"RIFF"
+    assert "(interrupted)" in out["main_after"] and "Voice-to-voice p50" in out["main_after"]
+    assert "Timeline from speech ended: final transcript +" in out["main_after"]
+
+    # In the browser: the agent's first answer was heard, then silence once the person spoke over it — far
+    # shorter than the whole answer (about 8 s) — and then the second answer.
+    assert len(runs) >= 2, runs
+    heard_first = runs[0][1] - runs[0][0]
+    assert heard_first < 6.0, runs
+    assert runs[1][0] - runs[0][1] > 1.0, runs  # the quiet while the second turn is spoken and answered

@@ -1,0 +1,87 @@
+"""The Converse page's live conversation: one WebRTC connection (streamlit-webrtc, send and receive, the browser's
+echo cancellation on) carries the person's microphone to the studio and the agent's voice back; the conversation
+itself is services.converse.live (turn taking, the pipeline, barge-in), and this module draws it while it goes
+on: what the agent is doing, the words being heard, the turns with their timelines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from protocol.errors import StudioError
+from protocol.limits import PCM_SAMPLE_RATE
+from services.converse.live import LiveConversation, LivePipeline
+from services.playback import Playback
+from ui import resources
+from ui.converse_views import figures, reply_stage, transcript_view
+from ui.listen_mic import Microphone, microphone
+from ui.resources import plain
+
+LIVE_KEY = "converse-live"
+SINK_KEY = "converse-live-sink"
+SOURCE_KEY = "converse-live-pcm"
+START_LABEL = "🎙 Start the conversation"
+STOP_LABEL = "■ End the conversation"
+STATUS = {"listening": "🟢 Listening — speak when you are ready",
+          "hearing": "🗣 Hearing you…",
+          "answering": "💭 The agent is answering…",
+          "agent": "🔊 The agent is speaking — talk over it to interrupt"}
+ECHO_HINT = ("The agent stopped {n} time(s) when nobody spoke: its own voice is most likely reaching your microphone. "
+             "Use headphones (or turn the loudspeaker down) so it does not interrupt itself.")
+
+
+def live_call(url: str, settings: dict[str, Any]) -> tuple[Microphone, bool]:
+    """Draw the call's Start/End and connect it: (the session's microphone, whether the call is on). The
+    conversation begins at the first frame the browser sends, with the settings as they are then."""
+    state = st.session_state
+    mic: Microphone = state.setdefault("converse_microphone", Microphone())
+    playback: Playback = state.setdefault("converse_playback", Playback())
+    stage = reply_stage(settings)  # a bad script stops here, with its line, before any call
+    mic.factory = lambda: LiveConversation(
+        LivePipeline(url, url, stage, playback=playback, voice=settings["voice"], silence_ms=settings["silence_ms"]),
+        resources.loop())
+    from streamlit_webrtc import create_pcm_audio_source_track
+
+    source = create_pcm_audio_source_track(key=SOURCE_KEY, sample_rate=PCM_SAMPLE_RATE)
+    playback.attach(source)
+    playing = microphone(mic, resources.ice_servers(), key=LIVE_KEY, sink_key=SINK_KEY,
+                         labels=(START_LABEL, STOP_LABEL), source=source)
+    return mic, playing
+
+
+def in_call(mic: Microphone) -> None:
+    """While the call is on (a fragment refreshes it): the status, the words being heard, the turns so far."""
+    live: LiveConversation | None = mic.live
+    if mic.error:
+        st.error(plain(mic.error))
+        return
+    if live is None:
+        st.caption("Connecting the microphone…")
+        return
+    view = live.view()
+    st.markdown(f"**{STATUS[view['status']]}** · {view['seconds']:.0f} s")
+    if view["partial"]:
+        st.text(view["partial"])
+    if view["echo_suspects"]:
+        st.warning(ECHO_HINT.format(n=view["echo_suspects"]))
+    if view["timeline"]["turns"]:
+        figures(view["timeline"])
+        transcript_view(view["timeline"])
+
+
+def end_call(mic: Microphone) -> tuple[Any, int, str | None]:
+    """The call ended (End, or the browser went away): (the conversation or None, suspected echoes, why not)."""
+    live, started, error = mic.take()
+    if error or live is None:
+        return None, 0, error or "No sound came from the microphone: allow this page to use it and start again"
+    live.stop()
+    try:
+        with st.spinner("Ending: the agent's last reply…"):
+            conv = live.result(timeout=120)
+    except TimeoutError:
+        live.cancel()
+        return None, 0, "The conversation did not end in time (a target stopped answering): start again"
+    except StudioError as exc:  # a target's error on opening, said in one line
+        return None, 0, str(exc)
+    return conv, live.pipeline.echo_suspects, None
