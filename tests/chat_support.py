@@ -1,6 +1,7 @@
 """A tiny vLLM-protocol chat peer for the converse tests: a real FastAPI app served by uvicorn on a free
 127.0.0.1 port, streaming a fixed answer from `POST /v1/chat/completions` as server-sent events (one word per
-chunk, then `data: [DONE]`), and keeping every request body it received."""
+chunk, then `data: [DONE]`), and keeping every request body it received. It answers `GET /health` too, so the
+SageMaker emulator can run it as an endpoint's container (its `containers` config)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ MODEL = "peer/chat-model"
 def chat_app(answer: str, *, forever: bool = False, delay_s: float = 0.0) -> tuple[FastAPI, list[dict[str, Any]]]:
     app = FastAPI()
     seen: list[dict[str, Any]] = []
+
+    @app.get("/health")  # what SageMaker's health check asks (the emulator's too, when it plays a container)
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
