@@ -22,7 +22,9 @@ from tests.conftest import free_port
 MODEL = "peer/chat-model"
 
 
-def chat_app(answer: str, *, forever: bool = False, delay_s: float = 0.0) -> tuple[FastAPI, list[dict[str, Any]]]:
+def chat_app(answer: str, *, forever: bool = False, delay_s: float = 0.0,
+             fail_after: int | None = None) -> tuple[FastAPI, list[dict[str, Any]]]:
+    """`fail_after`: the server falls over after that many words (its connection breaks mid-answer)."""
     app = FastAPI()
     seen: list[dict[str, Any]] = []
 
@@ -44,6 +46,8 @@ def chat_app(answer: str, *, forever: bool = False, delay_s: float = 0.0) -> tup
             words = answer.split(" ")
             i = 0
             while forever or i < len(words):
+                if fail_after is not None and i >= fail_after:
+                    raise RuntimeError("the chat server fell over mid-answer")
                 piece = (words[i % len(words)] + " ") if forever or i < len(words) - 1 else words[i]
                 chunk = {"id": "c1", "object": "chat.completion.chunk",
                          "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
