@@ -1,4 +1,4 @@
-"""`python -m services converse` — hold a spoken conversation with a voice agent from the shell (pipeline mode).
+"""`python -m services converse` — hold a spoken conversation with a voice agent from the shell (pipeline or native mode).
 
     python -m services converse --input TURN.wav [--input TURN2.wav ...] [--mode pipeline] [--listen-url U | --listen-endpoint E]
                                 [--reply-url U | --reply-endpoint E | --script FILE] [--reply-model M]
@@ -51,7 +51,7 @@ SILENCE_MS = (200, 2000)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("converse", help="talk to a voice agent with recorded turns (pipeline mode)",
+    p = sub.add_parser("converse", help="talk to a voice agent with recorded turns (pipeline or native mode)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", type=Path, action="append", required=True, metavar="TURN.wav",
                    help="a recorded turn (any audio format); repeat for more turns, played in order")
