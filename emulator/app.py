@@ -2,7 +2,8 @@
 
 Routes:
 - `POST /` — SageMaker, Service Quotas, the Price List API (JSON 1.1, by `X-Amz-Target`) and STS (query protocol)
-- `POST /endpoints/{name}/invocations`, `/async-invocations` — SageMaker Runtime
+- `POST /endpoints/{name}/invocations`, `/async-invocations` — SageMaker Runtime; `/invocations-response-stream`
+  — its response stream (emulator/response_stream.py)
 - `POST /endpoints/{name}/invocations-bidirectional-stream` — the HTTP/2 bidirectional stream
 - `/schedules`, `/schedule-groups`, `/tags/...` — EventBridge Scheduler; Application Auto Scaling, CloudWatch
   and IAM on `POST /` — passed on to moto with its gaps filled (emulator/lifecycle.py)
@@ -22,7 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from emulator import bidi, control, lifecycle, pricing, runtime
+from emulator import bidi, control, lifecycle, pricing, response_stream, runtime
 from emulator.config import EmulatorConfig, describe_validation_error
 from emulator.core import Emulator
 from emulator.errors import (
@@ -56,6 +57,10 @@ def create_app(emu: Emulator) -> Any:
     @api.post("/endpoints/{name}/invocations")
     async def invocations(name: str, request: Request) -> Response:
         return await runtime.invoke(emu, request, name)
+
+    @api.post("/endpoints/{name}/invocations-response-stream")
+    async def invocations_response_stream(name: str, request: Request) -> Response:
+        return await response_stream.invoke_stream(emu, request, name)
 
     @api.post("/endpoints/{name}/async-invocations")
     async def async_invocations(name: str, request: Request) -> Response:

@@ -104,7 +104,8 @@ async def handle(emu: Emulator, scope: dict[str, Any], receive: Any, send: Any) 
         query = headers.get("x-amzn-sagemaker-model-query-string")
         if query is not None:
             _constraint(query, "modelQueryString", QUERY_STRING_PATTERN, 2048)
-        url = f"{emu.engine_ws_url}/{path}" + (f"?{query}" if query else "")
+        base = "ws" + versions.container_url(emu.registry, variant, emu.engine_url).removeprefix("http")
+        url = f"{base}/{path}" + (f"?{query}" if query else "")
         ws = await _connect(emu, name, url)
     except AwsError as err:
         await rest_json_response(err)(scope, receive, send)

@@ -5,6 +5,7 @@ One JSON document (`--config faults.json`, or `PUT /_emulator/config` at run tim
     {"region": "us-east-1", "account_id": "123456789012",
      "delays": {"create_s": 2, "update_s": 2, "delete_s": 1},
      "quotas": {"ml.g6.xlarge": 0}, "default_quota": 4,
+     "containers": {":chat-": "http://127.0.0.1:8123"},
      "faults": {"capacity_unavailable": ["ml.g6.xlarge"],
                 "fail_endpoints": {"voice-ep": "CUDA driver too old"},
                 "expire_credentials_after_calls": 5,
@@ -119,6 +120,10 @@ class EmulatorConfig(BaseModel):
     bidi_ami_versions: list[str] = Field(default_factory=lambda: list(BIDI_AMI_VERSIONS))
     # The Price List stand-in's figures: region -> instance type -> USD per hour of hosting (None: its own).
     prices: dict[str, dict[str, float]] | None = None
+    # Which model server plays a container: a part of an image URI -> its base URL (http://127.0.0.1:8123), the
+    # first match wins; any other image is played by the engine the emulator was started with. Lets one endpoint
+    # run, say, a chat server while the others run the offline engine (SageMaker runs each image's own server).
+    containers: dict[str, str] = Field(default_factory=dict)
     faults: Faults = Field(default_factory=Faults)
     autoscaling: Autoscaling = Field(default_factory=Autoscaling)
 
@@ -130,6 +135,15 @@ class EmulatorConfig(BaseModel):
             raise ValueError(f"quota values must be >= 0 (got negative values for {', '.join(bad)})")
         return v
 
+    @field_validator("containers")
+    @classmethod
+    def _urls(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = [k for k, url in v.items() if not k or not url.startswith(("http://", "https://"))]
+        if bad:
+            raise ValueError(f"containers maps a non-empty part of an image URI to an http(s):// base URL (not for "
+                             f"{', '.join(repr(b) for b in bad)})")
+        return {k: url.rstrip("/") for k, url in v.items()}
+
     def quota_for(self, instance_type: str) -> float:
         return self.quotas.get(instance_type, self.default_quota)
 
@@ -138,10 +152,13 @@ class EmulatorConfig(BaseModel):
         return EmulatorConfig.model_validate(_deep_merge(self.model_dump(), patch))
 
 
+_REPLACED = ("quotas", "fail_endpoints", "prices", "fail_images", "broken_images", "containers")  # whole tables
+
+
 def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("quotas", "fail_endpoints", "prices", "fail_images", "broken_images"):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in _REPLACED:
             out[key] = _deep_merge(out[key], value)
         else:
             out[key] = value

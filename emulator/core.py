@@ -15,6 +15,7 @@ from emulator.auth import Caller, CredentialMeter, caller_from_headers
 from emulator.config import EmulatorConfig
 from emulator.errors import AwsError
 from emulator.registry import Deployment, EndpointRecord, Registry
+from emulator.versions import container_url
 
 log = logging.getLogger("emulator")
 
@@ -57,10 +58,6 @@ class Emulator:
     @config.setter
     def config(self, value: EmulatorConfig) -> None:
         self.registry.config = value
-
-    @property
-    def engine_ws_url(self) -> str:
-        return "ws" + self.engine_url.removeprefix("http")
 
     async def start(self) -> None:
         # No proxies from the environment: everything the emulator calls lives on loopback.
@@ -151,17 +148,18 @@ class Emulator:
             model = self.registry.models.get(d.model_name.lower())
             if model is not None and (reason := await self._check_model_data(model.spec)):
                 return reason
+            server = container_url(self.registry, d, self.engine_url)
             try:
                 assert self.http is not None
-                r = await self.http.get(f"{self.engine_url}/health", timeout=self.config.health_check_timeout_s)
+                r = await self.http.get(f"{server}/health", timeout=self.config.health_check_timeout_s)
                 healthy = r.status_code == 200
             except httpx.HTTPError as exc:
-                log.warning("health check of %s failed: %s", self.engine_url, exc)
+                log.warning("health check of %s failed: %s", server, exc)
                 healthy = False
             if not healthy:
                 return (
                     f"The primary container for production variant {d.name} did not pass the ping health check "
-                    f"(the model server at {self.engine_url} did not answer GET /health with 200). "
+                    f"(the model server at {server} did not answer GET /health with 200). "
                     f"Please check CloudWatch logs for this endpoint."
                 )
         return None

@@ -55,6 +55,14 @@ def payload_part(data: bytes, *, utf8: bool, complete: bool = True) -> bytes:
     )
 
 
+def response_part(data: bytes) -> bytes:
+    """A `PayloadPart` event of InvokeEndpointWithResponseStream: the bytes alone (DataType and CompletionState
+    belong to the bidirectional stream's parts)."""
+    return encode_message(
+        {":message-type": "event", ":event-type": "PayloadPart", ":content-type": "application/octet-stream"}, data
+    )
+
+
 def payload_parts(data: bytes, *, utf8: bool) -> list[bytes]:
     """One message as PayloadPart events: a single COMPLETE part, or PARTIAL pieces ending COMPLETE."""
     if len(data) <= MAX_PART_BYTES:

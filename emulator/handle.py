@@ -132,15 +132,17 @@ def deploy_endpoint(
     environment: dict[str, str] | None = None,
     tags: list[dict[str, str]] | None = None,
     wait: bool = True,
+    image: str = IMAGE_URI,
 ) -> dict[str, Any]:
     """Model `<name>-model`, config `<name>-config` and endpoint `<name>`; waits for InService by default.
+    `image`: the container's image (the emulator's `containers` config says which server plays it).
 
     Returns DescribeEndpoint's answer (or CreateEndpoint's when `wait=False`)."""
     sm = handle.client("sagemaker")
     sm.create_model(
         ModelName=f"{name}-model",
         ExecutionRoleArn=ROLE_ARN,
-        PrimaryContainer={"Image": IMAGE_URI, "Environment": environment or {"SM_VLLM_MODEL": "offline"}},
+        PrimaryContainer={"Image": image, "Environment": environment or {"SM_VLLM_MODEL": "offline"}},
         Tags=tags or [],
     )
     variant: dict[str, Any] = {"VariantName": "AllTraffic", "ModelName": f"{name}-model", "InitialInstanceCount": 1}

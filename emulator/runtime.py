@@ -99,11 +99,11 @@ class EngineReply:
     custom_attributes: str | None
 
 
-async def call_engine(
-    emu: Emulator, endpoint: str, route: str, body: bytes, *,
-    content_type: str | None, accept: str | None, attributes: str | None, timeout_s: float,
-) -> EngineReply:
-    """POST the body to the engine's route; a transport failure or timeout is a ModelError."""
+def container_request(
+    emu: Emulator, endpoint: str, route: str, body: bytes, *, base_url: str | None,
+    content_type: str | None, accept: str | None, attributes: str | None, timeout: httpx.Timeout,
+) -> httpx.Request:
+    """The POST of the body to the container's route (checked, and refused as the broken-image fault says)."""
     if not _ROUTE.match(route) or "/../" in f"{route}/":
         raise model_error(emu, endpoint, 400, f"invalid route {route!r} in CustomAttributes")
     if (broken := versions.broken_reason(emu.registry, endpoint)) is not None:  # faults.broken_images
@@ -112,18 +112,37 @@ async def call_engine(
     if attributes:
         headers["X-Amzn-SageMaker-Custom-Attributes"] = attributes
     assert emu.http is not None
-    try:
-        r = await emu.http.post(f"{emu.engine_url}{route}", content=body, headers=headers, timeout=timeout_s)
-    except httpx.TimeoutException as exc:
-        raise model_error(
+    return emu.http.build_request("POST", f"{base_url or emu.engine_url}{route}", content=body, headers=headers,
+                                  timeout=timeout)
+
+
+def container_failure(emu: Emulator, endpoint: str, exc: httpx.HTTPError) -> AwsError:
+    """The ModelError of a container that did not answer: timed out, or not reached."""
+    if isinstance(exc, httpx.TimeoutException):
+        return model_error(
             emu, endpoint, None, "timeout",
             summary="Your invocation timed out while waiting for a response from container primary. "
             "Review the latency metrics for each container in Amazon CloudWatch, resolve the issue, and try again",
-        ) from exc
+        )
+    return model_error(
+        emu, endpoint, None, str(exc), summary=f"Could not reach container primary ({type(exc).__name__}: {exc})"
+    )
+
+
+async def call_engine(
+    emu: Emulator, endpoint: str, route: str, body: bytes, *,
+    content_type: str | None, accept: str | None, attributes: str | None, timeout_s: float,
+    base_url: str | None = None,
+) -> EngineReply:
+    """POST the body to the route of the container at `base_url` (default: the engine); a transport failure or
+    timeout is a ModelError."""
+    request = container_request(emu, endpoint, route, body, base_url=base_url, content_type=content_type,
+                                accept=accept, attributes=attributes, timeout=httpx.Timeout(timeout_s))
+    assert emu.http is not None
+    try:
+        r = await emu.http.send(request)
     except httpx.HTTPError as exc:
-        raise model_error(
-            emu, endpoint, None, str(exc), summary=f"Could not reach container primary ({type(exc).__name__}: {exc})"
-        ) from exc
+        raise container_failure(emu, endpoint, exc) from exc
     return EngineReply(r.status_code, r.content, r.headers.get("content-type"), r.headers.get("x-amzn-sagemaker-custom-attributes"))
 
 
@@ -156,6 +175,7 @@ async def invoke(emu: Emulator, request: Request, name: str) -> Response:
             emu, name, route_from_attributes(attributes), body,
             content_type=request.headers.get("content-type"), accept=request.headers.get("accept"),
             attributes=attributes, timeout_s=emu.config.invocation_timeout_s,
+            base_url=versions.container_url(emu.registry, variant, emu.engine_url),
         )
         if not 200 <= reply.status < 300:
             raise model_error(emu, name, reply.status, _text(reply.body))
@@ -307,6 +327,7 @@ async def _run_job(emu: Emulator, record: EndpointRecord, job: AsyncJob) -> None
                 reply = await call_engine(
                     emu, job.endpoint, route_from_attributes(job.attributes), body,
                     content_type=job.content_type, accept=job.accept, attributes=job.attributes, timeout_s=job.timeout_s,
+                    base_url=versions.container_url(emu.registry, record.live[0], emu.engine_url) if record.live else None,
                 )
                 if 200 <= reply.status < 300:
                     await _put(emu, job.output_location, reply.body, reply.content_type or "application/octet-stream", job.kms_key)

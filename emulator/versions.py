@@ -74,6 +74,12 @@ def failing_image(reg: Registry, deployments: list[Deployment]) -> str | None:
     return None
 
 
+def container_url(reg: Registry, d: Deployment, engine_url: str) -> str:
+    """The base URL of the model server playing `d`'s container: the first `config.containers` entry whose image
+    part is in its image, else the engine the emulator was started with."""
+    return _match(reg.config.containers, _images(reg, d)) or engine_url
+
+
 def broken_body(reason: str) -> str:
     """What a broken image's vLLM server answers: its JSON error body (the container's OriginalMessage)."""
     return dumps(ErrorResponse(error=ErrorInfo(message=reason, type="InternalServerError", code=500)))

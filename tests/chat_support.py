@@ -1,6 +1,7 @@
 """A tiny vLLM-protocol chat peer for the converse tests: a real FastAPI app served by uvicorn on a free
 127.0.0.1 port, streaming a fixed answer from `POST /v1/chat/completions` as server-sent events (one word per
-chunk, then `data: [DONE]`), and keeping every request body it received."""
+chunk, then `data: [DONE]`), and keeping every request body it received. It answers `GET /health` too, so the
+SageMaker emulator can run it as an endpoint's container (its `containers` config)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,15 @@ from tests.conftest import free_port
 MODEL = "peer/chat-model"
 
 
-def chat_app(answer: str, *, forever: bool = False, delay_s: float = 0.0) -> tuple[FastAPI, list[dict[str, Any]]]:
+def chat_app(answer: str, *, forever: bool = False, delay_s: float = 0.0,
+             fail_after: int | None = None) -> tuple[FastAPI, list[dict[str, Any]]]:
+    """`fail_after`: the server falls over after that many words (its connection breaks mid-answer)."""
     app = FastAPI()
     seen: list[dict[str, Any]] = []
+
+    @app.get("/health")  # what SageMaker's health check asks (the emulator's too, when it plays a container)
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -39,6 +46,8 @@ def chat_app(answer: str, *, forever: bool = False, delay_s: float = 0.0) -> tup
             words = answer.split(" ")
             i = 0
             while forever or i < len(words):
+                if fail_after is not None and i >= fail_after:
+                    raise RuntimeError("the chat server fell over mid-answer")
                 piece = (words[i % len(words)] + " ") if forever or i < len(words) - 1 else words[i]
                 chunk = {"id": "c1", "object": "chat.completion.chunk",
                          "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from protocol.errors import BackendUnreachable
-from services.converse.reply import ChatReply, ScriptedReply
+from services.converse.reply import ChatReply, ScriptedReply, StreamedChat, sse_lines
 from services.converse.script import parse_script
 from tests.chat_support import MODEL, chat_app, serving_app
 
@@ -55,3 +55,26 @@ def test_scripted_reply_in_word_pieces() -> None:
     stage = ScriptedReply(parse_script("open => We open at nine.\ndefault => Sorry?", "shop.txt"))
     assert asyncio.run(collect(stage, [{"role": "user", "content": "when do you OPEN"}])) == ["We ", "open ", "at ", "nine."]
     assert stage.label == "a scripted reply (shop.txt), not a model"
+
+
+def test_events_split_anywhere_read_the_same() -> None:
+    """SageMaker's PayloadParts split a stream anywhere — inside a line, inside a UTF-8 character, between CR and
+    LF: every split of a stream gives the same pieces as the whole."""
+    events = ('data: {"choices": [{"delta": {"role": "assistant"}}]}\r\n\r\n: ping\n\n'
+              'data: {"choices": [{"delta": {"content": "Caf\u00e9 "}}]}\n\n'
+              'data: {"choices": [{"delta": {"content": "\u2615 ready."}}]}\n\ndata: [DONE]\n\n'
+              'data: {"choices": [{"delta": {"content": "after the end"}}]}\n\n').encode()
+
+    async def pieces(parts: list[bytes]) -> list[str]:
+        async def chunks():  # type: ignore[no-untyped-def]
+            for part in parts:
+                yield part
+
+        stage = StreamedChat(model=None, system_prompt=None, max_tokens=50, max_seconds=30)
+        return [p async for p in stage._pieces(sse_lines(chunks()), float("inf"), "the test")]
+
+    whole = asyncio.run(pieces([events]))
+    assert whole == ["Café ", "☕ ready."]
+    for cut in range(1, len(events)):
+        assert asyncio.run(pieces([events[:cut], events[cut:]])) == whole, cut
+    assert asyncio.run(pieces([events[i:i + 1] for i in range(len(events))])) == whole  # byte by byte

@@ -1,17 +1,20 @@
-"""`python -m services converse` — hold a spoken conversation with a voice agent from the shell (pipeline mode).
+"""`python -m services converse` — hold a spoken conversation with a voice agent from the shell (pipeline or native mode).
 
     python -m services converse --input TURN.wav [--input TURN2.wav ...] [--mode pipeline] [--listen-url U | --listen-endpoint E]
-                                [--reply-url U [--reply-model M] | --script FILE] [--speak-url U | --voice-endpoint E]
-                                [--region R] [--profile P] [--voice V]
+                                [--reply-url U | --reply-endpoint E | --script FILE] [--reply-model M]
+                                [--speak-url U | --voice-endpoint E] [--region R] [--profile P] [--voice V]
                                 [--system-prompt T] [--silence-ms 500] [--json] [--out conversation.wav]
+    python -m services converse --mode native --input TURN.wav ... [--url U | --endpoint E] [--script FILE | --system-prompt T]
 
 Each input is played as a microphone would send it: at real time to the listen target's /v1/realtime, then the
 silence window; the transcript's final ends the turn; the reply streams (a model at --reply-url over
 /v1/chat/completions, or the scripted reply of --script FILE, else the studio's default script — scripted,
 never a model) and is fed clause by clause into the speech session at --speak-url; the next input starts when
 the agent's audio has finished. A URL not given is the offline engine, started once. --listen-endpoint and
---voice-endpoint name SageMaker endpoints instead (each session over the HTTP/2 bidirectional stream; the region
-and credentials from settings, --region, --profile). docs/converse.md.
+--voice-endpoint name SageMaker endpoints instead (each session over the HTTP/2 bidirectional stream);
+--reply-endpoint a SageMaker endpoint serving chat (/v1/chat/completions through
+invoke_endpoint_with_response_stream, CustomAttributes route=/v1/chat/completions). The region and credentials
+come from settings, --region, --profile. docs/converse.md.
 
 --json prints {"mode", "turns": [{"user_text", "reply_text", "user_speech_end_s", "transcript_final_s",
 "reply_first_token_s", "first_audio_s", "voice_to_voice_ms", "interrupted", "error"}], "voice_to_voice_ms":
@@ -23,8 +26,10 @@ stderr; the conversation goes on); 1 when no turn was answered because a target 
 input that cannot be used (not audio, a bad script line); 130 on Ctrl-C.
 
 --mode native holds the conversation in one speech-to-speech session at --url (vLLM-Omni's /v1/realtime?duplex=1;
-default the offline engine, which answers from the script): instructions are --system-prompt, else the script's
-text. A server without that session: exit 1, "this server has no speech-to-speech session; use --mode pipeline".
+default the offline engine, which answers from the script), or on the SageMaker endpoint --endpoint E (the same
+session over the HTTP/2 bidirectional stream, invocation path v1/realtime, query duplex=1): instructions are
+--system-prompt, else the script's text. A server without that session: exit 1, "this server has no
+speech-to-speech session; use --mode pipeline".
 """
 
 from __future__ import annotations
@@ -46,29 +51,35 @@ SILENCE_MS = (200, 2000)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("converse", help="talk to a voice agent with recorded turns (pipeline mode)",
+    p = sub.add_parser("converse", help="talk to a voice agent with recorded turns (pipeline or native mode)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", type=Path, action="append", required=True, metavar="TURN.wav",
                    help="a recorded turn (any audio format); repeat for more turns, played in order")
     p.add_argument("--mode", choices=("pipeline", "native"), default="pipeline")
-    p.add_argument("--url", help="--mode native: a server with the speech-to-speech session (vLLM-Omni's "
-                   "/v1/realtime?duplex=1; default: the offline engine)")
+    native = p.add_mutually_exclusive_group()
+    native.add_argument("--url", help="--mode native: a server with the speech-to-speech session (vLLM-Omni's "
+                        "/v1/realtime?duplex=1; default: the offline engine)")
+    native.add_argument("--endpoint", metavar="E", help="--mode native: a SageMaker endpoint with that session (over "
+                        "the HTTP/2 bidirectional stream, invocation path v1/realtime)")
     listen = p.add_mutually_exclusive_group()
     listen.add_argument("--listen-url", help="a server with /v1/realtime transcription (default: the offline engine)")
     listen.add_argument("--listen-endpoint", metavar="E", help="a SageMaker listen endpoint (its /v1/realtime over the "
                         "HTTP/2 bidirectional stream)")
     reply = p.add_mutually_exclusive_group()
     reply.add_argument("--reply-url", help="an OpenAI-compatible server with streaming /v1/chat/completions")
+    reply.add_argument("--reply-endpoint", metavar="E", help="a SageMaker endpoint serving streaming "
+                       "/v1/chat/completions (invoke_endpoint_with_response_stream)")
     reply.add_argument("--script", type=Path, metavar="FILE", help="the scripted reply's rules (PATTERN => REPLY)")
-    p.add_argument("--reply-model", help="--reply-url: the model to name (default: the server's first listed)")
+    p.add_argument("--reply-model", help="--reply-url/--reply-endpoint: the model to name (default: the server's "
+                   "first listed; the endpoint's own)")
     speak = p.add_mutually_exclusive_group()
     speak.add_argument("--speak-url", help="a server with /v1/audio/speech/stream (default: the offline engine)")
     speak.add_argument("--voice-endpoint", metavar="E", help="a SageMaker voice endpoint (its speech session over the "
                        "HTTP/2 bidirectional stream, as `speak --backend sagemaker`)")
-    p.add_argument("--region", help="--listen-endpoint/--voice-endpoint: the AWS region (default: from settings)")
-    p.add_argument("--profile", help="--listen-endpoint/--voice-endpoint: the AWS profile")
+    p.add_argument("--region", help="the SageMaker endpoints' AWS region (default: from settings)")
+    p.add_argument("--profile", help="the SageMaker endpoints' AWS profile")
     p.add_argument("--voice", help="the agent's voice (default: the server's)")
-    p.add_argument("--system-prompt", help="--reply-url: the system prompt")
+    p.add_argument("--system-prompt", help="--reply-url/--reply-endpoint, --mode native: the system prompt")
     p.add_argument("--silence-ms", type=int, default=500, help="the silence window that ends a turn (200–2000)")
     p.add_argument("--barge-in-at", type=float, metavar="S",
                    help="start the next input S seconds after the agent's first audio (a barge-in), not after it ends")
@@ -104,11 +115,12 @@ def _check_barge_in(args: argparse.Namespace) -> None:
 def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]:
     """Everything the user gave, checked before any engine starts."""
     if args.mode == "native" and (args.listen_url or args.speak_url or args.reply_url or args.listen_endpoint
-                                  or args.voice_endpoint):
-        raise InvalidInput("--mode native talks to one server: give --url, not --listen-url/--speak-url/--reply-url "
-                           "or endpoints")
-    if args.mode == "pipeline" and args.url:
-        raise InvalidInput("--url is for --mode native; pipeline mode takes --listen-url, --reply-url, --speak-url")
+                                  or args.voice_endpoint or args.reply_endpoint):
+        raise InvalidInput("--mode native talks to one server: give --url or --endpoint, not --listen-url/"
+                           "--speak-url/--reply-url or the pipeline's endpoints")
+    if args.mode == "pipeline" and (args.url or args.endpoint):
+        raise InvalidInput("--url and --endpoint are for --mode native; pipeline mode takes --listen-url, --reply-url, "
+                           "--speak-url or their -endpoint options")
     lo, hi = SILENCE_MS
     if not lo <= args.silence_ms <= hi:
         raise InvalidInput(f"--silence-ms {args.silence_ms}: give {lo}–{hi} ms")
@@ -116,11 +128,13 @@ def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]
     if args.mode == "native" and args.barge_in_at is not None:
         raise InvalidInput("--barge-in-at is for --mode pipeline: in native mode the server's own voice detection "
                            "cuts the agent off (not yet driven from the command line)")
-    if args.mode == "pipeline" and args.reply_url is None and (args.system_prompt or args.reply_model):
-        raise InvalidInput("--system-prompt and --reply-model are for a model at --reply-url; a script has neither")
+    model_reply = args.reply_url or args.reply_endpoint
+    if args.mode == "pipeline" and not model_reply and (args.system_prompt or args.reply_model):
+        raise InvalidInput("--system-prompt and --reply-model are for a model at --reply-url or --reply-endpoint; a "
+                           "script has neither")
     if args.out is not None:
         check_out(args.out)
-    script = None if args.reply_url else _script(args.script)
+    script = None if model_reply else _script(args.script)
     audios = [load_audio(read_user_file(path, what="--input", limit=TRANSCRIPTION_FILE_MAX_BYTES,
                                         hint="; give a recording"), name=str(path)) for path in args.input]
     return audios, script
@@ -134,8 +148,9 @@ def run(args: argparse.Namespace) -> int:
     if args.mode == "native":
         return _run_native(args, audios, script)
     from services.converse.pipeline import Pipeline
-    from services.converse.reply import ChatReply, ScriptedReply
+    from services.converse.reply import ScriptedReply
 
+    stage = ScriptedReply(script) if script is not None else _chat_reply(args)
     listen_url, speak_url = args.listen_url, args.speak_url
     if (listen_url is None and not args.listen_endpoint) or (speak_url is None and not args.voice_endpoint):
         from offline.launch import shared_engine
@@ -149,8 +164,6 @@ def run(args: argparse.Namespace) -> int:
         speak = backend.speech if args.voice_endpoint else speak
         listen_url = f"SageMaker endpoint {args.listen_endpoint}" if args.listen_endpoint else listen_url
         speak_url = f"SageMaker endpoint {args.voice_endpoint}" if args.voice_endpoint else speak_url
-    stage = ScriptedReply(script) if script is not None else ChatReply(
-        args.reply_url, model=args.reply_model, system_prompt=args.system_prompt)
     pipeline = Pipeline(listen, speak, stage, voice=args.voice, silence_ms=args.silence_ms,
                         barge_in_at=args.barge_in_at, vad_threshold=args.vad_threshold,
                         min_speech_ms=args.min_speech_ms)
@@ -159,9 +172,18 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if backend is not None:
             backend.close()
+    conv.reply_label = stage.label  # a model not named is looked up by the first reply: the label names it now
     if args.keep:
         _keep(args, conv, listen_url, speak_url)
     return _report(args, conv)
+
+
+def _settings(args: argparse.Namespace, **over: str | None):  # type: ignore[no-untyped-def]
+    """The settings with --region and --profile (and `over`) applied."""
+    from services.settings import load_settings
+
+    over |= {"region": args.region, "profile": args.profile}
+    return load_settings().with_overrides(**{k: v for k, v in over.items() if v is not None})
 
 
 def _sagemaker(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -169,14 +191,35 @@ def _sagemaker(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if not (args.listen_endpoint or args.voice_endpoint):
         return None
     from services.backend import create_backend
-    from services.settings import load_settings
 
-    over = {"backend": "sagemaker", "listen_endpoint": args.listen_endpoint, "voice_endpoint": args.voice_endpoint}
-    over |= {k: getattr(args, k) for k in ("region", "profile") if getattr(args, k)}
     try:
-        return create_backend(load_settings().with_overrides(**{k: v for k, v in over.items() if v is not None}))
+        return create_backend(_settings(args, backend="sagemaker", listen_endpoint=args.listen_endpoint,
+                                        voice_endpoint=args.voice_endpoint))
     except ConfigError as exc:
         raise ArgumentError(str(exc)) from None
+
+
+def _aws(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The AWS session of --reply-endpoint and native mode's --endpoint (the region and profile the backend's)."""
+    from services.converse.sagemaker import aws_session
+
+    try:
+        settings = _settings(args)
+        return settings, aws_session(settings)
+    except ConfigError as exc:
+        raise ArgumentError(str(exc)) from None
+
+
+def _chat_reply(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The model's reply: at --reply-url, or on the SageMaker endpoint --reply-endpoint."""
+    if args.reply_endpoint is None:
+        from services.converse.reply import ChatReply
+
+        return ChatReply(args.reply_url, model=args.reply_model, system_prompt=args.system_prompt)
+    from services.converse.sagemaker import EndpointReply
+
+    _, aws = _aws(args)
+    return EndpointReply(aws, args.reply_endpoint, model=args.reply_model, system_prompt=args.system_prompt)
 
 
 def _run_native(args: argparse.Namespace, audios: list[ListenAudio], script: Script | None) -> int:
@@ -184,21 +227,31 @@ def _run_native(args: argparse.Namespace, audios: list[ListenAudio], script: Scr
     script's text (the offline engine answers from it; the default script when no --script)."""
     from services.converse.native import Native
 
-    url = args.url
-    if url is None:
+    target, where = args.url, args.url
+    if args.endpoint is not None:
+        from services.converse.sagemaker import EndpointSession
+
+        settings, aws = _aws(args)
+        target = EndpointSession(aws, args.endpoint, connect_timeout=settings.connect_timeout_s,
+                                 receive_timeout=settings.request_timeout_s)
+        where = target.target
+    elif target is None:
         from offline.launch import shared_engine
 
-        url = shared_engine().url
+        target = where = shared_engine().url
     instructions, label = args.system_prompt, "the server's speech-to-speech session"
     if instructions is None and script is not None:
         instructions = DEFAULT_SCRIPT if args.script is None else read_user_file(
             args.script, what="--script", limit=SCRIPT_MAX_CHARS * 4).decode("utf-8").removeprefix("\ufeff")
-        label = f"the session's scripted reply ({script.name}) on the offline engine, not a model" \
-            if args.url is None else f"the session at {url}, instructed with the script {script.name}"
-    native = Native(url, instructions=instructions, voice=args.voice, silence_ms=args.silence_ms, reply_label=label)
+        offline = args.url is None and args.endpoint is None
+        label = (f"the session's scripted reply ({script.name}) on the offline engine, not a model" if offline
+                 else f"the session at {where}, instructed with "
+                 + (script.name if args.script is None else f"the script {script.name}"))
+    native = Native(target, instructions=instructions, voice=args.voice, silence_ms=args.silence_ms,
+                    reply_label=label)
     conv = asyncio.run(native.run(audios))
     if args.keep:
-        _keep(args, conv, url, url)
+        _keep(args, conv, where, where)
     return _report(args, conv)
 
 
@@ -211,10 +264,10 @@ def _keep(args: argparse.Namespace, conv, listen_url: str, speak_url: str) -> No
         print("note: no turn was heard, so the conversation is not kept", file=sys.stderr)
         return
     script = None
-    if args.reply_url is None:
+    if args.reply_url is None and args.reply_endpoint is None:
         script = DEFAULT_SCRIPT if args.script is None else args.script.read_text("utf-8").removeprefix("\ufeff")
     settings = {"mode": conv.mode, "listen": listen_url, "reply": conv.reply_label, "reply_url": args.reply_url,
-                "script": script, "system_prompt": args.system_prompt, "speak": speak_url, "voice": args.voice,
+                "reply_endpoint": args.reply_endpoint, "script": script, "system_prompt": args.system_prompt, "speak": speak_url, "voice": args.voice,
                 "silence_ms": args.silence_ms, "barge_in_at": args.barge_in_at, "vad_threshold": args.vad_threshold,
                 "min_speech_ms": args.min_speech_ms, "inputs": [str(p) for p in args.input]}
     data_dir = load_settings().data_dir

@@ -11,6 +11,10 @@ then the next input. The server's events go onto the same clock and Turn/Convers
 
 A server whose answer to `session.update` is an `error` with code `unsupported` has no speech-to-speech session:
 NoDuplexSession (exit 1) says so and points at pipeline mode.
+
+The session travels over a WebSocket (a URL) or any other channel of JSON text events — async `recv()`, `send()`,
+`close()` — that a `SessionOpener` opens: on SageMaker, the HTTP/2 bidirectional stream
+(services/converse/sagemaker.py `EndpointSession`). The conversation logic is the same on both.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import base64
 import contextlib
 import json
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from protocol.duplex import (
     DUPLEX_QUERY,
@@ -46,13 +50,29 @@ class NoDuplexSession(StudioError):
     exit_code = 1
 
 
-class Native:
-    """One conversation in native mode at `url` (see the module's doc). `instructions`: a model's system prompt,
-    or — for the offline engine — the scripted reply's rules."""
+class Channel(Protocol):
+    """JSON text events both ways (a websockets connection is one; `recv` raises once the session has ended)."""
 
-    def __init__(self, url: str, *, instructions: str | None = None, voice: str | None = None,
+    async def recv(self) -> str | bytes: ...
+    async def send(self, text: str) -> None: ...
+    async def close(self) -> None: ...
+
+
+class SessionOpener(Protocol):
+    target: str  # where the session is, for messages
+
+    async def open(self) -> Channel: ...
+
+
+class Native:
+    """One conversation in native mode at `target`: a server's URL (its `WS /v1/realtime?duplex=1`) or a
+    SessionOpener (see the module's doc). `instructions`: a model's system prompt, or — for the offline engine —
+    the scripted reply's rules."""
+
+    def __init__(self, target: str | SessionOpener, *, instructions: str | None = None, voice: str | None = None,
                  silence_ms: int = 500, reply_label: str = "the server's speech-to-speech session") -> None:
-        self.url = ws_url_of(url) + f"?{DUPLEX_QUERY}=1"
+        self._opener = None if isinstance(target, str) else target
+        self.url = ws_url_of(target) + f"?{DUPLEX_QUERY}=1" if isinstance(target, str) else target.target
         self.update = SessionUpdate(session=SessionConfig(
             instructions=instructions, voice=voice, turn_detection=TurnDetection(silence_duration_ms=silence_ms)))
         self.reply_label = reply_label
@@ -64,19 +84,13 @@ class Native:
         return time.perf_counter() - self._t0
 
     async def run(self, inputs: list[ListenAudio]) -> Conversation:
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import WebSocketException
-
         conv = Conversation(mode="native", reply_label=self.reply_label)
+        channel = await self._connect()
         try:
-            ws = await asyncio.wait_for(connect(self.url, max_size=None, open_timeout=10), 15)
-        except (OSError, TimeoutError, WebSocketException) as exc:
-            raise BackendUnreachable(f"cannot reach the speech-to-speech session at {self.url} ({exc})") from None
-        async with ws:
-            await self._open(ws)
+            await self._open(channel)
             self._t0 = time.perf_counter()
-            reader = asyncio.create_task(self._read(ws))
-            mic = asyncio.create_task(self._microphone(ws))
+            reader = asyncio.create_task(self._read(channel))
+            mic = asyncio.create_task(self._microphone(channel))
             try:
                 for audio in inputs:
                     play_end = await self._turn(audio, conv)
@@ -87,13 +101,29 @@ class Native:
                     task.cancel()
                     with contextlib.suppress(BaseException):
                         await task
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(channel.close(), 5)
         return conv
 
-    async def _open(self, ws) -> None:  # type: ignore[no-untyped-def]
-        await ws.send(self.update.model_dump_json(exclude_none=True))
+    async def _connect(self) -> Channel:
+        if self._opener is not None:
+            return await self._opener.open()
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import WebSocketException
+
+        try:
+            return await asyncio.wait_for(connect(self.url, max_size=None, open_timeout=10), 15)
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            raise BackendUnreachable(f"cannot reach the speech-to-speech session at {self.url} ({exc})") from None
+
+    async def _open(self, channel: Channel) -> None:
+        await channel.send(self.update.model_dump_json(exclude_none=True))
         while True:
             try:
-                event = json.loads(await asyncio.wait_for(ws.recv(), 15))
+                event = json.loads(await asyncio.wait_for(channel.recv(), 15))
+            except StudioError:
+                raise  # the channel's own message (SageMaker: the endpoint refused the stream, and why)
             except (TimeoutError, ValueError, OSError) as exc:
                 raise StreamError(f"{self.url} did not open a speech-to-speech session ({exc or 'timed out'})") from None
             except Exception as exc:  # the connection closed
@@ -107,22 +137,27 @@ class Native:
             if kind == "session.updated":
                 return
 
-    async def _read(self, ws) -> None:  # type: ignore[no-untyped-def]
-        with contextlib.suppress(Exception):
-            async for text in ws:
-                event = json.loads(text)
+    async def _read(self, channel: Channel) -> None:
+        reason = ""
+        try:
+            while True:
+                event = json.loads(await channel.recv())
                 if isinstance(event, dict):
                     self._events.put_nowait((self.clock(), event))
-        self._events.put_nowait((self.clock(), {"type": "closed"}))
+        except StudioError as exc:  # the channel says why it ended (a WebSocket's close needs no words)
+            reason = str(exc)
+        except Exception:
+            pass
+        self._events.put_nowait((self.clock(), {"type": "closed", "reason": reason}))
 
-    async def _microphone(self, ws) -> None:  # type: ignore[no-untyped-def]
+    async def _microphone(self, channel: Channel) -> None:
         """100 ms appends at real time: what `_mic` holds, else silence."""
         start = time.perf_counter()
         sent = 0
         while True:
             chunk, self._mic = (self._mic[:CHUNK], self._mic[CHUNK:]) if self._mic else (bytes(CHUNK), b"")
-            await ws.send(json.dumps({"type": "input_audio_buffer.append",
-                                      "audio": base64.b64encode(chunk).decode("ascii")}))
+            await channel.send(json.dumps({"type": "input_audio_buffer.append",
+                                           "audio": base64.b64encode(chunk).decode("ascii")}))
             sent += 1
             await asyncio.sleep(max(0.0, start + sent * CHUNK_S - time.perf_counter()))
 
@@ -177,4 +212,4 @@ class Native:
                 code, message = error_of(event)
                 raise StreamError(f"{message} ({code})")
             elif kind == "closed":
-                raise StreamError(f"{self.url} closed the session")
+                raise StreamError(event.get("reason") or f"{self.url} closed the session")

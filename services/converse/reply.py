@@ -59,7 +59,21 @@ def _unreachable(url: str, exc: Exception) -> BackendUnreachable:
                               "is it running, and is the URL right?")
 
 
-def _piece(line: str, url: str) -> str | None:
+async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The lines of a server-sent-event stream whose bytes arrive split anywhere — an HTTP body's reads, SageMaker's
+    PayloadParts — even inside a line or a UTF-8 character: a line ends at LF (CRLF too); a last line without one
+    still counts. The one reading of a chat reply's bytes, whatever carried them."""
+    buffer = b""
+    async for chunk in chunks:
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            yield line.removesuffix(b"\r").decode("utf-8", "replace")
+    if buffer:
+        yield buffer.removesuffix(b"\r").decode("utf-8", "replace")
+
+
+def _piece(line: str, where: str) -> str | None:
     """The content of one SSE line ('' for lines without any); None at `data: [DONE]`."""
     if not line.startswith("data:"):
         return ""  # blank separators, comments (": ping"), event names
@@ -69,30 +83,62 @@ def _piece(line: str, url: str) -> str | None:
     try:
         chunk = json.loads(data)
     except ValueError:
-        raise StreamError(f"{url}{CHAT_PATH} sent a chunk that is not JSON: {data[:80]!r}") from None
+        raise StreamError(f"{where} sent a chunk that is not JSON: {data[:80]!r}") from None
     if isinstance(chunk, dict) and "error" in chunk:
         err = chunk["error"]
-        raise ServerError(f"{url}{CHAT_PATH} failed mid-reply: {err.get('message', err) if isinstance(err, dict) else err}")
+        raise ServerError(f"{where} failed mid-reply: {err.get('message', err) if isinstance(err, dict) else err}")
     try:
         return chunk["choices"][0]["delta"].get("content") or "" if chunk.get("choices") else ""
     except (KeyError, IndexError, TypeError, AttributeError):
-        raise StreamError(f"{url}{CHAT_PATH} sent a chunk without choices[0].delta: {data[:80]!r}") from None
+        raise StreamError(f"{where} sent a chunk without choices[0].delta: {data[:80]!r}") from None
 
 
-class ChatReply:
+class StreamedChat:
+    """What every streamed chat completion shares, whatever carries it: the request (system prompt, then the
+    conversation so far), the caps, and the reading of its server-sent events."""
+
+    def __init__(self, *, model: str | None, system_prompt: str | None, max_tokens: int,
+                 max_seconds: float) -> None:
+        self.model = model
+        self.system_prompt = (system_prompt or "").strip() or None
+        self.max_tokens = max_tokens
+        self.max_seconds = max_seconds
+        self.capped: str | None = None
+
+    def _body(self, model: str | None, messages: list[Message]) -> dict[str, Any]:
+        """The request; without a model name the server answers with the one it serves."""
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        named = {"model": model} if model else {}
+        return named | {"messages": system + list(messages), "stream": True, "max_tokens": self.max_tokens}
+
+    async def _pieces(self, lines: AsyncIterator[str], deadline: float, where: str) -> AsyncIterator[str]:
+        """The content pieces of the SSE lines, up to `data: [DONE]` or a cap (`capped` says which)."""
+        chunks = 0
+        async for line in lines:
+            piece = _piece(line, where)
+            if piece is None:
+                return
+            if piece:
+                chunks += 1
+                yield piece
+            if chunks >= self.max_tokens:
+                self.capped = "tokens"
+                return
+            if time.perf_counter() >= deadline:
+                self.capped = "seconds"
+                return
+
+
+class ChatReply(StreamedChat):
     """A streamed chat completion from any OpenAI-compatible server (see the module's doc)."""
 
     def __init__(self, url: str, *, model: str | None = None, system_prompt: str | None = None,
                  max_tokens: int = DEFAULT_MAX_TOKENS, max_seconds: float = DEFAULT_MAX_SECONDS,
                  connect_timeout: float = 10.0) -> None:
+        super().__init__(model=model, system_prompt=system_prompt, max_tokens=max_tokens, max_seconds=max_seconds)
         self.url = url.rstrip("/")
-        self.model = model
-        self.system_prompt = (system_prompt or "").strip() or None
-        self.max_tokens = max_tokens
-        self.max_seconds = max_seconds
         self.connect_timeout = connect_timeout
         self.label = f"{model or 'the served model'} at {self.url}"
-        self.capped: str | None = None
 
     def _http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(timeout=httpx.Timeout(self.max_seconds, connect=self.connect_timeout),
@@ -112,10 +158,6 @@ class ChatReply:
             self.label = f"{self.model} at {self.url}"
         return self.model
 
-    def _body(self, model: str, messages: list[Message]) -> dict[str, Any]:
-        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return {"model": model, "messages": system + list(messages), "stream": True, "max_tokens": self.max_tokens}
-
     async def stream(self, messages: list[Message]) -> AsyncIterator[str]:
         self.capped = None
         deadline = time.perf_counter() + self.max_seconds
@@ -127,25 +169,9 @@ class ChatReply:
                         text = (await resp.aread()).decode("utf-8", "replace")[:300]
                         raise ServerError(f"{self.url}{CHAT_PATH} answered HTTP {resp.status_code}: {text}",
                                           status=resp.status_code)
-                    async for piece in self._pieces(resp, deadline):
+                    async for piece in self._pieces(sse_lines(resp.aiter_bytes()), deadline, self.url + CHAT_PATH):
                         yield piece
             except httpx.ReadTimeout:
                 self.capped = "seconds"  # the server went quiet past the cap: the reply ends here
             except httpx.HTTPError as exc:
                 raise _unreachable(self.url, exc) from None
-
-    async def _pieces(self, resp: httpx.Response, deadline: float) -> AsyncIterator[str]:
-        chunks = 0
-        async for line in resp.aiter_lines():
-            piece = _piece(line, self.url)
-            if piece is None:
-                return
-            if piece:
-                chunks += 1
-                yield piece
-            if chunks >= self.max_tokens:
-                self.capped = "tokens"
-                return
-            if time.perf_counter() >= deadline:
-                self.capped = "seconds"
-                return

@@ -225,16 +225,18 @@ class Http2SpeechTransport:
 
     def __init__(self, aws: AwsSession, endpoint: str, *, path: str = SPEECH_INVOCATION_PATH,
                  endpoint_uri: str | None = None, connect_timeout: float = 10.0, receive_timeout: float = 120.0,
-                 target_variant: str | None = None, clients: Http2Clients | None = None) -> None:
+                 target_variant: str | None = None, clients: Http2Clients | None = None,
+                 query: str | None = None) -> None:
         self.aws = aws
         self.endpoint = endpoint
         self.path = invocation_path(path)
+        self.query = query  # the model query string the container's route gets (`duplex=1`), if any
         self.endpoint_uri = endpoint_uri or http2_endpoint(aws.region)
         self.clients = clients or Http2Clients(aws, self.endpoint_uri)
         self.connect_timeout = connect_timeout
         self.receive_timeout = receive_timeout
         self.target_variant = target_variant
-        self.target = f"SageMaker endpoint {endpoint} ({aws.region}, HTTP/2 {self.path})"
+        self.target = f"SageMaker endpoint {endpoint} ({aws.region}, HTTP/2 {self.path}{'?' + query if query else ''})"
         self._stream: Any = None
         self._output: Any = None
         self._output_task: asyncio.Task | None = None
@@ -250,7 +252,8 @@ class Http2SpeechTransport:
         await self._timed(asyncio.to_thread(self.aws.credentials), "resolving AWS credentials")
         client = await self._timed(self.clients.get(), "configuring the HTTP/2 client")
         request = InvokeEndpointWithBidirectionalStreamInput(
-            endpoint_name=self.endpoint, model_invocation_path=self.path, target_variant=self.target_variant)
+            endpoint_name=self.endpoint, model_invocation_path=self.path, model_query_string=self.query,
+            target_variant=self.target_variant)
         try:
             self._stream = await self._timed(client.invoke_endpoint_with_bidirectional_stream(request),
                                              "opening the HTTP/2 stream")
