@@ -11,6 +11,7 @@ from protocol.errors import StudioError
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
 from services.listen import load_audio
 from ui import resources
+from ui.converse_compare import compare_section
 from ui.converse_views import conversation_view, converse, kept_conversations, settings_form
 from ui.workspace_views import may
 
@@ -69,6 +70,7 @@ def _talk() -> None:
 
 if can_talk and st.button("Talk", type="primary", disabled=not uploads):
     _talk()
+compare_section(backend.target, settings, uploads, voices)
 
 if error := state.pop("converse_error", None):
     st.error(resources.plain(error))
