@@ -275,7 +275,7 @@ def _run_compare(args: argparse.Namespace, audios: list[ListenAudio]) -> int:
         changes = dict(parse_change(text) for text in args.compare)
         if "script" in changes:
             changes["script_name"] = changes["script"]
-            changes["script"] = _script_text(Path(changes["script"]))
+            changes["script"] = script_text(Path(changes["script"]))
         native = args.mode == "native"
         engine = None
         if (args.url is None) if native else (args.listen_url is None or args.speak_url is None):
@@ -284,7 +284,7 @@ def _run_compare(args: argparse.Namespace, audios: list[ListenAudio]) -> int:
             engine = shared_engine().url
         a = Setup(mode=args.mode, listen=None if native else args.listen_url or engine,
                   speak=None if native else args.speak_url or engine, url=(args.url or engine) if native else None,
-                  script=None if args.reply_url else DEFAULT_SCRIPT if args.script is None else _script_text(args.script),
+                  script=None if args.reply_url else DEFAULT_SCRIPT if args.script is None else script_text(args.script),
                   script_name="the default script" if args.script is None else str(args.script),
                   reply_url=args.reply_url, reply_model=args.reply_model, system_prompt=args.system_prompt,
                   voice=args.voice, silence_ms=args.silence_ms).check()
@@ -298,7 +298,7 @@ def _run_compare(args: argparse.Namespace, audios: list[ListenAudio]) -> int:
     return 0
 
 
-def _script_text(path: Path) -> str:
+def script_text(path: Path) -> str:
     raw = read_user_file(path, what="the script", limit=SCRIPT_MAX_CHARS * 4)
     try:
         return raw.decode("utf-8").removeprefix("\ufeff")
