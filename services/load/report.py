@@ -21,12 +21,12 @@ failed and the p95 (nearest-rank) of its own turns' voice-to-voice is within the
 turns per minute (`turns_per_min`) and its cost `usd_per_conversation_turn`.
 
 A level **meets the SLO** when every one of its requests succeeded and the p95 of the SLO's figure is within
-the limit (with no SLO: when every request succeeded); a converse level, when every conversation holds it. The levels that count are the run of levels from the
-lowest up to the first that fails (a level that passes above a failing one is noise, not capacity);
-`max_concurrency_within_slo` is the highest of them (None with no SLO, or when the lowest level fails). The
-cost per unit is the hourly price over the best throughput among them: `usd_per_audio_minute`,
-`usd_per_image`, `usd_per_video_second` or `usd_per_audio_hour` (listen: $/h ÷ audio hours transcribed per
-hour; None without a price, and the report says why).
+the limit (with no SLO: when every request succeeded); a converse level, when every conversation holds it. The
+levels that count are the run of levels from the lowest up to the first that fails (a level that passes above
+a failing one is noise, not capacity); `max_concurrency_within_slo` is the highest of them (None with no SLO, or
+when the lowest level fails). The cost per unit is the hourly price over the best throughput among them:
+`usd_per_audio_minute`, `usd_per_image`, `usd_per_video_second` or `usd_per_audio_hour` (listen: $/h ÷ audio hours
+transcribed per hour; None without a price, and the report says why).
 """
 
 from __future__ import annotations
