@@ -117,7 +117,7 @@ def barge_ins(url: str, wavs: list[bytes], count: int) -> dict:
     taking.cancel()
     time.sleep(0.1)  # the loop runs the cancellation before it stops
     loop.stop()
-    t0 = live.pipeline._t0
+    t0 = live.runner._t0
     decided, at_track = [], []
     for turn in conv.turns:
         if turn.interrupted and turn.agent_stop_s is not None:

@@ -13,7 +13,8 @@ from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
 from services.listen import load_audio
 from ui import resources
 from ui.converse_live import ECHO_HINT, START_LABEL, STOP_LABEL, end_call, in_call, live_call
-from ui.converse_views import conversation_view, converse, kept_conversations, reply_stage, settings_form
+from ui.converse_compare import compare_section
+from ui.converse_views import conversation_view, converse, kept_conversations, settings_form, setup_of
 from ui.workspace_views import may
 
 REFRESH_S = 0.5
@@ -38,7 +39,7 @@ except StudioError as exc:
 can_talk = may("generate")  # else one line why; the kept conversations still show
 settings = settings_form(voices)
 try:
-    reply_stage(settings)  # a script's bad line or a reply URL that is not one: said once, here, before any talk
+    setup_of(backend.target, settings).check()  # a script's bad line, a reply URL that is not one: said once, here
     settings_ok = True
 except StudioError as exc:
     st.error(resources.plain(exc))
@@ -64,10 +65,7 @@ def _keep(conv, inputs: list[str], echoes: int = 0) -> None:  # type: ignore[no-
 live_tab, recorded_tab = st.tabs(["Talk live", "Recorded turns"])
 with live_tab:
     mic, playing = None, False
-    if can_talk and settings_ok and settings["mode"] == "native":
-        st.info("Live, the conversation runs in pipeline mode; native speech-to-speech runs on recorded turns (the "
-                "next tab). Choose Pipeline above to talk live.")
-    elif can_talk and settings_ok:
+    if can_talk and settings_ok:
         try:
             mic, playing = live_call(backend.target, settings)
         except StudioError as exc:
@@ -97,6 +95,7 @@ with recorded_tab:
             state["converse_error"] = str(exc)
         except TimeoutError:
             state["converse_error"] = f"{backend.target} did not finish the conversation in time: try shorter turns"
+    compare_section(backend.target, settings, uploads, voices)
 
 if error := state.pop("converse_error", None):
     st.error(resources.plain(error))

@@ -123,7 +123,7 @@ def test_two_turns_and_a_barge_in_that_silences_the_track(engine_url: str, turns
 
     # What the track played: the first reply until the cut (one 20 ms frame may be in flight), then silence until
     # the second reply's first audio.
-    t0 = live.pipeline._t0
+    t0 = live.runner._t0
     during = [rms for t, rms in track.frames if t0 + first.first_audio_played_s + 0.1 < t < t0 + first.agent_stop_s]
     after = [rms for t, rms in track.frames
              if t0 + first.agent_stop_s + 0.04 < t < t0 + second.first_audio_played_s - 0.02]

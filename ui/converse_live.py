@@ -11,10 +11,10 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from protocol.limits import PCM_SAMPLE_RATE
-from services.converse.live import LiveConversation, LivePipeline
+from services.converse.live import LiveConversation
 from services.playback import Playback
 from ui import resources
-from ui.converse_views import figures, reply_stage, transcript_view
+from ui.converse_views import figures, setup_of, transcript_view
 from ui.listen_mic import Microphone, microphone
 from ui.resources import plain
 
@@ -37,10 +37,8 @@ def live_call(url: str, settings: dict[str, Any]) -> tuple[Microphone, bool]:
     state = st.session_state
     mic: Microphone = state.setdefault("converse_microphone", Microphone())
     playback: Playback = state.setdefault("converse_playback", Playback())
-    stage = reply_stage(settings)  # a bad script stops here, with its line, before any call
-    mic.factory = lambda: LiveConversation(
-        LivePipeline(url, url, stage, playback=playback, voice=settings["voice"], silence_ms=settings["silence_ms"]),
-        resources.loop())
+    setup = setup_of(url, settings).check()  # a bad script stops here, with its line, before any call
+    mic.factory = lambda: LiveConversation(setup.live_runner(playback), resources.loop())
     from streamlit_webrtc import create_pcm_audio_source_track
 
     source = create_pcm_audio_source_track(key=SOURCE_KEY, sample_rate=PCM_SAMPLE_RATE)
@@ -84,4 +82,4 @@ def end_call(mic: Microphone) -> tuple[Any, int, str | None]:
         return None, 0, "The conversation did not end in time (a target stopped answering): start again"
     except StudioError as exc:  # a target's error on opening, said in one line
         return None, 0, str(exc)
-    return conv, live.pipeline.echo_suspects, None
+    return conv, live.runner.echo_suspects, None

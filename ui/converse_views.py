@@ -14,16 +14,15 @@ from typing import Any
 
 import streamlit as st
 
-from protocol.errors import InvalidInput, StudioError
-from services.converse.reply import ChatReply, ScriptedReply
-from services.converse.script import DEFAULT_SCRIPT, parse_script
+from protocol.errors import StudioError
+from services.converse.compare import SILENCE_MS, Setup
+from services.converse.script import DEFAULT_SCRIPT
 from services.converse.timeline import Conversation
 from services.listen import ListenAudio
 from ui import resources
 from ui.resources import plain
 from ui.workspace_views import kept_list, share_toggle
 
-SILENCE_MS = (200, 2000)
 MODES = {"pipeline": "Pipeline (listen → reply → speak)", "native": "Native speech-to-speech (the server's session)"}
 REPLY_KINDS = {"script": "Scripted reply (rules you edit; not a model)",
                "chat": "A model (an OpenAI-compatible /v1/chat/completions URL)"}
@@ -54,34 +53,20 @@ def settings_form(voices: list[str]) -> dict[str, Any]:
             "silence_ms": int(silence)}
 
 
-def reply_stage(settings: dict[str, Any]) -> ScriptedReply | ChatReply:
-    """The reply stage the settings name; InvalidInput naming what to fix (a script's bad line by its number)."""
-    if settings["reply_kind"] == "script":
-        return ScriptedReply(parse_script(settings["script"] or "", "the script"))
-    url = settings["reply_url"]
-    if not url or not url.startswith(("http://", "https://")):
-        raise InvalidInput("the reply URL is missing or not http(s)://…: give the server that answers "
-                           "/v1/chat/completions, or choose the scripted reply")
-    return ChatReply(url, system_prompt=settings["system_prompt"] or None)
+def setup_of(url: str, settings: dict[str, Any]) -> Setup:
+    """The settings as a conversation's Setup at `url` (the listen, speech and — native — the session's server)."""
+    script = settings["reply_kind"] == "script"
+    return Setup(mode=settings["mode"], listen=url, speak=url, url=url,
+                 script=(settings["script"] or "") if script else None, script_name="the script",
+                 reply_url=None if script else settings["reply_url"],
+                 system_prompt=None if script else settings["system_prompt"] or None, voice=settings["voice"],
+                 silence_ms=settings["silence_ms"])
 
 
 def converse(url: str, settings: dict[str, Any], inputs: list[ListenAudio]) -> Conversation:
-    """Hold the conversation: the recorded turns sent as a microphone would, in the chosen mode, at `url` (the
-    listen, speech and — native — the session's server)."""
-    stage = reply_stage(settings)  # checked first, also in native mode (its script instructs the session)
-    if settings["mode"] == "native":
-        from services.converse.native import Native
-
-        if settings["reply_kind"] == "script":
-            instructions, label = settings["script"], f"the session's scripted reply at {url}, not a model"
-        else:
-            instructions, label = settings["system_prompt"], "the server's speech-to-speech session"
-        runner: Any = Native(url, instructions=instructions, voice=settings["voice"],
-                             silence_ms=settings["silence_ms"], reply_label=label)
-    else:
-        from services.converse.pipeline import Pipeline
-
-        runner = Pipeline(url, url, stage, voice=settings["voice"], silence_ms=settings["silence_ms"])
+    """Hold the conversation: the recorded turns sent as a microphone would, in the chosen mode, at `url`. A bad
+    script line or reply URL is an InvalidInput naming it (checked before anything is sent)."""
+    runner = setup_of(url, settings).check().runner()
     seconds = sum(len(a.pcm) for a in inputs) / 32000 + 120 * len(inputs)
     return resources.loop().run(runner.run(inputs), timeout=seconds)
 

@@ -30,6 +30,10 @@ default the offline engine, which answers from the script), or on the SageMaker 
 session over the HTTP/2 bidirectional stream, invocation path v1/realtime, query duplex=1): instructions are
 --system-prompt, else the script's text. A server without that session: exit 1, "this server has no
 speech-to-speech session; use --mode pipeline".
+
+--compare KEY=VALUE (e.g. silence-ms=700) holds the conversation twice on the same inputs, one after the other: as
+the arguments say (A), then with KEY changed (B); it prints both, the figures side by side and B/A of
+voice-to-voice p50 (docs/converse.md, Compare).
 """
 
 from __future__ import annotations
@@ -90,6 +94,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--keep", action="store_true", help="keep the conversation in the studio's history")
     p.add_argument("--json", action="store_true", help="print the conversation's timeline as one JSON object")
     p.add_argument("--out", type=Path, help="write the conversation as a stereo WAV (person left, agent right)")
+    p.add_argument("--compare", action="append", metavar="KEY=VALUE",
+                   help="hold it twice on the same inputs, as given (A) then with KEY changed (B; repeat for more "
+                   "keys: silence-ms, mode, reply-url, reply-model, script, voice, system-prompt), and print both side "
+                   "by side with B/A of voice-to-voice p50 (--json: {\"a\", \"b\", \"ratio_p50\"})")
     p.set_defaults(func=run)
 
 
@@ -145,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         audios, script = _inputs(args)
     except InvalidInput as exc:
         raise ArgumentError(str(exc)) from None
+    if args.compare:
+        return _run_compare(args, audios)
     if args.mode == "native":
         return _run_native(args, audios, script)
     from services.converse.pipeline import Pipeline
@@ -304,3 +314,46 @@ def _report(args: argparse.Namespace, conv) -> int:  # type: ignore[no-untyped-d
 
 class _TargetFailed(StudioError):
     exit_code = 1
+
+
+def _run_compare(args: argparse.Namespace, audios: list[ListenAudio]) -> int:
+    """--compare: the inputs through setup A (the arguments), then through B (A with --compare's changes), one after
+    the other; both conversations and their figures side by side (services/converse/compare.py)."""
+    from services.converse.compare import Setup, compare, failure, parse_change, render
+
+    if args.barge_in_at is not None or args.keep or args.out or args.listen_endpoint or args.voice_endpoint:
+        raise ArgumentError("--compare holds two conversations on URLs or the offline engine and prints their "
+                            "figures: leave out --barge-in-at, --keep, --out and the SageMaker endpoints")
+    try:
+        changes = dict(parse_change(text) for text in args.compare)
+        if "script" in changes:
+            changes["script_name"] = changes["script"]
+            changes["script"] = script_text(Path(changes["script"]))
+        native = args.mode == "native"
+        engine = None
+        if (args.url is None) if native else (args.listen_url is None or args.speak_url is None):
+            from offline.launch import shared_engine
+
+            engine = shared_engine().url
+        a = Setup(mode=args.mode, listen=None if native else args.listen_url or engine,
+                  speak=None if native else args.speak_url or engine, url=(args.url or engine) if native else None,
+                  script=None if args.reply_url else DEFAULT_SCRIPT if args.script is None else script_text(args.script),
+                  script_name="the default script" if args.script is None else str(args.script),
+                  reply_url=args.reply_url, reply_model=args.reply_model, system_prompt=args.system_prompt,
+                  voice=args.voice, silence_ms=args.silence_ms).check()
+        b = a.changed(**changes)
+    except InvalidInput as exc:
+        raise ArgumentError(str(exc)) from None
+    result = asyncio.run(compare(audios, a, b))
+    print(json.dumps(result.as_json(), ensure_ascii=False) if args.json else render(result))
+    if (problem := failure(result)) is not None:
+        raise _TargetFailed(problem)
+    return 0
+
+
+def script_text(path: Path) -> str:
+    raw = read_user_file(path, what="the script", limit=SCRIPT_MAX_CHARS * 4)
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"the script {path} is not UTF-8 text") from None

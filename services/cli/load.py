@@ -17,6 +17,17 @@ sample size), throughput, every raw sample; then the highest level within the SL
 minute, image, video second or audio hour transcribed at the best throughput within it (from the price table for the instance type
 the endpoint runs on, or --price-per-hour). It is saved in the studio's history (the Capacity page lists it).
 
+`load converse` holds whole conversations instead: every request is one pipeline conversation over the same
+recorded turns, as `python -m services converse` holds it (--input TURN.wav, repeated, played in order; the
+offline engine by default, or --listen-url/--listen-endpoint, --reply-url or --script, --speak-url/--voice-endpoint,
+--voice, --silence-ms). Each level runs --requests conversations (default: as many as the level, so --concurrency 3
+holds 3 conversations at once) and reports voice-to-voice p50/p95/max over every answered turn with n, the turns
+and failed turns, and how many conversations hold the SLO: **a conversation holds it when none of its turns failed
+and the p95 (nearest-rank) of its own turns' voice-to-voice is ≤ --slo-v2v-ms** (default 1500). A level is within
+the SLO when all of its conversations hold it. Its cost is per conversation turn answered; SageMaker endpoints
+are priced (summed) and confirmed as for every sweep. Its report is printed and written, not kept in the history
+(the Capacity page does not draw conversations yet).
+
 Guard rails: at most 64 in flight and 2000 requests per level; --max-minutes (default 30) stops sending new
 requests. Against SageMaker the sweep says what it will send and what that costs at the instance's price, and
 asks (or needs --yes); it never starts an endpoint. The offline engine's figures are this machine's, not a
@@ -36,7 +47,7 @@ import json
 import math
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +66,6 @@ from services.load import (
     COST_KEY,
     DEFAULT_LEVELS,
     DEFAULT_WALL_CLOCK_S,
-    MODALITIES,
     THROUGHPUT_KEY,
     UNIT_WORD,
     LoadPlan,
@@ -64,6 +74,7 @@ from services.load import (
     Progress,
     Slo,
     describe_target,
+    parse_levels,
     read_spec,
     run_sweep,
     slo_latency_s,
@@ -71,7 +82,7 @@ from services.load import (
 )
 from services.files import read_user_file
 from services.listen import ListenAudio, load_audio
-from services.load.plan import SLO_FIGURES, WALL_CLOCK_S, slo_final_ms
+from services.load.plan import CONVERSE, LOAD_KINDS, SLO_FIGURES, WALL_CLOCK_S, load_figures, slo_final_ms, slo_v2v_ms
 from services.load.target import PRICE_PER_HOUR
 from services.pricing import usd
 
@@ -96,13 +107,15 @@ def _number(what: str, unit: str, rng: Range | None = None, *, scale: float = 1.
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("load", parents=[common], help="a load sweep: capacity and cost per unit of a target",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("modality", choices=MODALITIES,
-                   help="what to load: voice sessions, image generations, video jobs or listen streams")
+    p.add_argument("modality", choices=LOAD_KINDS,
+                   help="what to load: voice sessions, image generations, video jobs, listen streams or whole "
+                   "conversations (converse)")
     p.add_argument("--endpoint", metavar="NAME", help="--backend sagemaker: this endpoint instead of the deployment's")
     p.add_argument("--concurrency", default=",".join(map(str, DEFAULT_LEVELS)), metavar="LEVELS",
                    help="increasing requests-in-flight levels, e.g. 1,2,4,8 (each ≤ 64)")
-    p.add_argument("--requests", type=int, default=16, metavar="N",
-                   help="requests per level (≥ the highest level, ≤ 2000; default 16)")
+    p.add_argument("--requests", type=int, metavar="N",
+                   help="requests per level (≥ the highest level, ≤ 2000; default 16; converse: the highest level, "
+                   "so each level holds that many conversations at once)")
     work = p.add_mutually_exclusive_group()
     work.add_argument("--text", help='voice: the text each session speaks; listen: the sentence the offline voice '
                                      'speaks for every stream ("-" reads stdin)')
@@ -119,7 +132,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                      help="listen: the p95 final text (after the last audio sent) to stay within (default 1000)")
     slo.add_argument("--slo-latency-s", type=_number("the latency SLO", "seconds"), metavar="S",
                      help="the p95 request latency to stay within")
-    slo.add_argument("--slo", metavar="TEXT", help='the SLO with its unit: "ttfa 300ms", "latency 2s"')
+    slo.add_argument("--slo-v2v-ms", type=_number("the voice-to-voice SLO", "milliseconds"), metavar="MS",
+                     help="converse: a conversation holds it when none of its turns failed and the p95 (nearest-rank) "
+                     "of its turns' voice-to-voice is ≤ MS (default 1500)")
+    slo.add_argument("--slo", metavar="TEXT", help='the SLO with its unit: "ttfa 300ms", "latency 2s", "v2v 1500ms"')
     price = p.add_mutually_exclusive_group()
     price.add_argument("--instance-type", metavar="TYPE",
                        help="what the target runs on, for its price (SageMaker: read from the endpoint)")
@@ -133,12 +149,43 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--out", type=Path, help="write the report (JSON, every sample) here")
     p.add_argument("--title", help="a name for the report in the history (e.g. 'g6 before the upgrade')")
     p.add_argument("--no-history", action="store_true", help="do not keep the report in the studio's history")
+    _converse_options(p)
     p.set_defaults(func=run)
+
+
+def _converse_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("load converse: the recorded turns and the pipeline's targets (as `converse` takes them)")
+    g.add_argument("--input", type=Path, action="append", metavar="TURN.wav",
+                   help="a recorded turn every conversation plays; repeat for more turns, played in order")
+    listen = g.add_mutually_exclusive_group()
+    listen.add_argument("--listen-url", help="a server with /v1/realtime transcription (default: the offline engine)")
+    listen.add_argument("--listen-endpoint", metavar="E", help="a SageMaker listen endpoint")
+    reply = g.add_mutually_exclusive_group()
+    reply.add_argument("--reply-url", help="an OpenAI-compatible server with streaming /v1/chat/completions")
+    reply.add_argument("--script", type=Path, metavar="FILE", help="the scripted reply's rules (PATTERN => REPLY; "
+                       "default: the studio's default script)")
+    g.add_argument("--reply-model", help="--reply-url: the model to name")
+    g.add_argument("--system-prompt", help="--reply-url: the system prompt")
+    speak = g.add_mutually_exclusive_group()
+    speak.add_argument("--speak-url", help="a server with /v1/audio/speech/stream (default: the offline engine)")
+    speak.add_argument("--voice-endpoint", metavar="E", help="a SageMaker voice endpoint")
+    g.add_argument("--voice", help="the agent's voice (default: the server's)")
+    g.add_argument("--silence-ms", type=int, help="the silence window that ends a turn (200–2000; default 500)")
+
+
+CONVERSE_FLAGS = ("input", "listen_url", "listen_endpoint", "reply_url", "script", "reply_model", "system_prompt",
+                  "speak_url", "voice_endpoint", "voice", "silence_ms", "slo_v2v_ms")
 
 
 def plan_from_args(args: argparse.Namespace) -> LoadPlan:
     """The sweep the arguments ask for, checked (ArgumentError, exit 2, naming what to fix)."""
     m = args.modality
+    if m == CONVERSE:
+        return converse_plan(args)[0]
+    given = [f for f in CONVERSE_FLAGS if getattr(args, f, None) is not None]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ArgumentError(f"{flag} is for load converse; a {m} sweep does not hold conversations")
     if args.text is not None and family(m).unit != "audio second":
         raise ArgumentError(f"--text is for voice and listen; a {m} sweep takes --prompt (or --spec)")
     if args.prompt is not None and family(m).unit == "audio second":
@@ -157,13 +204,13 @@ def plan_from_args(args: argparse.Namespace) -> LoadPlan:
         slo = slo_final_ms(args.slo_final_ms, m)
     elif args.slo_latency_s is not None:
         slo = slo_latency_s(args.slo_latency_s)
-    return LoadPlan.build(m, levels=args.concurrency, requests=args.requests, slo=slo,
+    return LoadPlan.build(m, levels=args.concurrency, requests=16 if args.requests is None else args.requests, slo=slo,
                           max_wall_s=args.max_minutes * 60, work=work, warmup=args.warmup,
                           recording=None if args.audio is None else _recording(args.audio))
 
 
-def _recording(path: Path) -> ListenAudio:
-    data = read_user_file(path, what="--audio", limit=TRANSCRIPTION_FILE_MAX_BYTES, hint="; give a recording")
+def _recording(path: Path, what: str = "--audio") -> ListenAudio:
+    data = read_user_file(path, what=what, limit=TRANSCRIPTION_FILE_MAX_BYTES, hint="; give a recording")
     return load_audio(data, name=str(path))
 
 
@@ -184,9 +231,10 @@ def _checked(args: argparse.Namespace) -> LoadPlan:
 
 def run(args: argparse.Namespace) -> int:
     from services.backend import create_backend
-    from services.history import History
     from services.targets import target_overrides
 
+    if args.modality == CONVERSE:
+        return run_converse(args)
     plan = _checked(args)  # bad input fails before any backend starts
     if args.out is not None:
         check_out(args.out)
@@ -197,20 +245,36 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = describe_target(backend, settings, plan.modality, instance_type=args.instance_type,
                                  usd_per_hour=args.price_per_hour)
-        if target.machine:
-            say(f"measuring the offline engine: {target.machine}")
-        if target.needs_confirmation and not confirmed(target, plan, args.yes):
-            print("error: not confirmed; no load was sent", file=sys.stderr)
+        if not _go_ahead(target, plan, args.yes):
             return 1
-        if target.price_note and not target.needs_confirmation:
-            say(f"note: {target.price_note}")
-        report, interrupted = asyncio.run(_sweep(backend, plan, target, quiet=args.json))
+        report, interrupted = asyncio.run(_sweep(
+            lambda stop, progress: run_sweep(backend, plan, target, on_progress=progress, stop=stop), quiet=args.json))
     finally:
         backend.close()
+    return _finish(args, report, settings, interrupted)
+
+
+def _go_ahead(target: LoadTarget, plan: LoadPlan, yes: bool) -> bool:
+    """Whose figures these are; a billed target's estimate, confirmed (else the error, and False)."""
+    if target.machine:
+        say(f"measuring the offline engine: {target.machine}")
+    if target.needs_confirmation and not confirmed(target, plan, yes):
+        print("error: not confirmed; no load was sent", file=sys.stderr)
+        return False
+    if target.price_note and not target.needs_confirmation:
+        say(f"note: {target.price_note}")
+    return True
+
+
+def _finish(args: argparse.Namespace, report: LoadReport, settings: Any, interrupted: bool, *,
+            keep: bool = True) -> int:
+    """The report kept (unless --no-history, or `keep` is False), written to --out and printed."""
+    from services.history import History
+
     report.title = args.title
     d = report.to_dict()
     saved_id = None
-    if not args.no_history:
+    if keep and not args.no_history:
         saved_id = History(settings.data_dir).load_reports.save(d)
     problem = None
     if args.out is not None:
@@ -227,6 +291,89 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
     return 130 if interrupted else (1 if problem else 0)
+
+
+# ---- load converse --------------------------------------------------------------------------------------------
+NOT_FOR_CONVERSE = {
+    "text": "its work is the recorded turns: --input TURN.wav", "prompt": "its work is the recorded turns: --input",
+    "spec": "its work is the recorded turns: --input", "audio": "its recordings are --input TURN.wav (repeated)",
+    "url": "its targets are --listen-url, --reply-url, --speak-url (or endpoints)",
+    "backend": "its targets are --listen-url/--listen-endpoint, --speak-url/--voice-endpoint",
+    "endpoint": "its endpoints are --listen-endpoint and --voice-endpoint",
+    "instance_type": "SageMaker endpoints are priced from the table; give --price-per-hour for servers at URLs",
+    "slo_ttfa_ms": "its SLO is voice-to-voice: --slo-v2v-ms", "slo_final_ms": "its SLO is voice-to-voice: --slo-v2v-ms",
+    "slo_latency_s": "its SLO is voice-to-voice: --slo-v2v-ms"}
+
+
+def converse_plan(args: argparse.Namespace) -> tuple[LoadPlan, Any]:
+    """A converse sweep's plan and its Setup (the targets filled in later), checked before any engine starts."""
+    from services.cli.converse import script_text
+    from services.converse.compare import Setup
+    from services.converse.script import DEFAULT_SCRIPT
+
+    for dest, fix in NOT_FOR_CONVERSE.items():
+        if getattr(args, dest, None) is not None:
+            raise ArgumentError(f"--{dest.replace('_', '-')} is not for load converse: {fix}")
+    if not args.input:
+        raise ArgumentError("load converse needs the recorded turns every conversation plays: --input TURN.wav "
+                            "(repeat it for more turns)")
+    script = None if args.reply_url else DEFAULT_SCRIPT if args.script is None else script_text(args.script)
+    setup = Setup(listen="", speak="", script=script,
+                  script_name="the default script" if args.script is None else str(args.script),
+                  reply_url=args.reply_url, reply_model=args.reply_model, system_prompt=args.system_prompt,
+                  voice=args.voice, silence_ms=500 if args.silence_ms is None else args.silence_ms).check()
+    inputs = [_recording(path, "--input") for path in args.input]
+    levels = parse_levels(args.concurrency)
+    slo = args.slo if args.slo_v2v_ms is None else slo_v2v_ms(args.slo_v2v_ms, CONVERSE)
+    work = {"reply": setup.reply().label, "voice": args.voice, "silence_ms": setup.silence_ms}
+    plan = LoadPlan.build(CONVERSE, levels=levels, requests=levels[-1] if args.requests is None else args.requests,
+                          slo=slo, max_wall_s=args.max_minutes * 60, work=work, warmup=args.warmup, inputs=inputs)
+    return plan, setup
+
+
+def run_converse(args: argparse.Namespace) -> int:
+    """`load converse`: the conversations' setup on the offline engine, URLs or SageMaker endpoints, the sweep."""
+    from dataclasses import replace
+
+    from services.backend import create_backend
+    from services.load.converse import describe_conversations, run_conversations
+
+    try:
+        plan, setup = converse_plan(args)
+    except InvalidInput as exc:
+        raise ArgumentError(str(exc)) from None
+    if args.out is not None:
+        check_out(args.out)
+    settings = settings_from_args(args)
+    engine = None
+    if (args.listen_url is None and not args.listen_endpoint) or (args.speak_url is None and not args.voice_endpoint):
+        from offline.launch import shared_engine
+
+        engine = shared_engine().url
+    endpoints = {role: name for role, name in (("listen", args.listen_endpoint), ("voice", args.voice_endpoint)) if name}
+    backend = None
+    if endpoints:
+        settings = settings.with_overrides(backend="sagemaker", **{f"{r}_endpoint": n for r, n in endpoints.items()})
+        backend = create_backend(settings)
+    try:
+        setup = replace(setup, listen=backend.listen if args.listen_endpoint else args.listen_url or engine,
+                        speak=backend.speech if args.voice_endpoint else args.speak_url or engine).check()
+        names = setup.settings()
+        where = f"listen {names['listen']} · reply {names['reply']} · speak {names['speak']}"
+        urls = tuple(u for u in (args.listen_url, args.speak_url) if u)
+        target = describe_conversations(settings, where, engine_url=engine, urls=urls, endpoints=endpoints,
+                                        usd_per_hour=args.price_per_hour)
+        if not _go_ahead(target, plan, args.yes):
+            return 1
+        report, interrupted = asyncio.run(_sweep(
+            lambda stop, progress: run_conversations(setup, plan, target, on_progress=progress, stop=stop),
+            quiet=args.json))
+    finally:
+        if backend is not None:
+            backend.close()
+    say("note: a converse report is printed (and written with --out), not kept in the history: the Capacity page "
+        "does not draw conversations yet")
+    return _finish(args, report, settings, interrupted, keep=False)
 
 
 def say(text: str) -> None:
@@ -248,8 +395,10 @@ def confirmed(target: LoadTarget, plan: LoadPlan, yes: bool) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-async def _sweep(backend: Any, plan: LoadPlan, target: LoadTarget, *, quiet: bool) -> tuple[LoadReport, bool]:
-    """The sweep with Ctrl-C handled: the first stops sending (the report keeps what ran), the second abandons."""
+async def _sweep(start: Callable[[Any, Callable[[Progress], None]], Awaitable[LoadReport]], *,
+                 quiet: bool) -> tuple[LoadReport, bool]:
+    """The sweep `start(stop, on_progress)` runs, with Ctrl-C handled: the first stops sending (the report keeps
+    what ran), the second abandons."""
     import threading
 
     stop = threading.Event()
@@ -271,7 +420,7 @@ async def _sweep(backend: Any, plan: LoadPlan, target: LoadTarget, *, quiet: boo
             say(p.text())
 
     try:
-        report = await run_sweep(backend, plan, target, on_progress=progress, stop=stop)
+        report = await start(stop, progress)
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
     finally:
@@ -301,10 +450,12 @@ def render(report: LoadReport) -> str:
     if report.machine:
         lines.append(f"  figures of {report.machine}")
     cols = ["level", "sent", "ok", "errors", "throttled"]
-    figures = family(m).load_figures
+    figures = load_figures(m)
     cols += [f"{SLO_FIGURES[f][0]} ms p50/p95/max" for f in figures]
     if m == "voice":
         cols += ["RTF p50"]
+    if m == CONVERSE:
+        cols += ["turns", "failed turns", "conversations within SLO"]
     cols += ["latency s p50/p95/max", key.replace("_", " "), "SLO"]
     rows = []
     for lv in d["levels"]:
@@ -312,6 +463,8 @@ def render(report: LoadReport) -> str:
         row += [_fig(lv[f]) for f in figures]
         if m == "voice":
             row += ["—" if lv["rtf_p50"] is None else f"{lv['rtf_p50']:.3f}"]
+        if m == CONVERSE:
+            row += [str(lv["turns"]), str(lv["failed_turns"]), f"{lv['conversations_within_slo']} of {lv['requests']}"]
         tp = lv["throughput"][key]
         row += [_fig(lv["latency_s"], fmt="{:.2f}"), "—" if tp is None else f"{tp:g}",
                 ("ok" if lv["within_slo"] else "no") if report.slo else ("—" if not lv["errors"] else "errors")]
@@ -340,8 +493,13 @@ def render(report: LoadReport) -> str:
     if report.stopped:
         lines.append(f"ended early: {report.stopped}; " + ("the levels above were not (fully) run" if report.levels
                                                             else "no level ran"))
-    lines.append("percentiles are nearest-rank over the successful requests (n = how many); every sample is in "
-                 "--json and --out")
+    if m == CONVERSE:
+        lines.append("voice-to-voice percentiles are nearest-rank over every answered turn (n = how many); a "
+                     "conversation holds the SLO when none of its turns failed and its own turns' p95 is within it; "
+                     "every conversation is a sample in --json and --out")
+    else:
+        lines.append("percentiles are nearest-rank over the successful requests (n = how many); every sample is in "
+                     "--json and --out")
     return "\n".join(lines)
 
 

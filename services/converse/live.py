@@ -169,16 +169,17 @@ class LivePipeline(Pipeline):
 
 class LiveConversation:
     """One live conversation, driven from other threads: `feed` from the WebRTC media thread, `view`, `stop` and
-    `result` from the page's. The conversation itself runs on `loop`."""
+    `result` from the page's. The conversation itself — `runner.hold(chunks)`: a LivePipeline, or a LiveNative
+    (services/converse/live_native.py) — runs on `loop`."""
 
-    def __init__(self, pipeline: LivePipeline, loop: BackgroundLoop) -> None:
-        self.pipeline = pipeline
+    def __init__(self, runner: Any, loop: BackgroundLoop) -> None:
+        self.runner = runner
         self._loop = loop
         self._lock = threading.Lock()
         self._resample = FrameResampler()
         self._stopped = False
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._future = loop.submit(pipeline.hold(frames_until_idle(self._queue)))
+        self._future = loop.submit(runner.hold(frames_until_idle(self._queue)))
 
     def feed(self, frame: Any) -> None:
         """An av.AudioFrame as the browser sent it."""
@@ -210,7 +211,7 @@ class LiveConversation:
 
     def view(self) -> dict[str, Any]:
         async def read() -> dict[str, Any]:
-            return self.pipeline.view()
+            return self.runner.view()
 
         return self._loop.run(read(), timeout=5)
 

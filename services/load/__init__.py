@@ -15,6 +15,9 @@
               thread), is_throttling
 - report.py   Sample, LevelReport, LoadReport: every figure computed from the recorded samples
 - stats.py    percentile (nearest-rank, the one definition) and summary {n, p50, p95, max}
+- converse.py load converse: each request one whole conversation over recorded turns (run_conversations through
+              the runner's run_levels), how many conversations hold a voice-to-voice SLO, its target priced
+              (describe_conversations); imported from there, not here (it builds on services/converse)
 
 The CLI is `python -m services load` (services/cli/load.py); the page is pages/capacity.py.
 """

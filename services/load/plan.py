@@ -11,6 +11,12 @@ CLI's `--audio FILE`), or by default a sentence (`text`) the offline engine's vo
 sweep starts (services/load/runner.py). Its SLO is the final text's p95 (`final_ms`, from the last audio sent to
 `transcription.done`), 1000 ms unless another is given.
 
+A converse sweep (`CONVERSE`, services/load/converse.py) holds whole conversations: each request is one pipeline
+conversation over the same recorded turns (`inputs=`, the CLI's `--input`), and its SLO is on voice-to-voice: a
+conversation holds it when none of its turns failed and the p95 (nearest-rank) of its turns' voice-to-voice is
+within the limit (1500 ms unless another is given). It is not a catalog family — a pipeline spans listen, a reply
+and voice — so its unit of work, throughput and price unit are the catalog's conversation turn (`unit_family`).
+
 Every rule is an InvalidInput naming what to fix: an unknown modality, concurrency levels that are not
 increasing positive whole numbers, more in flight than the limit (64), more requests than the limit (2000)
 or fewer requests than the highest level (a level of 8 needs at least 8 requests), an SLO without a unit,
@@ -25,7 +31,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from protocol.catalog import FAMILY_NAMES, family
+from protocol.catalog import FAMILY_NAMES, Family, family
 from protocol.errors import InvalidInput
 from protocol.limits import SPEC_FILE_MAX_BYTES, Range
 from services.files import read_user_file
@@ -45,14 +51,23 @@ WORK_FIELDS: dict[str, tuple[str, ...]] = {"voice": _VOICE_FIELDS, "image": _IMA
 # The catalog's families that a sweep can load: those with work above.
 Modality = Literal[tuple(f for f in FAMILY_NAMES if f in WORK_FIELDS)]  # type: ignore[valid-type]
 MODALITIES: tuple[Modality, ...] = get_args(Modality)
-SloMetric = Literal["ttfa_ms", "final_ms", "first_partial_ms", "latency_s"]
+# Whole conversations (the pipeline: listen, a reply, voice), counted in the catalog's conversation turns
+CONVERSE = "converse"
+CONVERSE_UNITS = "omni"  # the catalog family whose unit is the conversation turn (turns per minute, $ per turn)
+_CONVERSE_FIELDS = ("reply", "voice", "silence_ms")  # the setup, as a person reads it (the targets are the report's)
+LOAD_KINDS: tuple[str, ...] = (*MODALITIES, CONVERSE)
+SloMetric = Literal["ttfa_ms", "final_ms", "first_partial_ms", "latency_s", "v2v_ms"]
 # Each figure an SLO can hold: its words for people, its unit, and the word an SLO's text names it by.
 SLO_FIGURES: dict[str, tuple[str, str, str]] = {
     "ttfa_ms": ("first audio", "ms", "ttfa"), "final_ms": ("final text", "ms", "final"),
-    "first_partial_ms": ("first partial", "ms", "first partial"), "latency_s": ("latency", "s", "latency")}
+    "first_partial_ms": ("first partial", "ms", "first partial"), "latency_s": ("latency", "s", "latency"),
+    "v2v_ms": ("voice-to-voice", "ms", "v2v")}
 _SLO_WORDS = {"ttfa": "ttfa_ms", "first audio": "ttfa_ms", "final": "final_ms", "final text": "final_ms",
-              "first partial": "first_partial_ms", "latency": "latency_s"}
+              "first partial": "first_partial_ms", "latency": "latency_s", "v2v": "v2v_ms",
+              "voice to voice": "v2v_ms"}
 DEFAULT_FINAL_MS = 1000.0  # a listen sweep's SLO when none is given: the final text within a second
+DEFAULT_V2V_MS = 1500.0  # a converse sweep's when none is given: each conversation's p95 voice-to-voice
+_CONVERSE_SLO = "a converse sweep's SLO is on voice-to-voice, e.g. \"v2v 1500ms\" (--slo-v2v-ms 1500)"
 
 # The guard rails: a sweep is a measurement, not a load generator for hire.
 CONCURRENCY = Range(1, 64)  # requests in flight at one level
@@ -69,7 +84,8 @@ DEFAULT_VIDEO_PROMPT = "the camera pans slowly across a quiet harbour"
 DEFAULT_LISTEN_TEXT = "Please call me back when you get home tonight, and bring the report from the meeting."
 
 UNITS_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0}
-_SLO = re.compile(r"^\s*(?:(?:p95\s+)?(?P<metric>ttfa|first[ -]audio|final(?:[ -]text)?|first[ -]partial|latency)"
+_SLO = re.compile(r"^\s*(?:(?:p95\s+)?(?P<metric>ttfa|first[ -]audio|final(?:[ -]text)?|first[ -]partial|latency|"
+                  r"v2v|voice[ -]to[ -]voice)"
                   r"\s*(?:<=|<|=|:)?\s*)?"
                   r"(?P<number>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[a-zA-Z]*)\s*$", re.IGNORECASE)
 
@@ -79,6 +95,17 @@ def check_modality(modality: str) -> Modality:
         why = f" ({modality} is not load-tested yet)" if modality in FAMILY_NAMES else ""
         raise InvalidInput(f"unknown modality {modality!r}{why}: a sweep loads {', '.join(MODALITIES)}")
     return modality  # type: ignore[return-value]
+
+
+def unit_family(kind: str) -> Family:
+    """The catalog family whose unit of work, throughput and price unit a load kind counts: its own, or — for a
+    converse sweep — the catalog's conversation turn."""
+    return family(CONVERSE_UNITS if kind == CONVERSE else kind)
+
+
+def load_figures(kind: str) -> tuple[str, ...]:
+    """The timings a load kind reports per level (the first is what an SLO without a metric means)."""
+    return ("v2v_ms",) if kind == CONVERSE else family(kind).load_figures
 
 
 def parse_levels(levels: str | list[int] | tuple[int, ...]) -> tuple[int, ...]:
@@ -115,6 +142,8 @@ class Slo:
         return SLO_FIGURES[self.metric][1]
 
     def label(self) -> str:
+        if self.metric == "v2v_ms":  # held per conversation (services/load/converse.py)
+            return f"each conversation's p95 voice-to-voice ≤ {self.limit:g} ms"
         return f"p95 {SLO_FIGURES[self.metric][0]} ≤ {self.limit:g} {self.unit}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,7 +154,7 @@ class Slo:
         return None if not d else cls(d["metric"], float(d["limit"]))
 
 
-def parse_slo(text: str, modality: Modality) -> Slo | None:
+def parse_slo(text: str, modality: str) -> Slo | None:
     """An SLO typed by a person: "300ms", "ttfa 300 ms", "latency 2s", "p95 latency <= 1.5 s" (blank: none).
 
     The unit is required (ms, s or min): "300" alone could be milliseconds or seconds. Without a metric, a sweep
@@ -143,25 +172,28 @@ def parse_slo(text: str, modality: Modality) -> Slo | None:
     if unit not in UNITS_S:
         raise InvalidInput(f"the SLO's unit {m['unit']!r} is not one of ms, s, min")
     word = m["metric"]
-    metric = _SLO_WORDS[re.sub(r"[ -]+", " ", word.lower())] if word else (family(modality).load_figures or
+    metric = _SLO_WORDS[re.sub(r"[ -]+", " ", word.lower())] if word else (load_figures(modality) or
                                                                          ("latency_s",))[0]
     seconds = float(m["number"]) * UNITS_S[unit]
     if seconds <= 0:
         raise InvalidInput(f"the SLO {text.strip()!r} must be above zero")
     if metric != "latency_s":
         return slo_ms(metric, seconds * 1000.0, modality)
+    if modality == CONVERSE:
+        raise InvalidInput(_CONVERSE_SLO)
     return Slo("latency_s", round(seconds, 6))
 
 
-def slo_ms(metric: SloMetric, ms: float, modality: Modality) -> Slo:
-    """An SLO on one of the family's timings in milliseconds (first audio: voice; final text, first partial:
-    listen)."""
+def slo_ms(metric: SloMetric, ms: float, modality: str) -> Slo:
+    """An SLO on one of the kind's timings in milliseconds (first audio: voice; final text, first partial:
+    listen; voice-to-voice: converse)."""
     what = SLO_FIGURES[metric][0]
-    own = family(modality).load_figures
+    own = load_figures(modality)
     if metric not in own:
-        owner = next(f for f in MODALITIES if metric in family(f).load_figures)
+        owner = next(f for f in LOAD_KINDS if metric in load_figures(f))
         name = "first audio (TTFA)" if metric == "ttfa_ms" else what
-        fix = " or ".join([SLO_FIGURES[x][0] for x in own] + ["latency, e.g. --slo-latency-s 5"])
+        fix = " or ".join([SLO_FIGURES[x][0] for x in own] + ([] if modality == CONVERSE else
+                                                               ["latency, e.g. --slo-latency-s 5"]))
         raise InvalidInput(f"{name} is a {owner} figure; give a {modality} sweep an SLO on {fix}")
     if not ms > 0:
         raise InvalidInput(f"the {what} SLO must be above zero milliseconds; got {ms:g}")
@@ -174,6 +206,10 @@ def slo_ttfa_ms(ms: float, modality: Modality) -> Slo:
 
 def slo_final_ms(ms: float, modality: Modality) -> Slo:
     return slo_ms("final_ms", ms, modality)
+
+
+def slo_v2v_ms(ms: float, kind: str) -> Slo:
+    return slo_ms("v2v_ms", ms, kind)
 
 
 def slo_latency_s(seconds: float) -> Slo:
@@ -197,11 +233,17 @@ def read_spec(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_work(modality: Modality, work: dict[str, Any], recording: ListenAudio | None = None) -> dict[str, Any]:
+def check_work(modality: str, work: dict[str, Any], recording: ListenAudio | None = None,
+               inputs: tuple[ListenAudio, ...] = ()) -> dict[str, Any]:
     """The work item with defaults filled in, checked as its request will be (InvalidInput naming the field).
-    A listen sweep's recording, when one is given, is named in it with its length (`audio`, `audio_s`)."""
+    A listen sweep's recording, when one is given, is named in it with its length (`audio`, `audio_s`); a
+    converse sweep's recorded turns too (`inputs`, `inputs_s`)."""
     if recording is not None and modality != "listen":
         raise InvalidInput(f"a recording is a listen sweep's work; a {modality} sweep does not take one")
+    if modality == CONVERSE:
+        return _conversation_work(work, inputs)
+    if inputs:
+        raise InvalidInput(f"recorded turns are a converse sweep's work; a {modality} sweep does not take them")
     allowed = WORK_FIELDS[modality]
     unknown = sorted(set(work) - set(allowed))
     if unknown:
@@ -229,6 +271,16 @@ def check_work(modality: Modality, work: dict[str, Any], recording: ListenAudio 
     return work
 
 
+def _conversation_work(work: dict[str, Any], inputs: tuple[ListenAudio, ...]) -> dict[str, Any]:
+    unknown = sorted(set(work) - set(_CONVERSE_FIELDS))
+    if unknown:
+        raise InvalidInput(f"{', '.join(map(repr, unknown))}: a converse sweep's work names {', '.join(_CONVERSE_FIELDS)}")
+    if not inputs:
+        raise InvalidInput("a converse sweep needs the recorded turns every conversation plays (--input TURN.wav, "
+                           "repeated for more turns)")
+    return {**work, "inputs": [x.name for x in inputs], "inputs_s": [round(x.seconds, 3) for x in inputs]}
+
+
 def _construct(cls: Any, work: dict[str, Any]) -> Any:
     try:
         return cls(**work)
@@ -248,7 +300,7 @@ def video_request(work: dict[str, Any]) -> VideoRequest:
 class LoadPlan:
     """A checked sweep: the levels, the requests per level, the SLO, the wall-clock cap and the work item."""
 
-    modality: Modality
+    modality: str  # a Modality, or CONVERSE
     levels: tuple[int, ...]
     requests: int
     slo: Slo | None = None
@@ -257,6 +309,8 @@ class LoadPlan:
     warmup: int = 1  # a cold first request (model load, caches, a new connection) is not the steady state
     # listen: the recording every stream sends (None: the offline voice speaks work["text"] when the sweep starts)
     recording: ListenAudio | None = field(default=None, repr=False, compare=False)
+    # converse: the recorded turns every conversation plays, in order
+    inputs: tuple[ListenAudio, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def total_requests(self) -> int:
@@ -265,8 +319,9 @@ class LoadPlan:
     @classmethod
     def build(cls, modality: str, *, levels: str | list[int] | tuple[int, ...] = DEFAULT_LEVELS, requests: int,
               slo: Slo | str | None = None, max_wall_s: float = DEFAULT_WALL_CLOCK_S,
-              work: dict[str, Any] | None = None, warmup: int = 1, recording: ListenAudio | None = None) -> LoadPlan:
-        m = check_modality(modality)
+              work: dict[str, Any] | None = None, warmup: int = 1, recording: ListenAudio | None = None,
+              inputs: tuple[ListenAudio, ...] | list[ListenAudio] = ()) -> LoadPlan:
+        m = CONVERSE if modality == CONVERSE else check_modality(modality)
         parsed = parse_levels(levels)
         REQUESTS.check("requests per level", requests, hint="each level sends this many")
         if requests < parsed[-1]:
@@ -282,5 +337,10 @@ class LoadPlan:
             slo = slo_ms(slo.metric, slo.limit, m)
         if slo is None and m == "listen":
             slo = Slo("final_ms", DEFAULT_FINAL_MS)
-        return cls(m, parsed, int(requests), slo, float(max_wall_s), check_work(m, dict(work or {}), recording),
-                   int(warmup), recording)
+        if m == CONVERSE and slo is None:
+            slo = Slo("v2v_ms", DEFAULT_V2V_MS)
+        elif m == CONVERSE and slo.metric != "v2v_ms":
+            raise InvalidInput(_CONVERSE_SLO)
+        turns = tuple(inputs)
+        return cls(m, parsed, int(requests), slo, float(max_wall_s), check_work(m, dict(work or {}), recording, turns),
+                   int(warmup), recording, turns)

@@ -13,13 +13,20 @@ request's start to its last request's end): `audio_s_per_s` (voice: seconds of a
 seconds of audio transcribed per second),
 `images_per_min` or `video_s_per_hour` (seconds of video made per hour).
 
+A converse level (each request one whole conversation, services/load/converse.py) also has `turns` (heard),
+`failed_turns`, `v2v_ms` — voice-to-voice {n, p50, p95, max} over every answered turn of its conversations (failed
+conversations' answered turns too: a turn's figure does not depend on its neighbour's failure) — and
+`conversations_within_slo`: how many conversations hold the SLO. **A conversation holds it** when none of its turns
+failed and the p95 (nearest-rank) of its own turns' voice-to-voice is within the limit. Its throughput is answered
+turns per minute (`turns_per_min`) and its cost `usd_per_conversation_turn`.
+
 A level **meets the SLO** when every one of its requests succeeded and the p95 of the SLO's figure is within
-the limit (with no SLO: when every request succeeded). The levels that count are the run of levels from the
-lowest up to the first that fails (a level that passes above a failing one is noise, not capacity);
-`max_concurrency_within_slo` is the highest of them (None with no SLO, or when the lowest level fails). The
-cost per unit is the hourly price over the best throughput among them: `usd_per_audio_minute`,
-`usd_per_image`, `usd_per_video_second` or `usd_per_audio_hour` (listen: $/h ÷ audio hours transcribed per
-hour; None without a price, and the report says why).
+the limit (with no SLO: when every request succeeded); a converse level, when every conversation holds it. The
+levels that count are the run of levels from the lowest up to the first that fails (a level that passes above
+a failing one is noise, not capacity); `max_concurrency_within_slo` is the highest of them (None with no SLO, or
+when the lowest level fails). The cost per unit is the hourly price over the best throughput among them:
+`usd_per_audio_minute`, `usd_per_image`, `usd_per_video_second` or `usd_per_audio_hour` (listen: $/h ÷ audio hours
+transcribed per hour; None without a price, and the report says why).
 """
 
 from __future__ import annotations
@@ -29,15 +36,15 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from protocol.catalog import FAMILIES, family
-from services.load.plan import MODALITIES, Modality, Slo
-from services.load.stats import PERCENTILE_METHOD, summary
+from protocol.catalog import family
+from services.load.plan import CONVERSE, LOAD_KINDS, Slo, load_figures, unit_family
+from services.load.stats import PERCENTILE_METHOD, percentile, summary
 
 REPORT_VERSION = 1
-# Each family's throughput and cost figure and the unit a cost is quoted per: the catalog's (protocol/catalog.py).
-THROUGHPUT_KEY: dict[Modality, str] = {f.name: f.throughput_key for f in FAMILIES}
-COST_KEY: dict[Modality, str] = {f.name: f.cost_key for f in FAMILIES}
-UNIT_WORD: dict[Modality, str] = {f.name: f.price_unit for f in FAMILIES}
+# Each load kind's throughput and cost figure and the unit a cost is quoted per: the catalog's (protocol/catalog.py).
+THROUGHPUT_KEY: dict[str, str] = {k: unit_family(k).throughput_key for k in LOAD_KINDS}
+COST_KEY: dict[str, str] = {k: unit_family(k).cost_key for k in LOAD_KINDS}
+UNIT_WORD: dict[str, str] = {k: unit_family(k).price_unit for k in LOAD_KINDS}
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,9 @@ class Sample:
     partials: int | None = None  # listen: how many deltas came
     images: int | None = None  # image
     video_s: float | None = None  # video
+    turns: int | None = None  # converse: the turns heard in the conversation
+    failed_turns: int | None = None  # converse: of them, those that failed (the first one's message is `error`)
+    turn_v2v_ms: tuple[float, ...] | None = None  # converse: each answered turn's voice-to-voice, in order
     error: str | None = None
     throttled: bool = False  # the error was throttling (ThrottlingException, HTTP 429 or 503)
 
@@ -64,25 +74,45 @@ class Sample:
     def latency_s(self) -> float:
         return round(self.end_s - self.start_s, 4)
 
+    @property
+    def v2v_p95_ms(self) -> float | None:
+        """converse: the conversation's own p95 voice-to-voice (nearest-rank over its answered turns)."""
+        return percentile(self.turn_v2v_ms or (), 95)
+
+    def holds(self, slo: Slo | None) -> bool:
+        """converse: the conversation ran with no failed turn and (with an SLO) its p95 voice-to-voice is within it."""
+        if not self.ok or slo is None:
+            return self.ok
+        p95 = self.v2v_p95_ms
+        return p95 is not None and p95 <= slo.limit
+
     def to_dict(self) -> dict[str, Any]:
         """The figures this request has (a voice sample has no `images`, an image none of `audio_s`)."""
         d = {k: v for k, v in asdict(self).items() if v is not None or k == "error"}
         d["latency_s"] = self.latency_s
+        if self.turn_v2v_ms is not None:
+            d["turn_v2v_ms"] = list(self.turn_v2v_ms)
+            d["v2v_p95_ms"] = self.v2v_p95_ms
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Sample:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        kept = {k: v for k, v in d.items() if k in names}
+        if kept.get("turn_v2v_ms") is not None:
+            kept["turn_v2v_ms"] = tuple(kept["turn_v2v_ms"])
+        return cls(**kept)
 
 
 def new_report_id() -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
-def _work_done(modality: Modality, s: Sample) -> float:
+def _work_done(modality: str, s: Sample) -> float:
     if not s.ok:
         return 0.0
+    if modality == CONVERSE:  # the turns it answered
+        return float(len(s.turn_v2v_ms or ()))
     if family(modality).unit == "audio second":  # voice makes them, listen transcribes them
         return s.audio_s or 0.0
     if modality == "image":
@@ -92,7 +122,7 @@ def _work_done(modality: Modality, s: Sample) -> float:
 
 @dataclass(frozen=True)
 class LevelReport:
-    modality: Modality
+    modality: str  # a Modality, or CONVERSE
     concurrency: int
     planned: int  # requests the plan asked for at this level
     samples: tuple[Sample, ...]
@@ -122,7 +152,10 @@ class LevelReport:
 
     def figure(self, metric: str) -> dict[str, Any]:
         """{n, p50, p95, max} of `latency_s` or one of the family's timings in ms (`ttfa_ms`, `final_ms`,
-        `first_partial_ms`) over the successful requests that have it."""
+        `first_partial_ms`) over the successful requests that have it; `v2v_ms` (converse) over every answered
+        turn of every conversation."""
+        if metric == "v2v_ms":
+            return summary((v for s in self.samples for v in s.turn_v2v_ms or ()), digits=2)
         good = [s for s in self.samples if s.ok]
         if metric == "latency_s":
             return summary((s.latency_s for s in good), digits=4)
@@ -135,11 +168,17 @@ class LevelReport:
         if wall <= 0:
             return None
         done = sum(_work_done(self.modality, s) for s in self.samples)
-        return round(done / wall * family(self.modality).throughput_window_s, 4)
+        return round(done / wall * unit_family(self.modality).throughput_window_s, 4)
+
+    def within_slo(self, slo: Slo | None) -> int:
+        """converse: how many of the level's conversations hold the SLO (Sample.holds)."""
+        return sum(1 for s in self.samples if s.holds(slo))
 
     def meets(self, slo: Slo | None) -> bool:
         if self.requests == 0 or self.errors:
             return False
+        if self.modality == CONVERSE:
+            return self.within_slo(slo) == self.requests
         if slo is None:
             return True
         p95 = self.figure(slo.metric)["p95"]
@@ -148,9 +187,13 @@ class LevelReport:
     def to_dict(self, slo: Slo | None = None) -> dict[str, Any]:
         d: dict[str, Any] = {"concurrency": self.concurrency, "requests": self.requests, "planned": self.planned,
                              "ok": self.ok, "errors": self.errors, "throttled": self.throttled}
-        for metric in family(self.modality).load_figures:
+        for metric in load_figures(self.modality):
             d[metric] = self.figure(metric)
         d["latency_s"] = self.figure("latency_s")
+        if self.modality == CONVERSE:
+            d["turns"] = sum(s.turns or 0 for s in self.samples)
+            d["failed_turns"] = sum(s.failed_turns or 0 for s in self.samples)
+            d["conversations_within_slo"] = self.within_slo(slo)
         if self.modality == "voice":
             rtf = summary((s.rtf for s in self.samples if s.ok), digits=4)
             d["rtf_p50"] = rtf["p50"]
@@ -167,7 +210,7 @@ class LevelReport:
 class LoadReport:
     """A whole sweep. Built by the runner (services/load/runner.py) or read back with `from_dict`."""
 
-    modality: Modality
+    modality: str  # a Modality, or CONVERSE
     backend: str  # offline | omni | sagemaker
     target: str  # the URL, or "SageMaker endpoint NAME (region)"
     levels: list[LevelReport]
@@ -225,7 +268,7 @@ class LoadReport:
         elif self.usd_per_hour is None:
             out["note"] = self.price_note or "no hourly price is known: give --price-per-hour (or --instance-type)"
         else:
-            fam = family(self.modality)  # price units made per hour at the best level's throughput
+            fam = unit_family(self.modality)  # price units made per hour at the best level's throughput
             per_hour = best.throughput * 3600.0 / fam.throughput_window_s / fam.price_unit_size
             out[key] = float(f"{self.usd_per_hour / per_hour:.4g}")  # 4 significant digits: a price, not a measurement
         return out
@@ -251,7 +294,7 @@ class LoadReport:
     def from_dict(cls, d: dict[str, Any]) -> LoadReport:
         """A report read back (the history, a --out file). Figures are recomputed from the samples."""
         modality = d["modality"]
-        if modality not in MODALITIES:
+        if modality not in LOAD_KINDS:
             raise ValueError(f"not a load report: modality {modality!r}")
         levels = [LevelReport(modality, int(lv["concurrency"]), int(lv.get("planned", lv["requests"])),
                               tuple(Sample.from_dict(s) for s in lv.get("samples", [])))

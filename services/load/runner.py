@@ -19,6 +19,9 @@ after the other, lowest first.
   figures. The recording is the plan's, or (by default) the plan's sentence spoken by the offline engine's voice,
   made once before the warm-up — by the target itself when it is the offline engine — and kept for the process.
 
+Every load kind runs through `run_levels` (the warm-up, the levels, the cap): `run_sweep` with the kinds above,
+services/load/converse.py with whole conversations.
+
 First `plan.warmup` requests run one at a time, outside every figure (the report keeps them under
 `warmup`); if one fails, the sweep stops there with its error (WarmupFailed), before any level's load.
 A request that fails is a sample with `ok: false` and the error's text; throttling (SageMaker's
@@ -132,7 +135,7 @@ class _Requests:
         figures = {"ttfa_ms": _r(st.ttfa_ms, 2), "bytes": st.bytes, "audio_s": _r(st.audio_seconds),
                    "rtf": _r(st.rtf)}
         if utterance.error is not None:
-            raise _Failed(utterance.error, figures)
+            raise Failed(utterance.error, figures)
         return figures
 
 
@@ -167,28 +170,48 @@ class WarmupFailed(StudioError):
     model that is not loaded). Nothing else was sent."""
 
 
-class _Failed(Exception):
-    """A request that failed after producing some figures (a voice session cut mid-way keeps its audio)."""
+class Failed(Exception):
+    """A request that failed after producing some figures (a voice session cut mid-way keeps its audio, a
+    conversation with a failed turn its answered turns)."""
 
     def __init__(self, error: BaseException, figures: dict[str, Any]) -> None:
         super().__init__(str(error))
         self.error, self.figures = error, figures
 
 
-async def run_sweep(backend: Backend, plan: LoadPlan, target: LoadTarget, *, on_progress: OnProgress | None = None,
-                    stop: threading.Event | None = None, clock: Callable[[], float] = time.perf_counter) -> LoadReport:
-    """Every level of `plan` against `backend` (which `target` describes); the report with every sample."""
-    report = LoadReport(
+def new_report(plan: LoadPlan, target: LoadTarget) -> LoadReport:
+    """The report a sweep of `plan` on `target` fills in, level by level."""
+    return LoadReport(
         modality=plan.modality, backend=target.backend, target=target.target, levels=[], slo=plan.slo,
         instance_type=target.instance_type, usd_per_hour=target.usd_per_hour, price_source=target.price_source,
         price_note=target.price_note, machine=target.machine, emulated=target.emulated, work=dict(plan.work),
         requests_per_level=plan.requests, max_wall_s=plan.max_wall_s,
     )
+
+
+async def run_sweep(backend: Backend, plan: LoadPlan, target: LoadTarget, *, on_progress: OnProgress | None = None,
+                    stop: threading.Event | None = None, clock: Callable[[], float] = time.perf_counter) -> LoadReport:
+    """Every level of `plan` against `backend` (which `target` describes); the report with every sample."""
+    report = new_report(plan, target)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(plan.levels), thread_name_prefix="load")
+    requests = _Requests(backend, plan, pool)
+    try:
+        if plan.modality == "listen":
+            requests.recording = await listen_recording(backend, plan, target)
+            report.work |= {"audio": requests.recording.name, "audio_s": round(requests.recording.seconds, 3)}
+        return await run_levels(report, plan, requests.one, on_progress=on_progress, stop=stop, clock=clock)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def run_levels(report: LoadReport, plan: LoadPlan, one: Callable[[], Awaitable[dict[str, Any]]], *,
+                     on_progress: OnProgress | None = None, stop: threading.Event | None = None,
+                     clock: Callable[[], float] = time.perf_counter) -> LoadReport:
+    """The warm-up, then each level of `plan` closed loop, every request being `one()` (a sample's figures, or
+    Failed with some): what every load kind runs, into `report`."""
     sweep_t0 = clock()
     deadline = sweep_t0 + plan.max_wall_s
     counts = {"done": 0, "errors": 0}
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(plan.levels), thread_name_prefix="load")
-    requests = _Requests(backend, plan, pool)
 
     def halted() -> str | None:
         if stop is not None and stop.is_set():
@@ -197,26 +220,20 @@ async def run_sweep(backend: Backend, plan: LoadPlan, target: LoadTarget, *, on_
             return f"the wall-clock cap of {plan.max_wall_s:g} s was reached"
         return None
 
-    try:
-        if plan.modality == "listen":
-            requests.recording = await listen_recording(backend, plan, target)
-            report.work |= {"audio": requests.recording.name, "audio_s": round(requests.recording.seconds, 3)}
-        for i in range(plan.warmup):
-            sample = await measure(i, requests.one, clock(), clock)
-            report.warmup.append(sample)
-            if not sample.ok:
-                raise WarmupFailed(f"the warm-up request to {target.target} failed, so no sweep was run: {sample.error}")
-        for index, c in enumerate(plan.levels):
-            if (why := halted()) is not None:
-                report.stopped = why
-                break
-            level = await _run_level(index, c, plan, requests.one, counts, clock, sweep_t0, halted, on_progress)
-            report.levels.append(level)
-            if level.requests < plan.requests:
-                report.stopped = halted() or "stopped"
-                break
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    for i in range(plan.warmup):
+        sample = await measure(i, one, clock(), clock)
+        report.warmup.append(sample)
+        if not sample.ok:
+            raise WarmupFailed(f"the warm-up request to {report.target} failed, so no sweep was run: {sample.error}")
+    for index, c in enumerate(plan.levels):
+        if (why := halted()) is not None:
+            report.stopped = why
+            break
+        level = await _run_level(index, c, plan, one, counts, clock, sweep_t0, halted, on_progress)
+        report.levels.append(level)
+        if level.requests < plan.requests:
+            report.stopped = halted() or "stopped"
+            break
     report.finished_at = time.time()
     return report
 
@@ -229,7 +246,7 @@ async def measure(index: int, one: Callable[[], Awaitable[dict[str, Any]]], t0: 
     error: BaseException | None = None
     try:
         figures = await one()
-    except _Failed as failed:
+    except Failed as failed:
         figures, error = failed.figures, failed.error
     except asyncio.CancelledError:
         raise

@@ -29,7 +29,6 @@ from urllib.parse import urlparse
 import botocore.exceptions as bx
 import httpx
 
-from protocol.catalog import family
 from protocol.common import ModelList
 from protocol.errors import BackendUnreachable, InvalidInput
 from protocol.limits import Range
@@ -37,7 +36,7 @@ from services.aws import AwsSession, aws_error, missing_endpoint
 from services.base import Backend
 from services.endpoint_view import describe_endpoint
 from services.kinds import kind
-from services.load.plan import LoadPlan, Modality
+from services.load.plan import CONVERSE, LoadPlan, Modality, unit_family
 from services.pricing import PriceTable, cost_of_seconds, load_prices, usd
 from services.settings import Settings
 from services.speech.client import OFFLINE_ENGINE_OWNER
@@ -69,7 +68,7 @@ class LoadTarget:
 
     def estimate(self, plan: LoadPlan) -> str:
         """What the sweep will send and, at the instance's price, the most it can cost."""
-        noun = family(plan.modality).load_noun
+        noun = unit_family(plan.modality).load_noun
         levels = ",".join(map(str, plan.levels))
         where = f"{self.kind} {self.endpoint or self.target}" + (f" on {self.instance_type}" if self.instance_type else "")
         cap_min = plan.max_wall_s / 60
@@ -78,6 +77,10 @@ class LoadTarget:
                 f"{warm}) to {where}, and stops sending after {cap_min:g} min at the latest.")
         if plan.modality == "listen":
             head += " Each is a live stream that lasts as long as its recording (sent at real time)."
+        if plan.modality == CONVERSE:
+            speech = sum(x.seconds for x in plan.inputs)
+            head += (f" Each is a conversation of {len(plan.inputs)} recorded turn{'s' if len(plan.inputs) != 1 else ''}"
+                     f" ({speech:.1f} s of speech, sent at real time) and the agent's spoken replies.")
         if self.usd_per_hour is None:
             return f"{head} Its cost cannot be shown: {self.price_note or 'no hourly price is known'}."
         most = cost_of_seconds(self.usd_per_hour, plan.max_wall_s) or 0.0
@@ -180,7 +183,7 @@ def on_loopback(url: str | None) -> bool:
     return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
 
 
-def _sagemaker_target(settings: Settings, modality: Modality, instance_type: str | None, usd_per_hour: float | None,
+def sagemaker_target(settings: Settings, modality: Modality, instance_type: str | None, usd_per_hour: float | None,
                       prices: PriceTable | None) -> LoadTarget:
     from services.sagemaker import resolve_targets
 
@@ -221,5 +224,5 @@ def describe_target(backend: Backend, settings: Settings, modality: Modality, *,
         raise InvalidInput("the instance type is empty: give one such as ml.g6.xlarge, or leave it out")
     instance_type = instance_type.strip() if instance_type else None
     if backend.name == "sagemaker":
-        return _sagemaker_target(settings, modality, instance_type, usd_per_hour, prices)
+        return sagemaker_target(settings, modality, instance_type, usd_per_hour, prices)
     return _omni_target(backend, settings, modality, instance_type, usd_per_hour, prices)

@@ -1,0 +1,280 @@
+"""Compare two setups on the same recorded turns, and `Setup`: one way to hold a conversation.
+
+    a = Setup(listen=url, speak=url)                       # pipeline, the default script, silence window 500 ms
+    b = a.changed(silence_ms=700)                          # B: A with what differs
+    result = await compare(inputs, a, b)                   # A's whole conversation, then B's: never both at once
+    result.as_json()   # {"a": {...}, "b": {...}, "ratio_p50": B's voice-to-voice p50 / A's}
+    result.rows()      # the side-by-side table (the page's, the CLI's text)
+
+`Setup` holds what a conversation is held with — the mode, the targets (pipeline: a listen and a speech target,
+each a URL or a SageMaker client; native: the server's URL), the reply (a script's text, labelled scripted, or a
+model at a reply URL with its system prompt), the voice and the silence window — and builds a fresh runner
+(`Pipeline` or `Native`) for each conversation. The Converse page, `converse --compare` and `load converse` build
+theirs here.
+
+The two setups run one after the other on this machine, so one does not slow the other. Each side's figures:
+voice-to-voice {n, p50, p95} exactly as `Conversation.voice_to_voice()` gives it, and per stage the median
+(nearest-rank p50, services/load/stats.py, with its n) of the transcript's final, the reply's first token and the
+agent's first audio, each in ms from where the person's speech ended, over the turns that reached that stage (the
+first audio's median is the voice-to-voice p50 by definition). `ratio_p50` is B's voice-to-voice p50 over A's
+(None when either has none); each row of the table has its own B/A the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from protocol.errors import InvalidInput
+from protocol.limits import Range
+from services.converse.native import Native
+from services.converse.pipeline import Pipeline
+from services.converse.reply import ChatReply, ReplyStage, ScriptedReply
+from services.converse.script import DEFAULT_SCRIPT, parse_script
+from services.converse.timeline import Conversation
+from services.listen import ListenAudio
+from services.load.stats import percentile
+
+MODES = ("pipeline", "native")
+SILENCE_MS = Range(200, 2000)  # the silence window that ends a turn
+# The stages a turn's timeline passes, after the person's speech ended: (the figure's key, its words, the turn's field)
+STAGES = (("transcript_final", "final transcript", "transcript_final_s"),
+          ("first_token", "first reply token", "reply_first_token_s"),
+          ("first_audio", "first audio received", "first_audio_s"))
+# What `--compare KEY=VALUE` may change, and the Setup field it is
+CHANGE_KEYS = {"silence-ms": "silence_ms", "mode": "mode", "reply-url": "reply_url", "reply-model": "reply_model",
+               "script": "script", "voice": "voice", "system-prompt": "system_prompt"}
+
+
+def _name(target: Any) -> str | None:
+    """A target as a person reads it: the URL, or a client's own name for where it goes."""
+    if target is None or isinstance(target, str):
+        return target
+    return str(getattr(target, "target", None) or type(target).__name__)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One way to hold a conversation (see the module's doc). `check()` refuses what cannot run, naming it."""
+
+    mode: str = "pipeline"
+    listen: Any = None  # pipeline: a URL, or a listener (a SageMaker listen endpoint's)
+    speak: Any = None  # pipeline: a URL, or a speech client (a SageMaker voice endpoint's)
+    url: str | None = None  # native: the server holding the speech-to-speech session
+    script: str | None = DEFAULT_SCRIPT  # the scripted reply's rules; None: a model at reply_url
+    script_name: str = "the default script"
+    reply_url: str | None = None
+    reply_model: str | None = None
+    system_prompt: str | None = None  # pipeline: the model's; native: the session's instructions (else the script)
+    voice: str | None = None
+    silence_ms: int = 500
+
+    def check(self) -> Setup:
+        if self.mode not in MODES:
+            raise InvalidInput(f"the mode {self.mode!r} is not one: give pipeline or native")
+        SILENCE_MS.check("the silence window (ms)", self.silence_ms, hint="the pause that ends a turn")
+        if self.mode == "pipeline" and (self.listen is None or self.speak is None):
+            raise InvalidInput("pipeline mode needs a listen target and a speech target")
+        if self.mode == "native" and not self.url:
+            raise InvalidInput("native mode needs the URL of a server with the speech-to-speech session")
+        if self.mode == "pipeline" and self.script is not None and (self.system_prompt or self.reply_model):
+            raise InvalidInput("a system prompt and a reply model are for a model at a reply URL; a script has "
+                               "neither")
+        self.reply()
+        return self
+
+    def reply(self) -> ReplyStage:
+        """A new reply stage (each conversation its own); InvalidInput naming a script's bad line or a bad URL."""
+        if self.script is not None:
+            return ScriptedReply(parse_script(self.script, self.script_name))
+        url = self.reply_url
+        if not url or not url.startswith(("http://", "https://")):
+            raise InvalidInput("the reply URL is missing or not http(s)://…: give the server that answers "
+                               "/v1/chat/completions, or choose the scripted reply")
+        return ChatReply(url, model=self.reply_model, system_prompt=self.system_prompt)
+
+    def runner(self) -> Pipeline | Native:
+        """A fresh runner for one conversation: `await setup.runner().run(inputs)`."""
+        stage = self.reply()  # checked first, also in native mode (its script instructs the session)
+        if self.mode == "native":
+            assert self.url is not None
+            instructions, label = self._native()
+            return Native(self.url, instructions=instructions, voice=self.voice, silence_ms=self.silence_ms,
+                          reply_label=label)
+        return Pipeline(self.listen, self.speak, stage, voice=self.voice, silence_ms=self.silence_ms)
+
+    def live_runner(self, playback: Any) -> Any:
+        """A fresh runner for a live conversation — a microphone in, the agent played through `playback`
+        (services/playback.py): LivePipeline or LiveNative, whose `hold(chunks)` holds it."""
+        from services.converse.live import LivePipeline
+        from services.converse.live_native import LiveNative
+
+        stage = self.reply()
+        if self.mode == "native":
+            instructions, label = self._native()
+            return LiveNative(self.url, playback=playback, instructions=instructions, voice=self.voice,
+                              silence_ms=self.silence_ms, reply_label=label)
+        return LivePipeline(self.listen, self.speak, stage, playback=playback, voice=self.voice,
+                            silence_ms=self.silence_ms)
+
+    def _native(self) -> tuple[str | None, str]:
+        """Native mode: the session's instructions (the system prompt, else the script) and what answers."""
+        if self.system_prompt or self.script is None:
+            return self.system_prompt, "the server's speech-to-speech session"
+        return self.script, f"the session's scripted reply at {self.url}, not a model"
+
+    def changed(self, **changes: Any) -> Setup:
+        """Setup B: this one with `changes` (field names). A script replaces a model and a reply URL the script;
+        native mode without a URL of its own talks to the pipeline's listen URL, and pipeline mode without targets
+        to the native server. InvalidInput when nothing differs."""
+        if changes.get("reply_url"):
+            changes.setdefault("script", None)
+        if changes.get("script") is not None:
+            changes.setdefault("reply_url", None)
+            changes.setdefault("script_name", "B's script")
+        new = replace(self, **changes)
+        if new.mode == "native" and not new.url and isinstance(new.listen, str):
+            new = replace(new, url=new.listen)
+        if new.mode == "pipeline" and new.listen is None and new.speak is None and new.url:
+            new = replace(new, listen=new.url, speak=new.url)
+        if new == self:
+            raise InvalidInput("setup B is the same as A: change at least one setting (e.g. the silence window)")
+        return new.check()
+
+    def settings(self) -> dict[str, Any]:
+        """What a person reads of it (and the JSON keeps): the targets by name, the reply by its label."""
+        out: dict[str, Any] = {"mode": self.mode}
+        if self.mode == "native":
+            out["url"] = self.url
+        else:
+            out |= {"listen": _name(self.listen), "speak": _name(self.speak)}
+        try:
+            reply = self._native()[1] if self.mode == "native" else self.reply().label
+        except InvalidInput as exc:
+            reply = f"(not usable: {exc})"
+        return out | {"reply": reply, "reply_url": self.reply_url, "system_prompt": self.system_prompt,
+                      "script": self.script, "voice": self.voice, "silence_ms": self.silence_ms}
+
+
+def parse_change(text: str) -> tuple[str, Any]:
+    """One `KEY=VALUE` of `--compare` as (Setup field, value): silence-ms a whole number, mode pipeline|native,
+    the others text (script: a file's path, read by the caller). InvalidInput naming the keys."""
+    key, eq, value = text.partition("=")
+    key, value = key.strip().lower(), value.strip()
+    keys = ", ".join(CHANGE_KEYS)
+    if not eq or key not in CHANGE_KEYS:
+        raise InvalidInput(f"--compare {text!r}: write KEY=VALUE with KEY one of {keys} (e.g. silence-ms=700)")
+    if not value:
+        raise InvalidInput(f"--compare {key}= has no value: give B's {key}")
+    field = CHANGE_KEYS[key]
+    if field == "silence_ms":
+        if not value.isdigit():
+            raise InvalidInput(f"--compare silence-ms={value}: give a whole number of milliseconds, e.g. 700")
+        return field, int(value)
+    if field == "mode" and value not in MODES:
+        raise InvalidInput(f"--compare mode={value}: give pipeline or native")
+    return field, value
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def stage_medians(conv: Conversation) -> dict[str, dict[str, Any]]:
+    """Per stage {n, p50}: ms from the person's speech end, over the turns that reached it (nearest-rank)."""
+    out = {}
+    for key, _, field in STAGES:
+        values = [(getattr(t, field) - t.user_speech_end_s) * 1000 for t in conv.turns
+                  if getattr(t, field) is not None and t.user_speech_end_s is not None]
+        out[key] = {"n": len(values), "p50": _r(percentile(values, 50))}
+    return out
+
+
+def ratio(b: float | None, a: float | None) -> float | None:
+    """B over A, 3 decimals; None when either is missing or A is zero."""
+    return None if a is None or b is None or a == 0 else round(b / a, 3)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Both setups, the inputs they heard (by name) and the conversation each held."""
+
+    a: Setup
+    b: Setup
+    inputs: tuple[str, ...]
+    conv_a: Conversation
+    conv_b: Conversation
+
+    @staticmethod
+    def side(setup: Setup, conv: Conversation, inputs: tuple[str, ...]) -> dict[str, Any]:
+        return {"setup": setup.settings(), "inputs": list(inputs), "voice_to_voice_ms": conv.voice_to_voice(),
+                "stages_ms": stage_medians(conv), "failed_turns": sum(1 for t in conv.turns if t.error),
+                "conversation": conv.as_json()}
+
+    @property
+    def ratio_p50(self) -> float | None:
+        return ratio(self.conv_b.voice_to_voice()["p50"], self.conv_a.voice_to_voice()["p50"])
+
+    def as_json(self) -> dict[str, Any]:
+        return {"a": self.side(self.a, self.conv_a, self.inputs), "b": self.side(self.b, self.conv_b, self.inputs),
+                "ratio_p50": self.ratio_p50}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The side-by-side table: one row per figure (ms), A's and B's values with their n, and B/A."""
+        va, vb = self.conv_a.voice_to_voice(), self.conv_b.voice_to_voice()
+        sa, sb = stage_medians(self.conv_a), stage_medians(self.conv_b)
+        figures = [("voice-to-voice p50", va["p50"], va["n"], vb["p50"], vb["n"]),
+                   ("voice-to-voice p95", va["p95"], va["n"], vb["p95"], vb["n"])]
+        figures += [(f"{words}, median from speech end", sa[key]["p50"], sa[key]["n"], sb[key]["p50"], sb[key]["n"])
+                    for key, words, _ in STAGES]
+        return [{"figure": name, "A (ms)": a, "n A": na, "B (ms)": b, "n B": nb, "B/A": ratio(b, a)}
+                for name, a, na, b, nb in figures]
+
+
+async def compare(inputs: list[ListenAudio], a: Setup, b: Setup) -> Comparison:
+    """The same inputs through A, then through B (both checked, and their runners built, before either runs)."""
+    if not inputs:
+        raise InvalidInput("give at least one recorded turn: both setups hear the same ones")
+    runners = (a.check().runner(), b.check().runner())
+    first = await runners[0].run(list(inputs))
+    second = await runners[1].run(list(inputs))
+    return Comparison(a, b, tuple(x.name for x in inputs), first, second)
+
+
+def _setup_line(s: dict[str, Any]) -> str:
+    where = f"at {s['url']}" if s["mode"] == "native" else f"listen {s['listen']}, speak {s['speak']}"
+    return (f"{s['mode']} ({where}), silence window {s['silence_ms']} ms, reply from {s['reply']}, "
+            f"voice {s['voice'] or 'the server default'}")
+
+
+def _cell(x: Any) -> str:
+    return "—" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def render(result: Comparison) -> str:
+    """Both conversations turn by turn, then the side-by-side table, for a terminal."""
+    lines = []
+    for side, setup, conv in (("A", result.a, result.conv_a), ("B", result.b, result.conv_b)):
+        lines.append(f"setup {side}: {_setup_line(setup.settings())}")
+        for i, turn in enumerate(conv.turns, start=1):
+            v2v = "—" if turn.voice_to_voice_ms is None else f"{turn.voice_to_voice_ms:.0f} ms"
+            said = f"error: {turn.error}" if turn.error else repr(turn.reply_text.strip())
+            lines.append(f"  turn {i}: you: {turn.user_text!r} → agent: {said} (voice-to-voice {v2v})")
+    rows = result.rows()
+    cols = list(rows[0])
+    cells = [[_cell(r[c]) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    lines.append(f"B/A of voice-to-voice p50: {_cell(result.ratio_p50)} (nearest-rank percentiles; n = turns that "
+                 "have the figure; stages in ms from the person's speech end)")
+    return "\n".join(lines)
+
+
+def failure(result: Comparison) -> str | None:
+    """Why a side answered no turn because a target failed (its first error), else None."""
+    for side, conv in (("A", result.conv_a), ("B", result.conv_b)):
+        errors = [t.error for t in conv.turns if t.error]
+        if conv.turns and errors and not any(t.error is None and t.first_audio_s is not None for t in conv.turns):
+            return f"setup {side} answered no turn: {errors[0]}"
+    return None

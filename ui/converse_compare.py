@@ -1,0 +1,92 @@
+"""The Converse page's "Compare two setups": the uploaded turns through the page's settings (A), then through a
+second setup (B) that differs where the person says — the silence window, the mode, the voice, the reply — one
+after the other, and their latency side by side with n (services/converse/compare.py). The two conversations are a
+measurement: they are not kept in the history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from protocol.errors import StudioError
+from services.converse.compare import SILENCE_MS, compare
+from services.listen import load_audio
+from ui import resources
+from ui.converse_views import MODES, setup_of
+from ui.resources import plain
+from ui.workspace_views import may
+
+SAME = "same"
+B_REPLY = {SAME: "The same reply as A", "script": "Another script (scripted, not a model)",
+           "chat": "A model (an OpenAI-compatible /v1/chat/completions URL)"}
+
+
+def _b_changes(voices: list[str]) -> dict[str, Any]:
+    """B's settings as the person left them: each a change to A (the same value as A's is no change)."""
+    state = st.session_state
+    left, right = st.columns(2)
+    changes: dict[str, Any] = {
+        "silence_ms": int(left.slider("B's silence window (ms)", *SILENCE_MS, 700, step=50, key="cmp_silence_ms"))}
+    mode = right.radio("B's mode", [SAME, *MODES], format_func=lambda m: MODES.get(m, "The same as A"),
+                       key="cmp_mode")
+    voice = st.selectbox("B's voice", [SAME, *voices], format_func=lambda v: "The same as A" if v == SAME else v,
+                         key="cmp_voice")
+    changes |= {k: v for k, v in (("mode", mode), ("voice", voice)) if v != SAME}
+    kind = st.radio("B's reply", list(B_REPLY), format_func=B_REPLY.get, key="cmp_reply_kind", horizontal=True)
+    if kind == "script":
+        st.text_area("B's script: `PATTERN => REPLY` a line, `default => REPLY`, `#` a comment", key="cmp_script",
+                     height=120)
+        changes |= {"script": state.get("cmp_script") or "", "script_name": "B's script"}
+    elif kind == "chat":
+        st.text_input("B's reply URL", key="cmp_reply_url", placeholder="http://gpu-box:8000")
+        st.text_area("B's system prompt", key="cmp_system_prompt", height=68)
+        changes |= {"script": None, "reply_url": (state.get("cmp_reply_url") or "").strip() or None,
+                    "system_prompt": (state.get("cmp_system_prompt") or "").strip() or None}
+    return changes
+
+
+def _run(url: str, settings: dict[str, Any], uploads: list[Any], changes: dict[str, Any]) -> None:
+    state = st.session_state
+    state["cmp_error"] = state["cmp_last"] = None
+    try:
+        a = setup_of(url, settings).check()
+        b = a.changed(**changes)
+        inputs = [load_audio(f.getvalue(), name=f.name) for f in uploads]
+        seconds = 2 * (sum(len(x.pcm) for x in inputs) / 32000 + 120 * len(inputs))
+        with st.spinner("A, then B: each turn at real time…"):
+            result = resources.loop().run(compare(inputs, a, b), timeout=seconds)
+    except StudioError as exc:
+        state["cmp_error"] = str(exc)
+        return
+    except TimeoutError:
+        state["cmp_error"] = f"{url} did not finish both conversations in time: try shorter turns"
+        return
+    state["cmp_last"] = {"json": result.as_json(), "rows": result.rows()}
+
+
+def compare_section(url: str, settings: dict[str, Any], uploads: list[Any] | None, voices: list[str]) -> None:
+    """The expander: B's settings, one button, and the last comparison's table."""
+    state = st.session_state
+    with st.expander("Compare two setups"):
+        st.caption("A is the settings above; B is A with what you set here. The same uploaded turns go through A, "
+                   "then through B — one after the other, so one does not slow the other.")
+        changes = _b_changes(voices)
+        if may("generate") and st.button("Compare", disabled=not uploads, key="cmp_go"):
+            _run(url, settings, uploads or [], changes)
+        if error := state.get("cmp_error"):
+            st.error(plain(error))
+        last = state.get("cmp_last")
+        if last is None:
+            return
+        for side in ("a", "b"):
+            d = last["json"][side]
+            s, turns = d["setup"], len(d["conversation"]["turns"])
+            st.caption(plain(f"{side.upper()}: {s['mode']}, silence window {s['silence_ms']} ms, reply from "
+                             f"{s['reply']}, voice {s['voice'] or 'the server default'} · {turns} turns, "
+                             f"{d['failed_turns']} failed"))
+        st.dataframe(last["rows"], hide_index=True, width="stretch")
+        ratio = last["json"]["ratio_p50"]
+        st.caption(f"B/A of voice-to-voice p50: {'—' if ratio is None else f'{ratio:g}'}. Milliseconds; percentiles "
+                   "by the nearest rank over the turns that have the figure (n); the stages are medians from your "
+                   "speech end; first audio is when the studio received it.")
