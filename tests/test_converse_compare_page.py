@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from services.history import History
-from tests.test_converse_page import _open, turn_wav  # noqa: F401  (turn_wav: the fixture)
+from tests.test_converse_page import _open, turn_wav, webrtc_inert  # noqa: F401  (fixtures; webrtc_inert autouse)
 
 FIGURES = ["voice-to-voice p50", "voice-to-voice p95", "final transcript, median from speech end",
            "first reply token, median from speech end", "first audio received, median from speech end"]

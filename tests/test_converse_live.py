@@ -1,4 +1,4 @@
-"""A live conversation (services/converse/live.py) on the real offline engine: a microphone fed at real time in
+"""A live conversation (services/converse/live.py; native mode: live_native.py) on the real offline engine: a microphone fed at real time in
 20 ms pieces, as a browser's WebRTC track delivers them, and the agent's speech played through streamlit-webrtc's
 real PCM source track, whose frames are taken at real time as aiortc's sender takes them.
 
@@ -18,6 +18,7 @@ from streamlit_webrtc.pcm_source import PcmAudioSource
 
 from protocol.listen import LISTEN_BYTES_PER_S
 from services.converse.live import LiveConversation, LivePipeline
+from services.converse.live_native import LiveNative
 from services.converse.reply import ScriptedReply
 from services.converse.script import parse_script
 from services.listen import load_audio
@@ -65,6 +66,7 @@ class Track:
         self._task.cancel()
         with contextlib.suppress(BaseException):
             self._task.result(5)
+        time.sleep(0.05)  # the loop runs the cancellation
 
 
 def speak(live: LiveConversation, pcm: bytes) -> None:
@@ -170,3 +172,41 @@ def test_stopped_while_speaking_the_turn_ends_and_a_listen_target_down_is_its_er
     [turn] = conv.turns
     assert turn.error and "127.0.0.1:9" in turn.error and turn.user_speech_end_s is not None
     assert playback.pushed_chunks == 0  # no reply to a turn that was not heard
+
+
+def test_native_mode_live_two_turns_in_one_session_and_a_barge_in(engine_url: str, turns: list[bytes],
+                                                                 loop: BackgroundLoop) -> None:
+    """Native mode: the microphone into the offline engine's duplex session, the server's VAD deciding the turns."""
+    playback, track = Playback(), Track(loop)
+    playback.attach(track.source)
+    live = LiveConversation(LiveNative(engine_url, playback=playback, instructions=SCRIPT, silence_ms=500), loop)
+    speak(live, bytes(PIECE * 15) + turns[0])
+    quiet_until(live, lambda: playback.pushed_chunks > 0 and live.view()["status"] == "agent")
+    speak(live, bytes(PIECE * 20))
+    speak(live, turns[1])
+
+    def answered() -> bool:
+        view = live.view()
+        done = view["timeline"]["turns"]
+        return len(done) >= 2 and done[-1]["reply_text"] != "" and view["status"] == "listening"
+    quiet_until(live, answered)
+    live.stop()
+    conv = live.result(60)
+    track.stop()
+
+    first, second = conv.turns
+    assert "open" in first.user_text.lower() and "thank" in second.user_text.lower()
+    assert first.interrupted and not second.interrupted and first.error is None and second.error is None
+    assert LONG_REPLY.startswith(first.reply_text) and first.reply_text != LONG_REPLY
+    assert second.reply_text == "You are most welcome."
+    assert first.barge_in_stop_ms is not None and first.barge_in_stop_ms >= 0
+    for turn in conv.turns:
+        stages = [turn.user_speech_end_s, turn.transcript_final_s, turn.reply_first_token_s, turn.first_audio_s]
+        assert None not in stages and stages == sorted(stages), stages
+        assert turn.first_audio_played_s >= turn.first_audio_s
+    t0 = live.runner._t0
+    after = [rms for t, rms in track.frames
+             if t0 + first.agent_stop_s + 0.04 < t < t0 + second.first_audio_played_s - 0.02]
+    assert len(after) > 10 and max(after) == 0  # nothing of the first answer after the cut
+    assert max(rms for t, rms in track.frames if t > t0 + second.first_audio_played_s) > 300
+    assert conv.as_json()["voice_to_voice_ms"]["n"] == 2
