@@ -75,15 +75,18 @@ def test_two_turns_answered_by_the_session(engine_url: str, inputs: list[Path], 
 
 
 @pytest.fixture()
-def no_duplex_server() -> Iterator[str]:
-    """A websockets server on loopback whose answer to session.update is vLLM-Omni's `unsupported` error."""
+def no_duplex_server() -> Iterator[tuple[str, list[dict]]]:
+    """A websockets server on loopback whose answer to session.update is vLLM-Omni's `unsupported` error; and the
+    events it received."""
     from websockets.asyncio.server import serve
 
     port = free_port()
     ready, stop = threading.Event(), threading.Event()
+    received: list[dict] = []
 
     async def handler(ws) -> None:  # type: ignore[no-untyped-def]
-        async for _ in ws:
+        async for text in ws:
+            received.append(json.loads(text))
             await ws.send(json.dumps({"type": "error", "error": {
                 "type": "invalid_request_error", "code": "unsupported", "message": "no duplex session here"}}))
 
@@ -97,16 +100,22 @@ def no_duplex_server() -> Iterator[str]:
     thread.start()
     ready.wait(10)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", received
     finally:
         stop.set()
         thread.join(5)
 
 
-def test_a_server_without_the_session_exits_1(inputs: list[Path], no_duplex_server: str) -> None:
-    p = converse("--input", str(inputs[0]), "--url", no_duplex_server)
+def test_a_server_without_the_session_exits_1(inputs: list[Path], no_duplex_server: tuple[str, list[dict]]) -> None:
+    url, received = no_duplex_server
+    p = converse("--input", str(inputs[0]), "--url", url, "--vad-threshold", "0.7", "--silence-ms", "800")
     assert p.returncode == 1, p.stderr
     assert "this server has no speech-to-speech session; use --mode pipeline" in p.stderr
+    [update] = received  # what it asked for: the server VAD's threshold and silence window as given
+    assert update["type"] == "session.update"
+    assert update["session"]["turn_detection"] == {"type": "server_vad", "threshold": 0.7, "silence_duration_ms": 800,
+                                                   "prefix_padding_ms": update["session"]["turn_detection"][
+                                                       "prefix_padding_ms"]}
 
 
 def test_an_unreachable_server_exits_1(inputs: list[Path]) -> None:

@@ -88,7 +88,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--barge-in-at", type=float, metavar="S",
                    help="start the next input S seconds after the agent's first audio (a barge-in), not after it ends")
     p.add_argument("--vad-threshold", type=float, default=0.5,
-                   help="barge-in: the energy detector's threshold 0–1 (−60…−20 dBFS; 0.5 is −40 dBFS)")
+                   help="barge-in: the energy detector's threshold 0–1 (−60…−20 dBFS; 0.5 is −40 dBFS); --mode "
+                   "native: the server VAD's threshold (session.update turn_detection.threshold)")
     p.add_argument("--min-speech-ms", type=int, default=100,
                    help="barge-in: speech shorter than this (a cough) does not interrupt the agent (20–2000)")
     p.add_argument("--keep", action="store_true", help="keep the conversation in the studio's history")
@@ -258,7 +259,7 @@ def _run_native(args: argparse.Namespace, audios: list[ListenAudio], script: Scr
                  else f"the session at {where}, instructed with "
                  + (script.name if args.script is None else f"the script {script.name}"))
     native = Native(target, instructions=instructions, voice=args.voice, silence_ms=args.silence_ms,
-                    reply_label=label)
+                    reply_label=label, vad_threshold=args.vad_threshold)
     conv = asyncio.run(native.run(audios))
     if args.keep:
         _keep(args, conv, where, where)

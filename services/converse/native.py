@@ -70,11 +70,13 @@ class Native:
     the scripted reply's rules."""
 
     def __init__(self, target: str | SessionOpener, *, instructions: str | None = None, voice: str | None = None,
-                 silence_ms: int = 500, reply_label: str = "the server's speech-to-speech session") -> None:
+                 silence_ms: int = 500, reply_label: str = "the server's speech-to-speech session",
+                 vad_threshold: float | None = None) -> None:
         self._opener = None if isinstance(target, str) else target
         self.url = ws_url_of(target) + f"?{DUPLEX_QUERY}=1" if isinstance(target, str) else target.target
         self.update = SessionUpdate(session=SessionConfig(
-            instructions=instructions, voice=voice, turn_detection=TurnDetection(silence_duration_ms=silence_ms)))
+            instructions=instructions, voice=voice, turn_detection=TurnDetection(
+                silence_duration_ms=silence_ms, **({} if vad_threshold is None else {"threshold": vad_threshold}))))
         self.reply_label = reply_label
         self._t0 = 0.0
         self._mic = b""  # what the microphone still has to send before silence
