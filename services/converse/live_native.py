@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -134,7 +133,7 @@ class LiveNative(Native):
         """The server's events, in order, until the session closes."""
         while True:
             at, event = await self._events.get()
-            kind = event.get("type")
+            kind = str(event.get("type") or "")
             if kind == "input_audio_buffer.speech_started":
                 await self._started(channel, self._clock_of(event.get("audio_start_ms")))
             elif kind == "input_audio_buffer.speech_stopped" and self._hearing is not None:
@@ -186,7 +185,7 @@ class LiveNative(Native):
             a.chunks.append((play, pcm, rate, a.text))
             if a.turn.first_audio_s is None:
                 a.turn.first_audio_s = at
-                a.turn.first_audio_played_s = at + (ahead or 0.0) if ahead is not None else None
+                a.turn.first_audio_played_s = None if ahead is None else at + ahead
         elif kind == "response.done" and not a.done:
             cancelled = (event.get("response") or {}).get("status") == "cancelled"
             if cancelled and a.cut_s is None and a.chunks:  # the server stopped it on hearing the person
@@ -226,5 +225,5 @@ class LiveNative(Native):
         status = ("hearing" if self._speaking else "agent" if self.agent_talking() else "answering" if answering
                   else "listening")
         return {"status": status, "partial": "", "echo_suspects": self.echo_suspects,
-                "timeline": json.loads(json.dumps(self.conv.as_json())),
+                "timeline": self.conv.as_json(),
                 "seconds": round(self.clock(), 1) if self._t0 else 0.0}
