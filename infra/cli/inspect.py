@@ -53,6 +53,7 @@ def _add_cost(sub: Any, parents: Parents) -> None:
 def _add_smoke(sub: Any, parents: Parents) -> None:
     p = sub.add_parser("smoke", parents=[parents.state, parents.out, parents.locking], help="run the smoke tests",
                        description="Voice saves validation-output.wav, image a PNG, video a 4-step (smoke-only) MP4, "
+                                   "listen a transcript, omni a one-turn spoken conversation (its stereo WAV), "
                                    "through the studio's services layer.")
     p.add_argument("roles", nargs="*", type=role_arg, metavar="ENDPOINT", help="default: all in the deployment")
     p.add_argument("--backend", choices=["sagemaker", "omni", "offline"], default="sagemaker",
