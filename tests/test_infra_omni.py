@@ -79,6 +79,15 @@ def test_deploy_with_omni_smoke_tests_a_spoken_turn_and_status_shows_it(
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if line.startswith("omni "))
     assert "InService" in row and "ml.g6e.12xlarge" in row and " ok " in row, row
+    # the shipped table has no price for the multi-GPU types: the total says what it leaves out
+    assert "total without ml.g6e.12xlarge (no price): " in text
+    assert infra_main(["cost", "--state-file", str(state_file)]) == 0
+    text = capsys.readouterr().out
+    assert "running deployment in us-east-1 without ml.g6e.12xlarge (no price): " in text
+    assert "no price for ml.g6e.12xlarge" in text
+    assert infra_main(["cost", "--json", "--state-file", str(state_file)]) == 0
+    assert json.loads(capsys.readouterr().out)["unpriced_instance_types"] == ["ml.g6e.12xlarge"]
+
     # `infra smoke omni` alone: no voice check in this run, so the offline engine's voice says the turn
     assert infra_main(["smoke", "omni", "--json", "--state-file", str(state_file), "--out-dir", str(smoke_dir)]) == 0
     alone = json.loads(capsys.readouterr().out)
