@@ -55,9 +55,15 @@ class CostReport:
     def usd_per_day(self) -> float:
         return self.usd_per_hour * HOURS_PER_DAY
 
+    @property
+    def unpriced(self) -> list[str]:
+        """The instance types counted in the total that have no price (left out of it: the total is a floor)."""
+        return [line.instance_type for line in self.lines if line.endpoints and line.price.usd_per_hour is None]
+
     def to_dict(self) -> dict[str, Any]:
         return {"region": self.region, "basis": self.basis, "lines": [line.to_dict() for line in self.lines],
                 "usd_per_hour": round(self.usd_per_hour, 4), "usd_per_day": round(self.usd_per_day, 2),
+                "unpriced_instance_types": self.unpriced,
                 "cost_so_far_usd": None if self.cost_so_far_usd is None else round(self.cost_so_far_usd, 4),
                 "prices": {"source": self.prices.source, "as_of": self.prices.as_of.isoformat(),
                            "age_days": self.prices.age_days(), "stale": self.prices.stale(),

@@ -12,6 +12,12 @@
 - listen: the voice check's recording when it passed in this run, else the offline engine's voice saying the
   same line, sent as a file; passes when text comes back; saves `smoke-transcript.txt` (its word error rate
   against the line in the figures).
+- omni: a one-turn native conversation — vLLM-Omni's duplex session (`/v1/realtime?duplex=1`; on SageMaker over
+  the HTTP/2 bidirectional stream) held by services/converse/native.py with a short recorded turn (the voice
+  check's recording when it passed in this run, else the offline engine's voice saying a short sentence); passes
+  when the session opens and a transcript and a reply with the agent's audio come back; saves
+  `smoke-conversation.wav` (the person left, the agent right). A failure names what did not come: the session
+  (refused, or no duplex session: vLLM-Omni's `unsupported`), the transcript, the reply audio, or the time.
 
 `deployment_backend(state)` builds the SageMaker backend for a deployment from its state file.
 """
@@ -27,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.model import DEFAULT_ROLES, ROLES, Role
-from protocol.errors import StudioError
+from protocol.errors import BackendUnreachable, StudioError
 from protocol.speech import TaskType, task_types_for_model
 from services.pricing import usd
 
@@ -35,14 +41,17 @@ if TYPE_CHECKING:
     from infra.state import DeploymentState
     from infra.status import StatusReport
     from services.backend import Backend
+    from services.converse.native import SessionOpener
     from services.settings import Settings
 
 VOICE_FILE = "validation-output.wav"
 IMAGE_FILE = "smoke-image.png"
 VIDEO_FILE = "smoke-only-video.mp4"
 LISTEN_FILE = "smoke-transcript.txt"
+OMNI_FILE = "smoke-conversation.wav"
 MIN_AUDIO_BYTES = 2000
 SMOKE_TEXT = "Hello from Omni Studio. This is the smoke test of the voice endpoint."
+SMOKE_TURN_TEXT = "Hello! What time do you open today?"  # the omni check's turn when there is no voice recording
 IMAGE_PROMPT = "a red lighthouse on a rocky coast at dawn, smoke test"
 VIDEO_PROMPT = "waves roll against the lighthouse, smoke test"
 SMOKE_STEPS = 4  # image: FLUX.2-klein's own count; video: smoke-only (the default is 30)
@@ -50,6 +59,7 @@ SMOKE_VOICE_DESCRIPTION = "A calm adult voice, clear and even, speaking at a mod
 SMOKE_REFERENCE_SECONDS = 4.0
 VOICE_TIMEOUT_S = 180.0
 VIDEO_TIMEOUT_S = 900.0
+OMNI_TIMEOUT_S = 120.0  # the whole one-turn conversation: the turn at real time, the silence window, the reply
 SCALE_OUT_MINUTES = 10  # an instance from 0 on AWS: the alarm, a GPU instance, the image and the model
 
 
@@ -90,24 +100,32 @@ SmokeProgress = Callable[[SmokeCheck], None]
 
 def run_smoke(backend: Backend, out_dir: Path, roles: Sequence[Role] = DEFAULT_ROLES, *,
               progress: SmokeProgress | None = None, voice_timeout_s: float = VOICE_TIMEOUT_S,
-              video_timeout_s: float = VIDEO_TIMEOUT_S, voice_task: TaskType | None = None) -> SmokeReport:
-    """Run the smoke test of each role in `roles` (catalog order; the published three unless listen is named)
-    and save what they produce.
-    `voice_task`: the task type the voice model serves (None: the server's default, a preset voice)."""
+              video_timeout_s: float = VIDEO_TIMEOUT_S, voice_task: TaskType | None = None,
+              duplex: str | SessionOpener | None = None, omni_timeout_s: float = OMNI_TIMEOUT_S) -> SmokeReport:
+    """Run the smoke test of each role in `roles` (catalog order; the published three unless an opt-in family
+    is named) and save what they produce.
+    `voice_task`: the task type the voice model serves (None: the server's default, a preset voice).
+    `duplex`: where the omni check holds its session — a server's URL, or an opener (a SageMaker endpoint's
+    bidirectional stream: `smoke_deployment` passes one); None: the backend's own URL (the offline engine, a
+    vLLM-Omni server)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     checks: list[SmokeCheck] = []
     image_png: bytes | None = None
     for role in (r for r in ROLES if r in roles):
         t0 = time.perf_counter()
+        voice = next((c for c in checks if c.role == "voice" and c.ok and c.path), None)
+        recording = voice.path.read_bytes() if voice and voice.path else None
         try:
             if role == "voice":
                 check = smoke_voice(backend, out_dir, timeout_s=voice_timeout_s, task_type=voice_task)
             elif role == "image":
                 check, image_png = smoke_image(backend, out_dir)
             elif role == "listen":
-                voice = next((c for c in checks if c.role == "voice" and c.ok and c.path), None)
-                check = smoke_listen(backend, out_dir, recording=voice.path.read_bytes() if voice else None)
+                check = smoke_listen(backend, out_dir, recording=recording)
+            elif role == "omni":
+                check = smoke_omni(duplex or _backend_url(backend), out_dir, recording=recording,
+                                   timeout_s=omni_timeout_s, what=backend.label)
             else:
                 check = smoke_video(backend, out_dir, reference=image_png, timeout_s=video_timeout_s)
         except StudioError as exc:
@@ -143,6 +161,68 @@ def smoke_listen(backend: Backend, out_dir: Path, *, recording: bytes | None = N
                "wer": round(wer, 4), "source": source}
     return SmokeCheck("listen", True, f"{len(transcript.text.split())} words from {audio.seconds:.1f} s of "
                                       f"{source} (WER {wer:.0%})", path, len(transcript.text.encode()), figures=figures)
+
+
+def _backend_url(backend: Backend) -> str | None:
+    """The server a backend's requests go to, when it is one URL (the offline engine, a vLLM-Omni server)."""
+    return backend.target if backend.name in ("offline", "omni") else None
+
+
+def smoke_omni(session: str | SessionOpener | None, out_dir: Path, *, recording: bytes | None = None,
+               timeout_s: float = OMNI_TIMEOUT_S, what: str = "this target") -> SmokeCheck:
+    """One turn of a native conversation (see the module's doc) at `session`: a server's URL or an opener."""
+    from services.converse.native import Native, NoDuplexSession
+    from services.listen import load_audio, spoken_sample
+
+    if session is None:
+        return SmokeCheck("omni", False, f"{what} has no omni endpoint to hold a speech-to-speech session with")
+    source = "the voice check's recording" if recording else "the offline engine's voice"
+    audio = load_audio(recording or spoken_sample(SMOKE_TURN_TEXT), name="smoke turn")
+    native = Native(session, reply_label="the omni endpoint's speech-to-speech session")
+    where = native.url
+    try:
+        conv = asyncio.run(asyncio.wait_for(native.run([audio]), timeout_s))
+    except TimeoutError:
+        return SmokeCheck("omni", False, f"timed out: no complete turn from {where} within {timeout_s:.0f} s")
+    except NoDuplexSession:
+        return SmokeCheck("omni", False, f"session refused: {where} has no speech-to-speech session (it answered "
+                                         "vLLM-Omni's `unsupported` to the duplex session.update)")
+    except BackendUnreachable as exc:
+        return SmokeCheck("omni", False, f"no session: {exc}")
+    except StudioError as exc:
+        return SmokeCheck("omni", False, f"session refused: {exc}")
+    return _omni_outcome(conv, out_dir, audio.seconds, source)
+
+
+def _omni_outcome(conv: Any, out_dir: Path, audio_s: float, source: str) -> SmokeCheck:
+    """The omni check's verdict on the one-turn conversation `conv` (services.converse.timeline.Conversation)."""
+    turn = conv.turns[0] if conv.turns else None
+    agent_bytes = sum(len(pcm) for _, pcm, _ in conv.agent)
+    path, saved = out_dir / OMNI_FILE, None
+    if conv.person:
+        path.write_bytes(conv.stereo_wav())  # kept even when the check fails: what was said and what came back
+        saved = path
+    figures: dict[str, Any] = {"source": source, "audio_s": round(audio_s, 3), "agent_audio_bytes": agent_bytes}
+    if turn is not None:
+        figures |= {k: v for k, v in turn.as_json().items() if k in (
+            "user_text", "reply_text", "transcript_final_s", "reply_first_token_s", "first_audio_s",
+            "voice_to_voice_ms", "error")}
+    if turn is None or not turn.user_text:
+        why = turn.error if turn is not None and turn.error else f"no words heard in {audio_s:.1f} s of {source}"
+        return SmokeCheck("omni", False, f"no transcript: {why}", saved, agent_bytes, figures=figures)
+    if agent_bytes <= MIN_AUDIO_BYTES:
+        got = f"the reply's text came ({turn.reply_text.strip()!r}) but " if turn.reply_text.strip() else ""
+        why = f"; {turn.error}" if turn.error else ""
+        return SmokeCheck("omni", False, f"no reply audio: heard {turn.user_text!r}; {got}only {agent_bytes} bytes "
+                                         f"of the agent's audio (needs more than {MIN_AUDIO_BYTES}){why}",
+                          saved, agent_bytes, figures=figures)
+    if turn.error:
+        return SmokeCheck("omni", False, f"reply cut short after {agent_bytes} bytes of the agent's audio: "
+                                         f"{turn.error}", saved, agent_bytes, figures=figures)
+    reply = f"replied {turn.reply_text.strip()!r}" if turn.reply_text.strip() else "replied (no transcript of it)"
+    return SmokeCheck("omni", True, f"one turn from {source}: heard {turn.user_text!r}, {reply} with {agent_bytes} "
+                                    f"bytes of the agent's audio, voice-to-voice {turn.voice_to_voice_ms:.0f} ms; "
+                                    f"saved {path.name}", path, agent_bytes, figures=figures)
 
 
 def smoke_reference_wav(seconds: float = SMOKE_REFERENCE_SECONDS) -> bytes:
@@ -291,6 +371,16 @@ def deployment_backend(state: DeploymentState, base: Settings | None = None) -> 
     return create_backend(deployment_settings(state, base))
 
 
+def endpoint_duplex(state: DeploymentState, settings: Settings) -> SessionOpener | None:
+    """The omni endpoint's duplex session over the HTTP/2 bidirectional stream (None: the deployment has none)."""
+    from services.converse.sagemaker import EndpointSession, aws_session
+
+    record = state.endpoints.get("omni")
+    if record is None:
+        return None
+    return EndpointSession(aws_session(settings), record.endpoint.name, connect_timeout=settings.connect_timeout_s)
+
+
 def record_smoke(state: DeploymentState, report: SmokeReport) -> None:
     """Keep each endpoint's last smoke result in the state file (the endpoints page shows it)."""
     from infra.state import utc_now
@@ -327,12 +417,13 @@ def smoke_deployment(state: DeploymentState, out_dir: Path, roles: Sequence[Role
                      progress: SmokeProgress | None = None) -> SmokeReport:
     """The smoke test of a deployment through the studio's SageMaker backend, its result kept in the state
     file. Raises StudioError only when the backend cannot be built (the test did not run)."""
-    backend = deployment_backend(state)
+    settings = deployment_settings(state)
+    backend = deployment_backend(state, settings)
     voice_model = state.spec.voice_model
     voice_task = task_types_for_model(voice_model)[0] if voice_model else None
     try:
         report = run_smoke(backend, out_dir, tuple(roles) if roles else state.spec.roles, progress=progress,
-                           voice_task=voice_task)
+                           voice_task=voice_task, duplex=endpoint_duplex(state, settings))
     finally:
         backend.close()
     record_smoke(state, report)

@@ -168,3 +168,8 @@ def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
 
     rows = [replace(r, version=summary(state, r.role)) if r.role in state.endpoints else r for r in rows]
     return StatusReport(state.region, state.deployment_id, rows, prices, state.path)
+
+
+def without_unpriced(types: list[str]) -> str:
+    """What a total leaves out: ' without ml.g6e.12xlarge (no price)', or '' when every type is priced."""
+    return f" without {', '.join(types)} (no price)" if types else ""

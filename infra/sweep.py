@@ -276,8 +276,9 @@ class StudioFleet:
         # InService at 0 instances (the video endpoint idles there): up, free, and not "running" — the banner
         # names them, or "2 running" reads wrong beside 3 endpoints InService
         idle = [e.role or e.endpoint_name for _, e in self.endpoints if e.status == "InService" and not e.billing]
+        unpriced = sorted({e.instance_type or "unknown" for e in self.running if e.usd_per_hour is None})
         return {"region": self.region, "running": len(self.running), "idle": idle,
-                "usd_per_hour": round(self.usd_per_hour, 4),
+                "usd_per_hour": round(self.usd_per_hour, 4), "unpriced": unpriced,
                 "cost_so_far_usd": round(self.cost_so_far_usd, 4),
                 "endpoints": [{"deployment_id": d, **e.to_dict(), "deletes_at": self.deletions.get(e.endpoint_name)}
                               for d, e in self.endpoints],

@@ -14,7 +14,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 pytest.register_assert_rewrite("tests.emulator_support")
-from tests.emulator_support import ROLE_ARN, EmulatorHandle
+from tests.emulator_support import ROLE_ARN, EmulatorHandle  # noqa: E402
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -328,3 +328,36 @@ def test_a_smoke_test_that_would_scale_an_idle_endpoint_up_asks_first(
     _button(at, "delete_ask").click().run()
     _button(at, "delete_go").click().run()
     _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)
+
+
+def test_an_omni_deployment_on_the_page_smoke_tested_with_a_spoken_turn(
+        emulator_env: EmulatorHandle, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The opt-in omni family deployed from the page: its smoke check (a one-turn native conversation with the
+    offline engine as its container) in the action's log and the table, its model and GPU need, and totals that
+    say they leave out its instance type (the shipped table has no price for the multi-GPU types)."""
+    at = _open(monkeypatch, tmp_path)
+    at.multiselect(key="deploy_roles").set_value(["omni"]).run()
+    assert "python -m infra deploy omni " in _codes(at)
+    assert any("omni: Qwen/Qwen3-Omni-30B-A3B-Instruct" in _text(c.value) and "85" in c.value for c in at.caption)
+    _button(at, "deploy_go").click().run()
+    _ok(at)
+    _until(at, lambda: "deploy — done" in " ".join(m.value for m in at.markdown), timeout=120)
+    log = _codes(at)
+    assert "omni: smoke ok — one turn from the offline engine's voice: heard " in log, log
+    table = at.dataframe[0].value
+    assert list(table["endpoint"]) == ["omni"] and list(table["status"]) == ["InService"]
+    assert list(table["smoke test"]) == ["ok"] and list(table["model"]) == ["Qwen/Qwen3-Omni-30B-A3B-Instruct"]
+    assert list(table["instance"]) == ["ml.g6e.12xlarge"] and list(table["$/hour"]) == ["—"]
+    assert list(table["pool $/hour (min–max)"]) == ["no price"]
+    left_out = [w.value for w in at.warning if "leave out" in w.value]
+    assert left_out and "ml.g6e.12xlarge" in _text(left_out[0]) and "--refresh-prices" in left_out[0]
+
+    image_page = _open(monkeypatch, tmp_path, "pages/image.py")
+    banner = [_text(w.value) for w in image_page.warning if "studio endpoint" in w.value]
+    assert banner and "(without ml.g6e.12xlarge: no price)" in banner[0], banner
+
+    at = _open(monkeypatch, tmp_path)
+    _button(at, "delete_ask").click().run()
+    _button(at, "delete_go").click().run()
+    _until(at, lambda: "delete — done" in " ".join(m.value for m in at.markdown), timeout=60)
+    assert _listing(emulator_env) == [0, 0, 0]

@@ -107,6 +107,9 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
     a.metric("Per hour", money(report.usd_per_hour))
     b.metric("Per day", money(report.usd_per_day))
     c.metric("Cost so far", money(report.cost_so_far_usd))
+    if report.unpriced:  # a total without them would read as the whole bill
+        st.warning(f"The totals leave out {plain(', '.join(report.unpriced))}: the price table has no price for it "
+                   "— `python -m infra cost --refresh-prices` asks the AWS Price List API.", icon="💲")
     st.caption(f"Deployment {plain(report.deployment_id or '—')} in {plain(report.region)}; "
                "on-demand prices from the shipped table (`python -m infra cost` shows its date and source). The pool "
                "range is what each entry of the endpoint's pool costs: SageMaker takes the first with capacity.")

@@ -260,8 +260,9 @@ def cost_banner() -> None:
     f = fleet()
     if not f or not f["running"]:
         return
+    left_out = f" (without {plain(', '.join(f['unpriced']))}: no price)" if f.get("unpriced") else ""
     st.warning(f"{fleet_count(f)} in {plain(f['region'])}: {usd(f['usd_per_hour'])}/hour, "
-               f"{usd(f['cost_so_far_usd'])} so far{ttl_text(f)}.", icon="💸")
+               f"{usd(f['cost_so_far_usd'])} so far{left_out}{ttl_text(f)}.", icon="💸")
     st.page_link(ENDPOINTS_PAGE, label="Endpoints: status, cost, delete", icon="☁️")
 
 

@@ -53,6 +53,7 @@ def _add_cost(sub: Any, parents: Parents) -> None:
 def _add_smoke(sub: Any, parents: Parents) -> None:
     p = sub.add_parser("smoke", parents=[parents.state, parents.out, parents.locking], help="run the smoke tests",
                        description="Voice saves validation-output.wav, image a PNG, video a 4-step (smoke-only) MP4, "
+                                   "listen a transcript, omni a one-turn spoken conversation (its stereo WAV), "
                                    "through the studio's services layer.")
     p.add_argument("roles", nargs="*", type=role_arg, metavar="ENDPOINT", help="default: all in the deployment")
     p.add_argument("--backend", choices=["sagemaker", "omni", "offline"], default="sagemaker",
@@ -93,7 +94,7 @@ COMMANDS: dict[str, Callable[[Any, Parents], None]] = {
 def cmd_status(args: argparse.Namespace) -> int:
     from infra.lifecycle import LifecycleStatus
     from infra.pricing import load_prices
-    from infra.status import deployment_status
+    from infra.status import deployment_status, without_unpriced
 
     report = deployment_status(args.state_file or default_state_file(), region=args.region, profile=args.profile,
                                prices=load_prices(args.prices))
@@ -116,8 +117,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"{e.role} version: {e.version['label']}")
     if report.voice_model:
         print(f"voice model: {voice_model_label(report.voice_model)}")
-    print(f"total: {money(report.usd_per_hour)}/hour ({money(report.usd_per_day)}/day), {money(report.cost_so_far_usd)} "
-          f"so far; {report.prices.describe()}")
+    print(f"total{without_unpriced(report.unpriced)}: {money(report.usd_per_hour)}/hour "
+          f"({money(report.usd_per_day)}/day), {money(report.cost_so_far_usd)} so far; {report.prices.describe()}")
     for e in report.endpoints:
         if e.failure_reason:
             print(f"{e.role}: FailureReason: {e.failure_reason}")
@@ -129,6 +130,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_cost(args: argparse.Namespace) -> int:
     from infra.cost import deployment_cost
     from infra.pricing import load_prices
+    from infra.status import without_unpriced
 
     report = deployment_cost(args.state_file or default_state_file(), instance_types=args.instance_types,
                              prices=load_prices(args.prices), region=args.region, profile=args.profile,
@@ -144,9 +146,12 @@ def cmd_cost(args: argparse.Namespace) -> int:
     print(table([[p.role, p.endpoint or "(planned)", p.range_label(), p.label().split(": ", 1)[1]] for p in report.pools],
                 ["endpoint", "name", "min–max", "every entry (priority order)"]))
     prices = report.prices
-    print(f"{report.basis} in {report.region}: {money(report.usd_per_hour)}/hour, {money(report.usd_per_day)}/day"
+    print(f"{report.basis} in {report.region}{without_unpriced(report.unpriced)}: {money(report.usd_per_hour)}/hour, "
+          f"{money(report.usd_per_day)}/day"
           + (f", {money(report.cost_so_far_usd)} so far" if report.cost_so_far_usd is not None else ""))
     print(prices.describe() + ".")
+    if report.unpriced:
+        print(f"no price for {', '.join(report.unpriced)}: refresh with `python -m infra cost --refresh-prices`")
     if prices.stale():
         print(f"note: the table is {prices.age_days()} days old; `python -m infra cost --refresh-prices` asks the "
               "AWS Price List API for today's rates")
