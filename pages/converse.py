@@ -26,24 +26,23 @@ st.caption("Talk to a voice agent and measure the silence after you stop: each t
            "over the conversation.")
 
 backend = resources.require_backend("The conversation's backend")
-if backend.name not in ("offline", "omni"):
-    st.error(f"{backend.label}: a conversation needs a server that listens and speaks over its URL — choose the "
-             "offline engine or a vLLM-Omni server in the sidebar")
-    st.stop()
+endpoints = backend.capabilities.deploys_models  # SageMaker: listen, voice, omni and reply are endpoints
 try:
     voices, _ = resources.speech_catalog()
 except StudioError as exc:
-    st.error(f"The speech backend is not available: {resources.plain(exc)}")
-    st.stop()
+    if not endpoints:
+        st.error(f"The speech backend is not available: {resources.plain(exc)}")
+        st.stop()
+    voices = []  # no voice endpoint: native mode needs none, and pipeline mode says so below
 
 can_talk = may("generate")  # else one line why; the kept conversations still show
-settings = settings_form(voices)
-try:
-    setup_of(backend.target, settings).check()  # a script's bad line, a reply URL that is not one: said once, here
-    settings_ok = True
+settings = settings_form(voices, endpoints=endpoints)
+setup = None
+try:  # a script's bad line, a reply URL that is not one, an endpoint the mode needs: said once, here
+    setup = setup_of(backend, settings).check()
 except StudioError as exc:
     st.error(resources.plain(exc))
-    settings_ok = False
+settings_ok = setup is not None
 
 
 def _keep(conv, inputs: list[str], echoes: int = 0) -> None:  # type: ignore[no-untyped-def]
@@ -55,8 +54,8 @@ def _keep(conv, inputs: list[str], echoes: int = 0) -> None:  # type: ignore[no-
         return
     try:
         kept = resources.history().conversations.record(
-            timeline, settings={**settings, "listen": backend.target, "speak": backend.target,
-                                "reply": conv.reply_label, "inputs": inputs}, audio=audio)
+            timeline, settings={**settings, **(setup.settings() if setup else {}), "reply": conv.reply_label,
+                                "inputs": inputs}, audio=audio)
         state["converse_last"] = (timeline, audio, kept.id, conv.skipped, conv.reply_label, echoes)
     except StudioError as exc:
         state["converse_kept_error"] = f"The conversation is shown but not kept: {exc}"
@@ -65,9 +64,9 @@ def _keep(conv, inputs: list[str], echoes: int = 0) -> None:  # type: ignore[no-
 live_tab, recorded_tab = st.tabs(["Talk live", "Recorded turns"])
 with live_tab:
     mic, playing = None, False
-    if can_talk and settings_ok:
+    if can_talk and setup is not None:
         try:
-            mic, playing = live_call(backend.target, settings)
+            mic, playing = live_call(setup)
         except StudioError as exc:
             st.error(resources.plain(exc))
         st.caption(f"Press **{START_LABEL}** and allow the microphone; speak, then pause — the agent answers after "
@@ -90,12 +89,12 @@ with recorded_tab:
         try:
             inputs = [load_audio(f.getvalue(), name=f.name) for f in uploads or []]
             with st.spinner("Talking: each turn at real time…"):
-                _keep(converse(backend.target, settings, inputs), [f.name for f in uploads or []])
+                _keep(converse(setup, inputs), [f.name for f in uploads or []])
         except StudioError as exc:
             state["converse_error"] = str(exc)
         except TimeoutError:
             state["converse_error"] = f"{backend.target} did not finish the conversation in time: try shorter turns"
-    compare_section(backend.target, settings, uploads, voices)
+    compare_section(setup, uploads, voices, endpoints=endpoints)
 
 if error := state.pop("converse_error", None):
     st.error(resources.plain(error))

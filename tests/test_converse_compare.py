@@ -134,6 +134,40 @@ def test_what_b_changes_is_checked() -> None:
             parse_change(bad)
 
 
+
+def test_a_reply_endpoint_and_a_session_endpoint_in_a_setup() -> None:
+    """SageMaker targets (nothing is sent: a reply stage and a session opener only hold what they will reach)."""
+    from services.aws import AwsSession
+    from services.converse.sagemaker import EndpointSession
+
+    aws = AwsSession("us-east-1")
+    a = Setup(listen="http://127.0.0.1:9", speak="http://127.0.0.1:9", script=None, reply_endpoint="sm-chat", aws=aws,
+              system_prompt="be brief")
+    assert a.check().settings()["reply"] == "the served model on SageMaker endpoint sm-chat (us-east-1)"
+    for name, words in (("", "the reply endpoint's name is empty"), ("  ", "the reply endpoint's name is empty"),
+                        ("chat endpoint", "'chat endpoint' is not a SageMaker endpoint name"),
+                        ("-chat", "is not a SageMaker endpoint name"), ("c" * 64, "is not a SageMaker endpoint name")):
+        with pytest.raises(InvalidInput, match=words):
+            a.changed(reply_endpoint=name)
+    with pytest.raises(InvalidInput, match="choose SageMaker in the sidebar"):
+        a.changed(aws=None)
+    scripted = a.changed(script=SCRIPT, system_prompt=None)  # a script replaces the endpoint's model
+    assert scripted.reply_endpoint is None and scripted.settings()["reply"] == "a scripted reply (B's script), not a model"
+    by_url = a.changed(reply_url="http://gpu-box:8000")
+    assert by_url.reply_endpoint is None and by_url.settings()["reply"] == "the served model at http://gpu-box:8000"
+    back = by_url.changed(reply_endpoint="sm-chat-2")
+    assert back.reply_url is None and back.reply().label.endswith("endpoint sm-chat-2 (us-east-1)")
+
+    session = EndpointSession(aws, "sm-omni")
+    native = Setup(mode="native", url=session, script=SCRIPT, script_name="shop").check()
+    settings = native.settings()
+    assert settings["url"] == "SageMaker endpoint sm-omni (us-east-1, HTTP/2 v1/realtime?duplex=1)"
+    assert settings["reply"] == f"the session at {settings['url']}, instructed with shop"
+    assert json.loads(json.dumps(settings)) == settings  # kept in the history as JSON
+    assert native.runner().url == settings["url"]
+    assert native.changed(silence_ms=700).url is session
+
+
 def converse(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMNI_STUDIO_CONFIG": ""}
     return subprocess.run([sys.executable, "-m", "services", "converse", *args], capture_output=True, text=True,

@@ -10,19 +10,20 @@ from typing import Any
 import streamlit as st
 
 from protocol.errors import StudioError
-from services.converse.compare import SILENCE_MS, compare
+from services.converse.compare import SILENCE_MS, Setup, compare
 from services.listen import load_audio
 from ui import resources
-from ui.converse_views import MODES, setup_of
+from ui.converse_views import MODES
 from ui.resources import plain
 from ui.workspace_views import may
 
 SAME = "same"
 B_REPLY = {SAME: "The same reply as A", "script": "Another script (scripted, not a model)",
            "chat": "A model (an OpenAI-compatible /v1/chat/completions URL)"}
+B_ENDPOINT_REPLY = {"endpoint": "A model on a SageMaker endpoint (streaming chat)"}  # on SageMaker only
 
 
-def _b_changes(voices: list[str]) -> dict[str, Any]:
+def _b_changes(voices: list[str], endpoints: bool) -> dict[str, Any]:
     """B's settings as the person left them: each a change to A (the same value as A's is no change)."""
     state = st.session_state
     left, right = st.columns(2)
@@ -33,7 +34,10 @@ def _b_changes(voices: list[str]) -> dict[str, Any]:
     voice = st.selectbox("B's voice", [SAME, *voices], format_func=lambda v: "The same as A" if v == SAME else v,
                          key="cmp_voice")
     changes |= {k: v for k, v in (("mode", mode), ("voice", voice)) if v != SAME}
-    kind = st.radio("B's reply", list(B_REPLY), format_func=B_REPLY.get, key="cmp_reply_kind", horizontal=True)
+    kinds = B_REPLY | (B_ENDPOINT_REPLY if endpoints else {})
+    if state.get("cmp_reply_kind") not in (None, *kinds):  # a kind of another backend's
+        del state["cmp_reply_kind"]
+    kind = st.radio("B's reply", list(kinds), format_func=kinds.get, key="cmp_reply_kind", horizontal=True)
     if kind == "script":
         st.text_area("B's script: `PATTERN => REPLY` a line, `default => REPLY`, `#` a comment", key="cmp_script",
                      height=120)
@@ -43,14 +47,18 @@ def _b_changes(voices: list[str]) -> dict[str, Any]:
         st.text_area("B's system prompt", key="cmp_system_prompt", height=68)
         changes |= {"script": None, "reply_url": (state.get("cmp_reply_url") or "").strip() or None,
                     "system_prompt": (state.get("cmp_system_prompt") or "").strip() or None}
+    elif kind == "endpoint":
+        st.text_input("B's reply endpoint (SageMaker, streaming /v1/chat/completions)", key="cmp_reply_endpoint")
+        st.text_area("B's system prompt", key="cmp_system_prompt", height=68)
+        changes |= {"reply_endpoint": (state.get("cmp_reply_endpoint") or "").strip(),
+                    "system_prompt": (state.get("cmp_system_prompt") or "").strip() or None}
     return changes
 
 
-def _run(url: str, settings: dict[str, Any], uploads: list[Any], changes: dict[str, Any]) -> None:
+def _run(a: Setup, uploads: list[Any], changes: dict[str, Any]) -> None:
     state = st.session_state
     state["cmp_error"] = state["cmp_last"] = None
     try:
-        a = setup_of(url, settings).check()
         b = a.changed(**changes)
         inputs = [load_audio(f.getvalue(), name=f.name) for f in uploads]
         seconds = 2 * (sum(len(x.pcm) for x in inputs) / 32000 + 120 * len(inputs))
@@ -60,20 +68,21 @@ def _run(url: str, settings: dict[str, Any], uploads: list[Any], changes: dict[s
         state["cmp_error"] = str(exc)
         return
     except TimeoutError:
-        state["cmp_error"] = f"{url} did not finish both conversations in time: try shorter turns"
+        state["cmp_error"] = "The two conversations did not finish in time: try shorter turns"
         return
     state["cmp_last"] = {"json": result.as_json(), "rows": result.rows()}
 
 
-def compare_section(url: str, settings: dict[str, Any], uploads: list[Any] | None, voices: list[str]) -> None:
-    """The expander: B's settings, one button, and the last comparison's table."""
+def compare_section(a: Setup | None, uploads: list[Any] | None, voices: list[str], *, endpoints: bool = False) -> None:
+    """The expander: B's settings, one button, and the last comparison's table. `a`: the page's setup (None while
+    its settings need fixing: said above, and nothing can start); `endpoints`: on SageMaker (a reply endpoint)."""
     state = st.session_state
     with st.expander("Compare two setups"):
         st.caption("A is the settings above; B is A with what you set here. The same uploaded turns go through A, "
                    "then through B — one after the other, so one does not slow the other.")
-        changes = _b_changes(voices)
-        if may("generate") and st.button("Compare", disabled=not uploads, key="cmp_go"):
-            _run(url, settings, uploads or [], changes)
+        changes = _b_changes(voices, endpoints)
+        if may("generate") and st.button("Compare", disabled=not uploads or a is None, key="cmp_go") and a:
+            _run(a, uploads or [], changes)
         if error := state.get("cmp_error"):
             st.error(plain(error))
         last = state.get("cmp_last")

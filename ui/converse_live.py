@@ -11,10 +11,11 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from protocol.limits import PCM_SAMPLE_RATE
+from services.converse.compare import Setup
 from services.converse.live import LiveConversation
 from services.playback import Playback
 from ui import resources
-from ui.converse_views import figures, setup_of, transcript_view
+from ui.converse_views import figures, transcript_view
 from ui.listen_mic import Microphone, microphone
 from ui.resources import plain
 
@@ -31,13 +32,13 @@ ECHO_HINT = ("The agent stopped {n} time(s) when nobody spoke: its own voice is 
              "Use headphones (or turn the loudspeaker down) so it does not interrupt itself.")
 
 
-def live_call(url: str, settings: dict[str, Any]) -> tuple[Microphone, bool]:
+def live_call(setup: Setup) -> tuple[Microphone, bool]:
     """Draw the call's Start/End and connect it: (the session's microphone, whether the call is on). The
-    conversation begins at the first frame the browser sends, with the settings as they are then."""
+    conversation begins at the first frame the browser sends, held as `setup` (the page's setup_of, checked) says
+    on this run — the settings as they are then."""
     state = st.session_state
     mic: Microphone = state.setdefault("converse_microphone", Microphone())
     playback: Playback = state.setdefault("converse_playback", Playback())
-    setup = setup_of(url, settings).check()  # a bad script stops here, with its line, before any call
     mic.factory = lambda: LiveConversation(setup.live_runner(playback), resources.loop())
     from streamlit_webrtc import create_pcm_audio_source_track
 

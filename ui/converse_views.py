@@ -1,5 +1,6 @@
-"""The Converse page's views: the settings, a conversation run from recorded turns (the CLI's pipeline or native
-session, services/converse), what it shows — the transcript with both sides, each turn's timeline, voice-to-voice
+"""The Converse page's views: the settings, the Setup they make on the sidebar's backend (`setup_of`: a server's URL,
+or SageMaker's endpoints), a conversation run from recorded turns (the CLI's pipeline or native session,
+services/converse), what it shows — the transcript with both sides, each turn's timeline, voice-to-voice
 p50/p95 with n — its downloads (the stereo WAV, the JSON timeline) and the conversations kept in the history.
 
 A conversation's view is drawn from its timeline (the CLI's `--json` object), the same for one just held and one
@@ -15,7 +16,9 @@ from typing import Any
 import streamlit as st
 
 from protocol.errors import StudioError
+from services.backend import Backend
 from services.converse.compare import SILENCE_MS, Setup
+from services.converse.sagemaker import ConverseEndpoints
 from services.converse.script import DEFAULT_SCRIPT
 from services.converse.timeline import Conversation
 from services.listen import ListenAudio
@@ -26,47 +29,80 @@ from ui.workspace_views import kept_list, share_toggle
 MODES = {"pipeline": "Pipeline (listen → reply → speak)", "native": "Native speech-to-speech (the server's session)"}
 REPLY_KINDS = {"script": "Scripted reply (rules you edit; not a model)",
                "chat": "A model (an OpenAI-compatible /v1/chat/completions URL)"}
+ENDPOINT_REPLY = {"endpoint": "A model on a SageMaker endpoint (streaming chat)"}  # offered on SageMaker only
 STAGES = (("user_speech_end_s", "speech ended"), ("transcript_final_s", "final transcript"),
           ("reply_first_token_s", "first reply token"), ("first_audio_s", "first audio received"),
           ("first_audio_played_s", "first audio played"))
 
 
-def settings_form(voices: list[str]) -> dict[str, Any]:
-    """The settings as the user left them (session state keys `converse_*`)."""
+def settings_form(voices: list[str], *, endpoints: bool = False) -> dict[str, Any]:
+    """The settings as the user left them (session state keys `converse_*`). `endpoints`: the backend's models are
+    SageMaker endpoints — a reply endpoint is offered, and native mode speaks with the omni endpoint's own voice."""
     state = st.session_state
     mode = st.radio("Mode", list(MODES), format_func=MODES.get, key="converse_mode", horizontal=True)
-    voice = st.selectbox("The agent's voice", voices, key="converse_voice") if voices else None
-    kind = st.radio("The reply", list(REPLY_KINDS), format_func=REPLY_KINDS.get, key="converse_reply_kind")
+    voice = None
+    if endpoints and mode == "native":
+        st.caption("The agent speaks with the omni endpoint's own voice.")
+    elif voices:
+        voice = st.selectbox("The agent's voice", voices, key="converse_voice")
+    kinds = REPLY_KINDS | (ENDPOINT_REPLY if endpoints else {})
+    if state.get("converse_reply_kind") not in (None, *kinds):  # a kind of another backend's: back to the script
+        del state["converse_reply_kind"]
+    kind = st.radio("The reply", list(kinds), format_func=kinds.get, key="converse_reply_kind")
     if kind == "script":
         st.text_area("Script — scripted, not a model: one rule a line, `PATTERN => REPLY` (the pattern's words "
                      "anywhere in what you said, any case; the first rule that matches wins), `default => REPLY`, "
                      "`#` a comment", value=DEFAULT_SCRIPT, key="converse_script", height=160)
     else:
-        st.text_input("Reply URL (vLLM or vLLM-Omni)", key="converse_reply_url", placeholder="http://gpu-box:8000")
+        if kind == "chat":
+            st.text_input("Reply URL (vLLM or vLLM-Omni)", key="converse_reply_url", placeholder="http://gpu-box:8000")
+        else:
+            st.text_input("Reply endpoint: a SageMaker endpoint serving streaming /v1/chat/completions (vLLM, or "
+                          "vLLM-Omni: Qwen3-Omni in text mode)", key="converse_reply_endpoint",
+                          placeholder="my-chat-endpoint")
         st.text_area("System prompt", key="converse_system_prompt", height=80,
                      value="You are a helpful voice assistant. Answer in one or two short sentences.")
     silence = st.slider("Silence window (ms): the pause that ends your turn", *SILENCE_MS, 500, step=50,
                         key="converse_silence_ms")
-    return {"mode": mode, "voice": voice, "reply_kind": kind, "script": state.get("converse_script") if kind ==
-            "script" else None, "reply_url": (state.get("converse_reply_url") or "").strip() or None if kind ==
-            "chat" else None, "system_prompt": state.get("converse_system_prompt") if kind == "chat" else None,
+    return {"mode": mode, "voice": voice, "reply_kind": kind,
+            "script": state.get("converse_script") if kind == "script" else None,
+            "reply_url": (state.get("converse_reply_url") or "").strip() or None if kind == "chat" else None,
+            "reply_endpoint": (state.get("converse_reply_endpoint") or "").strip() if kind == "endpoint" else None,
+            "system_prompt": state.get("converse_system_prompt") if kind != "script" else None,
             "silence_ms": int(silence)}
 
 
-def setup_of(url: str, settings: dict[str, Any]) -> Setup:
-    """The settings as a conversation's Setup at `url` (the listen, speech and — native — the session's server)."""
+@st.cache_resource(show_spinner=False)
+def _endpoints(choice: tuple[str, str | None, str | None]) -> ConverseEndpoints:
+    """The SageMaker endpoints of the sidebar's choice (names only: nothing is asked of AWS), one per deployment."""
+    return ConverseEndpoints.of(resources.settings())
+
+
+def setup_of(backend: Backend, settings: dict[str, Any]) -> Setup:
+    """The settings as a conversation's Setup on `backend` (the sidebar's). A server at a URL (the offline engine, a
+    vLLM-Omni server) listens, speaks and holds the native session. SageMaker (its models deployed as endpoints):
+    the listen and voice endpoints through the backend's listener and speech client, the omni endpoint's session
+    (EndpointSession), the reply endpoint when chosen; what the mode needs and is not there is a ConfigError in one
+    line saying what to do. Nothing is sent to any target here."""
     script = settings["reply_kind"] == "script"
-    return Setup(mode=settings["mode"], listen=url, speak=url, url=url,
-                 script=(settings["script"] or "") if script else None, script_name="the script",
-                 reply_url=None if script else settings["reply_url"],
-                 system_prompt=None if script else settings["system_prompt"] or None, voice=settings["voice"],
-                 silence_ms=settings["silence_ms"])
+    common: dict[str, Any] = {
+        "mode": settings["mode"], "script": (settings["script"] or "") if script else None,
+        "script_name": "the script", "reply_url": settings.get("reply_url"),
+        "system_prompt": None if script else settings["system_prompt"] or None, "voice": settings["voice"],
+        "silence_ms": settings["silence_ms"]}
+    if not backend.capabilities.deploys_models:  # a server at its URL does it all
+        url = backend.target
+        return Setup(listen=url, speak=url, url=url, **common)
+    where = _endpoints(resources.backend_choice())
+    if (missing := where.missing(settings["mode"])) is not None:
+        raise missing
+    return Setup(listen=backend.listen if where.listen else None, speak=backend.speech if where.voice else None,
+                 url=where.session(), reply_endpoint=settings.get("reply_endpoint"), aws=where.aws, **common)
 
 
-def converse(url: str, settings: dict[str, Any], inputs: list[ListenAudio]) -> Conversation:
-    """Hold the conversation: the recorded turns sent as a microphone would, in the chosen mode, at `url`. A bad
-    script line or reply URL is an InvalidInput naming it (checked before anything is sent)."""
-    runner = setup_of(url, settings).check().runner()
+def converse(setup: Setup, inputs: list[ListenAudio]) -> Conversation:
+    """Hold the conversation: the recorded turns sent as a microphone would, as `setup` (setup_of's) says."""
+    runner = setup.runner()
     seconds = sum(len(a.pcm) for a in inputs) / 32000 + 120 * len(inputs)
     return resources.loop().run(runner.run(inputs), timeout=seconds)
 

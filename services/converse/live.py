@@ -129,6 +129,7 @@ class LivePipeline(Pipeline):
         if self._speaking is not None:
             await self._settle(self._speaking, self.conv, messages)
         self.hearing = False
+        self.conv.reply_label = self.reply.label  # a model not named was looked up by the first reply: named now
         return self.conv
 
     async def _hear_live(self, queue: asyncio.Queue[bytes | None], barged: bool, turn: Turn) -> str | None:

@@ -98,6 +98,7 @@ class Pipeline:
             await self._turn(lambda turn, audio=audio: self._hear(audio, conv, turn), conv, messages)
         if self._speaking is not None:
             await self._until_next_input(self._speaking, conv, messages, last=True)
+        conv.reply_label = self.reply.label  # a model not named was looked up by the first reply: named now
         return conv
 
     async def _until_next_input(self, reply: Reply, conv: Conversation, messages: list[Message], *,

@@ -13,7 +13,8 @@ HTTP/2 bidirectional stream.
   as Listen's realtime session travels (services/listen/sagemaker.py) — handed to `Native` as a channel.
 
 `aws_session(settings)` is the region, profile and timeouts `--listen-endpoint` uses (the settings, the infra
-state file, `--region`, `--profile`).
+state file, `--region`, `--profile`). `ConverseEndpoints.of(settings)`: the endpoints a conversation on the SageMaker
+backend talks to, by role, and what a mode is missing, said in one line naming what to do (the Converse page).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
+from protocol.catalog import BY_NAME
 from protocol.duplex import DUPLEX_QUERY
-from protocol.errors import BackendUnreachable, ServerError, StreamError
+from protocol.errors import BackendUnreachable, ConfigError, ServerError, StreamError
 from protocol.listen import REALTIME_PATH
 from protocol.sagemaker import route_attribute
 from services.aws import AwsSession, aws_error, http2_endpoint
@@ -192,3 +195,47 @@ class EndpointSession:
                                          connect_timeout=self.connect_timeout, receive_timeout=self.receive_timeout)
         await transport.connect()
         return _DuplexChannel(transport)
+
+
+# What each mode needs on SageMaker, by role, and what that endpoint does in it
+NEEDS = {"pipeline": (("listen", "listens through a listen endpoint"), ("voice", "speaks through a voice endpoint")),
+         "native": (("omni", "holds its session on an omni endpoint (Qwen3-Omni's speech-to-speech)"),)}
+
+
+@dataclass(frozen=True)
+class ConverseEndpoints:
+    """The endpoints a conversation on the SageMaker backend talks to, by name — the settings', else the infra state
+    file's (resolve_targets: no AWS call) — and the AWS session its reply endpoint and native session use."""
+
+    aws: AwsSession
+    listen: str | None
+    voice: str | None
+    omni: str | None
+    connect_timeout: float = 10.0
+    receive_timeout: float = 120.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> ConverseEndpoints:
+        names = resolve_targets(settings).endpoints
+        return cls(aws_session(settings), names.get("listen"), names.get("voice"), names.get("omni"),
+                   connect_timeout=settings.connect_timeout_s, receive_timeout=settings.request_timeout_s)
+
+    def missing(self, mode: str) -> ConfigError | None:
+        """What `mode` needs that is neither deployed nor named, as one line saying what to do; None when all is."""
+        for role, does in NEEDS.get(mode, ()):
+            if getattr(self, role) is None:
+                family = BY_NAME.get(role)
+                command = "python -m infra deploy" + (" --with " + role if family is not None and family.opt_in else "")
+                other = "pipeline" if mode == "native" else None
+                return ConfigError(
+                    f"{mode.capitalize()} mode on SageMaker {does}, and none is deployed or named: deploy it: "
+                    f"`{command}`, or name a running one in the settings (OMNI_STUDIO_{role.upper()}_ENDPOINT)"
+                    + (f" — or choose {other} mode" if other else ""))
+        return None
+
+    def session(self) -> EndpointSession | None:
+        """Native mode's session opener on the omni endpoint (None when there is none); it opens on the first turn."""
+        if self.omni is None:
+            return None
+        return EndpointSession(self.aws, self.omni, connect_timeout=self.connect_timeout,
+                               receive_timeout=self.receive_timeout)
