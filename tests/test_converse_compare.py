@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from protocol.errors import InvalidInput
-from services.converse.compare import Setup, compare, parse_change, render
+from services.converse.compare import compare, render
+from services.converse.setup import Setup, parse_change
 from services.listen import ListenAudio, load_audio
 from services.listen.sample import spoken_sample_at
 

@@ -10,7 +10,8 @@ from typing import Any
 import streamlit as st
 
 from protocol.errors import StudioError
-from services.converse.compare import SILENCE_MS, Setup, compare
+from services.converse.compare import compare
+from services.converse.setup import SILENCE_MS, Setup
 from services.listen import load_audio
 from ui import resources
 from ui.converse_views import MODES

@@ -11,7 +11,7 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from protocol.limits import PCM_SAMPLE_RATE
-from services.converse.compare import Setup
+from services.converse.setup import Setup
 from services.converse.live import LiveConversation
 from services.playback import Playback
 from ui import resources

@@ -17,7 +17,7 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from services.backend import Backend
-from services.converse.compare import SILENCE_MS, Setup
+from services.converse.setup import SILENCE_MS, Setup
 from services.converse.sagemaker import ConverseEndpoints
 from services.converse.script import DEFAULT_SCRIPT
 from services.converse.timeline import Conversation

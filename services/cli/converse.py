@@ -320,7 +320,8 @@ class _TargetFailed(StudioError):
 def _run_compare(args: argparse.Namespace, audios: list[ListenAudio]) -> int:
     """--compare: the inputs through setup A (the arguments), then through B (A with --compare's changes), one after
     the other; both conversations and their figures side by side (services/converse/compare.py)."""
-    from services.converse.compare import Setup, compare, failure, parse_change, render
+    from services.converse.compare import compare, failure, render
+    from services.converse.setup import Setup, parse_change
 
     if args.barge_in_at is not None or args.keep or args.out or args.listen_endpoint or args.voice_endpoint:
         raise ArgumentError("--compare holds two conversations on URLs or the offline engine and prints their "

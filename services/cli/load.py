@@ -308,7 +308,7 @@ NOT_FOR_CONVERSE = {
 def converse_plan(args: argparse.Namespace) -> tuple[LoadPlan, Any]:
     """A converse sweep's plan and its Setup (the targets filled in later), checked before any engine starts."""
     from services.cli.converse import script_text
-    from services.converse.compare import Setup
+    from services.converse.setup import Setup
     from services.converse.script import DEFAULT_SCRIPT
 
     for dest, fix in NOT_FOR_CONVERSE.items():

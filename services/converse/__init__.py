@@ -11,6 +11,6 @@ speech-to-speech session), from recorded turns or live from a microphone.
 - live.py        LivePipeline, LiveConversation: a live microphone in, the agent played as it comes
 - live_native.py LiveNative: native mode over a live microphone
 - sagemaker.py   EndpointReply (the reply through a response stream), EndpointSession (native mode over HTTP/2)
-- compare.py     Setup (one way to hold a conversation: the page, compare, load and the live call build from it),
-                 compare(inputs, a, b)
+- setup.py       Setup: one way to hold a conversation (the page, compare, load and the live call build from it)
+- compare.py     compare(inputs, a, b): two setups on the same recorded turns, side by side
 """

@@ -5,7 +5,7 @@ many of them hold a voice-to-voice SLO.
     target = describe_conversations(settings, where, engine_url=url)      # checked and priced before any load
     report = asyncio.run(run_conversations(setup, plan, target))          # a LoadReport, as every load kind's
 
-Each request of the sweep is one whole conversation: a fresh runner from the `Setup` (services/converse/compare.py
+Each request of the sweep is one whole conversation: a fresh runner from the `Setup` (services/converse/setup.py
 — the listen, reply and speech targets, the voice, the silence window) plays the plan's turns in order, as
 `python -m services converse` does. The levels, the warm-up, the closed loop, the wall-clock cap and the report are
 services/load's (`run_levels`, services/load/report.py): its sample has the conversation's `turns`,
@@ -29,7 +29,7 @@ import httpx
 
 from protocol.common import ModelList
 from protocol.errors import InvalidInput, StreamError
-from services.converse.compare import Setup
+from services.converse.setup import Setup
 from services.converse.timeline import Conversation
 from services.load.plan import CONVERSE, LoadPlan
 from services.load.report import LoadReport
