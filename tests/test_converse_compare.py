@@ -12,6 +12,7 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +218,24 @@ def test_bad_compare_values_exit_2(engine_url: str, wavs: list[Path], args: list
                  "300", *args)
     assert p.returncode == 2, p.stderr
     assert words in p.stderr and p.stdout == ""
+
+
+def test_the_voice_detectors_settings_reach_every_runner_and_bad_ones_are_named() -> None:
+    from services.converse.live import LivePipeline
+    from services.converse.live_native import LiveNative
+    from services.converse.native import Native
+    from services.playback import Playback
+
+    url = "http://127.0.0.1:9"  # never reached: runners are only built
+    setup = Setup(listen=url, speak=url, url=url, vad_threshold=0.7, min_speech_ms=240).check()
+    pipeline, live = setup.runner(), setup.live_runner(Playback())
+    assert isinstance(live, LivePipeline)
+    assert (pipeline.vad_threshold, pipeline.min_speech_ms) == (live.vad_threshold, live.min_speech_ms) == (0.7, 240)
+    native = replace(setup, mode="native")
+    for runner in (native.runner(), native.live_runner(Playback())):
+        assert isinstance(runner, Native | LiveNative)
+        assert runner.update.session.turn_detection.threshold == 0.7
+    with pytest.raises(InvalidInput, match="threshold 1.5: give a number between 0 and 1"):
+        replace(setup, vad_threshold=1.5).check()
+    with pytest.raises(InvalidInput, match="the minimum speech \\(ms\\) must be a whole number from 20 to 2000"):
+        replace(setup, min_speech_ms=5).check()

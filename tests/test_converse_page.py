@@ -90,6 +90,7 @@ def test_the_settings_show_with_their_defaults(monkeypatch: pytest.MonkeyPatch, 
                                               engine_url: str) -> None:
     at = _open(monkeypatch, tmp_path / "data", engine_url)
     assert at.radio(key="converse_mode").value == "pipeline"
+    assert at.slider(key="converse_vad_threshold").value == 0.5 and at.slider(key="converse_min_speech_ms").value == 100
     assert at.slider(key="converse_silence_ms").value == 500
     assert (at.slider(key="converse_silence_ms").min, at.slider(key="converse_silence_ms").max) == (200, 2000)
     assert "scripted, not a model" in at.text_area(key="converse_script").label

@@ -17,7 +17,7 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from services.backend import Backend
-from services.converse.setup import SILENCE_MS, Setup
+from services.converse.setup import MIN_SPEECH_MS, SILENCE_MS, Setup
 from services.converse.sagemaker import ConverseEndpoints
 from services.converse.script import DEFAULT_SCRIPT
 from services.converse.timeline import Conversation
@@ -64,12 +64,18 @@ def settings_form(voices: list[str], *, endpoints: bool = False) -> dict[str, An
                      value="You are a helpful voice assistant. Answer in one or two short sentences.")
     silence = st.slider("Silence window (ms): the pause that ends your turn", *SILENCE_MS, 500, step=50,
                         key="converse_silence_ms")
+    with st.expander("Turn taking: the voice detector"):
+        threshold = st.slider("Threshold: how loud is speech (0.5 ≈ −40 dBFS; native mode: the server VAD's own "
+                              "threshold). Raise it in a noisy room", 0.05, 0.95, 0.5, step=0.05,
+                              key="converse_vad_threshold")
+        min_speech = st.slider("Minimum speech (ms): anything shorter — a cough, a click — is no turn and does not "
+                               "interrupt the agent", *MIN_SPEECH_MS, 100, step=20, key="converse_min_speech_ms")
     return {"mode": mode, "voice": voice, "reply_kind": kind,
             "script": state.get("converse_script") if kind == "script" else None,
             "reply_url": (state.get("converse_reply_url") or "").strip() or None if kind == "chat" else None,
             "reply_endpoint": (state.get("converse_reply_endpoint") or "").strip() if kind == "endpoint" else None,
             "system_prompt": state.get("converse_system_prompt") if kind != "script" else None,
-            "silence_ms": int(silence)}
+            "silence_ms": int(silence), "vad_threshold": float(threshold), "min_speech_ms": int(min_speech)}
 
 
 @st.cache_resource(show_spinner=False)
@@ -89,7 +95,8 @@ def setup_of(backend: Backend, settings: dict[str, Any]) -> Setup:
         "mode": settings["mode"], "script": (settings["script"] or "") if script else None,
         "script_name": "the script", "reply_url": settings.get("reply_url"),
         "system_prompt": None if script else settings["system_prompt"] or None, "voice": settings["voice"],
-        "silence_ms": settings["silence_ms"]}
+        "silence_ms": settings["silence_ms"], "vad_threshold": settings["vad_threshold"],
+        "min_speech_ms": settings["min_speech_ms"]}
     if not backend.capabilities.deploys_models:  # a server at its URL does it all
         url = backend.target
         return Setup(listen=url, speak=url, url=url, **common)

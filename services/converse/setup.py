@@ -21,6 +21,7 @@ from typing import Any
 
 from protocol.errors import InvalidInput
 from protocol.limits import Range
+from services.converse.bargein import DEFAULT_MIN_SPEECH_MS, DEFAULT_VAD_THRESHOLD
 from services.converse.native import Native
 from services.converse.pipeline import Pipeline
 from services.converse.reply import ChatReply, ReplyStage, ScriptedReply
@@ -28,6 +29,7 @@ from services.converse.script import DEFAULT_SCRIPT, parse_script
 
 MODES = ("pipeline", "native")
 SILENCE_MS = Range(200, 2000)  # the silence window that ends a turn
+MIN_SPEECH_MS = Range(20, 2000)
 # A SageMaker endpoint's name, as SageMaker takes it (checked before anything is sent)
 ENDPOINT_NAME = re.compile(r"[A-Za-z0-9](-*[A-Za-z0-9]){0,62}")
 # What `--compare KEY=VALUE` may change, and the Setup field it is
@@ -59,11 +61,17 @@ class Setup:
     system_prompt: str | None = None  # pipeline: the model's; native: the session's instructions (else the script)
     voice: str | None = None
     silence_ms: int = 500
+    vad_threshold: float = DEFAULT_VAD_THRESHOLD  # the voice detector's (native: the server VAD's) threshold 0–1
+    min_speech_ms: int = DEFAULT_MIN_SPEECH_MS  # shorter speech (a cough) is no turn and interrupts nothing
 
     def check(self) -> Setup:
         if self.mode not in MODES:
             raise InvalidInput(f"the mode {self.mode!r} is not one: give pipeline or native")
         SILENCE_MS.check("the silence window (ms)", self.silence_ms, hint="the pause that ends a turn")
+        if not 0 < self.vad_threshold < 1:
+            raise InvalidInput(f"the voice detector's threshold {self.vad_threshold}: give a number between 0 and 1 "
+                               "(default 0.5)")
+        MIN_SPEECH_MS.check("the minimum speech (ms)", self.min_speech_ms, hint="shorter sounds are not a turn")
         if self.mode == "pipeline" and (self.listen is None or self.speak is None):
             raise InvalidInput("pipeline mode needs a listen target and a speech target")
         if self.mode == "native" and not self.url:
@@ -109,8 +117,9 @@ class Setup:
             assert self.url is not None
             instructions, label = self._native()
             return Native(self.url, instructions=instructions, voice=self.voice, silence_ms=self.silence_ms,
-                          reply_label=label)
-        return Pipeline(self.listen, self.speak, stage, voice=self.voice, silence_ms=self.silence_ms)
+                          reply_label=label, vad_threshold=self.vad_threshold)
+        return Pipeline(self.listen, self.speak, stage, voice=self.voice, silence_ms=self.silence_ms,
+                        vad_threshold=self.vad_threshold, min_speech_ms=self.min_speech_ms)
 
     def live_runner(self, playback: Any) -> Any:
         """A fresh runner for a live conversation — a microphone in, the agent played through `playback`
@@ -122,9 +131,10 @@ class Setup:
         if self.mode == "native":
             instructions, label = self._native()
             return LiveNative(self.url, playback=playback, instructions=instructions, voice=self.voice,
-                              silence_ms=self.silence_ms, reply_label=label)
+                              silence_ms=self.silence_ms, reply_label=label, vad_threshold=self.vad_threshold)
         return LivePipeline(self.listen, self.speak, stage, playback=playback, voice=self.voice,
-                            silence_ms=self.silence_ms)
+                            silence_ms=self.silence_ms, vad_threshold=self.vad_threshold,
+                            min_speech_ms=self.min_speech_ms)
 
     def _native(self) -> tuple[str | None, str]:
         """Native mode: the session's instructions (the system prompt, else the script) and what answers."""
@@ -170,7 +180,8 @@ class Setup:
             reply = f"(not usable: {exc})"
         return out | {"reply": reply, "reply_url": self.reply_url, "reply_endpoint": self.reply_endpoint,
                       "system_prompt": self.system_prompt, "script": self.script, "voice": self.voice,
-                      "silence_ms": self.silence_ms}
+                      "silence_ms": self.silence_ms, "vad_threshold": self.vad_threshold,
+                      "min_speech_ms": self.min_speech_ms}
 
 
 def parse_change(text: str) -> tuple[str, Any]:
