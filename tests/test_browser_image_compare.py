@@ -37,7 +37,8 @@ def scenario(studio) -> dict:
     prompt.fill(PROMPT)
     labels, sizes = page.get_by_role("textbox", name="Label"), page.get_by_role("textbox", name="Size (WxH)")
     seeds, prices = page.get_by_role("textbox", name="Seed"), page.get_by_role("textbox", name="Price per hour (USD)")
-    out["variant_forms"] = labels.count()
+    # the default is two variants; a rerun in flight (the prompt's) may be drawing the columns one by one
+    out["variant_forms"] = poll(lambda: labels.count(), lambda n: n >= 2, 15, step=0.1)
     for i, (label, size) in enumerate([("4 steps", "512x320"), ("8 steps", "320x320")]):
         labels.nth(i).fill(label)
         sizes.nth(i).fill(size)

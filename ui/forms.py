@@ -1,4 +1,4 @@
-"""Form helpers shared by the image and video pages: number inputs bounded by protocol.limits, and the
+"""Form helpers shared by the pages: number inputs bounded by protocol.limits, and the
 optional text fields (seed, guidance) read into numbers with a message naming what to fix."""
 
 from __future__ import annotations
@@ -22,6 +22,14 @@ def bounded_number(where: Any, label: str, key: str, limit: Range, *, step: floa
     lo, hi = (int(limit.lo), int(limit.hi)) if integer else (float(limit.lo), float(limit.hi))
     where.number_input(label, key=key, value=st.session_state[key], min_value=lo, max_value=hi,
                        step=int(step) if integer else float(step), help=help)
+
+
+def variant_count(key: str, limit: Range) -> None:
+    """Start a Compare's "Variants" segmented control at `limit.lo` — also when its state is there as None: with
+    reruns in quick succession Chromium's page has sent the control's value as None (seen on the voice page, then
+    in a loaded run of the image page's browser test), and the page then failed on int(None)."""
+    if st.session_state.get(key) is None:
+        st.session_state[key] = int(limit.lo)
 
 
 def optional_seed(text: str) -> int | None:

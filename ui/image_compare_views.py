@@ -17,7 +17,7 @@ from services.history import History
 from services.images import DEFAULT_SIZE, DEFAULT_STEPS, ImageRequest
 from services.settings import Settings
 from ui.compare_progress import compare_button, cost_line, outcome_columns, run_variants
-from ui.forms import bounded_number, optional_number, optional_seed
+from ui.forms import bounded_number, optional_number, optional_seed, variant_count
 from ui.media_views import image_summary, seconds
 from ui.resources import plain
 from ui.target_views import picked_target, target_book, target_picker
@@ -36,7 +36,7 @@ def _defaults(i: int) -> dict[str, object]:
 def init_compare_state() -> None:
     state = st.session_state
     state.setdefault("cmp_prompt", "")
-    state.setdefault("cmp_count", int(VARIANTS.lo))
+    variant_count("cmp_count", VARIANTS)
     for i in range(int(VARIANTS.hi)):
         for name, value in _defaults(i).items():
             state.setdefault(f"cmp_{i}_{name}", value)

@@ -15,7 +15,7 @@ from services.history import History
 from services.settings import Settings
 from services.videos import DEFAULT_FRAMES, DEFAULT_GUIDANCE, DEFAULT_STEPS, VIDEO_FILE, VideoRequest
 from ui.compare_progress import compare_button, cost_line, outcome_columns, run_variants
-from ui.forms import bounded_number, optional_number, optional_seed
+from ui.forms import bounded_number, optional_number, optional_seed, variant_count
 from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds, video_summary
 from ui.resources import plain
@@ -25,7 +25,7 @@ from ui.video_views import chosen_reference
 
 def init_video_compare_state() -> None:
     state = st.session_state
-    state.setdefault("vcmp_count", int(VARIANTS.lo))
+    variant_count("vcmp_count", VARIANTS)
     for i in range(int(VARIANTS.hi)):
         for name, value in {"label": LABELS[i], "target": "default", "price": "",
                             "frames": DEFAULT_FRAMES, "steps": DEFAULT_STEPS, "guidance": DEFAULT_GUIDANCE}.items():

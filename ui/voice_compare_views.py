@@ -13,7 +13,7 @@ from services.compare import VARIANTS, Outcome, VoiceVariant, compare_voices
 from services.settings import Settings
 from ui.auth import principal
 from ui.compare_progress import compare_button, cost_line, outcome_columns, run_variants
-from ui.forms import optional_number
+from ui.forms import optional_number, variant_count
 from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds
 from ui.resources import plain
@@ -25,10 +25,7 @@ DEFAULT_VOICE = "(the model's default)"
 
 def init_voice_compare_state() -> None:
     state = st.session_state
-    if state.get("vocmp_count") is None:
-        # Also when it is there as None: with reruns in quick succession (the player connecting on Speak, the
-        # ear's figure) Chromium's page sent the control's value as None once, and the page failed on int(None).
-        state["vocmp_count"] = int(VARIANTS.lo)
+    variant_count("vocmp_count", VARIANTS)
     for i in range(int(VARIANTS.hi)):
         for name, value in {"label": LABELS[i], "target": "default", "price": "", "voice": DEFAULT_VOICE,
                             "mode": "CustomVoice", "style": "", "split": "clause", "first": ""}.items():
