@@ -72,6 +72,7 @@ with live_tab:
         st.caption(f"Press **{START_LABEL}** and allow the microphone; speak, then pause — the agent answers after "
                    f"the silence window. Talk over it to interrupt. **{STOP_LABEL}** keeps the conversation. Use "
                    "headphones: from a loudspeaker the agent hears itself.")
+    mic = mic or state.get("converse_microphone")  # a call whose settings just became unusable ends here too
     if mic is not None and not playing and (mic.live is not None or mic.started or mic.error):
         conv, echoes, why = end_call(mic)
         if conv is not None:
