@@ -171,3 +171,23 @@ def test_a_short_noise_burst_does_not_interrupt(engine_url: str, inputs: list[Pa
     right = _stereo(out)[:, 1]
     after = right[math.floor((first["first_audio_s"] + 1.0) * 24000): math.floor((first["first_audio_s"] + 2.0) * 24000)]
     assert rms(after) > 300  # the agent still talks well after the burst at 0.3 s
+
+
+def test_a_model_at_a_reply_url_answers_with_the_conversation_so_far(engine_url: str, inputs: list[Path]) -> None:
+    """The three vLLM-protocol peers: the engine's realtime transcription and speech, a streaming chat server."""
+    from tests.chat_support import MODEL, chat_app, serving_app
+
+    app, seen = chat_app("We open at nine, every day of the week.")
+    with serving_app(app) as chat:
+        p = converse("--input", str(inputs[0]), "--input", str(inputs[1]), "--listen-url", engine_url,
+                     "--speak-url", engine_url, "--reply-url", chat, "--system-prompt", "You are a shop.", "--json")
+    assert p.returncode == 0, p.stderr
+    first, second = json.loads(p.stdout)["turns"]
+    assert first["reply_text"] == second["reply_text"] == "We open at nine, every day of the week."
+    assert first["error"] is None and first["voice_to_voice_ms"] > 0
+    assert MODEL in p.stderr  # the reply's label names the model that answered
+    asked = seen[1]["messages"]  # the second turn: the system prompt, then the whole conversation so far
+    assert asked[0] == {"role": "system", "content": "You are a shop."}
+    assert [m["role"] for m in asked[1:]] == ["user", "assistant", "user"]
+    assert asked[1]["content"] == first["user_text"] and asked[2]["content"] == first["reply_text"]
+    assert asked[3]["content"] == second["user_text"]
