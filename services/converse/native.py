@@ -94,9 +94,10 @@ class Native:
             reader = asyncio.create_task(self._read(channel))
             mic = asyncio.create_task(self._microphone(channel))
             try:
-                for audio in inputs:
+                for i, audio in enumerate(inputs):
                     play_end = await self._turn(audio, conv)
-                    while self.clock() < play_end and not mic.done():  # the agent finishes; silence goes on
+                    last = i == len(inputs) - 1  # after the last answer has come, nothing waits for it to play
+                    while not last and self.clock() < play_end and not mic.done():  # the agent finishes; silence
                         await asyncio.sleep(min(0.05, play_end - self.clock()))
             finally:
                 for task in (reader, mic):

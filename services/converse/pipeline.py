@@ -2,7 +2,8 @@
 (the recording, then the silence window), → the transcript's final (the end of the turn) → the reply streamed
 (services/converse/reply.py) → its text fed into a speech session clause by clause as it arrives (so the first
 audio does not wait for the whole reply) → the agent's audio. The next input starts when the agent's audio has
-finished playing (received audio laid end to end from its first chunk). Times are on the conversation's clock
+finished playing (received audio laid end to end from its first chunk); after the last input the conversation ends
+once the last reply has been received. Times are on the conversation's clock
 (services/converse/timeline.py).
 
 A turn that fails keeps its stages up to where it stopped, with its error's message, and the conversation goes
@@ -96,16 +97,15 @@ class Pipeline:
             if self._speaking is not None:
                 await self._until_next_input(self._speaking, conv, messages)
             await self._turn(lambda turn, audio=audio: self._hear(audio, conv, turn), conv, messages)
-        if self._speaking is not None:
-            await self._until_next_input(self._speaking, conv, messages, last=True)
+        if self._speaking is not None:  # the last reply: all of it received (no need to wait while it would play)
+            await self._settle(self._speaking, conv, messages)
         conv.reply_label = self.reply.label  # a model not named was looked up by the first reply: named now
         return conv
 
-    async def _until_next_input(self, reply: Reply, conv: Conversation, messages: list[Message], *,
-                                last: bool = False) -> None:
-        """Wait for when the next input starts: `barge_in_at` after the agent's first audio, or (without it, or
-        after the last input) when the agent's audio has finished playing."""
-        if self.barge_in_at is not None and not last:
+    async def _until_next_input(self, reply: Reply, conv: Conversation, messages: list[Message]) -> None:
+        """Wait for when the next input starts: `barge_in_at` after the agent's first audio, or (without it) when
+        the agent's audio has finished playing."""
+        if self.barge_in_at is not None:
             assert reply.task is not None
             waiting = asyncio.ensure_future(reply.first_audio.wait())
             await asyncio.wait([waiting, reply.task], return_when=asyncio.FIRST_COMPLETED)
