@@ -30,17 +30,9 @@ from starlette.responses import Response, StreamingResponse
 
 from emulator import versions
 from emulator.core import Emulator
-from emulator.errors import AwsError, rest_json_response, runtime_validation
+from emulator.errors import AwsError, rest_json_response
 from emulator.eventstream import exception_event, response_part
-from emulator.runtime import (
-    MAX_REALTIME_BODY,
-    container_failure,
-    container_request,
-    model_error,
-    payload_too_large,
-    pick_variant,
-    serving_endpoint,
-)
+from emulator.runtime import container_failure, container_request, model_error, realtime_call
 from protocol.sagemaker import route_from_attributes
 
 log = logging.getLogger("emulator")
@@ -50,18 +42,10 @@ EVENT_STREAM = "application/vnd.amazon.eventstream"
 
 async def invoke_stream(emu: Emulator, request: Request, name: str) -> Response:
     try:
-        emu.authorize(request.headers)
-        body = await request.body()
-        if len(body) > MAX_REALTIME_BODY:
-            return payload_too_large()
-        record = serving_endpoint(emu, name)
-        if record.async_config:
-            raise runtime_validation(
-                f"Endpoint {name} is an asynchronous endpoint (its config has AsyncInferenceConfig); "
-                "call InvokeEndpointAsync instead"
-            )
-        variant = pick_variant(record, request.headers.get("x-amzn-sagemaker-target-variant"))
-        attributes = request.headers.get("x-amzn-sagemaker-custom-attributes")
+        call = await realtime_call(emu, request, name)
+        if isinstance(call, Response):
+            return call
+        body, variant, attributes = call.body, call.variant, call.attributes
         outgoing = container_request(
             emu, name, route_from_attributes(attributes), body,
             base_url=versions.container_url(emu.registry, variant, emu.engine_url),

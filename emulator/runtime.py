@@ -157,20 +157,39 @@ def payload_too_large() -> Response:
                     status_code=413, media_type="application/json", headers={"x-amzn-RequestId": request_id()})
 
 
+@dataclass
+class RealtimeCall:
+    """What a realtime invocation (InvokeEndpoint, its response-stream form) carries, checked: the body, the
+    serving variant, the custom attributes."""
+
+    body: bytes
+    variant: Any
+    attributes: str | None
+
+
+async def realtime_call(emu: Emulator, request: Request, name: str) -> RealtimeCall | Response:
+    """The checks both realtime invocations make first: the caller, the body's size (over it: the bare 413 as a
+    Response), an endpoint serving a realtime config (AwsError otherwise), the target variant."""
+    emu.authorize(request.headers)
+    body = await request.body()
+    if len(body) > MAX_REALTIME_BODY:
+        return payload_too_large()
+    record = serving_endpoint(emu, name)
+    if record.async_config:
+        raise runtime_validation(
+            f"Endpoint {name} is an asynchronous endpoint (its config has AsyncInferenceConfig); "
+            "call InvokeEndpointAsync instead"
+        )
+    variant = pick_variant(record, request.headers.get("x-amzn-sagemaker-target-variant"))
+    return RealtimeCall(body, variant, request.headers.get("x-amzn-sagemaker-custom-attributes"))
+
+
 async def invoke(emu: Emulator, request: Request, name: str) -> Response:
     try:
-        emu.authorize(request.headers)
-        body = await request.body()
-        if len(body) > MAX_REALTIME_BODY:
-            return payload_too_large()
-        record = serving_endpoint(emu, name)
-        if record.async_config:
-            raise runtime_validation(
-                f"Endpoint {name} is an asynchronous endpoint (its config has AsyncInferenceConfig); "
-                "call InvokeEndpointAsync instead"
-            )
-        variant = pick_variant(record, request.headers.get("x-amzn-sagemaker-target-variant"))
-        attributes = request.headers.get("x-amzn-sagemaker-custom-attributes")
+        call = await realtime_call(emu, request, name)
+        if isinstance(call, Response):
+            return call
+        body, variant, attributes = call.body, call.variant, call.attributes
         reply = await call_engine(
             emu, name, route_from_attributes(attributes), body,
             content_type=request.headers.get("content-type"), accept=request.headers.get("accept"),

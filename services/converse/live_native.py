@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +74,7 @@ class LiveNative(Native):
         self._speaking = False  # between speech_started and speech_stopped
         self._barged = False  # the turn being heard stopped the agent
         self._answer: Answer | None = None
+        self._closed = False  # the server ended the session
 
     def _clock_of(self, ms: Any) -> float:
         """A position in the input audio (ms from its start) on the clock: the newest audio sent is "now"."""
@@ -89,33 +89,19 @@ class LiveNative(Native):
     async def hold(self, chunks: AsyncIterator[bytes]) -> Conversation:
         """The conversation until `chunks` ends; then silence for the server to end a turn being spoken, and the
         last answer to its end (bounded)."""
-        channel = await self._connect()
         mic, mic_start = bytearray(), 0.0
-        try:
-            await self._open(channel)
-            self._t0 = time.perf_counter()
-            reader = asyncio.create_task(self._read(channel))
-            handler = asyncio.create_task(self._handle(channel))
-            try:
-                async for pcm in chunks:
-                    if not mic:
-                        mic_start = self.clock() - len(pcm) / LISTEN_BYTES_PER_S
-                    mic += pcm
-                    await self._send_audio(channel, pcm)
-                    self.conv.person = [(mic_start, bytes(mic))]
-                tail = int((self.update.session.turn_detection.silence_duration_ms + 300) / 1000 * LISTEN_BYTES_PER_S)
-                await self._send_audio(channel, bytes(tail // 2 * 2))
-                deadline = self.clock() + ANSWER_TIMEOUT_S
-                while self.clock() < deadline and not handler.done() and self._busy():
-                    await asyncio.sleep(0.05)
-            finally:
-                for task in (reader, handler):
-                    task.cancel()
-                    with contextlib.suppress(BaseException):
-                        await task
-        finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(channel.close(), 5)
+        async with self.session(self._handle) as channel:
+            async for pcm in chunks:
+                if not mic:
+                    mic_start = self.clock() - len(pcm) / LISTEN_BYTES_PER_S
+                mic += pcm
+                await self._send_audio(channel, pcm)
+                self.conv.person = [(mic_start, bytes(mic))]
+            tail = int((self.update.session.turn_detection.silence_duration_ms + 300) / 1000 * LISTEN_BYTES_PER_S)
+            await self._send_audio(channel, bytes(tail // 2 * 2))
+            deadline = self.clock() + ANSWER_TIMEOUT_S
+            while self.clock() < deadline and not self._closed and self._busy():
+                await asyncio.sleep(0.05)
         if self._answer is not None and not self._answer.done:
             self._close_answer(self._answer, cancelled=True)
         return self.conv
@@ -152,6 +138,7 @@ class LiveNative(Native):
                 turn = self._hearing or (self._answer.turn if self._answer and not self._answer.done else None)
                 if turn is not None:
                     turn.error = event.get("reason") or f"{self.url} closed the session"
+                self._closed = True
                 return
 
     async def _started(self, channel: Channel, onset: float) -> None:

@@ -24,6 +24,7 @@ import base64
 import contextlib
 import json
 import time
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Protocol
 
 from protocol.duplex import (
@@ -85,28 +86,35 @@ class Native:
     def clock(self) -> float:
         return time.perf_counter() - self._t0
 
-    async def run(self, inputs: list[ListenAudio]) -> Conversation:
-        conv = Conversation(mode="native", reply_label=self.reply_label)
+    @contextlib.asynccontextmanager
+    async def session(self, *workers: Callable[[Channel], Coroutine[Any, Any, None]]) -> AsyncIterator[Channel]:
+        """The session, open: connected, `session.update` answered, the clock started, the server's events read
+        into `_events`, and each of `workers(channel)` running beside — all stopped, and the channel closed, at
+        the end."""
         channel = await self._connect()
         try:
             await self._open(channel)
             self._t0 = time.perf_counter()
-            reader = asyncio.create_task(self._read(channel))
-            mic = asyncio.create_task(self._microphone(channel))
+            tasks = [asyncio.create_task(work(channel)) for work in (self._read, *workers)]
             try:
-                for i, audio in enumerate(inputs):
-                    play_end = await self._turn(audio, conv)
-                    last = i == len(inputs) - 1  # after the last answer has come, nothing waits for it to play
-                    while not last and self.clock() < play_end and not mic.done():  # the agent finishes; silence
-                        await asyncio.sleep(min(0.05, play_end - self.clock()))
+                yield channel
             finally:
-                for task in (reader, mic):
+                for task in tasks:
                     task.cancel()
                     with contextlib.suppress(BaseException):
                         await task
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(channel.close(), 5)
+
+    async def run(self, inputs: list[ListenAudio]) -> Conversation:
+        conv = Conversation(mode="native", reply_label=self.reply_label)
+        async with self.session(self._microphone):
+            for i, audio in enumerate(inputs):
+                play_end = await self._turn(audio, conv)
+                last = i == len(inputs) - 1  # after the last answer has come, nothing waits for it to play
+                while not last and self.clock() < play_end:  # the agent finishes; the microphone sends silence
+                    await asyncio.sleep(min(0.05, play_end - self.clock()))
         return conv
 
     async def _connect(self) -> Channel:
