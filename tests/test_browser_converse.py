@@ -64,8 +64,9 @@ def scenario(studio) -> dict:  # type: ignore[no-untyped-def]
     call.get_by_role("button", name="End the conversation").click()
     page.get_by_text("This conversation").wait_for(timeout=60_000)
     out["main_after"] = page.locator('[data-testid="stMain"]').inner_text()[:6000]
+    page.set_viewport_size({"width": 1400, "height": 2400})
     page.get_by_text("This conversation").scroll_into_view_if_needed()  # the result: figures and both turns
-    page.wait_for_timeout(300)
+    page.wait_for_timeout(500)
     page.screenshot(path=SCREENSHOT)
     return out
 
