@@ -99,7 +99,6 @@ class LivePipeline(Pipeline):
         async for pcm in chunks:
             if not mic:
                 mic_start = self.clock() - len(pcm) / LISTEN_BYTES_PER_S
-                self.conv.person = [(mic_start, b"")]
             mic += pcm
             sent, now = False, self.clock()
             for kind, at in detector.feed(pcm):
@@ -120,7 +119,7 @@ class LivePipeline(Pipeline):
             if hearing is not None and not sent:
                 hearing.put_nowait(pcm)
             self.hearing = hearing is not None
-            self.conv.person = [(mic_start, bytes(mic))]
+        self.conv.person = [(mic_start, bytes(mic))]  # once, at the end: a copy per frame would grow as n²
         if hearing is not None:  # stopped while speaking: the turn ends here
             turn.user_speech_end_s = self.clock()
             hearing.put_nowait(None)

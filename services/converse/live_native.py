@@ -96,7 +96,7 @@ class LiveNative(Native):
                     mic_start = self.clock() - len(pcm) / LISTEN_BYTES_PER_S
                 mic += pcm
                 await self._send_audio(channel, pcm)
-                self.conv.person = [(mic_start, bytes(mic))]
+            self.conv.person = [(mic_start, bytes(mic))]  # once, at the end: a copy per frame would grow as n²
             tail = int((self.update.session.turn_detection.silence_duration_ms + 300) / 1000 * LISTEN_BYTES_PER_S)
             await self._send_audio(channel, bytes(tail // 2 * 2))
             deadline = self.clock() + ANSWER_TIMEOUT_S
