@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import pytest
 
 from offline.launch import Engine, free_port, start_engine
+from services.listen.sample import spoken_sample_at
 
-__all__ = ["free_port"]  # the tests import it from here
+__all__ = ["free_port", "spoken_turn_files"]  # the tests import them from here
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +27,14 @@ def offline_engine() -> Iterator[Engine]:
 @pytest.fixture(scope="session")
 def engine_url(offline_engine: Engine) -> str:
     return offline_engine.url
+
+
+def spoken_turn_files(url: str, folder: Path, texts: Iterable[str]) -> list[Path]:
+    """Each text spoken by the offline engine at `url` (its seeded voice), written to folder/turnN.wav: the
+    recorded turns the converse tests play."""
+    paths = []
+    for i, text in enumerate(texts):
+        path = folder / f"turn{i + 1}.wav"
+        path.write_bytes(spoken_sample_at(url, text))
+        paths.append(path)
+    return paths

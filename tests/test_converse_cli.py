@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from services.history import History
-from services.listen.sample import spoken_sample_at
+from tests.conftest import spoken_turn_files
 
 TURNS = ("What time do you open?", "Thank you very much.")
 SCRIPT = """\
@@ -30,13 +30,7 @@ default => Sorry, say that again?
 
 @pytest.fixture(scope="module")
 def inputs(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    folder = tmp_path_factory.mktemp("turns")
-    paths = []
-    for i, text in enumerate(TURNS):
-        path = folder / f"turn{i + 1}.wav"
-        path.write_bytes(spoken_sample_at(engine_url, text))
-        paths.append(path)
-    return paths
+    return spoken_turn_files(engine_url, tmp_path_factory.mktemp("turns"), TURNS)
 
 
 def converse(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -22,7 +22,7 @@ from protocol.errors import InvalidInput
 from services.converse.compare import compare, render
 from services.converse.setup import Setup, parse_change
 from services.listen import ListenAudio, load_audio
-from services.listen.sample import spoken_sample_at
+from tests.conftest import spoken_turn_files
 
 ROOT = Path(__file__).resolve().parent.parent
 TURNS = ("What time do you open?", "Thank you very much.")
@@ -34,13 +34,7 @@ STAGE_FIELDS = {"transcript_final": "transcript_final_s", "first_token": "reply_
 
 @pytest.fixture(scope="module")
 def wavs(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    folder = tmp_path_factory.mktemp("turns")
-    paths = []
-    for i, text in enumerate(TURNS):
-        path = folder / f"turn{i + 1}.wav"
-        path.write_bytes(spoken_sample_at(engine_url, text))
-        paths.append(path)
-    return paths
+    return spoken_turn_files(engine_url, tmp_path_factory.mktemp("turns"), TURNS)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.listen.sample import spoken_sample_at
+from tests.conftest import spoken_turn_files
 
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import EmulatorHandle, deploy_endpoint  # noqa: E402
@@ -39,13 +39,7 @@ def converse(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def inputs(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    folder = tmp_path_factory.mktemp("turns")
-    paths = []
-    for i, text in enumerate(TURNS):
-        path = folder / f"turn{i + 1}.wav"
-        path.write_bytes(spoken_sample_at(engine_url, text))
-        paths.append(path)
-    return paths
+    return spoken_turn_files(engine_url, tmp_path_factory.mktemp("turns"), TURNS)
 
 
 def test_two_turns_in_the_session_on_an_endpoint(emulator_env: EmulatorHandle, inputs: list[Path],

@@ -22,7 +22,7 @@ import pytest
 from protocol.listen import DEFAULT_LISTEN_MODEL
 from services.cli import main
 from services.cli.load import render
-from services.listen.sample import spoken_sample_at
+from tests.conftest import spoken_turn_files
 from services.load import LoadReport, Slo
 from services.pricing import load_prices
 
@@ -39,13 +39,7 @@ VOICE_MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 
 @pytest.fixture(scope="module")
 def turns(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    folder = tmp_path_factory.mktemp("turns")
-    paths = []
-    for i, text in enumerate(TURNS):
-        path = folder / f"turn{i + 1}.wav"
-        path.write_bytes(spoken_sample_at(engine_url, text))
-        paths.append(path)
-    return paths
+    return spoken_turn_files(engine_url, tmp_path_factory.mktemp("turns"), TURNS)
 
 
 def load(*args: str, tmp: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
