@@ -22,7 +22,8 @@ come from settings, --region, --profile. docs/converse.md.
 the client received it. --out writes a stereo WAV on the same clock: the person left, the agent right (24 kHz).
 
 Exit 0 when the conversation ran and at least one turn was answered (a failed turn is in its "error" and on
-stderr; the conversation goes on); 1 when no turn was answered because a target failed (its message); 2 for
+stderr; the conversation goes on); 1 when no turn was answered (the failed target's message, or every reply
+was empty); 2 for
 input that cannot be used (not audio, a bad script line); 130 on Ctrl-C.
 
 --mode native holds the conversation in one speech-to-speech session at --url (vLLM-Omni's /v1/realtime?duplex=1;
@@ -308,8 +309,9 @@ def _report(args: argparse.Namespace, conv) -> int:  # type: ignore[no-untyped-d
         print(f"error: {problem}", file=sys.stderr)
         return 1
     answered = any(t.error is None and t.first_audio_s is not None for t in conv.turns)
-    if conv.turns and not answered and any(t.error for t in conv.turns):
-        raise _TargetFailed(next(t.error for t in conv.turns if t.error))
+    if conv.turns and not answered:  # a failed target, or replies with nothing in them: either way no answer
+        raise _TargetFailed(next((t.error for t in conv.turns if t.error), None)
+                            or "no turn was answered: every reply was empty (no text, so no audio)")
     return 0
 
 

@@ -5,7 +5,9 @@ HTTP/2 bidirectional stream.
   text mode): `invoke_endpoint_with_response_stream` with the `POST /v1/chat/completions` body (`stream: true`)
   and `CustomAttributes="route=/v1/chat/completions"`. Its `PayloadPart` bytes carry the server-sent events, split
   anywhere; they are read by the same code as ChatReply's HTTP body (reply.py `sse_lines`, `StreamedChat`), with
-  the same caps. boto3 reads on a thread of its own; each part is handed to the event loop as it arrives. A
+  the same caps (tokens, wall time, bytes in all and per line: whatever the container sends) and the same refusal
+  of an answer that is not server-sent events (the container's ContentType). boto3 reads on a thread of its own;
+  each part is handed to the event loop as it arrives, and the thread stops reading past the byte cap. A
   failure (no such endpoint, a ModelError, a ModelStreamError mid-reply, throttling, AWS out of reach) is one
   line naming the endpoint (services/aws.py `aws_error`).
 - `EndpointSession`: vLLM-Omni's duplex session (`/v1/realtime?duplex=1`) on an endpoint, over the bidirectional
@@ -23,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,11 +37,14 @@ from protocol.sagemaker import route_attribute
 from services.aws import AwsSession, aws_error, http2_endpoint
 from services.converse.reply import (
     CHAT_PATH,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_LINE_BYTES,
     DEFAULT_MAX_SECONDS,
     DEFAULT_MAX_TOKENS,
     Message,
     StreamedChat,
-    sse_lines,
+    check_event_stream,
+    now,
 )
 from services.sagemaker import endpoint_model, resolve_targets
 from services.settings import Settings
@@ -58,17 +62,18 @@ def aws_session(settings: Settings) -> AwsSession:
 
 class _Parts:
     """The PayloadPart bytes of one response stream, read by boto3 on a daemon thread and queued on the event loop
-    as they arrive; `stop()` lets go of the stream (a cap, a barge-in)."""
+    as they arrive — no more than `max_bytes` of them, so the queue stays bounded however fast the container
+    sends; `stop()` lets go of the stream (a cap, a barge-in)."""
 
-    def __init__(self, start: Callable[[], Any], doing: str, profile: str | None) -> None:
+    def __init__(self, start: Callable[[], Any], doing: str, profile: str | None, max_bytes: int) -> None:
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._start = start
         self._doing = doing
         self._profile = profile
+        self._max_bytes = max_bytes
         self._stream: Any = None
         self._stopped = threading.Event()
-        self.timed_out = False
         threading.Thread(target=self._read, name="converse-reply-stream", daemon=True).start()
 
     def _put(self, kind: str, value: Any = None) -> None:
@@ -77,32 +82,38 @@ class _Parts:
 
     def _read(self) -> None:
         try:
-            self._stream = self._start()["Body"]
+            answer = self._start()
+            self._stream = answer["Body"]
             if self._stopped.is_set():
                 self._stream.close()
                 return
+            self._put("type", answer.get("ContentType"))
+            queued = 0
             for event in self._stream:
                 if self._stopped.is_set():
                     return
                 if data := (event.get("PayloadPart") or {}).get("Bytes"):
                     self._put("data", data)
+                    queued += len(data)
+                    if queued > self._max_bytes:
+                        return  # the reader is past the cap too: it says so and stops the stream
             self._put("end")
         except Exception as exc:  # botocore's, raised on this thread: the reader turns it into a message
             if not self._stopped.is_set():
                 self._put("error", exc)
 
-    async def chunks(self, deadline: float) -> AsyncIterator[bytes]:
-        """The parts' bytes until the stream ends; at `deadline` they stop and `timed_out` says so."""
+    async def chunks(self, where: str) -> AsyncIterator[bytes]:
+        """The parts' bytes until the stream ends (the caller waits for each under the reply's caps); an answer
+        that is not server-sent events is refused, naming its ContentType."""
         while True:
-            try:
-                kind, value = await asyncio.wait_for(self._queue.get(), max(0.0, deadline - time.perf_counter()))
-            except TimeoutError:
-                self.timed_out = True
-                return
+            kind, value = await self._queue.get()
             if kind == "end":
                 return
             if kind == "error":
                 raise aws_error(value, self._doing, profile=self._profile)
+            if kind == "type":
+                check_event_stream(value, where)
+                continue
             yield value
 
     def stop(self) -> None:
@@ -118,8 +129,10 @@ class EndpointReply(StreamedChat):
     the request names none and the server answers with the model it serves."""
 
     def __init__(self, aws: AwsSession, endpoint: str, *, model: str | None = None, system_prompt: str | None = None,
-                 max_tokens: int = DEFAULT_MAX_TOKENS, max_seconds: float = DEFAULT_MAX_SECONDS) -> None:
-        super().__init__(model=model, system_prompt=system_prompt, max_tokens=max_tokens, max_seconds=max_seconds)
+                 max_tokens: int = DEFAULT_MAX_TOKENS, max_seconds: float = DEFAULT_MAX_SECONDS,
+                 max_bytes: int = DEFAULT_MAX_BYTES, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        super().__init__(model=model, system_prompt=system_prompt, max_tokens=max_tokens, max_seconds=max_seconds,
+                         max_bytes=max_bytes, max_line_bytes=max_line_bytes)
         self.aws = aws
         self.endpoint = endpoint
         self.where = f"SageMaker endpoint {endpoint} ({aws.region})"
@@ -138,20 +151,18 @@ class EndpointReply(StreamedChat):
         return self.model
 
     async def stream(self, messages: list[Message]) -> AsyncIterator[str]:
-        self.capped = None
-        deadline = time.perf_counter() + self.max_seconds
+        self.capped, self.bytes_read = None, 0
+        deadline = now() + self.max_seconds
         body = json.dumps(self._body(await self._model(), messages)).encode("utf-8")
         client = self.aws.client("sagemaker-runtime")
         parts = _Parts(lambda: client.invoke_endpoint_with_response_stream(
             EndpointName=self.endpoint, Body=body, ContentType="application/json", Accept="text/event-stream",
             CustomAttributes=route_attribute(CHAT_PATH)),
-            f"streaming the reply from {self.where}", self.aws.profile)
+            f"streaming the reply from {self.where}", self.aws.profile, self.max_bytes)
+        where = f"{self.where} ({CHAT_PATH})"
         try:
-            async for piece in self._pieces(sse_lines(parts.chunks(deadline)), deadline,
-                                            f"{self.where} ({CHAT_PATH})"):
+            async for piece in self._pieces(self._lines(parts.chunks(where), deadline, where), deadline, where):
                 yield piece
-            if parts.timed_out:
-                self.capped = "seconds"  # the endpoint went quiet past the cap: the reply ends here
         finally:
             parts.stop()
 
