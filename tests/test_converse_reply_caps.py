@@ -159,51 +159,45 @@ def reply_of(stage) -> tuple[list[str], str | None]:  # type: ignore[no-untyped-
 
 # --------------------------------------------------------------------------------------------------
 # The reply URL (ChatReply over HTTP)
-def test_megabytes_with_no_line_break_stop_at_the_line_cap() -> None:
-    with Hostile("no_newline") as server:
-        stage = ChatReply(server.url, model="m")
+def failed_reply(behaviour: str, **kw: object) -> tuple[ChatReply, str, Hostile]:
+    """A ChatReply (`kw`: its model and caps) from a hostile server: it gave no piece and failed naming the server."""
+    with Hostile(behaviour) as server:
+        stage = ChatReply(server.url, **{"model": "m", **kw})  # type: ignore[arg-type]
         pieces, error = reply_of(stage)
-    assert not pieces and error is not None
-    assert "exceeded 64 KB" in error and "one line" in error and server.url in error
+    assert not pieces and error is not None and server.url in error, error
+    return stage, error, server
+
+
+def test_megabytes_with_no_line_break_stop_at_the_line_cap() -> None:
+    stage, error, server = failed_reply("no_newline")
+    assert "exceeded 64 KB" in error and "one line" in error
     assert stage.bytes_read <= DEFAULT_MAX_LINE_BYTES + READ_SIZE  # the bytes read: one line's cap and one read
     assert server.sent < FLOOD_BYTES // 4  # the client stopped reading; it did not swallow the flood
 
 
 def test_huge_chunks_stop_at_the_reply_cap() -> None:
-    with Hostile("huge_chunks") as server:
-        stage = ChatReply(server.url, model="m")
-        pieces, error = reply_of(stage)
-    assert not pieces and error is not None
-    assert "exceeded 1 MB" in error and server.url in error
+    stage, error, server = failed_reply("huge_chunks")
+    assert "exceeded 1 MB" in error
     assert stage.bytes_read <= DEFAULT_MAX_BYTES + READ_SIZE
     assert server.sent < FLOOD_BYTES // 4
 
 
 def test_a_trickle_stops_at_the_time_cap() -> None:
-    with Hostile("trickle") as server:
-        stage = ChatReply(server.url, model="m", max_seconds=1.0)
-        pieces, error = reply_of(stage)
-    assert not pieces and error is not None
+    stage, error, server = failed_reply("trickle", max_seconds=1.0)
     assert error.startswith(f"no reply from {server.url}/v1/chat/completions within 1 s")
     assert 0 < stage.bytes_read < 100  # it was trickling: a few bytes, read as they came
 
 
 @pytest.mark.parametrize("model", ["m", None], ids=["chat-request", "model-lookup"])
 def test_a_server_that_never_answers_stops_at_the_time_cap(model: str | None) -> None:
-    with Hostile("silent") as server:
-        stage = ChatReply(server.url, model=model, max_seconds=1.0)
-        pieces, error = reply_of(stage)
-    assert not pieces and error is not None
+    stage, error, server = failed_reply("silent", model=model, max_seconds=1.0)
     assert error.startswith(f"no reply from {server.url}") and "within 1 s" in error
     assert stage.bytes_read == 0
 
 
 def test_a_web_page_is_not_a_reply() -> None:
-    with Hostile("html") as server:
-        stage = ChatReply(server.url, model="m")
-        pieces, error = reply_of(stage)
-    assert not pieces and error is not None
-    assert "answered text/html, not server-sent events (text/event-stream)" in error and server.url in error
+    _, error, _ = failed_reply("html")
+    assert "answered text/html, not server-sent events (text/event-stream)" in error
 
 
 # --------------------------------------------------------------------------------------------------
