@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,6 +137,16 @@ class Hostile:
         """One byte of a valid event every `interval_s`, for as long as its life lasts (at most 400 bytes)."""
         await self._stream(writer, (b"d" for _ in range(400)), self.interval_s)
 
+    async def gzip(self, writer: asyncio.StreamWriter) -> None:
+        """A compressed answer though identity was asked for: 93 KB on the wire that inflate to FLOOD_BYTES of
+        keep-alive lines (a compression bomb)."""
+        body = zlib.compress(b": keep-alive\n" * (FLOOD_BYTES // 13), 9, wbits=31)  # gzip
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+        writer.write(body)
+        await writer.drain()
+        self.sent += len(body)
+
     async def html(self, writer: asyncio.StreamWriter) -> None:
         """200 with a web page: some proxy or a login portal, not a chat server."""
         await self._answer(writer, "text/html; charset=utf-8",
@@ -193,6 +204,12 @@ def test_a_server_that_never_answers_stops_at_the_time_cap(model: str | None) ->
     stage, error, server = failed_reply("silent", model=model, max_seconds=1.0)
     assert error.startswith(f"no reply from {server.url}") and "within 1 s" in error
     assert stage.bytes_read == 0
+
+
+def test_a_compressed_answer_is_refused_before_it_is_inflated() -> None:
+    stage, error, server = failed_reply("gzip")
+    assert "answered with Content-Encoding gzip, which was not asked for" in error
+    assert stage.bytes_read == 0 and server.sent < DEFAULT_MAX_BYTES  # small on the wire, not a byte of it read
 
 
 def test_a_web_page_is_not_a_reply() -> None:
