@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from protocol.common import error_text
 from protocol.errors import BackendUnreachable, ServerError, StreamError
 from services.converse.script import Script
 
@@ -166,9 +167,9 @@ class ChatReply(StreamedChat):
             try:
                 async with http.stream("POST", self.url + CHAT_PATH, json=body) as resp:
                     if resp.status_code != 200:
-                        text = (await resp.aread()).decode("utf-8", "replace")[:300]
-                        raise ServerError(f"{self.url}{CHAT_PATH} answered HTTP {resp.status_code}: {text}",
-                                          status=resp.status_code)
+                        text = error_text((await resp.aread()).decode("utf-8", "replace"))  # never the raw body
+                        raise ServerError(f"{self.url}{CHAT_PATH} answered HTTP {resp.status_code}"
+                                          + (f": {text}" if text else ""), status=resp.status_code)
                     async for piece in self._pieces(sse_lines(resp.aiter_bytes()), deadline, self.url + CHAT_PATH):
                         yield piece
             except httpx.ReadTimeout:
