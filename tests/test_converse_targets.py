@@ -151,8 +151,8 @@ def test_a_creator_picks_the_reply_from_the_closed_set(monkeypatch: pytest.Monke
     at.radio(key="converse_reply_kind").set_value("chat").run()
     at.radio(key="cmp_reply_kind").set_value("chat").run()
     assert not at.text_input  # nothing to type an address into
-    assert at.selectbox(key="converse_reply_target").options == [
-        f"127.0.0.1:{engine_url.rsplit(':', 1)[1]} ({engine_url})", f"127.0.0.1:{chat_url.rsplit(':', 1)[1]} ({chat_url})"]
+    assert at.selectbox(key="converse_reply_target").options == [f"{u.removeprefix('http://')} ({u})"
+                                                                  for u in (engine_url, chat_url)]
     assert at.selectbox(key="converse_reply_target").value == f"omni:{engine_url}"
     assert at.selectbox(key="cmp_reply_target").value == f"omni:{engine_url}"
     assert _live_reply(at).url == engine_url
@@ -232,7 +232,8 @@ def test_a_reply_error_is_its_status_and_a_plain_excerpt(monkeypatch: pytest.Mon
     [kept] = History(tmp_path / "data").conversations.list()
     assert "hunter2" not in json.dumps(kept.timeline)
 
-    handler.error = ("application/json", json.dumps({"error": {"message": "model overloaded " + "x" * 5000 + "\u0007"}}))
+    handler.error = ("application/json",
+                     json.dumps({"error": {"message": "model overloaded " + "x" * 5000 + "\u0007"}}))
     _talk(at, turn_wav)
     error = History(tmp_path / "data").conversations.list()[0].timeline["turns"][0]["error"]
     assert "answered HTTP 500: model overloaded xxx" in error and error.endswith("…")
@@ -298,5 +299,5 @@ def test_a_socket_that_never_answers_the_handshake_says_so() -> None:
         port = sock.getsockname()[1]
         with pytest.raises(BackendUnreachable) as err:
             asyncio.run(Native(f"http://127.0.0.1:{port}", open_timeout_s=1).run([]))
-    assert str(err.value) == (f"cannot reach the speech-to-speech session at ws://127.0.0.1:{port}/v1/realtime?duplex=1:"
-                              " the WebSocket handshake timed out after 1 s")
+    assert str(err.value) == (f"cannot reach the speech-to-speech session at ws://127.0.0.1:{port}/v1/realtime"
+                              "?duplex=1: the WebSocket handshake timed out after 1 s")
