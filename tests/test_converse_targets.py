@@ -14,9 +14,7 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -32,53 +30,28 @@ from services.history import History
 from services.settings import DemoMode, Settings
 from services.targets import TargetBook, TargetGuard
 from tests.chat_support import chat_app, serving_app
-from tests.conftest import free_port
-from tests.loopback_support import serving
-from tests.test_converse_page import turn_wav, webrtc_inert  # noqa: F401  (fixtures; webrtc_inert autouse)
+from tests.loopback_support import InternalService, internal_service, ws_serving
+from tests.test_converse_page import _talk, turn_wav, webrtc_inert  # noqa: F401  (fixtures; webrtc_inert autouse)
 
 ROOT = Path(__file__).resolve().parent.parent
 BOB = Principal(id="bob@example.com", name="Bob", role="creator", signed_in=True)
 ANN = Principal(id="ann@example.com", name="Ann", role="admin", signed_in=True)
-SECRET = "db_password=hunter2"
 ANSWER = "We open at nine, every day of the week."
 
 
-class _Internal(BaseHTTPRequestHandler):
-    """An internal service: records every request; names a model at /v1/models (so a reply would go on to chat) and
-    answers everything else 500 with an HTML page nobody outside should read."""
+class _Internal(InternalService):
+    """The internal service, naming a model at /v1/models (so a reply would go on to chat)."""
 
-    seen: list[str] = []
-    error = ("text/html", f"<html><body><pre>{SECRET}\nTraceback (most recent call last)</pre></body></html>")
-
-    def _answer(self, status: int, kind: str, body: str) -> None:
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:  # noqa: N802
-        type(self).seen.append(f"GET {self.path}")
-        if self.path == "/v1/models":
-            self._answer(200, "application/json", json.dumps({"data": [{"id": "internal/model"}]}))
-        else:
-            self._answer(500, *type(self).error)
-
-    def do_POST(self) -> None:  # noqa: N802
-        type(self).seen.append(f"POST {self.path}")
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self._answer(500, *type(self).error)
-
-    def log_message(self, *args: object) -> None:
-        pass
+    def reply(self, path: str) -> tuple[int, str, str]:
+        if path == "/v1/models":
+            return 200, "application/json", json.dumps({"data": [{"id": "internal/model"}]})
+        return type(self).answer
 
 
 @pytest.fixture
 def internal() -> Iterator[tuple[str, type[_Internal]]]:
-    handler = type("Handler", (_Internal,), {"seen": []})
-    with serving(handler) as url:
-        yield url, handler
+    with internal_service(_Internal) as served:
+        yield served
 
 
 @pytest.fixture
@@ -113,18 +86,8 @@ def _open(monkeypatch: pytest.MonkeyPatch, data: Path, url: str, *, servers: lis
     for key, value in (state or {}).items():
         at.session_state[key] = value
     at.run()
-    _ok(at)
-    return at
-
-
-def _ok(at: AppTest) -> None:
     assert not at.exception, at.exception[0].message if at.exception else ""
-
-
-def _talk(at: AppTest, wav: bytes) -> None:
-    at.file_uploader(key="converse_uploads").set_value([("turn1.wav", wav, "audio/wav")]).run()
-    next(b for b in at.button if b.label == "Talk").click().run()
-    _ok(at)
+    return at
 
 
 def _live_reply(at: AppTest):  # type: ignore[no-untyped-def]
@@ -228,12 +191,12 @@ def test_a_reply_error_is_its_status_and_a_plain_excerpt(monkeypatch: pytest.Mon
     assert handler.seen == ["GET /v1/models", "POST /v1/chat/completions"]  # registered: the request went there
     shown = " ".join(e.value for e in at.error)
     assert f"{internal_url}/v1/chat/completions answered HTTP 500" in shown.replace("\\", "").replace("`", "")
-    assert "hunter2" not in shown and "<html>" not in shown and "Traceback" not in shown
+    assert "hunter2" not in shown and "html" not in shown and "stack trace" not in shown
     [kept] = History(tmp_path / "data").conversations.list()
     assert "hunter2" not in json.dumps(kept.timeline)
 
-    handler.error = ("application/json",
-                     json.dumps({"error": {"message": "model overloaded " + "x" * 5000 + "\u0007"}}))
+    handler.answer = (500, "application/json",
+                      json.dumps({"error": {"message": "model overloaded " + "x" * 5000 + "\u0007"}}))
     _talk(at, turn_wav)
     error = History(tmp_path / "data").conversations.list()[0].timeline["turns"][0]["error"]
     assert "answered HTTP 500: model overloaded xxx" in error and error.endswith("…")
@@ -260,36 +223,20 @@ def test_the_command_line_refuses_a_reply_url_that_is_not_http_before_any_work(t
 @pytest.fixture
 def silent_session() -> Iterator[str]:
     """A websockets server on loopback that accepts the session and never says a word."""
-    from websockets.asyncio.server import serve
-
-    port = free_port()
-    ready, stop = threading.Event(), threading.Event()
 
     async def handler(ws) -> None:  # type: ignore[no-untyped-def]
         async for _ in ws:
             pass
 
-    async def main() -> None:
-        async with serve(handler, "127.0.0.1", port):
-            ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
-
-    thread = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
-    thread.start()
-    ready.wait(10)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop.set()
-        thread.join(5)
+    with ws_serving(handler) as url:
+        yield url
 
 
 def test_a_session_that_never_answers_says_what_happened(silent_session: str) -> None:
     with pytest.raises(StreamError) as err:
         asyncio.run(Native(silent_session, open_timeout_s=1).run([]))
     assert str(err.value) == (f"ws://127.0.0.1:{silent_session.rsplit(':', 1)[1]}/v1/realtime?duplex=1 did not open a "
-                              "speech-to-speech session: no session.updated within 1 s of session.update")
+                              "speech-to-speech session (no session.updated within 1 s of session.update)")
 
 
 def test_a_socket_that_never_answers_the_handshake_says_so() -> None:
@@ -300,4 +247,4 @@ def test_a_socket_that_never_answers_the_handshake_says_so() -> None:
         with pytest.raises(BackendUnreachable) as err:
             asyncio.run(Native(f"http://127.0.0.1:{port}", open_timeout_s=1).run([]))
     assert str(err.value) == (f"cannot reach the speech-to-speech session at ws://127.0.0.1:{port}/v1/realtime"
-                              "?duplex=1: the WebSocket handshake timed out after 1 s")
+                              "?duplex=1 (the WebSocket handshake timed out after 1 s)")

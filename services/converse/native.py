@@ -50,6 +50,12 @@ ANSWER_TIMEOUT_S = 30.0  # after an input has been sent, the turn's end must com
 OPEN_TIMEOUT_S = 15.0
 
 
+def _why(exc: BaseException, timed_out: str) -> str:
+    """What went wrong, in words: `timed_out` for a timeout (whose own text is empty), else the error's type and
+    text."""
+    return timed_out if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+
+
 class NoDuplexSession(StudioError):
     exit_code = 1
 
@@ -129,12 +135,9 @@ class Native:
 
         try:
             return await connect(self.url, max_size=None, open_timeout=self.open_timeout_s)
-        except TimeoutError:
-            raise BackendUnreachable(f"cannot reach the speech-to-speech session at {self.url}: the WebSocket "
-                                     f"handshake timed out after {self.open_timeout_s:g} s") from None
-        except (OSError, WebSocketException) as exc:
-            raise BackendUnreachable(f"cannot reach the speech-to-speech session at {self.url} "
-                                     f"({type(exc).__name__}: {exc})") from None
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            why = _why(exc, f"the WebSocket handshake timed out after {self.open_timeout_s:g} s")
+            raise BackendUnreachable(f"cannot reach the speech-to-speech session at {self.url} ({why})") from None
 
     async def _open(self, channel: Channel) -> None:
         await channel.send(self.update.model_dump_json(exclude_none=True))
@@ -143,12 +146,9 @@ class Native:
                 event = json.loads(await asyncio.wait_for(channel.recv(), self.open_timeout_s))
             except StudioError:
                 raise  # the channel's own message (SageMaker: the endpoint refused the stream, and why)
-            except TimeoutError:
-                raise StreamError(f"{self.url} did not open a speech-to-speech session: no session.updated within "
-                                  f"{self.open_timeout_s:g} s of session.update") from None
-            except (ValueError, OSError) as exc:
-                raise StreamError(f"{self.url} did not open a speech-to-speech session ({type(exc).__name__}: "
-                                  f"{exc})") from None
+            except (TimeoutError, ValueError, OSError) as exc:
+                why = _why(exc, f"no session.updated within {self.open_timeout_s:g} s of session.update")
+                raise StreamError(f"{self.url} did not open a speech-to-speech session ({why})") from None
             except Exception as exc:  # the connection closed
                 raise StreamError(f"{self.url} closed before opening a speech-to-speech session ({exc})") from None
             kind = event.get("type") if isinstance(event, dict) else None
