@@ -7,6 +7,7 @@ docs/protocols.md, "SageMaker", has the contract (CustomAttributes routing, the 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,10 @@ Role = Literal[FAMILY_NAMES]  # type: ignore[valid-type]  # Literal of the catal
 ROLES: tuple[Role, ...] = FAMILY_NAMES
 # The roles a deployment has when none are named: the opt-in families (listen) are added by name.
 DEFAULT_ROLES: tuple[Role, ...] = DEFAULT_FAMILY_NAMES
+
+# A SageMaker endpoint's name, as SageMaker takes it: letters, digits and hyphens, at most 63 (checked before
+# anything is sent)
+ENDPOINT_NAME = re.compile(r"[A-Za-z0-9](-*[A-Za-z0-9]){0,62}")
 
 DEFAULT_REGION = "us-east-1"  # where a person who names no region works: boto3's profile first, then this
 

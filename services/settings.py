@@ -31,7 +31,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from protocol.catalog import PAGE_NAMES
 from protocol.errors import ConfigError
-from protocol.sagemaker import DEFAULT_REGION
+from protocol.sagemaker import DEFAULT_REGION, ENDPOINT_NAME
 from services.access import AccessPolicy
 from services.kinds import BackendName
 
@@ -155,6 +155,9 @@ class Settings(BaseSettings):
     video_endpoint: str | None = None
     listen_endpoint: str | None = None  # opt-in (`python -m infra deploy --with listen`)
     omni_endpoint: str | None = None  # opt-in (`python -m infra deploy --with omni`): Qwen3-Omni, multi-GPU
+    # SageMaker endpoints serving streaming /v1/chat/completions that Converse's reply may use, besides the omni
+    # endpoint: an admin names them here (the closed set of targets, services/targets.py).
+    chat_endpoints: list[str] = Field(default_factory=list)
     bucket: str | None = None
     prefix: str = "omni-studio"
     kms_key: str | None = None
@@ -168,6 +171,15 @@ class Settings(BaseSettings):
     # lock for customer-facing screens ([demo]).
     access: AccessPolicy = Field(default_factory=AccessPolicy)
     demo: DemoMode | None = None
+
+    @field_validator("chat_endpoints")
+    @classmethod
+    def _endpoint_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not ENDPOINT_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a SageMaker endpoint name: letters, digits and hyphens, at most "
+                                 "63, starting and ending with a letter or digit")
+        return v
 
     @field_validator("omni_url")
     @classmethod

@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS servers (
     added_at  REAL NOT NULL
 );
 """
+# The modality of a conversation's reply stage (Converse): a model streaming OpenAI-compatible /v1/chat/completions
+CHAT = "chat"
 # Keys of an evaluation variant that point the studio's server somewhere else: only the command line sets them.
 # (`backend`, `url` and `endpoint` are picked from the closed set; the rest name files and AWS profiles.)
 ELSEWHERE_KEYS = ("region", "profile", "state_file")
@@ -141,14 +143,17 @@ class TargetBook:
 
     # -- SageMaker endpoints -------------------------------------------------------------------------------------
     def endpoints(self, modality: str) -> list[str]:
-        """The deployment's endpoint for `modality` (the settings' name, else the state file's), if any."""
+        """The deployment's endpoint for `modality` (the settings' name, else the state file's), if any. For CHAT
+        (a conversation's reply): the omni endpoint (Qwen3-Omni answers chat in text mode) and the endpoints an
+        admin named in `chat_endpoints`."""
         from services.sagemaker import resolve_targets
 
         try:
-            name = resolve_targets(self.settings).endpoints.get(modality)
+            names = resolve_targets(self.settings).endpoints
         except StudioError:
-            return []
-        return [name] if name else []
+            names = {}
+        found = [names.get("omni"), *self.settings.chat_endpoints] if modality == CHAT else [names.get(modality)]
+        return list(dict.fromkeys(n for n in found if n))
 
     # -- pickers and checks ---------------------------------------------------------------------------------------
     def options(self, modality: str, *, default_label: str = "Sidebar backend") -> list[TargetOption]:
@@ -162,6 +167,16 @@ class TargetBook:
         out += [TargetOption(f"sagemaker:{e}", f"SageMaker endpoint {e}", "sagemaker", endpoint=e)
                 for e in self.endpoints(modality)]
         return out
+
+    def reply_options(self) -> list[TargetOption]:
+        """What a conversation's reply pickers offer (a model's /v1/chat/completions): the registered servers and
+        the deployment's chat endpoints; none in a demo (its conversations answer with a script, or the settings'
+        own native session). A SageMaker endpoint is reached with the SageMaker backend's credentials."""
+        if self.settings.demo is not None:
+            return []
+        return ([TargetOption(f"omni:{s.url}", f"{s.name} ({s.url})", "omni", url=s.url) for s in self.servers()]
+                + [TargetOption(f"sagemaker:{e}", f"SageMaker endpoint {e}", "sagemaker", endpoint=e)
+                   for e in self.endpoints(CHAT)])
 
     def check(self, actor: Principal, kind: str, *, url: str | None = None, endpoint: str | None = None,
               modality: str, who: str = "") -> None:
@@ -208,6 +223,19 @@ class TargetBook:
                 self.check(actor, "omni", url=v.get("url") or self.settings.omni_url, modality=modality, who=who)
             elif backend == "sagemaker" and v.get("endpoint"):
                 self.check(actor, "sagemaker", endpoint=v.get("endpoint"), modality=modality, who=who)
+
+
+@dataclass(frozen=True)
+class TargetGuard:
+    """The closed set for one person, held by what a page hands to a service that builds its own clients (a
+    conversation's Setup): `check` before anything is built or sent, as `TargetBook.check`."""
+
+    book: TargetBook
+    actor: Principal
+
+    def check(self, kind: str, *, url: str | None = None, endpoint: str | None = None, modality: str,
+              who: str = "") -> None:
+        self.book.check(self.actor, kind, url=url, endpoint=endpoint, modality=modality, who=who)
 
 
 def chosen(options: Iterable[TargetOption], key: str) -> TargetOption:

@@ -5,12 +5,10 @@ both; a server without the session (a tiny local websockets server answering vLL
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import subprocess
 import sys
-import threading
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import spoken_turn_files
-from tests.conftest import free_port
+from tests.loopback_support import ws_serving
 
 TURNS = ("What time do you open?", "Thank you very much.")
 SCRIPT = """\
@@ -72,10 +70,6 @@ def test_two_turns_answered_by_the_session(engine_url: str, inputs: list[Path], 
 def no_duplex_server() -> Iterator[tuple[str, list[dict]]]:
     """A websockets server on loopback whose answer to session.update is vLLM-Omni's `unsupported` error; and the
     events it received."""
-    from websockets.asyncio.server import serve
-
-    port = free_port()
-    ready, stop = threading.Event(), threading.Event()
     received: list[dict] = []
 
     async def handler(ws) -> None:  # type: ignore[no-untyped-def]
@@ -84,20 +78,8 @@ def no_duplex_server() -> Iterator[tuple[str, list[dict]]]:
             await ws.send(json.dumps({"type": "error", "error": {
                 "type": "invalid_request_error", "code": "unsupported", "message": "no duplex session here"}}))
 
-    async def main() -> None:
-        async with serve(handler, "127.0.0.1", port):
-            ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
-
-    thread = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
-    thread.start()
-    ready.wait(10)
-    try:
-        yield f"http://127.0.0.1:{port}", received
-    finally:
-        stop.set()
-        thread.join(5)
+    with ws_serving(handler) as url:
+        yield url, received
 
 
 def test_a_server_without_the_session_exits_1(inputs: list[Path], no_duplex_server: tuple[str, list[dict]]) -> None:

@@ -2,7 +2,8 @@
 recorded turn (the engine's own voice) is held as a conversation in pipeline mode with the scripted reply — the
 transcript with both sides, the timeline, voice-to-voice with n, the stereo WAV and JSON downloads with the right
 bytes, the conversation kept in the history and listed for a new session —; a script with a bad line gets one line
-naming it; a reply URL that is not one is named.
+naming it; a model reply is picked among the registered servers, never typed (tests/test_converse_targets.py; with
+none registered, tests/test_converse_sagemaker_page.py).
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def test_the_settings_show_with_their_defaults(monkeypatch: pytest.MonkeyPatch, 
     assert "scripted, not a model" in at.text_area(key="converse_script").label
     assert "hello =>" in at.text_area(key="converse_script").value
     at.radio(key="converse_reply_kind").set_value("chat").run()
-    assert at.text_input(key="converse_reply_url") and at.text_area(key="converse_system_prompt")
+    assert at.selectbox(key="converse_reply_target").value == f"omni:{engine_url}"  # the registered server
+    assert at.text_area(key="converse_system_prompt") and not at.main.text_input  # no address to type
 
 
 def test_a_bad_script_line_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str,
@@ -108,17 +110,6 @@ def test_a_bad_script_line_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert "the script line 2" in error.value and "this line has no arrow" in error.value
     assert next(b for b in at.button if b.label == "Talk").disabled
     assert History(tmp_path / "data").conversations.list() == []
-
-
-def test_a_reply_url_that_is_not_one_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str,
-                                              turn_wav: bytes) -> None:
-    at = _open(monkeypatch, tmp_path / "data", engine_url)
-    at.radio(key="converse_reply_kind").set_value("chat").run()
-    at.text_input(key="converse_reply_url").input("gpu-box:8000").run()
-    at.file_uploader(key="converse_uploads").set_value([("turn1.wav", turn_wav, "audio/wav")]).run()
-    [error] = at.error
-    assert "reply URL is missing or not http" in error.value
-    assert next(b for b in at.button if b.label == "Talk").disabled
 
 
 def test_a_turn_is_answered_timed_downloaded_and_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

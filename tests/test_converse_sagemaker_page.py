@@ -4,8 +4,8 @@ offline engine plays, and a reply endpoint a real streaming chat server plays (t
 deployed once for the module. Pipeline mode: a recorded turn heard by the listen endpoint, answered by the script
 (or streamed from the reply endpoint) and spoken by the voice endpoint, kept in the history; the live call built
 from the same setup (a microphone fed at real time). Native mode: the session on the omni endpoint. What a mode
-needs and is not deployed — and a reply endpoint named empty — is said in one line with no runtime reachable, and
-nothing can start. Compare on SageMaker."""
+needs and is not deployed — and a model reply with no chat endpoint or server to pick — is said in one line with
+no runtime reachable, and nothing can start. Compare on SageMaker."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ ENDPOINTS = {"listen": "sm-listen", "voice": "sm-voice", "omni": "sm-omni"}
 REPLY = "We open at nine in the morning, every day."  # the default script's answer to "what time do you open"
 CHAT_IMAGE = IMAGE_URI.replace(":omni-", ":chat-")  # the image the chat server plays
 CHAT_ANSWER = "We open at nine, every day of the week."
+CHAT_NAMED = {"OMNI_STUDIO_CHAT_ENDPOINTS": '["sm-chat"]'}  # an admin names the chat endpoint in the settings
 NO_RUNTIME = {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": "http://127.0.0.1:9",
               "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": "https://127.0.0.1:9"}
 
@@ -126,9 +127,11 @@ def test_a_recorded_turn_through_the_listen_and_voice_endpoints(
 def test_the_reply_streamed_from_a_reply_endpoint(
         deployed: tuple[EmulatorHandle, list[dict]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         turn_wav: bytes) -> None:  # noqa: F811
-    at = _open(monkeypatch, deployed, tmp_path / "data", **ENDPOINTS)
+    at = _open(monkeypatch, deployed, tmp_path / "data", CHAT_NAMED, **ENDPOINTS)
     at.radio(key="converse_reply_kind").set_value("endpoint").run()
-    at.text_input(key="converse_reply_endpoint").input("sm-chat").run()
+    assert at.selectbox(key="converse_reply_target").options == ["SageMaker endpoint sm-omni",
+                                                                  "SageMaker endpoint sm-chat"]
+    at.selectbox(key="converse_reply_target").set_value("sagemaker:sm-chat").run()
     at.text_area(key="converse_system_prompt").input("You run a shop.").run()
     seen = deployed[1]
     seen.clear()
@@ -204,12 +207,19 @@ def test_what_a_mode_lacks_is_said_in_one_line_and_nothing_starts(
     assert error.startswith("Pipeline mode on SageMaker speaks through a voice endpoint, and none is deployed")
     assert "`python -m infra deploy`, or name" in error and "OMNI_STUDIO_VOICE_ENDPOINT" in error
 
-    every = _open(monkeypatch, deployed, tmp_path / "data", NO_RUNTIME, **ENDPOINTS)
+    # A model reply with nothing in the closed set to pick: no server registered, no endpoint serving chat.
+    pipeline = {"listen": "sm-listen", "voice": "sm-voice"}
+    bare = _open(monkeypatch, deployed, tmp_path / "data", NO_RUNTIME, **pipeline)
+    bare.radio(key="converse_reply_kind").set_value("chat").run()
+    assert _error(bare).startswith("No server for the reply is registered: an admin adds one on the sidebar")
+    bare.radio(key="converse_reply_kind").set_value("endpoint").run()
+    error = _error(bare)
+    assert error.startswith("This deployment has no endpoint that serves chat: deploy the omni endpoint")
+    assert "chat_endpoints" in error and _talk_disabled(bare)
+
+    every = _open(monkeypatch, deployed, tmp_path / "data", {**NO_RUNTIME, **CHAT_NAMED}, **ENDPOINTS)
     every.radio(key="converse_reply_kind").set_value("endpoint").run()
-    assert _error(every).startswith("the reply endpoint's name is empty: name the SageMaker endpoint")
-    every.text_input(key="converse_reply_endpoint").input("chat endpoint").run()
-    assert "'chat endpoint' is not a SageMaker endpoint name" in _error(every)
-    every.text_input(key="converse_reply_endpoint").input("sm-chat").run()
+    every.selectbox(key="converse_reply_target").set_value("sagemaker:sm-chat").run()
     every.file_uploader(key="converse_uploads").set_value([("turn1.wav", turn_wav, "audio/wav")]).run()
     assert not every.error and not _talk_disabled(every)
     assert History(tmp_path / "data").conversations.list() == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from services.history import History
 from services.images import ImageRequest
 from services.settings import DemoMode, Settings, check_server_url
 from services.targets import TargetBook
-from tests.loopback_support import serving
+from tests.loopback_support import InternalService, internal_service
 
 BOB = Principal(id="bob@example.com", name="Bob", role="creator", signed_in=True)
 ANN = Principal(id="ann@example.com", name="Ann", role="admin", signed_in=True)
@@ -31,36 +30,16 @@ SHELL = Principal(id="cli:ann", name="ann", role="admin")
 SECRET = "db-password=hunter2 <internal stack trace>"
 
 
-class _Listener(BaseHTTPRequestHandler):
+class _Listener(InternalService):
     """An internal service: records every request, answers 500 with a body nobody outside should read."""
 
-    seen: list[str] = []
     answer = (500, "text/html", f"<html><body>{SECRET}</body></html>")
-
-    def _any(self) -> None:
-        type(self).seen.append(f"{self.command} {self.path}")
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        status, kind, body = type(self).answer
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_GET = do_POST = _any
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
 def listener() -> Iterator[tuple[str, type[_Listener]]]:
-    handler = type("Handler", (_Listener,), {"seen": []})
-    with serving(handler) as url:
-        yield url, handler
+    with internal_service(_Listener) as served:
+        yield served
 
 
 @pytest.fixture

@@ -9,19 +9,17 @@ from typing import Any
 
 import streamlit as st
 
-from protocol.errors import StudioError
+from protocol.errors import InvalidInput, StudioError
 from services.converse.compare import compare
 from services.converse.setup import SILENCE_MS, Setup
 from services.listen import load_audio
 from ui import resources
-from ui.converse_views import MODES
+from ui.converse_views import MODES, reply_kinds, reply_target
 from ui.resources import plain
 from ui.workspace_views import may
 
 SAME = "same"
-B_REPLY = {SAME: "The same reply as A", "script": "Another script (scripted, not a model)",
-           "chat": "A model (an OpenAI-compatible /v1/chat/completions URL)"}
-B_ENDPOINT_REPLY = {"endpoint": "A model on a SageMaker endpoint (streaming chat)"}  # on SageMaker only
+B_REPLY = {SAME: "The same reply as A", "script": "Another script (scripted, not a model)"}
 
 
 def _b_changes(voices: list[str], endpoints: bool) -> dict[str, Any]:
@@ -35,7 +33,7 @@ def _b_changes(voices: list[str], endpoints: bool) -> dict[str, Any]:
     voice = st.selectbox("B's voice", [SAME, *voices], format_func=lambda v: "The same as A" if v == SAME else v,
                          key="cmp_voice")
     changes |= {k: v for k, v in (("mode", mode), ("voice", voice)) if v != SAME}
-    kinds = B_REPLY | (B_ENDPOINT_REPLY if endpoints else {})
+    kinds = B_REPLY | {k: label for k, label in reply_kinds(endpoints).items() if k != "script"}
     if state.get("cmp_reply_kind") not in (None, *kinds):  # a kind of another backend's
         del state["cmp_reply_kind"]
     kind = st.radio("B's reply", list(kinds), format_func=kinds.get, key="cmp_reply_kind", horizontal=True)
@@ -43,16 +41,10 @@ def _b_changes(voices: list[str], endpoints: bool) -> dict[str, Any]:
         st.text_area("B's script: `PATTERN => REPLY` a line, `default => REPLY`, `#` a comment", key="cmp_script",
                      height=120)
         changes |= {"script": state.get("cmp_script") or "", "script_name": "B's script"}
-    elif kind == "chat":
-        st.text_input("B's reply URL", key="cmp_reply_url", placeholder="http://gpu-box:8000")
+    elif kind != SAME:  # a model: on a registered server, or on a chat endpoint of the deployment
+        target = reply_target(kind, "cmp_reply_target", "B's reply model")
         st.text_area("B's system prompt", key="cmp_system_prompt", height=68)
-        changes |= {"script": None, "reply_url": (state.get("cmp_reply_url") or "").strip() or None,
-                    "system_prompt": (state.get("cmp_system_prompt") or "").strip() or None}
-    elif kind == "endpoint":
-        st.text_input("B's reply endpoint (SageMaker, streaming /v1/chat/completions)", key="cmp_reply_endpoint")
-        st.text_area("B's system prompt", key="cmp_system_prompt", height=68)
-        changes |= {"reply_endpoint": (state.get("cmp_reply_endpoint") or "").strip(),
-                    "system_prompt": (state.get("cmp_system_prompt") or "").strip() or None}
+        changes |= {"script": None, **target, "system_prompt": (state.get("cmp_system_prompt") or "").strip() or None}
     return changes
 
 
@@ -60,6 +52,8 @@ def _run(a: Setup, uploads: list[Any], changes: dict[str, Any]) -> None:
     state = st.session_state
     state["cmp_error"] = state["cmp_last"] = None
     try:
+        if missing := changes.pop("reply_missing", None):
+            raise InvalidInput(f"B's reply: {missing}")
         b = a.changed(**changes)
         inputs = [load_audio(f.getvalue(), name=f.name) for f in uploads]
         seconds = 2 * (sum(len(x.pcm) for x in inputs) / 32000 + 120 * len(inputs))

@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from protocol.errors import StudioError
+from protocol.errors import InvalidInput, StudioError
 from services.backend import Backend
 from services.converse.setup import MIN_SPEECH_MS, SILENCE_MS, Setup
 from services.converse.sagemaker import ConverseEndpoints
@@ -24,12 +24,19 @@ from services.converse.timeline import Conversation
 from services.listen import ListenAudio
 from ui import resources
 from ui.resources import plain
+from ui.target_views import guard, reply_picker, target_book
 from ui.workspace_views import kept_list, share_toggle
 
 MODES = {"pipeline": "Pipeline (listen → reply → speak)", "native": "Native speech-to-speech (the server's session)"}
 REPLY_KINDS = {"script": "Scripted reply (rules you edit; not a model)",
-               "chat": "A model (an OpenAI-compatible /v1/chat/completions URL)"}
+               "chat": "A model on a registered server (OpenAI-compatible /v1/chat/completions)"}
 ENDPOINT_REPLY = {"endpoint": "A model on a SageMaker endpoint (streaming chat)"}  # offered on SageMaker only
+# What a model reply needs when the studio's closed set has none of it (services/targets.py reply_options)
+NO_REPLY_TARGET = {
+    "chat": "No server for the reply is registered: an admin adds one on the sidebar (Add a vLLM-Omni server), or "
+            "choose the scripted reply",
+    "endpoint": "This deployment has no endpoint that serves chat: deploy the omni endpoint (`python -m infra deploy "
+                "--with omni`), or an admin names one in the settings (chat_endpoints), or choose the scripted reply"}
 STAGES = (("user_speech_end_s", "speech ended"), ("transcript_final_s", "final transcript"),
           ("reply_first_token_s", "first reply token"), ("first_audio_s", "first audio received"),
           ("first_audio_played_s", "first audio played"))
@@ -45,21 +52,17 @@ def settings_form(voices: list[str], *, endpoints: bool = False) -> dict[str, An
         st.caption("The agent speaks with the omni endpoint's own voice.")
     elif voices:
         voice = st.selectbox("The agent's voice", voices, key="converse_voice")
-    kinds = REPLY_KINDS | (ENDPOINT_REPLY if endpoints else {})
+    kinds = reply_kinds(endpoints)
     if state.get("converse_reply_kind") not in (None, *kinds):  # a kind of another backend's: back to the script
         del state["converse_reply_kind"]
     kind = st.radio("The reply", list(kinds), format_func=kinds.get, key="converse_reply_kind")
+    target: dict[str, Any] = {}
     if kind == "script":
         st.text_area("Script — scripted, not a model: one rule a line, `PATTERN => REPLY` (the pattern's words "
                      "anywhere in what you said, any case; the first rule that matches wins), `default => REPLY`, "
                      "`#` a comment", value=DEFAULT_SCRIPT, key="converse_script", height=160)
     else:
-        if kind == "chat":
-            st.text_input("Reply URL (vLLM or vLLM-Omni)", key="converse_reply_url", placeholder="http://gpu-box:8000")
-        else:
-            st.text_input("Reply endpoint: a SageMaker endpoint serving streaming /v1/chat/completions (vLLM, or "
-                          "vLLM-Omni: Qwen3-Omni in text mode)", key="converse_reply_endpoint",
-                          placeholder="my-chat-endpoint")
+        target = reply_target(kind, "converse_reply_target", "The reply's model")
         st.text_area("System prompt", key="converse_system_prompt", height=80,
                      value="You are a helpful voice assistant. Answer in one or two short sentences.")
     silence = st.slider("Silence window (ms): the pause that ends your turn", *SILENCE_MS, 500, step=50,
@@ -72,10 +75,27 @@ def settings_form(voices: list[str], *, endpoints: bool = False) -> dict[str, An
                                "interrupt the agent", *MIN_SPEECH_MS, 100, step=20, key="converse_min_speech_ms")
     return {"mode": mode, "voice": voice, "reply_kind": kind,
             "script": state.get("converse_script") if kind == "script" else None,
-            "reply_url": (state.get("converse_reply_url") or "").strip() or None if kind == "chat" else None,
-            "reply_endpoint": (state.get("converse_reply_endpoint") or "").strip() if kind == "endpoint" else None,
+            "reply_url": None, "reply_endpoint": None, **target,
             "system_prompt": state.get("converse_system_prompt") if kind != "script" else None,
             "silence_ms": int(silence), "vad_threshold": float(threshold), "min_speech_ms": int(min_speech)}
+
+
+def reply_kinds(endpoints: bool) -> dict[str, str]:
+    """The replies offered: the script; a model on a registered server; on SageMaker, on an endpoint. A demo studio
+    answers with a script only (its visitors aim the studio nowhere)."""
+    if resources.settings().demo is not None:
+        return {"script": REPLY_KINDS["script"]}
+    return REPLY_KINDS | (ENDPOINT_REPLY if endpoints else {})
+
+
+def reply_target(kind: str, key: str, label: str) -> dict[str, Any]:
+    """The picker of a model reply's target (`kind` chat: a registered server; endpoint: a chat endpoint of the
+    deployment) — the studio's closed set, never a typed address — as the settings' `reply_url` or
+    `reply_endpoint`; `reply_missing` says what to do when the set has none."""
+    picked = reply_picker(target_book().reply_options(), "omni" if kind == "chat" else "sagemaker", key, label)
+    if picked is None:
+        return {"reply_missing": NO_REPLY_TARGET[kind]}
+    return {"reply_url": picked.url} if kind == "chat" else {"reply_endpoint": picked.endpoint}
 
 
 @st.cache_resource(show_spinner=False)
@@ -89,14 +109,17 @@ def setup_of(backend: Backend, settings: dict[str, Any]) -> Setup:
     vLLM-Omni server) listens, speaks and holds the native session. SageMaker (its models deployed as endpoints):
     the listen and voice endpoints through the backend's listener and speech client, the omni endpoint's session
     (EndpointSession), the reply endpoint when chosen; what the mode needs and is not there is a ConfigError in one
-    line saying what to do. Nothing is sent to any target here."""
+    line saying what to do. The reply's target is one the studio's closed set offered, and the Setup holds this
+    person's `guard()`, which checks it again before any reply stage is built. Nothing is sent to any target here."""
+    if missing_reply := settings.get("reply_missing"):
+        raise InvalidInput(missing_reply)
     script = settings["reply_kind"] == "script"
     common: dict[str, Any] = {
         "mode": settings["mode"], "script": (settings["script"] or "") if script else None,
         "script_name": "the script", "reply_url": settings.get("reply_url"),
         "system_prompt": None if script else settings["system_prompt"] or None, "voice": settings["voice"],
         "silence_ms": settings["silence_ms"], "vad_threshold": settings["vad_threshold"],
-        "min_speech_ms": settings["min_speech_ms"]}
+        "min_speech_ms": settings["min_speech_ms"], "guard": guard()}
     if not backend.capabilities.deploys_models:  # a server at its URL does it all
         url = backend.target
         return Setup(listen=url, speak=url, url=url, **common)

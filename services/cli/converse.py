@@ -138,6 +138,17 @@ def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]
     if args.mode == "native" and args.barge_in_at is not None:
         raise InvalidInput("--barge-in-at is for --mode pipeline: in native mode the server's own voice detection "
                            "cuts the agent off (not yet driven from the command line)")
+    from services.converse.setup import check_reply_url, parse_change
+
+    # The person's own machine may name any reply server, but only over http(s): refused before any work.
+    urls = [("--reply-url", args.reply_url)] if args.reply_url is not None else []
+    urls += [(f"--compare {c}", v) for c in args.compare or () if (f := parse_change(c))[0] == "reply_url"
+             for v in (f[1],)]
+    for flag, url in urls:
+        try:
+            check_reply_url(url)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{flag}: {exc}") from None
     model_reply = args.reply_url or args.reply_endpoint
     if args.mode == "pipeline" and not model_reply and (args.system_prompt or args.reply_model):
         raise InvalidInput("--system-prompt and --reply-model are for a model at --reply-url or --reply-endpoint; a "

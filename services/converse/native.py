@@ -45,6 +45,15 @@ from services.listen.client import ws_url_of
 CHUNK_S = 0.1
 CHUNK = int(CHUNK_S * LISTEN_BYTES_PER_S) // 2 * 2
 ANSWER_TIMEOUT_S = 30.0  # after an input has been sent, the turn's end must come within this
+# Opening the session: 15 s for the WebSocket handshake, then 15 s for the answer to session.update (a server
+# loading its model answers within seconds; one that says nothing for this long will not, and the person is told).
+OPEN_TIMEOUT_S = 15.0
+
+
+def _why(exc: BaseException, timed_out: str) -> str:
+    """What went wrong, in words: `timed_out` for a timeout (whose own text is empty), else the error's type and
+    text."""
+    return timed_out if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
 
 
 class NoDuplexSession(StudioError):
@@ -72,8 +81,9 @@ class Native:
 
     def __init__(self, target: str | SessionOpener, *, instructions: str | None = None, voice: str | None = None,
                  silence_ms: int = 500, reply_label: str = "the server's speech-to-speech session",
-                 vad_threshold: float | None = None) -> None:
+                 vad_threshold: float | None = None, open_timeout_s: float = OPEN_TIMEOUT_S) -> None:
         self._opener = None if isinstance(target, str) else target
+        self.open_timeout_s = open_timeout_s
         self.url = ws_url_of(target) + f"?{DUPLEX_QUERY}=1" if isinstance(target, str) else target.target
         self.update = SessionUpdate(session=SessionConfig(
             instructions=instructions, voice=voice, turn_detection=TurnDetection(
@@ -124,19 +134,21 @@ class Native:
         from websockets.exceptions import WebSocketException
 
         try:
-            return await asyncio.wait_for(connect(self.url, max_size=None, open_timeout=10), 15)
+            return await connect(self.url, max_size=None, open_timeout=self.open_timeout_s)
         except (OSError, TimeoutError, WebSocketException) as exc:
-            raise BackendUnreachable(f"cannot reach the speech-to-speech session at {self.url} ({exc})") from None
+            why = _why(exc, f"the WebSocket handshake timed out after {self.open_timeout_s:g} s")
+            raise BackendUnreachable(f"cannot reach the speech-to-speech session at {self.url} ({why})") from None
 
     async def _open(self, channel: Channel) -> None:
         await channel.send(self.update.model_dump_json(exclude_none=True))
         while True:
             try:
-                event = json.loads(await asyncio.wait_for(channel.recv(), 15))
+                event = json.loads(await asyncio.wait_for(channel.recv(), self.open_timeout_s))
             except StudioError:
                 raise  # the channel's own message (SageMaker: the endpoint refused the stream, and why)
             except (TimeoutError, ValueError, OSError) as exc:
-                raise StreamError(f"{self.url} did not open a speech-to-speech session ({exc or 'timed out'})") from None
+                why = _why(exc, f"no session.updated within {self.open_timeout_s:g} s of session.update")
+                raise StreamError(f"{self.url} did not open a speech-to-speech session ({why})") from None
             except Exception as exc:  # the connection closed
                 raise StreamError(f"{self.url} closed before opening a speech-to-speech session ({exc})") from None
             kind = event.get("type") if isinstance(event, dict) else None

@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 
+from protocol.common import error_text
 from protocol.errors import BackendUnreachable, ServerError, StreamError
 from services.converse.script import Script
 
@@ -47,7 +48,9 @@ DEFAULT_MAX_BYTES = 1_000_000
 # Bytes of one line of the events: a chunk's `data: {...}` line is a few hundred bytes; 64 KB bounds the line held
 # while waiting for its line break (a server that never sends one).
 DEFAULT_MAX_LINE_BYTES = 64_000
-ERROR_EXCERPT_BYTES = 300  # of an error answer's body, quoted in the message
+# How much of an error answer's body is read to find its JSON error field (of which at most 300 characters, on one
+# line, are shown: protocol.common.error_text); never the raw body, and never more than this in memory.
+ERROR_BODY_BYTES = 16_000
 Message = dict[str, str]  # {"role": "user" | "assistant" | "system", "content": ...}
 T = TypeVar("T")
 
@@ -74,7 +77,7 @@ class ScriptedReply:
 
 
 def _unreachable(url: str, exc: Exception) -> BackendUnreachable:
-    return BackendUnreachable(f"cannot reach the reply server at {url} ({type(exc).__name__}: {exc or 'timed out'}); "
+    return BackendUnreachable(f"cannot reach the reply server at {url} ({type(exc).__name__}: {str(exc) or 'no answer'}); "
                               "is it running, and is the URL right?")
 
 
@@ -277,14 +280,14 @@ class ChatReply(StreamedChat):
         return self.model
 
     async def _excerpt(self, resp: httpx.Response, deadline: float, where: str) -> str:
-        """The start of an error answer's body (ERROR_EXCERPT_BYTES at most, read under the caps)."""
+        """The start of an error answer's body (ERROR_BODY_BYTES at most, read under the caps)."""
         head = bytearray()
         async with contextlib.aclosing(self._wire(resp.aiter_raw(), deadline, where)) as body:
             async for chunk in body:
                 head += chunk
-                if len(head) >= ERROR_EXCERPT_BYTES:
+                if len(head) >= ERROR_BODY_BYTES:
                     break
-        return head[:ERROR_EXCERPT_BYTES].decode("utf-8", "replace")
+        return head[:ERROR_BODY_BYTES].decode("utf-8", "replace")
 
     async def _answer(self, http: httpx.AsyncClient, messages: list[Message], deadline: float) -> AsyncIterator[bytes]:
         """The chat answer's bytes (the model looked up first when not named), under the caps."""
@@ -294,9 +297,9 @@ class ChatReply(StreamedChat):
             resp = await self._open(http, "POST", CHAT_PATH, deadline, json=body)
             try:
                 if resp.status_code != 200:
-                    text = await self._excerpt(resp, deadline, where)
-                    raise ServerError(f"{self.url}{CHAT_PATH} answered HTTP {resp.status_code}: {text}",
-                                      status=resp.status_code)
+                    text = error_text(await self._excerpt(resp, deadline, where))  # never the raw body
+                    raise ServerError(f"{self.url}{CHAT_PATH} answered HTTP {resp.status_code}"
+                                      + (f": {text}" if text else ""), status=resp.status_code)
                 check_event_stream(resp.headers.get("content-type"), where)
                 async for chunk in resp.aiter_raw():
                     yield chunk

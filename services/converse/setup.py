@@ -15,12 +15,14 @@ speech — and builds a fresh runner for each conversation. The Converse page (r
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from protocol.errors import InvalidInput
 from protocol.limits import Range
+from protocol.sagemaker import ENDPOINT_NAME
+from services.targets import CHAT
 from services.converse.bargein import DEFAULT_MIN_SPEECH_MS, DEFAULT_VAD_THRESHOLD
 from services.converse.native import Native
 from services.converse.pipeline import Pipeline
@@ -30,8 +32,6 @@ from services.converse.script import DEFAULT_SCRIPT, parse_script
 MODES = ("pipeline", "native")
 SILENCE_MS = Range(200, 2000)  # the silence window that ends a turn
 MIN_SPEECH_MS = Range(20, 2000)
-# A SageMaker endpoint's name, as SageMaker takes it (checked before anything is sent)
-ENDPOINT_NAME = re.compile(r"[A-Za-z0-9](-*[A-Za-z0-9]){0,62}")
 # What `--compare KEY=VALUE` may change, and the Setup field it is
 CHANGE_KEYS = {"silence-ms": "silence_ms", "mode": "mode", "reply-url": "reply_url", "reply-model": "reply_model",
                "script": "script", "voice": "voice", "system-prompt": "system_prompt"}
@@ -63,6 +63,9 @@ class Setup:
     silence_ms: int = 500
     vad_threshold: float = DEFAULT_VAD_THRESHOLD  # the voice detector's (native: the server VAD's) threshold 0–1
     min_speech_ms: int = DEFAULT_MIN_SPEECH_MS  # shorter speech (a cough) is no turn and interrupts nothing
+    # The studio's closed set for the person holding the conversation (services/targets.py TargetGuard): the reply
+    # URL or endpoint is checked against it before any reply stage is built. None: the command line's own.
+    guard: Any = None
 
     def check(self) -> Setup:
         if self.mode not in MODES:
@@ -90,10 +93,9 @@ class Setup:
             return ScriptedReply(parse_script(self.script, self.script_name))
         if self.reply_endpoint is not None:
             return self._endpoint_reply()
-        url = self.reply_url
-        if not url or not url.startswith(("http://", "https://")):
-            raise InvalidInput("the reply URL is missing or not http(s)://…: give the server that answers "
-                               "/v1/chat/completions, or choose the scripted reply")
+        url = check_reply_url(self.reply_url)
+        if self.guard is not None:
+            self.guard.check("omni", url=url, modality=CHAT, who="the reply")
         return ChatReply(url, model=self.reply_model, system_prompt=self.system_prompt)
 
     def _endpoint_reply(self) -> ReplyStage:
@@ -108,6 +110,8 @@ class Setup:
                                "hyphens, at most 63, starting and ending with a letter or digit")
         if self.aws is None:
             raise InvalidInput("a reply endpoint is reached on the SageMaker backend: choose SageMaker in the sidebar")
+        if self.guard is not None:
+            self.guard.check("sagemaker", endpoint=name, modality=CHAT, who="the reply")
         return EndpointReply(self.aws, name, model=self.reply_model, system_prompt=self.system_prompt)
 
     def runner(self) -> Pipeline | Native:
@@ -182,6 +186,17 @@ class Setup:
                       "system_prompt": self.system_prompt, "script": self.script, "voice": self.voice,
                       "silence_ms": self.silence_ms, "vad_threshold": self.vad_threshold,
                       "min_speech_ms": self.min_speech_ms}
+
+
+def check_reply_url(url: str | None) -> str:
+    """A reply URL: http(s) with a host, else InvalidInput naming what to give (the command line refuses it before
+    any work; the studio's pages pick a registered server instead, which its TargetGuard checks again)."""
+    parts = urlsplit(url or "")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        got = f" (got {url!r})" if url else ""
+        raise InvalidInput(f"the reply URL is missing or not http(s)://…{got}: give the server that answers "
+                           "/v1/chat/completions, or choose the scripted reply")
+    return str(url)
 
 
 def parse_change(text: str) -> tuple[str, Any]:
