@@ -34,8 +34,8 @@ MODEL = "mistralai/Voxtral-Mini-4B-Realtime-2602"
 LIMITS = {
     "OMNI_ENGINE_LISTEN_DECODERS": "2",
     "OMNI_ENGINE_LISTEN_WAIT_S": "1",
-    "OMNI_ENGINE_LISTEN_IDLE_S": "4",
-    "OMNI_ENGINE_LISTEN_SESSION_MAX_S": "8",
+    "OMNI_ENGINE_LISTEN_IDLE_S": "6",
+    "OMNI_ENGINE_LISTEN_SESSION_MAX_S": "10",
     "OMNI_ENGINE_LISTEN_DUPLEX_SESSIONS": "4",
     "OMNI_ENGINE_LISTEN_TURN_MAX_S": "2",
     "OMNI_ENGINE_LISTEN_FILE_MAX_S": "5",
@@ -116,27 +116,51 @@ def transcribe(engine: Engine, data: bytes, name: str = "a.wav") -> httpx.Respon
 
 # ---------------------------------------------------------------------------------------------------------
 # M1: idle sessions do not lock recognition out
-def test_four_idle_duplex_sessions_leave_the_file_route_working(limited: Engine, speech_wav: bytes) -> None:
-    """Issue 31's repro: four duplex sessions, one session.update each, then a file: it is transcribed (the sessions
-    hold no decoder while nothing is heard). A fifth duplex session is told the engine is busy, naming the limit."""
+def test_four_idle_duplex_sessions_leave_the_file_route_working(offline_engine: Engine) -> None:
+    """Issue 31's repro on an engine with the product's settings (4 decoders): four duplex sessions, one
+    session.update each, then a file: it is transcribed (quiet sessions hold no decoder)."""
+    speech_wav = spoken_sample_at(offline_engine.url, SENTENCE)
 
-    async def run() -> tuple[httpx.Response, dict, bool]:
-        sessions = [await open_duplex(limited) for _ in range(4)]
+    async def run() -> tuple[httpx.Response, list[str]]:
+        sessions = [await open_duplex(offline_engine) for _ in range(4)]
         try:
             for ws in sessions:
                 await next_event(ws, ("session.updated",))
-            answer = await asyncio.to_thread(transcribe, limited, speech_wav)
-            async with connect(ws_url(limited, True)) as fifth:
-                refused = await next_event(fifth, ("error",))
-                gone = await closed(fifth)
-            return answer, refused, gone
+            answer = await asyncio.to_thread(transcribe, offline_engine, speech_wav)
+            kinds = []
+            for ws in sessions:  # still open, and still answering
+                await ws.send(json.dumps({"type": "response.cancel"}))
+                kinds.append((await next_event(ws, ("error",)))["error"]["code"])
+            return answer, kinds
         finally:
             for ws in sessions:
                 await ws.close()
 
-    answer, refused, gone = asyncio.run(run())
+    answer, kinds = asyncio.run(run())
     assert answer.status_code == 200, answer.text
     assert "call" in answer.json()["text"].lower()
+    assert kinds == ["response_cancel_not_active"] * 4
+
+
+def test_a_duplex_session_past_the_most_open_is_told_the_engine_is_busy(limited: Engine) -> None:
+    """Four duplex sessions open (the limit here): a fifth is answered `server_busy`, naming the limit, and closed."""
+
+    async def run() -> tuple[dict, bool]:
+        sessions: list[ClientConnection] = []
+        try:
+            for _ in range(4):
+                sessions.append(await open_duplex(limited))
+                await next_event(sessions[-1], ("session.updated",))
+                for ws in sessions:  # each still open: an event keeps it from the idle limit on a slow machine
+                    await ws.send(json.dumps({"type": "response.cancel"}))
+                    assert (await next_event(ws, ("error",)))["error"]["code"] == "response_cancel_not_active"
+            async with connect(ws_url(limited, True)) as fifth:
+                return await next_event(fifth, ("error",)), await closed(fifth)
+        finally:
+            for ws in sessions:
+                await ws.close()
+
+    refused, gone = asyncio.run(run())
     assert refused["error"]["code"] == "server_busy" and gone
     assert "4 duplex sessions are open" in refused["error"]["message"]
     assert "OMNI_ENGINE_LISTEN_DUPLEX_SESSIONS" in refused["error"]["message"]
@@ -171,7 +195,7 @@ def test_a_stream_that_finds_every_decoder_taken_is_told_the_engine_is_busy(limi
 
 @pytest.mark.parametrize("duplex", [False, True], ids=["transcription", "duplex"])
 def test_an_idle_session_is_closed_saying_why(limited: Engine, duplex: bool) -> None:
-    """No event for the idle limit (4 s here): an error with code `session_idle` naming the limit, then the close."""
+    """No event for the idle limit (6 s here): an error with code `session_idle` naming the limit, then the close."""
 
     async def run() -> tuple[dict, bool]:
         ws = await (open_duplex(limited) if duplex else open_stream(limited, commit=False))
@@ -182,13 +206,13 @@ def test_an_idle_session_is_closed_saying_why(limited: Engine, duplex: bool) -> 
     event, gone = asyncio.run(run())
     code, message = (event["error"]["code"], event["error"]["message"]) if duplex else (event["code"], event["error"])
     assert code == "session_idle" and gone
-    assert "no event from the client for 4 s" in message and "OMNI_ENGINE_LISTEN_IDLE_S" in message
+    assert "no event from the client for 6 s" in message and "OMNI_ENGINE_LISTEN_IDLE_S" in message
 
 
 @pytest.mark.parametrize("duplex", [False, True], ids=["transcription", "duplex"])
 def test_a_session_past_its_maximum_length_is_ended_saying_so(limited: Engine, speech_wav: bytes,
                                                               duplex: bool) -> None:
-    """A client that keeps sending (never idle) is stopped at the maximum session length (8 s here): a transcription
+    """A client that keeps sending (never idle) is stopped at the maximum session length (10 s here): a transcription
     session first finishes what it heard (`transcription.done` with the words), then the error, then the close."""
     speech = load_audio(speech_wav, "speech.wav").pcm
     pcm = speech + bytes(LISTEN_BYTES_PER_S * 30)
@@ -217,7 +241,7 @@ def test_a_session_past_its_maximum_length_is_ended_saying_so(limited: Engine, s
     error = seen[-1]
     code, message = (error["error"]["code"], error["error"]["message"]) if duplex else (error["code"], error["error"])
     assert code == "session_expired" and gone
-    assert "maximum length of 8 s" in message and "OMNI_ENGINE_LISTEN_SESSION_MAX_S" in message
+    assert "maximum length of 10 s" in message and "OMNI_ENGINE_LISTEN_SESSION_MAX_S" in message
     if not duplex:
         done = [e for e in seen if e["type"] == "transcription.done"]
         assert len(done) == 1 and "call" in done[0]["text"].lower(), seen
@@ -250,7 +274,7 @@ def test_a_duplex_turn_is_ended_at_the_turn_limit(limited: Engine) -> None:
     assert error["error"]["code"] == "turn_too_long"
     assert "2 s limit" in error["error"]["message"] and "OMNI_ENGINE_LISTEN_TURN_MAX_S" in error["error"]["message"]
     assert 2000 <= stopped["audio_end_ms"] - started["audio_start_ms"] < 2200
-    assert kinds.count("input_audio_buffer.speech_started") == 2  # the noise goes on: a new turn
+    assert kinds.count("input_audio_buffer.speech_started") >= 2  # the noise goes on: a new turn
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -333,8 +357,9 @@ def test_a_microphone_whose_frames_stop_is_ended_and_what_was_heard_kept(engine_
     import time
 
     from services.listen import LiveListening, OmniListen
-    from services.listen.live import IDLE_S
     from services.runtime import background_loop
+
+    bound_s = 10 + WAIT  # the product's idle time (services.listen.live.IDLE_S) and a broken engine's margin
 
     speech = load_audio(spoken_sample_at(engine_url, SENTENCE), "speech.wav").pcm
     loop = background_loop()
@@ -344,11 +369,11 @@ def test_a_microphone_whose_frames_stop_is_ended_and_what_was_heard_kept(engine_
         for at in range(0, len(speech), step):
             live.feed_pcm(speech[at:at + step])
             time.sleep(0.02)
-        for _ in range(int((IDLE_S + WAIT) / 0.25)):  # bounded: the idle time and a broken engine's margin
+        for _ in range(int(bound_s / 0.25)):
             if live.done:
                 break
             time.sleep(0.25)
-        assert live.done, f"the stream was still open {IDLE_S + WAIT:g} s after the last frame"
+        assert live.done, f"the stream was still open {bound_s} s after the last frame"
         heard = live.result(1)
     finally:
         loop.stop()

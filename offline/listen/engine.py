@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from offline.listen.limits import ListenLimits, setting_count
+from offline.guards import count_setting
+from offline.listen.limits import ListenLimits
 from offline.listen.recognizer import FileTranscript, Utterances, Worker
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,8 @@ class ListenEngine:
     def from_env(cls) -> ListenEngine:
         """Sizes from OMNI_ENGINE_LISTEN_DECODERS / OMNI_ENGINE_LISTEN_THREADS (defaults 4 and 2), limits from
         their OMNI_ENGINE_LISTEN_… settings (offline.listen.limits)."""
-        return cls(decoders=setting_count(DECODERS_ENV, DEFAULT_DECODERS),
-                   threads=setting_count(THREADS_ENV, DEFAULT_THREADS), limits=ListenLimits.from_env())
+        return cls(decoders=count_setting(DECODERS_ENV, DEFAULT_DECODERS),
+                   threads=count_setting(THREADS_ENV, DEFAULT_THREADS), limits=ListenLimits.from_env())
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future:
         return self._threads.submit(fn, *args)

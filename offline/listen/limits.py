@@ -17,11 +17,11 @@ engine with small ones; the constants are the product's defaults. Every refusal 
 from __future__ import annotations
 
 import asyncio
-import math
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from offline.guards import count_setting, seconds_setting
 
 LEASE_WAIT_S = 10.0  # a file or a stream waits this long for a decoder: a file of a few minutes is decoded in less
 IDLE_S = 60.0  # a session whose client sent nothing for a minute (and has nothing being decoded) is abandoned
@@ -63,10 +63,12 @@ class ListenLimits:
 
     @classmethod
     def from_env(cls) -> ListenLimits:
-        return cls(lease_wait_s=_positive(LEASE_WAIT_ENV, LEASE_WAIT_S), idle_s=_positive(IDLE_ENV, IDLE_S),
-                   session_max_s=_positive(SESSION_MAX_ENV, SESSION_MAX_S),
-                   duplex_sessions=setting_count(DUPLEX_SESSIONS_ENV, DUPLEX_SESSIONS_MAX),
-                   turn_max_s=_positive(TURN_MAX_ENV, TURN_MAX_S), file_max_s=_positive(FILE_MAX_ENV, FILE_MAX_S))
+        return cls(lease_wait_s=seconds_setting(LEASE_WAIT_ENV, LEASE_WAIT_S),
+                   idle_s=seconds_setting(IDLE_ENV, IDLE_S),
+                   session_max_s=seconds_setting(SESSION_MAX_ENV, SESSION_MAX_S),
+                   duplex_sessions=count_setting(DUPLEX_SESSIONS_ENV, DUPLEX_SESSIONS_MAX),
+                   turn_max_s=seconds_setting(TURN_MAX_ENV, TURN_MAX_S),
+                   file_max_s=seconds_setting(FILE_MAX_ENV, FILE_MAX_S))
 
     def busy_text(self, decoders: int) -> str:
         return (f"the offline engine is busy: all {decoders} decoders are in use and none came free within "
@@ -131,23 +133,3 @@ class SessionClock:
                 continue
             self.last_event = time.monotonic()
             return message
-
-
-def setting_count(name: str, default: int) -> int:
-    """A whole-number setting of at least 1 from the environment (`default` when unset); ValueError naming it."""
-    return int(_positive(name, default, whole=True))
-
-
-def _positive(name: str, default: float, *, whole: bool = False) -> float:
-    """A setting above 0 from the environment (`default` when unset); ValueError naming it and what it takes."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if not math.isfinite(number) or number <= 0 or (whole and not number.is_integer()):
-        kind = "a whole number of at least 1" if whole else "a number of seconds above 0"
-        raise ValueError(f"{name}={value!r} must be {kind}")
-    return number
