@@ -3,6 +3,8 @@
 - `BodyLimit`: an ASGI middleware that refuses a request body over its limit (ENGINE_JSON_BODY_BYTES for JSON,
   ENGINE_FORM_BODY_BYTES for forms) with a 413 before anything parses it — from `Content-Length` when the
   client declares one, else as the bytes stream in — so a 300 MB body is never held in memory.
+- `seconds_setting` / `count_setting`: the engine's bounds that are settings (OMNI_ENGINE_… in its environment),
+  read once when it starts; a bad value stops it with a message naming the variable and what it takes.
 - `unless_disconnected` / `render_unless_disconnected`: work whose HTTP client has gone is stopped. A plain
   response is only sent at the end and nothing else reads the connection while it is made, so without this
   an abandoned render would keep a worker thread busy to its last frame and slow every other request.
@@ -13,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
@@ -24,6 +28,32 @@ from protocol.limits import ENGINE_FORM_BODY_BYTES, ENGINE_JSON_BODY_BYTES
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Settings
+def seconds_setting(name: str, default: float) -> float:
+    """A number of seconds above 0 from the environment variable `name` (`default` when unset)."""
+    return _setting(name, default, whole=False)
+
+
+def count_setting(name: str, default: int) -> int:
+    """A whole number of at least 1 from the environment variable `name` (`default` when unset)."""
+    return int(_setting(name, default, whole=True))
+
+
+def _setting(name: str, default: float, *, whole: bool) -> float:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number <= 0 or (whole and not number.is_integer()):
+        kind = "a whole number of at least 1" if whole else "a positive number of seconds"
+        raise ValueError(f"{name}={value!r} must be {kind}")
+    return number
 
 
 # ---------------------------------------------------------------------------------------------------------

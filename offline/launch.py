@@ -151,8 +151,10 @@ def _wait_healthy(engine: Engine, timeout: float) -> None:
         raise EngineStartError(str(exc)) from None
 
 
-def start_engine(*, port: int | None = None, timeout: float = START_TIMEOUT_S) -> Engine:
-    """Start a new offline engine child and wait until it is healthy (use shared_engine() in the app)."""
+def start_engine(*, port: int | None = None, timeout: float = START_TIMEOUT_S,
+                 env: dict[str, str] | None = None) -> Engine:
+    """Start a new offline engine child and wait until it is healthy (use shared_engine() in the app). `env`: settings
+    added to this process's environment for the engine (its OMNI_ENGINE_… sizes and limits, say)."""
     last: EngineStartError | None = None
     for _ in range(1 if port else _PORT_ATTEMPTS):
         p = port or free_port()
@@ -160,7 +162,7 @@ def start_engine(*, port: int | None = None, timeout: float = START_TIMEOUT_S) -
         os.close(fd)
         with open(name, "ab", buffering=0) as log:
             proc = spawn("offline", ["--host", HOST, "--port", str(p)], name=f"the offline engine on port {p}",
-                         stdout=log)
+                         stdout=log, env=None if env is None else {**os.environ, **env})
         engine = Engine(url=f"http://{HOST}:{p}", process=proc, log_path=Path(name))
         atexit.register(engine.stop)
         try:

@@ -16,6 +16,14 @@ Barge-in: speech starting while a response plays stops it: `response.done` with 
 plays); `conversation.item.truncate` of an assistant item records what was heard and answers
 `conversation.item.truncated`. Bad events get `error`: `invalid_json`, `unknown_event`, `invalid_event` (fields),
 `invalid_audio`, `session_not_started` (audio before session.update), `invalid_instructions`, `item_not_found`.
+
+The engine's bounds (offline.listen.limits): the session keeps a VAD of its own and takes a decoder only to hear a
+finished turn (`server_busy` when none comes free within the lease wait: that turn goes unheard); at most
+`duplex_sessions` are open at once (another is answered `server_busy` and closed); a turn is ended at the turn
+limit (`speech_stopped`, then an `error` with code `turn_too_long` saying so); a session idle for the idle limit
+(no event, no reply being heard or spoken) or open for the maximum session length is closed after an `error`
+with code `session_idle` or `session_expired`. Appends shorter than a VAD window are scored together, and a
+session handling messages back to back yields the event loop every few milliseconds.
 """
 
 from __future__ import annotations
@@ -33,9 +41,11 @@ import uuid
 from fastapi import WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ValidationError
 
-from offline.listen.engine import Lease, ListenEngine
+from offline.listen.engine import Busy, ListenEngine
+from offline.listen.limits import BUSY_CODE, IDLE_CODE, TURN_LIMIT_CODE, SessionClock
 from offline.listen.recognizer import floats
-from offline.listen.turns import TurnDetector
+from offline.listen.turns import WINDOW_MS, TurnDetector
+from offline.listen.vad import WINDOW, WindowedVad
 from protocol.common import loads
 from protocol.duplex import (
     ConversationItemTruncate,
@@ -86,7 +96,8 @@ class DuplexSession:
         self.ws = websocket
         self.listen = listen
         self.voice = voice  # offline.voice.VoiceEngine
-        self.lease: Lease | None = None
+        self.vad: WindowedVad | None = None  # the session's own, made at its first session.update
+        self.unscored = bytearray()  # appended audio shorter than a VAD window, not scored yet
         self.session_id = "duplex-" + uuid.uuid4().hex
         self.config: SessionUpdate | None = None
         self.script: Script = parse_script(DEFAULT_SCRIPT, "the default script")
@@ -105,11 +116,12 @@ class DuplexSession:
         await self.ws.accept()
         self.connected = True
         try:
-            while True:
-                message = await self.ws.receive()
-                if message["type"] == "websocket.disconnect" or message.get("text") is None:
-                    break
-                await self.handle(message["text"])
+            with self.listen.duplex_slot():
+                await self.serve()
+        except Busy as exc:
+            await self.error(BUSY_CODE, str(exc))
+            self.connected = False
+            await self.ws.close(code=1000)
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass
         finally:
@@ -120,8 +132,22 @@ class DuplexSession:
             for task in list(self.tasks):
                 with contextlib.suppress(BaseException):
                     await task
-            if self.lease is not None:
-                self.lease.release()
+
+    async def serve(self) -> None:
+        """Events until the client goes, or a limit ends the session (an error saying which, then the close)."""
+        clock = SessionClock(self.listen.limits)
+        while True:
+            message = await clock.receive(self.ws, lambda: bool(self.tasks) or self.response is not None)
+            if isinstance(message, str):
+                limits = self.listen.limits
+                await self.error(message, limits.idle_text() if message == IDLE_CODE else limits.expired_text())
+                self.connected = False
+                await self.ws.close(code=1000)
+                return
+            if message["type"] == "websocket.disconnect" or message.get("text") is None:
+                return
+            await self.handle(message["text"])
+            await clock.share()  # other clients get their turn, however fast the messages come
 
     async def send(self, event: BaseModel) -> None:
         if self.connected:
@@ -189,13 +215,12 @@ class DuplexSession:
         body = {"id": self.session_id, "object": "realtime.session", **update.session.model_dump(),
                 "instructions_are": "scripted reply rules (offline engine)"}
         if first:
-            self.lease = await self.listen.lease()
-            await self.lease.call(self.lease.worker.vad.reset)
+            self.vad = await asyncio.wrap_future(self.listen.submit(WindowedVad))
             await self.send(SessionCreated(session=body))
         await self.send(SessionUpdated(session=body))
 
     async def append(self, append: InputAudioBufferAppend, event_id: str | None) -> None:
-        if self.config is None or self.lease is None:
+        if self.config is None or self.vad is None:
             await self.error("session_not_started", "send session.update before any audio", event_id)
             return
         try:
@@ -207,12 +232,20 @@ class DuplexSession:
                              "per append", event_id)
             return
         self.audio += pcm
-        probs = await self.lease.call(self.lease.worker.vad.feed, floats(pcm))
+        self.unscored += pcm
+        if len(self.unscored) < WINDOW * 2:  # not a whole VAD window yet: scored with the next append
+            return
+        scored, self.unscored = floats(bytes(self.unscored)), bytearray()
+        probs = await asyncio.wrap_future(self.listen.submit(self.vad.feed, scored))
         for what, at_ms in self.detector.feed(probs):
             if what == "started":
                 await self._started(at_ms)
             else:
                 await self._stopped(at_ms)
+        turn_ms = self.detector.windows * WINDOW_MS - self.turn_start_ms
+        if self.detector.speaking and turn_ms >= self.listen.limits.turn_max_s * 1000:
+            await self._stopped(self.detector.cut())
+            await self.error(TURN_LIMIT_CODE, self.listen.limits.turn_text())
         if not self.detector.speaking:  # keep what a next turn's prefix padding may need
             keep = (self.detector.settings.prefix_padding_ms + 1000) * LISTEN_BYTES_PER_S // 1000 // 2 * 2
             drop = max(0, len(self.audio) - keep)
@@ -236,13 +269,19 @@ class DuplexSession:
 
     async def _answer(self, item_id: str, pcm: bytes) -> None:
         """The turn heard, then the scripted reply spoken."""
-        assert self.lease is not None
         try:
-            transcript = " ".join(await self.lease.call(self.lease.worker.recognize, pcm))
+            lease = await self.listen.lease()  # a decoder only while the turn is heard
+        except Busy as exc:
+            await self.error(BUSY_CODE, f"the turn was not heard: {exc}")
+            return
+        try:
+            transcript = " ".join(await lease.call(lease.worker.recognize, pcm))
         except Exception as exc:  # the recognizer failed: said, and the session goes on
             log.exception("duplex: recognition failed")
             await self.error("processing_error", f"the recognizer failed: {exc}")
             return
+        finally:
+            lease.release()
         await self.send(InputTranscriptionCompleted(item_id=item_id, transcript=transcript))
         if not transcript.strip() or self.detector.speaking:
             return  # nothing heard, or the person already speaks again: no reply

@@ -6,21 +6,25 @@ request, so nothing of it lives at module level and two apps in one process shar
 the engine's own listen threads, never on the event loop, so the engine keeps answering while it recognizes.
 
 A worker is leased to one request or stream at a time (`lease()`); at most `decoders` exist (each holds ~90 MB of
-model), and a lease waits while all are out. The first is loaded by `preload()` while the engine starts.
+model), and a lease waits while all are out — in turn, at most `limits.lease_wait_s`, then `Busy` says the engine is
+busy (offline.listen.limits). The first is loaded by `preload()` while the engine starts. The engine also counts
+the open duplex sessions (`duplex_slot()`), each of which keeps a VAD of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 
+from offline.guards import count_setting
+from offline.listen.limits import ListenLimits
 from offline.listen.recognizer import FileTranscript, Utterances, Worker
 
 log = logging.getLogger(__name__)
@@ -30,6 +34,10 @@ DECODERS_ENV = "OMNI_ENGINE_LISTEN_DECODERS"
 THREADS_ENV = "OMNI_ENGINE_LISTEN_THREADS"
 DEFAULT_DECODERS = 4
 DEFAULT_THREADS = 2
+
+
+class Busy(Exception):
+    """No decoder (or no duplex session) came free in time; the message names the limit and its setting."""
 
 
 class Lease:
@@ -61,10 +69,13 @@ class Lease:
 class ListenEngine:
     """The recognizer's workers and threads (see the module's doc)."""
 
-    def __init__(self, *, decoders: int = DEFAULT_DECODERS, threads: int = DEFAULT_THREADS) -> None:
+    def __init__(self, *, decoders: int = DEFAULT_DECODERS, threads: int = DEFAULT_THREADS,
+                 limits: ListenLimits | None = None) -> None:
         if decoders < 1 or threads < 1:
             raise ValueError("the listen engine needs at least one decoder and one thread")
         self.decoders = decoders
+        self.limits = limits or ListenLimits()
+        self.duplex_open = 0  # duplex sessions open now (at most limits.duplex_sessions)
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="listen")
         self._idle: list[Worker] = []
         self._idle_lock = threading.Lock()
@@ -72,9 +83,10 @@ class ListenEngine:
 
     @classmethod
     def from_env(cls) -> ListenEngine:
-        """Sizes from OMNI_ENGINE_LISTEN_DECODERS / OMNI_ENGINE_LISTEN_THREADS (defaults 4 and 2)."""
-        return cls(decoders=_count_from_env(DECODERS_ENV, DEFAULT_DECODERS),
-                   threads=_count_from_env(THREADS_ENV, DEFAULT_THREADS))
+        """Sizes from OMNI_ENGINE_LISTEN_DECODERS / OMNI_ENGINE_LISTEN_THREADS (defaults 4 and 2), limits from
+        their OMNI_ENGINE_LISTEN_… settings (offline.listen.limits)."""
+        return cls(decoders=count_setting(DECODERS_ENV, DEFAULT_DECODERS),
+                   threads=count_setting(THREADS_ENV, DEFAULT_THREADS), limits=ListenLimits.from_env())
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future:
         return self._threads.submit(fn, *args)
@@ -93,8 +105,12 @@ class ListenEngine:
         self._threads.shutdown(wait=False, cancel_futures=True)
 
     async def lease(self) -> Lease:
-        """A worker of its own for one request or stream (waits while all `decoders` are leased)."""
-        await self._slots.acquire()
+        """A worker of its own for one request or stream: waits in turn while all `decoders` are leased, at most
+        `limits.lease_wait_s`; then Busy."""
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.limits.lease_wait_s)
+        except TimeoutError:
+            raise Busy(self.limits.busy_text(self.decoders)) from None
         try:
             with self._idle_lock:
                 worker = self._idle.pop() if self._idle else None
@@ -104,6 +120,17 @@ class ListenEngine:
             self._slots.release()
             raise
         return Lease(self, worker)
+
+    @contextlib.contextmanager
+    def duplex_slot(self) -> Iterator[None]:
+        """One open duplex session counted while the block runs; Busy when `limits.duplex_sessions` are open."""
+        if self.duplex_open >= self.limits.duplex_sessions:
+            raise Busy(self.limits.duplex_busy_text())
+        self.duplex_open += 1
+        try:
+            yield
+        finally:
+            self.duplex_open -= 1
 
     def give_back(self, worker: Worker) -> None:
         with self._idle_lock:
@@ -127,11 +154,3 @@ class ListenEngine:
             lease.release()
             raise
 
-
-def _count_from_env(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"{name}={value!r} must be a whole number of at least 1")
-    return int(value)

@@ -14,6 +14,14 @@ differ from the deltas joined (vLLM's is always their sum). At most 25 MB of aud
 `invalid_audio`; vLLM sets no bound). Usage counts the
 audio as prompt tokens at Voxtral's rate (12.5 per second) and the words as completion tokens. Nothing of the
 audio or of its text is logged.
+
+The engine's bounds (offline.listen.limits; vLLM sets none): a generation takes a decoder at its first audio, not
+at its commit, and gives it back at `transcription.done`; one that finds every decoder busy for the lease wait is
+an `error` with code `server_busy`. A session whose client sent nothing for the idle limit (with nothing left to
+decode) is closed, as is one open for the maximum session length: what was heard is finished first
+(`transcription.done`), then an `error` with code `session_idle` or `session_expired` says why. A session handling
+messages back to back yields the event loop every few milliseconds, so a flood of tiny appends cannot starve
+other clients.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ import math
 from fastapi import WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ValidationError
 
-from offline.listen.engine import Lease, ListenEngine
+from offline.listen.engine import Busy, Lease, ListenEngine
+from offline.listen.limits import BUSY_CODE, IDLE_CODE, SessionClock
 from offline.listen.models import listen_model_error
 from offline.listen.recognizer import Utterances
 from protocol.common import loads
@@ -79,20 +88,26 @@ class RealtimeSession:
         self.generation: asyncio.Task[None] | None = None
         self.validated = False
         self.connected = False
+        self.decoding = False  # audio is on the decoder now
 
     async def run(self) -> None:
         await self.ws.accept()
         self.connected = True
+        clock = SessionClock(self.engine.limits)
         try:
             await self.send(SessionCreated())
             while True:
-                message = await self.ws.receive()
+                message = await clock.receive(self.ws, lambda: self.decoding or self.waiting > 0)
+                if isinstance(message, str):  # a limit came first
+                    await self.end(message)
+                    break
                 if message["type"] == "websocket.disconnect":
                     break
                 if message.get("text") is None:  # vLLM reads text frames only; anything else ends the connection
                     log.info("realtime: a binary frame ends the connection")
                     break
                 await self.handle(message["text"])
+                await clock.share()  # other clients get their turn, however fast the messages come
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass
         finally:
@@ -102,6 +117,17 @@ class RealtimeSession:
                 self.generation.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self.generation
+
+    async def end(self, code: str) -> None:
+        """A limit ended the session: what was heard is finished (`transcription.done`), then an error says why
+        and the socket closes."""
+        self.audio.put_nowait(None)
+        if self.generation is not None and not self.generation.done():
+            await asyncio.wait((self.generation,))
+        limits = self.engine.limits
+        await self.error(limits.idle_text() if code == IDLE_CODE else limits.expired_text(), code)
+        self.connected = False
+        await self.ws.close(code=1000)
 
     async def send(self, event: BaseModel) -> None:
         if self.connected:
@@ -176,10 +202,14 @@ class RealtimeSession:
     async def generate(self) -> None:
         lease: Lease | None = None
         try:
+            pcm, over = await self.next_audio()  # the decoder is taken when there is audio to decode
             lease, utterances = await self.engine.stream()
-            await self.transcribe(lease, utterances)
+            await self.transcribe(lease, utterances, pcm, over)
         except asyncio.CancelledError:
             raise
+        except Busy as exc:
+            self.drop_waiting()
+            await self.error(str(exc), BUSY_CODE)
         except Exception as exc:
             log.exception("realtime transcription failed")
             with contextlib.suppress(Exception):
@@ -188,12 +218,20 @@ class RealtimeSession:
             if lease is not None:
                 lease.release()
 
-    async def transcribe(self, lease: Lease, utterances: Utterances) -> None:
-        over = False
-        while not over and self.connected:
+    async def transcribe(self, lease: Lease, utterances: Utterances, pcm: bytes, over: bool) -> None:
+        """The utterance from its first audio (`pcm`, and whether that was all) to `transcription.done`."""
+        while True:
+            if pcm:
+                self.decoding = True
+                try:
+                    delta = await lease.call(utterances.feed, pcm)
+                finally:
+                    self.decoding = False
+                if delta:
+                    await self.send(TranscriptionDelta(delta=delta))
+            if over or not self.connected:
+                break
             pcm, over = await self.next_audio()
-            if pcm and (delta := await lease.call(utterances.feed, pcm)):
-                await self.send(TranscriptionDelta(delta=delta))
         delta, text = await lease.call(utterances.finish)
         if delta:
             await self.send(TranscriptionDelta(delta=delta))
@@ -201,6 +239,9 @@ class RealtimeSession:
         words = len(text.split())
         await self.send(TranscriptionDone(text=text, usage=UsageInfo(
             prompt_tokens=audio_tokens, completion_tokens=words, total_tokens=audio_tokens + words)))
-        while not self.audio.empty():  # as vLLM: what is left belongs to no utterance
+        self.drop_waiting()  # as vLLM: what is left belongs to no utterance
+
+    def drop_waiting(self) -> None:
+        while not self.audio.empty():
             self.waiting -= len(self.audio.get_nowait() or b"")
 

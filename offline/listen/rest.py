@@ -7,6 +7,10 @@ srt and vtt as text/plain. Errors are vLLM's `{"error": {"message", "type", "par
 25 MB is "Maximum file size exceeded", bytes that are not audio "Invalid or unsupported audio file.", another
 model a 404 "The model `X` does not exist.", a missing file a 400 "1 validation error: …".
 
+The engine's own bounds (offline.listen.limits; vLLM sets neither): a file longer than the engine's maximum
+duration is a 400 naming that maximum and the file's length, decoded no further than the maximum; a request that
+finds every decoder busy for the engine's lease wait is a 503 saying so.
+
 Deliberate differences: segments are the VAD's regions of speech, each recognized on its own (vLLM's come from
 the model's timestamp tokens); `tokens` is empty and `no_speech_prob` is 1 − the region's mean VAD score; a
 language other than English is refused; every answer carries `X-Offline-Preview` (what answered, its measured
@@ -29,9 +33,9 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
-from offline.decoding import decode_mono
+from offline.decoding import TooLong, decode_mono
 from offline.guards import unless_disconnected
-from offline.listen.engine import ListenEngine
+from offline.listen.engine import Busy, ListenEngine
 from offline.listen.models import PREVIEW_NOTE, language_error, listen_model_error
 from offline.listen.recognizer import Cancelled, FileTranscript
 from protocol.common import ErrorInfo, ErrorResponse
@@ -134,13 +138,18 @@ async def transcribe(request: Request, engine: ListenEngine) -> Response:
     if len(data) > TRANSCRIPTION_FILE_MAX_BYTES:
         return error(MAX_FILE_TEXT, param="audio_filesize_mb")
     try:
-        samples, duration = await asyncio.to_thread(decode_mono, data)
+        samples, duration = await asyncio.to_thread(decode_mono, data, max_s=engine.limits.file_max_s)
+    except TooLong as exc:
+        return error(engine.limits.file_text(exc.duration_s), param="file")
     except ValueError:
         return error(INVALID_FILE_TEXT)
+    del data
     cancel = threading.Event()
     try:
         result = await unless_disconnected(request.receive, engine.transcribe(samples, duration, cancel),
                                            on_gone=cancel.set)
+    except Busy as exc:
+        return error(str(exc), HTTPStatus.SERVICE_UNAVAILABLE, "ServiceUnavailableError")
     except Cancelled as exc:
         log.info("transcription cancelled after %s: the client disconnected", exc)
         result = None

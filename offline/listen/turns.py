@@ -27,6 +27,12 @@ class TurnDetector:
     _quiet: int = 0
     _last_voiced: int = 0
 
+    def cut(self) -> int:
+        """End the turn being spoken here (it reached its longest, offline.listen.limits.TURN_MAX_S): its end ms.
+        Speech that goes on starts a new turn once it has run MIN_SPEECH_MS."""
+        self.speaking, self._run, self._quiet = False, 0, 0
+        return round(self.windows * WINDOW_MS)
+
     def feed(self, probs) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]
         """("started", audio_start_ms) and ("stopped", audio_end_ms) for the windows `probs` completes."""
         need = max(1, math.ceil(MIN_SPEECH_MS / WINDOW_MS))

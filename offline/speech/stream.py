@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import threading
 from typing import Any
 
@@ -21,6 +20,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ValidationError
 
 from offline import voices
+from offline.guards import seconds_setting
 from offline.speech.checks import SpeechAsk, SpeechInputError, check_model, check_speech, resolve_style
 from offline.splitter import TextSplitter
 from offline.voice import Playback, SynthesisCancelled, VoiceEngine, encode_audio
@@ -385,22 +385,10 @@ class SpeechStreamHandler:
     def from_env(cls) -> SpeechStreamHandler:
         """Timeouts from OMNI_ENGINE_CONFIG_TIMEOUT_S / OMNI_ENGINE_IDLE_TIMEOUT_S (defaults 10 s / 30 s)."""
         return cls(
-            config_timeout=_seconds_from_env(CONFIG_TIMEOUT_ENV, CONFIG_TIMEOUT_S),
-            idle_timeout=_seconds_from_env(IDLE_TIMEOUT_ENV, IDLE_TIMEOUT_S),
+            config_timeout=seconds_setting(CONFIG_TIMEOUT_ENV, CONFIG_TIMEOUT_S),
+            idle_timeout=seconds_setting(IDLE_TIMEOUT_ENV, IDLE_TIMEOUT_S),
         )
 
     async def handle(self, websocket: WebSocket) -> None:
         await _Session(websocket, config_timeout=self.config_timeout, idle_timeout=self.idle_timeout).run()
 
-
-def _seconds_from_env(name: str, default: float) -> float:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not a number of seconds") from None
-    if seconds <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive number of seconds")
-    return seconds

@@ -44,18 +44,6 @@ PREROLL_S = 0.2  # sent with a turn from before its detected onset: the detector
 IDLE_S = 10.0  # a browser sends a frame every 20 ms while connected: this long without one, the call is gone
 
 
-async def frames_until_idle(queue: asyncio.Queue[bytes | None], idle_s: float = IDLE_S) -> AsyncIterator[bytes]:
-    """The queue's chunks until None — or until none came for `idle_s` (the browser went away unannounced)."""
-    while True:
-        try:
-            chunk = await asyncio.wait_for(queue.get(), idle_s)
-        except TimeoutError:
-            return
-        if chunk is None:
-            return
-        yield chunk
-
-
 class LivePipeline(Pipeline):
     """Pipeline mode over a live microphone (see the module's doc); `playback` plays the agent."""
 
@@ -179,7 +167,7 @@ class LiveConversation:
         self._resample = FrameResampler()
         self._stopped = False
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._future = loop.submit(runner.hold(frames_until_idle(self._queue)))
+        self._future = loop.submit(runner.hold(queue_source(self._queue, IDLE_S)))
 
     def feed(self, frame: Any) -> None:
         """An av.AudioFrame as the browser sent it."""

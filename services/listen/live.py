@@ -7,12 +7,17 @@ from any thread (a page's refresh).
     live.feed(frame)                             # from the WebRTC thread, per frame
     live.partial, live.captured_s                # from the page, while it is spoken
     live.stop(); transcript = live.result(60)    # the final commit, then the final text
+
+A browser sends a frame every 20 ms while its microphone is on. When none has come for `idle_s` (IDLE_S) the page
+or the browser went away without Stop: the stream is ended as Stop would end it (the final commit, so the engine's
+decoder is given back), what was heard is kept (`result`, `wav`), and `idle_ended` says why it ended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 from protocol.audio import wav_bytes
@@ -22,6 +27,7 @@ from services.listen.transcript import Transcript
 from services.runtime import BackgroundLoop
 
 MICROPHONE = "microphone"
+IDLE_S = 10.0  # a browser sends a frame every 20 ms while connected: this long without one, it is gone
 
 
 class FrameResampler:
@@ -51,17 +57,31 @@ class LiveListening:
     rest from the page's."""
 
     def __init__(self, listener: Any, loop: BackgroundLoop, *, model: str | None = None,
-                 language: str | None = None, name: str = MICROPHONE) -> None:
+                 language: str | None = None, name: str = MICROPHONE, idle_s: float = IDLE_S) -> None:
         self.name = name
         self._loop = loop
         self._lock = threading.Lock()
         self._pcm = bytearray()
         self._partial = ""
         self._stopped = False
+        self._idle_ended = False
         self._resample = FrameResampler()
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._future = loop.submit(listener.stream_live(queue_source(self._queue), name=name, model=model,
+        self._future = loop.submit(listener.stream_live(self._frames(idle_s), name=name, model=model,
                                                         language=language, on_partial=self._on_partial))
+
+    async def _frames(self, idle_s: float) -> AsyncIterator[bytes]:
+        """The frames fed, until `stop` — or until none came for `idle_s` (then the stream ends as Stop ends it)."""
+        async for pcm in queue_source(self._queue, idle_s):
+            yield pcm
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = self._idle_ended = True
+            rest = self._resample.flush()
+            self._pcm += rest
+        if rest:
+            yield rest
 
     def _on_partial(self, text: str) -> None:
         with self._lock:
@@ -109,6 +129,12 @@ class LiveListening:
     def stopped(self) -> bool:
         with self._lock:
             return self._stopped
+
+    @property
+    def idle_ended(self) -> bool:
+        """The frames stopped coming for `idle_s` and the stream was ended without Stop."""
+        with self._lock:
+            return self._idle_ended
 
     @property
     def done(self) -> bool:

@@ -153,9 +153,16 @@ async def _live(ws, source: LiveSource, out: StreamOutcome) -> None:  # type: ig
     await ws.send(dumps(InputAudioBufferCommit(final=True)))
 
 
-async def queue_source(queue: asyncio.Queue[bytes | None]) -> LiveSource:
-    """An asyncio.Queue of PCM chunks as a live source: None in the queue ends it."""
-    while (chunk := await queue.get()) is not None:
+async def queue_source(queue: asyncio.Queue[bytes | None], idle_s: float | None = None) -> LiveSource:
+    """An asyncio.Queue of PCM chunks as a live source: None in the queue ends it — and so does no chunk for
+    `idle_s` seconds (a browser's microphone that went away unannounced), when given."""
+    while True:
+        try:
+            chunk = await asyncio.wait_for(queue.get(), idle_s)
+        except TimeoutError:
+            return
+        if chunk is None:
+            return
         yield chunk
 
 
