@@ -18,13 +18,11 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from websockets.asyncio.client import connect
 
 from offline import voice
-from offline.launch import free_port
 from offline.splitter import TextSplitter, split_text
 from offline.voice.scheduler import Playback, Stream
 from protocol.limits import SPEECH_UNIT_MAX_CHARS, SPEECH_UNIT_MAX_WORDS
@@ -34,6 +32,8 @@ from services.converse.reply import ChatReply
 from services.listen import load_audio
 from services.listen.sample import spoken_sample_at
 from tests.chat_support import MODEL, serving_app
+from tests.loopback_support import serving_asgi
+from tests.test_splitter import feed_in_pieces
 
 VOCABULARY = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
               "quebec romeo sierra tango uniform victor whiskey xray yankee zulu the of and to in").split()
@@ -42,15 +42,6 @@ WORDS_200 = " ".join(random.Random(31).choice(VOCABULARY) for _ in range(200))
 
 def within_caps(unit: str) -> bool:
     return len(unit.split()) <= SPEECH_UNIT_MAX_WORDS and len(unit) <= SPEECH_UNIT_MAX_CHARS
-
-
-def fed_in_pieces(text: str, cuts: list[int], granularity: str) -> list[str]:
-    splitter = TextSplitter(granularity)  # type: ignore[arg-type]
-    units: list[str] = []
-    bounds = [0, *sorted(cuts), len(text)]
-    for start, end in zip(bounds, bounds[1:]):
-        units += splitter.feed(text[start:end])
-    return units + splitter.flush()
 
 
 # -- the splitter -------------------------------------------------------------------------------------------
@@ -102,8 +93,8 @@ def test_capped_units_do_not_depend_on_how_the_text_is_cut(text: str, granularit
     rng = random.Random(7)
     for _ in range(40):
         cuts = rng.sample(range(1, len(text)), rng.randint(1, 40))
-        assert fed_in_pieces(text, cuts, granularity) == expected
-    assert fed_in_pieces(text, list(range(1, len(text))), granularity) == expected
+        assert feed_in_pieces(text, cuts, granularity) == expected
+    assert feed_in_pieces(text, list(range(1, len(text))), granularity) == expected
 
 
 # -- the voice's pieces -------------------------------------------------------------------------------------
@@ -125,20 +116,10 @@ def engine() -> Iterator[str]:
     """An in-process engine, so the voice's pieces can be watched."""
     from offline.server import create_app
 
-    port = free_port()
     app = create_app()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        threading.Event().wait(0.05)
-    assert server.started, "the in-process engine did not start"
-    app.state.voice.speaker()
-    yield f"127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving_asgi(app) as url:
+        app.state.voice.speaker()
+        yield url.removeprefix("http://")
 
 
 @pytest.fixture
