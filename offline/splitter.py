@@ -13,6 +13,12 @@ Rules (docs/protocols.md, "Speech stream"):
 - units are stripped, and one with nothing left is never emitted (vLLM-Omni strips whitespace; here
   invisible format characters such as zero-width spaces go too, so "\\u200b\\u200b" is no unit at all).
 
+- a run without a boundary is cut at a word boundary once it passes SPEECH_UNIT_MAX_WORDS words or
+  SPEECH_UNIT_MAX_CHARS characters (protocol.limits; a single longer "word" is cut at the character cap), at the
+  most natural place in the upper half of the allowed words (`cap_cut`): unpunctuated text is spoken as it
+  arrives, and no unit asks the voice for more than a bounded model run. The voice's pieces keep to the same
+  caps (offline.voice.scheduler).
+
 The splitter only confirms a boundary once it has seen what follows the terminator run, so the units are
 the same however the text is cut into `input.text` messages.
 """
@@ -23,6 +29,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Literal
+
+from protocol.limits import SPEECH_UNIT_MAX_CHARS, SPEECH_UNIT_MAX_WORDS
 
 Granularity = Literal["none", "sentence", "clause"]
 
@@ -75,20 +83,21 @@ def _terminators(granularity: Granularity) -> tuple[frozenset[str], frozenset[st
     return _ASCII_SENTENCE, _SCRIPT_SENTENCE
 
 
-def _word_before(text: str, end: int) -> str:
-    """The whitespace-delimited token that ends at `end` (exclusive), without leading quotes/brackets."""
+def _word_before(text: str, end: int, floor: int = 0) -> str:
+    """The whitespace-delimited token that ends at `end` (exclusive) and starts at `floor` at the earliest (where
+    the unit began: a unit cut inside a giant word starts a word there), without leading quotes/brackets."""
     start = end
-    while start > 0 and not text[start - 1].isspace():
+    while start > floor and not text[start - 1].isspace():
         start -= 1
     return text[start:end].lstrip("\"'“‘([{«「『（")
 
 
-def _is_abbreviation(text: str, dot: int, after: int) -> bool | None:
+def _is_abbreviation(text: str, dot: int, after: int, floor: int = 0) -> bool | None:
     """Whether the dot at `dot` ends an abbreviation (None: the text after it is needed to tell).
 
     `after` is the index of the next non-space character (len(text) when none has arrived yet).
     """
-    word = _word_before(text, dot)
+    word = _word_before(text, dot, floor)
     if not word:
         return False
     lowered = word.lower()
@@ -99,25 +108,22 @@ def _is_abbreviation(text: str, dot: int, after: int) -> bool | None:
     return len(word) == 1 and word.isupper()  # an initial, as in "J. R. R. Tolkien"
 
 
-def unit_spans(buffer: str, granularity: Granularity, *, flush: bool) -> tuple[list[tuple[int, int]], int]:
-    """Where `buffer`'s complete units are: ([(start, end), ...], where the unconfirmed rest begins).
+def _next_boundary(buffer: str, start: int, marks: tuple[frozenset[str], frozenset[str]], *, flush: bool
+                   ) -> tuple[bool, int, int]:
+    """The end of the unit that begins at `start`: (True, its end, where the next one begins) once decided —
+    just after its terminator run, or the end of a flushed buffer — else (False, how far it surely goes on, -).
 
-    A unit is `strip_blank(buffer[start:end])`, never empty; `end` is just after its terminator run (closers
-    included). The spans are in order and do not overlap; what lies between them is blank.
+    The scan stops at the first visible character past the character cap: the unit is cut there anyway.
     """
-    if granularity == "none":
-        if not flush:
-            return [], 0
-        return ([(0, len(buffer))] if strip_blank(buffer) else []), len(buffer)
-
-    ascii_marks, script_marks = _terminators(granularity)
+    ascii_marks, script_marks = marks
     all_marks = ascii_marks | script_marks
-    spans: list[tuple[int, int]] = []
-    last = 0
-    i = 0
     n = len(buffer)
+    limit = _visible_from(buffer, start, n) + SPEECH_UNIT_MAX_CHARS
+    i = start
     while i < n:
         ch = buffer[i]
+        if i >= limit and not _blank(ch):
+            return False, i + 1, -1  # past the cap: decided by cap_cut, whatever follows
         if ch not in all_marks:
             i += 1
             continue
@@ -126,7 +132,7 @@ def unit_spans(buffer: str, granularity: Granularity, *, flush: bool) -> tuple[l
         while j < n and (buffer[j] in all_marks or buffer[j] in _CLOSERS):
             j += 1
         if j == n and not flush:
-            break  # what follows decides; wait for more text
+            return False, i, -1  # what follows decides; wait for more text
         run = buffer[i:j]
         if any(c in script_marks for c in run):
             boundary = True
@@ -137,23 +143,111 @@ def unit_spans(buffer: str, granularity: Granularity, *, flush: bool) -> tuple[l
         while k < n and buffer[k].isspace():
             k += 1
         if boundary and run[0] == "." and len(run.rstrip(_CLOSER_CHARS)) == 1:
-            abbreviation = _is_abbreviation(buffer, i, k)
+            abbreviation = _is_abbreviation(buffer, i, k, start)
             if abbreviation is None and not flush:
-                break  # "No. " — whether a number follows decides; wait for more text
+                return False, i, -1  # "No. " — whether a number follows decides; wait for more text
             boundary = not abbreviation
-        if not boundary:
-            i = j
-            continue
-        if strip_blank(buffer[last:j]):
-            spans.append((last, j))
-        last = k
-        i = k
+        if boundary:
+            return True, j, k
+        i = j
+    return (True, n, n) if flush else (False, n, -1)
 
+
+def unit_spans(buffer: str, granularity: Granularity, *, flush: bool) -> tuple[list[tuple[int, int]], int]:
+    """Where `buffer`'s complete units are: ([(start, end), ...], where the unconfirmed rest begins).
+
+    A unit is `strip_blank(buffer[start:end])`, never empty; `end` is just after its terminator run (closers
+    included), or where the caps cut it (`cap_cut`). The spans are in order and do not overlap; what lies
+    between them is blank.
+    """
+    if granularity == "none":
+        if not flush:
+            return [], 0
+        return ([(0, len(buffer))] if strip_blank(buffer) else []), len(buffer)
+
+    marks = _terminators(granularity)
+    spans: list[tuple[int, int]] = []
+    last, n = 0, len(buffer)
+    while last < n:
+        decided, stop, after = _next_boundary(buffer, last, marks, flush=flush)
+        cut = cap_cut(buffer, last, stop)
+        if cut is not None:  # too long for one unit: its first words are one
+            spans.append((last, cut))
+            while cut < n and buffer[cut].isspace():
+                cut += 1
+            last = cut
+            continue
+        if not decided:
+            break
+        if strip_blank(buffer[last:stop]):
+            spans.append((last, stop))
+        last = after
     if flush:
-        if strip_blank(buffer[last:]):
-            spans.append((last, n))
         last = n
     return spans, last
+
+
+def _visible_from(text: str, start: int, stop: int) -> int:
+    """The first index at or after `start` (before `stop`) that is not blank; `stop` when there is none."""
+    while start < stop and _blank(text[start]):
+        start += 1
+    return start
+
+
+_TOKEN = re.compile(r"\S+")
+_PAUSE_MARKS = _ASCII_CLAUSE | _SCRIPT_CLAUSE | frozenset(":")  # a word ending in one is a clause-like cut
+
+
+def _cap_strength(text: str, words: list[tuple[int, int]], k: int, allowed: int, floor: int) -> int | None:
+    """How natural a cut after `words[k]` is (None: never there — "Dr. | Smith"); the word after it counts only
+    when it is one of the `allowed` first words (so the answer never depends on text still to come)."""
+    start, end = words[k]
+    token = text[start:end]
+    following = text[slice(*words[k + 1])] if k + 1 < allowed else ""
+    after = words[k + 1][0] if k + 1 < len(words) else end
+    if token.endswith(".") and _is_abbreviation(text, end - 1, after, floor) is not False:
+        return None
+    if token.rstrip(_CLOSER_CHARS)[-1:] in _PAUSE_MARKS or token in _DASHES or following in _DASHES:
+        return CLAUSE
+    if token.lstrip(_OPENERS).lower() in FUNCTION_WORDS:
+        return WEAK
+    if following.lstrip(_OPENERS).lower() in FUNCTION_WORDS:
+        return PHRASE
+    return WORD
+
+
+def cap_cut(text: str, start: int, stop: int) -> int | None:
+    """Where the unit beginning at `start` must be cut to keep within the caps, when `text[start:stop]` holds no
+    unit boundary and the unit goes on at least to `stop`; None when it may still end within them.
+
+    It is over the caps with more than SPEECH_UNIT_MAX_WORDS words, or a visible character past
+    SPEECH_UNIT_MAX_CHARS. The cut is after a word — the most natural one (a clause-like mark, before a function
+    word, …) among the upper half of the words that fit, the last of equals — or, when the first word alone is
+    longer than the character cap, at the cap (not before a combining mark). It depends only on the words that
+    fit and the one after them, so text arriving in any pieces is cut the same way.
+    """
+    begin = _visible_from(text, start, stop)
+    limit = begin + SPEECH_UNIT_MAX_CHARS
+    words: list[tuple[int, int]] = []
+    for match in _TOKEN.finditer(text, begin, stop):
+        if strip_blank(match.group()):
+            words.append(match.span())
+            if len(words) > SPEECH_UNIT_MAX_WORDS or match.start() >= limit:
+                break
+    if len(words) <= SPEECH_UNIT_MAX_WORDS and _visible_from(text, limit, stop) >= stop:
+        return None
+    allowed = sum(1 for _, end in words[:SPEECH_UNIT_MAX_WORDS] if end <= limit)
+    if allowed == 0:  # one giant "word": cut at the cap, keeping a base character with its marks
+        cut = limit
+        while cut > begin + 1 and (unicodedata.category(text[cut])[0] == "M" or text[cut - 1] == "\u200d"):
+            cut -= 1
+        return cut
+    best: tuple[int, int] | None = None  # (strength, k)
+    for k in range((allowed - 1) // 2, allowed):
+        strength = _cap_strength(text, words, k, allowed, begin)
+        if strength is not None and (best is None or strength >= best[0]):
+            best = (strength, k)
+    return words[best[1] if best is not None else allowed - 1][1]
 
 
 def extract_units(buffer: str, granularity: Granularity, *, flush: bool) -> tuple[list[str], str]:

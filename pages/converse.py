@@ -81,11 +81,15 @@ with live_tab:
             state["converse_error"] = why
 
 with recorded_tab:
-    uploads = st.file_uploader(
-        f"Your turns, in order (recordings of what you say, each at most {TRANSCRIPTION_FILE_MAX_BYTES // 2**20} "
-        "MB): each is sent as the microphone would send it, then the silence window; the next starts when the agent "
-        "has finished", accept_multiple_files=True, key="converse_uploads", disabled=not can_talk)
-    if can_talk and st.button("Talk", type="primary", disabled=not uploads or not settings_ok):
+    uploads = None
+    if resources.uploads_allowed():
+        uploads = st.file_uploader(
+            f"Your turns, in order (recordings of what you say, each at most {TRANSCRIPTION_FILE_MAX_BYTES // 2**20} "
+            "MB): each is sent as the microphone would send it, then the silence window; the next starts when the "
+            "agent has finished", accept_multiple_files=True, key="converse_uploads", disabled=not can_talk)
+    else:
+        st.caption(f"{resources.NO_UPLOADS} Talk live instead.")
+    if can_talk and uploads is not None and st.button("Talk", type="primary", disabled=not uploads or not settings_ok):
         state["converse_error"] = None
         try:
             inputs = [load_audio(f.getvalue(), name=f.name) for f in uploads or []]

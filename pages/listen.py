@@ -62,10 +62,14 @@ def _stop_microphone() -> None:
 
 file_tab, mic_tab = st.tabs(["From a file", "From the microphone"])
 with file_tab:
-    upload = st.file_uploader(f"Recording (any audio or video file, at most {MAX_MB} MB)", key="listen_upload",
-                              disabled=not can_listen)
-    st.toggle("Stream it at real time (as a microphone would: the partial text grows while it is sent)",
-              key="listen_stream")
+    upload = None
+    if resources.uploads_allowed():
+        upload = st.file_uploader(f"Recording (any audio or video file, at most {MAX_MB} MB)", key="listen_upload",
+                                  disabled=not can_listen)
+        st.toggle("Stream it at real time (as a microphone would: the partial text grows while it is sent)",
+                  key="listen_stream")
+    else:
+        st.caption(f"{resources.NO_UPLOADS} Speak into the microphone instead.")
 with mic_tab:
     if can_listen:
         mic.factory = lambda: LiveListening(listener, resources.loop(), name=MICROPHONE)
@@ -82,7 +86,7 @@ st.text_area("Reference text (optional): what is spoken, for the word error rate
 if not playing and (mic.live is not None or mic.started or mic.error):
     _stop_microphone()
 
-if can_listen and st.button("Transcribe", type="primary", disabled=upload is None):
+if can_listen and resources.uploads_allowed() and st.button("Transcribe", type="primary", disabled=upload is None):
     state["listen_error"] = None
     try:
         data = upload.getvalue()

@@ -48,6 +48,14 @@ REFERENCE_AUDIO_SECONDS = Range(3.0, 30.0)  # a voice-clone reference: shorter i
 VOICE_SAMPLE_MAX_BYTES = 10 * 1024 * 1024  # POST /v1/audio/voices `audio_sample` (vLLM-Omni's cap)
 INSTRUCTIONS_MAX_CHARS = 500  # style instructions / a voice description (vLLM-Omni's cap)
 FIRST_CHUNK_FRAMES = Range(1, 64)  # initial_codec_chunk_frames the studio offers: smaller = earlier first audio
+# A unit of speech (and each piece the offline voice synthesises in one model run) holds at most this many words,
+# and at most this many characters (a single giant "word" is cut at the character cap). Text with no punctuation
+# is otherwise one unit: measured on the offline engine's Piper voice, 200 unpunctuated words took 15-23 s to
+# the first audio and grew the engine by 1.7-3 GB that onnxruntime never returns; 20 words take under a second and
+# about 160 MB. The Converse pipeline feeds a reply's text to the speech session by the same caps
+# (docs/protocols.md, "Speech stream").
+SPEECH_UNIT_MAX_WORDS = 20
+SPEECH_UNIT_MAX_CHARS = 200
 
 # -- listen (speech recognition) ------------------------------------------------------------------------
 # An audio file sent to POST /v1/audio/transcriptions: vLLM refuses more ("Maximum file size exceeded",

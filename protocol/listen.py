@@ -272,14 +272,30 @@ def _clock(seconds: float, separator: str) -> str:
     return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{millis:03d}"
 
 
+def cue_text(text: str) -> str:
+    """A segment's text as one cue's payload: on one line (any line break — a blank line would end the cue and
+    let the text start a cue of its own — becomes a space) and without `-->` (a timing line's arrow; `->` instead)."""
+    line = " ".join(text.split())
+    while "-->" in line:
+        line = line.replace("-->", "->")
+    return line
+
+
 def srt(segments: list[TranscriptionSegment]) -> str:
-    """SubRip subtitles: numbered cues `HH:MM:SS,mmm --> HH:MM:SS,mmm`, a blank line between them."""
-    cues = [f"{i}\n{_clock(s.start, ',')} --> {_clock(s.end, ',')}\n{s.text.strip()}"
+    """SubRip subtitles: numbered cues `HH:MM:SS,mmm --> HH:MM:SS,mmm`, a blank line between them; each cue's
+    text on one line (`cue_text`)."""
+    cues = [f"{i}\n{_clock(s.start, ',')} --> {_clock(s.end, ',')}\n{cue_text(s.text)}"
             for i, s in enumerate(segments, 1)]
     return "\n\n".join(cues) + "\n" if cues else ""
 
 
 def vtt(segments: list[TranscriptionSegment]) -> str:
-    """WebVTT subtitles: the `WEBVTT` header, then cues `HH:MM:SS.mmm --> HH:MM:SS.mmm`."""
-    parts = ["WEBVTT"] + [f"{_clock(s.start, '.')} --> {_clock(s.end, '.')}\n{s.text.strip()}" for s in segments]
+    """WebVTT subtitles: the `WEBVTT` header, then cues `HH:MM:SS.mmm --> HH:MM:SS.mmm`; each cue's text on one
+    line (`cue_text`) with `&`, `<` and `>` escaped, so no text is read as a tag or an entity."""
+    parts = ["WEBVTT"] + [f"{_clock(s.start, '.')} --> {_clock(s.end, '.')}\n{_vtt_escape(cue_text(s.text))}"
+                          for s in segments]
     return "\n\n".join(parts) + "\n"
+
+
+def _vtt_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
-from tests.conftest import free_port
+from tests.loopback_support import serving_asgi
 
 MODEL = "peer/chat-model"
 
@@ -63,15 +60,5 @@ def chat_app(answer: str, *, forever: bool = False, delay_s: float = 0.0,
 
 @contextmanager
 def serving_app(app: FastAPI) -> Iterator[str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(5)
+    with serving_asgi(app, lifespan="off") as url:
+        yield url

@@ -1,14 +1,16 @@
 """Small servers on free 127.0.0.1 ports for one test: an HTTP stand-in for a model server or an internal service
-(`serving`, `internal_service`), a websockets one for a speech-to-speech session (`ws_serving`)."""
+(`serving`, `internal_service`), a websockets one for a speech-to-speech session (`ws_serving`), an ASGI app (an
+in-process offline engine, a chat peer) under uvicorn (`serving_asgi`)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 from offline.launch import free_port
 
@@ -87,3 +89,25 @@ def ws_serving(handler: Callable[[Any], Awaitable[None]]) -> Iterator[str]:
     finally:
         stop.set()
         thread.join(5)
+
+
+@contextmanager
+def serving_asgi(app: Any, *, lifespan: Literal["auto", "on", "off"] = "auto") -> Iterator[str]:
+    """Serve the ASGI `app` with uvicorn in a thread; yields the base URL (http://127.0.0.1:PORT) once it
+    answers (within 10 s), stops the server afterwards."""
+    import uvicorn
+
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "the in-process server did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)

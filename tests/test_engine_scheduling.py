@@ -15,14 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-import uvicorn
 from websockets.asyncio.client import connect
 
 from offline import voice
-from offline.launch import free_port
 from offline.splitter import split_text
 from offline.styles import Style
 from protocol.speech import SPEECH_STREAM_PATH
+from tests.loopback_support import serving_asgi
 
 TEXTS = [
     "Eight people press Speak at the same moment. Each of them should hear the first words quickly, "
@@ -41,20 +40,10 @@ def engine() -> Iterator[str]:
     """An in-process engine, so the voice's pieces can be watched."""
     from offline.server import create_app
 
-    port = free_port()
     app = create_app()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        threading.Event().wait(0.05)
-    assert server.started, "the in-process engine did not start"
-    app.state.voice.speaker()  # loaded before the sessions race
-    yield f"ws://127.0.0.1:{port}{SPEECH_STREAM_PATH}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving_asgi(app) as url:
+        app.state.voice.speaker()  # loaded before the sessions race
+        yield url.replace("http://", "ws://") + SPEECH_STREAM_PATH
 
 
 async def speak(url: str, text: str) -> list[tuple[dict[str, Any], bytes, dict[str, Any]]]:

@@ -24,7 +24,7 @@ from services.load.plan import (
     SLO_FIGURES,
 )
 from services.pricing import usd
-from ui.resources import plain
+from ui.resources import NO_UPLOADS, plain, uploads_allowed
 from ui.workspace_views import by_line, owner_of, share_toggle
 
 THROUGHPUT_TITLE = {f.name: f.throughput_title for f in FAMILIES}
@@ -46,8 +46,11 @@ def work_inputs(modality: Modality) -> dict[str, Any]:
     if modality == "voice":
         return {"text": st.text_area("Text each session speaks", value=DEFAULT_TEXT, key="cap_text", height=90)}
     if modality == "listen":
-        st.file_uploader("Recording every stream sends at real time (blank: the offline voice says the sentence "
-                         "below)", key="cap_audio")
+        if uploads_allowed():
+            st.file_uploader("Recording every stream sends at real time (blank: the offline voice says the sentence "
+                             "below)", key="cap_audio")
+        else:
+            st.caption(f"{NO_UPLOADS} The offline voice says the sentence below.")
         return {"text": st.text_input("Sentence the offline voice speaks", value=DEFAULT_LISTEN_TEXT,
                                       key="cap_listen_text")}
     if modality == "image":

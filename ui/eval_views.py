@@ -26,7 +26,7 @@ from services.eval.store import EvalStore
 from services.settings import Settings
 from services.targets import option_key, spec_keys
 from ui.media_views import when
-from ui.resources import plain, settings
+from ui.resources import NO_UPLOADS, plain, settings, uploads_allowed
 from ui.target_views import picked_target, target_book, target_picker
 from ui.workspace_views import owner_of
 
@@ -180,7 +180,9 @@ def define_form(on_create, backend_name: str, backend_url: str | None, *, editin
     c[1].segmented_control("Modality", list(SETTINGS), key="ev_modality", required=True, disabled=editing)
     c[2].number_input("Repeats", key="ev_repeats", min_value=1, max_value=100, step=1,
                       help="outputs per prompt and variant")
-    if state["ev_modality"] == "listen":
+    if state["ev_modality"] == "listen" and not uploads_allowed():
+        st.caption(f"{NO_UPLOADS} A listen evaluation needs recordings: use a studio with uploads.")
+    elif state["ev_modality"] == "listen":
         st.file_uploader("Recordings to transcribe (kept with the evaluation)", accept_multiple_files=True,
                          type=["wav", "mp3", "flac", "ogg", "opus", "webm", "m4a", "mp4"], key="ev_audio")
         st.text_area("References: the text spoken in each recording, one line per recording, in the same order",
@@ -189,8 +191,9 @@ def define_form(on_create, backend_name: str, backend_url: str | None, *, editin
                    "result (no blind rating).")
     else:
         st.text_area("Prompts, one per line", key="ev_prompts", height=120)
-        st.file_uploader("Or a prompt file (.txt one per line, .csv first column)", type=["txt", "csv"],
-                         key="ev_upload")
+        if uploads_allowed():
+            st.file_uploader("Or a prompt file (.txt one per line, .csv first column)", type=["txt", "csv"],
+                             key="ev_upload")
     st.segmented_control("Variants", [2, 3, 4], key="ev_count", required=True)
     modality = state["ev_modality"]
     offered = target_book().options(modality)
@@ -427,7 +430,7 @@ def _exports(store: EvalStore, eval_id: str, res: dict[str, Any]) -> None:
                          on_click="ignore", key="ev_html")
     c[3].download_button("Results JSON", render(res, "json"), file_name=f"{eval_id}.json", mime="application/json",
                          on_click="ignore", key="ev_json")
-    if listen or not store.actor.can("evaluate"):
+    if listen or not store.actor.can("evaluate") or not uploads_allowed():
         return
     upload = st.file_uploader("Import a filled ratings CSV (item_a, item_b, winner, rater)", type=["csv"],
                               key="ev_import")

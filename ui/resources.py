@@ -315,9 +315,13 @@ def speech_task_types() -> tuple[str, ...]:
 
 
 def uploads_allowed() -> bool:
-    """Whether pages offer uploads (reference images, recordings): always, except in a demo studio without them."""
+    """Whether pages offer uploads (reference images, recordings, prompt and ratings files): always, except in a
+    demo studio without them — where a page says `NO_UPLOADS` in place of its uploader."""
     demo = settings().demo
     return demo is None or demo.uploads
+
+
+NO_UPLOADS = "This demo studio takes no uploads (its `uploads` setting is off)."
 
 
 @st.cache_data(ttl=30, show_spinner=False)

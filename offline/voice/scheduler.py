@@ -17,7 +17,9 @@ is FIRST_PIECE_WORDS words cut at the most natural boundary (offline.splitter.ne
 long as the other playing listeners can wait for it without running dry (their least buffered audio, less
 their own next piece, at the synthesis speed measured so far), at most MAX_BUSY_PIECE_S of audio, and only
 LATER_MIN_WORDS while a newcomer waits for its first audio. Alone, a first piece is the first clause and
-later pieces whole sentences, as before. The pieces tile the text: all of it is spoken, nothing twice.
+later pieces whole sentences, as before. No piece is longer than the splitter's unit caps (SPEECH_UNIT_MAX_WORDS
+words, SPEECH_UNIT_MAX_CHARS characters; offline.splitter.cap_cut): unpunctuated text is not one long model run.
+The pieces tile the text: all of it is spoken, nothing twice.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from offline.splitter import CLAUSE, SENTENCE, WORD, cut_points, next_piece
+from offline.splitter import CLAUSE, SENTENCE, WORD, cap_cut, cut_points, next_piece
 
 if TYPE_CHECKING:
     from offline.voice.speaker import Voicing
@@ -125,7 +127,8 @@ class Stream:
                              prefer="long")
         else:
             end = next_piece(self.cuts, start, min_strength=SENTENCE)
-        self.pos = end
+        capped = cap_cut(self.text, start, end)  # no model run on more than the unit caps allow
+        self.pos = end = end if capped is None else capped
         return start, end
 
     def synthesize(self, start: int, end: int, piper=None) -> list[bytes]:

@@ -23,6 +23,7 @@ import httpx
 
 from protocol.errors import StudioError
 from protocol.listen import DEFAULT_LISTEN_MODEL, LISTEN_BYTES_PER_S
+from protocol.limits import SPEECH_UNIT_MAX_CHARS, SPEECH_UNIT_MAX_WORDS
 from services.converse.bargein import (
     DEFAULT_MIN_SPEECH_MS,
     DEFAULT_VAD_THRESHOLD,
@@ -48,6 +49,30 @@ def split_clauses(buffer: str) -> tuple[str, str]:
     if not ends:
         return "", buffer
     return buffer[: ends[-1]], buffer[ends[-1]:]
+
+
+def speakable_prefix(buffer: str) -> tuple[str, str]:
+    """(the text at the start of `buffer` ready for the speech session, the rest still growing).
+
+    Its complete clauses; and when the clause still growing after them is longer than a unit may be (more than
+    SPEECH_UNIT_MAX_WORDS complete words, or SPEECH_UNIT_MAX_CHARS visible characters: protocol.limits), its
+    complete words too — all of it when one word alone is that long — so a reply without punctuation is spoken
+    as it arrives, not after its last token (the offline engine cuts such text into units by the same caps).
+    """
+    clauses, rest = split_clauses(buffer)
+    words_end = max(rest.rfind(" "), rest.rfind("\n"), rest.rfind("\t")) + 1
+    if len(rest[:words_end].split()) <= SPEECH_UNIT_MAX_WORDS and len(rest.strip()) <= SPEECH_UNIT_MAX_CHARS:
+        return clauses, rest
+    if len(rest[words_end:]) > SPEECH_UNIT_MAX_CHARS:
+        return buffer, ""
+    return clauses + rest[:words_end], rest[words_end:]
+
+
+def feed_pieces(ready: str) -> list[str]:
+    """`ready` (from `speakable_prefix`) as the pieces fed to the speech session: a clause each, then any words."""
+    pieces = [m.group(0) for m in re.finditer(r".*?[,;:.!?…](?=\s|$)\s*", ready, re.S)]
+    tail = ready[sum(map(len, pieces)):]
+    return [piece for piece in [*pieces, tail] if piece.strip()]
 
 
 async def listen_model(url: str) -> str:
@@ -215,19 +240,18 @@ class Pipeline:
             reply.turn.error = str(exc)
 
     async def _answer(self, reply: Reply, messages: list[Message]) -> None:
-        """The reply streamed into the speech session clause by clause (each clause its own `feed`), then its
-        audio to the end."""
+        """The reply streamed into the speech session clause by clause (each clause its own `feed`; a long run
+        without punctuation by its words, `speakable_prefix`), then its audio to the end."""
         turn, session, buffer = reply.turn, reply.session, ""
         async for piece in self.reply.stream(messages):
             if turn.reply_first_token_s is None:
                 turn.reply_first_token_s = self.clock()
             turn.reply_text += piece
-            clauses, buffer = split_clauses(buffer + piece)
-            for clause in (m.group(0) for m in re.finditer(r".*?[,;:.!?…](?=\s|$)\s*", clauses, re.S)):
-                if clause.strip():
-                    await reply.connecting
-                    reply.fed.append(clause)
-                    await session.feed(clause)
+            ready, buffer = speakable_prefix(buffer + piece)
+            for clause in feed_pieces(ready):
+                await reply.connecting
+                reply.fed.append(clause)
+                await session.feed(clause)
         if buffer.strip():
             await reply.connecting
             reply.fed.append(buffer)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import socket
 import sqlite3
@@ -11,9 +12,12 @@ from pathlib import Path
 
 from protocol.errors import InvalidInput, StudioError
 
+log = logging.getLogger(__name__)
+
 
 class HistoryError(StudioError):
-    """The history database or its folder cannot be used; the message names the path."""
+    """The history database or its folder cannot be used; the message names the path (a record's kept file: not
+    its path, which a viewer could read, `read_kept`)."""
 
 
 _SQLITE_DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB: the file is not (or no longer) a SQLite database
@@ -83,10 +87,15 @@ def safe_name(name: str) -> str:
 
 
 def read_kept(folder: Path, name: str | None, what: str) -> bytes | None:
-    """A record's kept file (None when it kept none); HistoryError naming `what` and the file when it is gone."""
+    """A record's kept file (None when it kept none); HistoryError naming `what` when it is gone — not the file:
+    whoever reads the message (a viewer of a shared record) is not shown the server's data path, which goes to
+    the server's log."""
     if name is None:
         return None
     try:
         return (folder / name).read_bytes()
     except OSError as exc:
-        raise HistoryError(f"the recording of {what} cannot be read at {folder / name} ({exc})") from None
+        log.warning("the recording of %s cannot be read at %s: %s", what, folder / name, exc)
+        state = "missing from" if isinstance(exc, FileNotFoundError) else "unreadable in"
+        raise HistoryError(f"the recording of {what} is {state} the studio's data folder (the server's log says "
+                           "where); the rest of it is kept") from None
