@@ -92,6 +92,9 @@ def hearing(mic: Microphone) -> None:
         st.error(mic.error)
     elif live is None:
         st.caption("Listening: speak now…")
+    elif live.idle_ended:
+        st.warning(f"No sound came from the browser for {live.idle_s:.0f} s, so listening ended; what was heard "
+                   f"is kept: press **{STOP_LABEL}** for the result")
     elif live.done and live.partial == "":
         st.caption(f"Heard {live.captured_s:.1f} s — press **{STOP_LABEL}** for the result")
     else:

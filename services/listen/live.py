@@ -59,6 +59,7 @@ class LiveListening:
     def __init__(self, listener: Any, loop: BackgroundLoop, *, model: str | None = None,
                  language: str | None = None, name: str = MICROPHONE, idle_s: float = IDLE_S) -> None:
         self.name = name
+        self.idle_s = idle_s
         self._loop = loop
         self._lock = threading.Lock()
         self._pcm = bytearray()
