@@ -134,13 +134,13 @@ def test_a_demo_visitor_gets_the_script(monkeypatch: pytest.MonkeyPatch, tmp_pat
     internal_url, handler = internal
     # Even a server the settings register is not a demo's: a demo stays on its own target, for everyone (here
     # LOCAL, an admin, without sign-in).
-    at = _open(monkeypatch, tmp_path / "data", engine_url, servers=[internal_url], demo={"pages": ["converse"]})
+    at = _open(monkeypatch, tmp_path / "data", engine_url, servers=[internal_url], demo={"pages": ["converse"], "uploads": True})
     assert at.radio(key="converse_reply_kind").options == ["Scripted reply (rules you edit; not a model)"]
     assert at.radio(key="cmp_reply_kind").options == ["The same reply as A", "Another script (scripted, not a model)"]
     assert not at.text_input and not [s for s in at.selectbox if s.key in ("converse_reply_target", "cmp_reply_target")]
     forged = {"converse_reply_kind": "chat", "converse_reply_target": f"omni:{internal_url}",
               "cmp_reply_kind": "chat", "cmp_reply_target": f"omni:{internal_url}"}  # back to the script
-    at = _open(monkeypatch, tmp_path / "data", engine_url, servers=[internal_url], demo={"pages": ["converse"]},
+    at = _open(monkeypatch, tmp_path / "data", engine_url, servers=[internal_url], demo={"pages": ["converse"], "uploads": True},
                state=forged)
     assert at.radio(key="converse_reply_kind").value == "script" and at.radio(key="cmp_reply_kind").value == "same"
     assert _live_reply(at).label.startswith("a scripted reply")
