@@ -3,7 +3,7 @@ PY := .venv/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8501
 
-.PHONY: setup setup-dev studio engine rehearse test bench clean
+.PHONY: setup setup-dev studio engine rehearse test test-fast bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -31,9 +31,16 @@ else
 	$(PY) scripts/rehearse.py --port $(PORT)
 endif
 
-## The whole test suite.
+## The whole test suite, in TEST_WORKERS parallel pytest-xdist workers (4 on 2 cores: much of a test is waiting on
+## a server, a browser or audio paced at real time); worksteal evens out the slow tail. TEST_WORKERS=0 runs it in one
+## process. PYTEST_ARGS adds pytest options or picks tests.
+TEST_WORKERS ?= 4
 test: setup-dev
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+
+## The quick loop: everything but the browser tests (tests/test_browser_*.py).
+test-fast: setup-dev
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --ignore-glob='tests/test_browser_*' $(PYTEST_ARGS)
 
 ## Benchmarks (ratios side by side in one run). Files starting with _ are helpers, not benchmarks.
 bench: setup-dev

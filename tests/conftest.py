@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -11,6 +12,15 @@ from offline.launch import Engine, free_port, start_engine
 from services.listen.sample import spoken_sample_at
 
 __all__ = ["free_port", "spoken_turn_files"]  # the tests import them from here
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background (`make test &`, a CI runner without a terminal) inherits SIGINT *ignored*,
+    and an ignored signal stays ignored across exec: every child a test starts would then be deaf to the Ctrl-C the
+    Ctrl-C tests send it. Handled again here (in the controller and in each xdist worker), SIGINT reaches children
+    with its default action, as it does from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
