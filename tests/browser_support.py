@@ -25,6 +25,14 @@ returns the component iframe whose title contains that text, and `studio.stats(f
 inbound-rtp audio statistics of every RTCPeerConnection in that frame (recorded by an init script).
 The scenario returns a JSON-able dict; anything it prints goes to the test's output.
 
+A scenario waits on what the page shows, never on a fixed sleep (the suite runs beside other heavy tests, so
+time is no measure of anything): Playwright's auto-waiting locators and `expect` (its timeout is set to
+EXPECT_TIMEOUT_MS here), `poll(read, until, timeout, what="…")` for a value read from the page, and, after an
+action that reruns the script (a click, a committed text box), `with studio.rerun("…"): action()` — which waits
+until a script run has begun since the action and is over — or `studio.settled()` when a rerun may or may not
+follow. Timeouts only bound a failure; every failure names what it waited for, and a screenshot of the page is
+kept in a file named after the scenario (`failure_screenshot(target)`).
+
 A scenario that needs more of the browser says so in attributes of its function, read before Chromium starts:
 `scenario.chromium_args = f` (f(temp_dir) -> extra flags, e.g. a fake microphone fed from a WAV it writes there)
 and `scenario.permissions = ["microphone"]`; `scenario.first_url_path = "capacity"` makes that page the fresh
@@ -52,7 +60,13 @@ from offline.launch import free_port, spawn, wait_http_ok
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 RESULT_MARK = "@@BROWSER-RESULT@@ "
-FAILURE_SCREENSHOT = "/tmp/omni-studio-browser-failure.png"
+FAILURE_SCREENSHOT_DIR = Path("/tmp")  # one file per scenario: parallel workers never overwrite each other's
+# How long Playwright's `expect` and actions wait by default: generous, since the machine may be loaded; a timeout
+# only bounds a failure, it never decides a pass.
+EXPECT_TIMEOUT_MS = 60_000
+# How long Streamlit's script state must stay "notRunning" for `studio.settled()` to call the page settled when no
+# rerun is known to have begun (a quiet moment; with `rerun()` a run is counted instead, so no guess is made).
+SETTLED_QUIET_MS = 500
 SERVER_ENV = "OMNI_BROWSER_SERVER"  # "rehearsal": run scripts/rehearse.py instead of a bare studio
 REHEARSAL_REPORT_ENV = "OMNI_REHEARSAL_REPORT"  # where the rehearsal writes what was left
 REHEARSAL_DIR_ENV = "OMNI_REHEARSAL_DIR"
@@ -134,6 +148,37 @@ _RECORD_PEER_CONNECTIONS = """
   Recorded.__recorded = true;
   window.RTCPeerConnection = Recorded;
 })();
+"""
+
+# Counts Streamlit's script runs as the page shows them: the app root's data-test-script-state attribute
+# ("running", "notRunning", ...); `count` rises each time a run begins, `changedAt` is when the state last changed.
+_WATCH_SCRIPT_RUNS = """
+(() => {
+  if (window.__scriptRuns || window.top !== window) return;
+  const runs = window.__scriptRuns = {count: 0, state: null, changedAt: performance.now()};
+  const look = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const state = app ? app.getAttribute('data-test-script-state') : null;
+    if (state === runs.state) return;
+    if (state === 'running') runs.count += 1;
+    runs.state = state;
+    runs.changedAt = performance.now();
+  };
+  new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true,
+                                                attributeFilter: ['data-test-script-state']});
+})();
+"""
+
+_SCRIPT_RUNS = "() => window.__scriptRuns ? {...window.__scriptRuns, now: performance.now()} : null"
+
+# True once the app is connected and its script is not running, since `quiet` ms and after a run beyond `after`.
+_SETTLED = """
+([quiet, after]) => {
+  const runs = window.__scriptRuns;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!runs || !app || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
+  return runs.state === 'notRunning' && runs.count > after && performance.now() - runs.changedAt >= quiet;
+}
 """
 
 _INBOUND_AUDIO_STATS = """
@@ -224,6 +269,30 @@ class BrowserStudio:
         frame.wait_for_load_state()
         return frame
 
+    def settled(self, what: str = "the script's run to be over", *, after: int = -1, quiet_ms: int = SETTLED_QUIET_MS,
+                timeout_s: float = 90) -> None:
+        """Wait until Streamlit's script is not running (for `quiet_ms`, connected) — and, with `after` (a run
+        count from `script_runs()`), until a run beyond that one has begun and ended. Fails naming `what`."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            self.page.wait_for_function(_SETTLED, arg=[quiet_ms, after], polling=100, timeout=timeout_s * 1000)
+        except PlaywrightTimeout:
+            raise AssertionError(f"waited {timeout_s:.0f} s for {what}; Streamlit's script runs: "
+                                 f"{self.page.evaluate(_SCRIPT_RUNS)}") from None
+
+    def script_runs(self) -> int:
+        """How many script runs this page has shown begin (see _WATCH_SCRIPT_RUNS)."""
+        return int((self.page.evaluate(_SCRIPT_RUNS) or {}).get("count", 0))
+
+    @contextmanager
+    def rerun(self, what: str = "the script's rerun", timeout_s: float = 90) -> Iterator[None]:
+        """`with studio.rerun("…"): box.press("Tab")`: after the action, wait until a script run has begun since it
+        and is over (the action must rerun the script: a click, a changed and committed widget)."""
+        before = self.script_runs()
+        yield
+        self.settled(what, after=before, quiet_ms=0, timeout_s=timeout_s)
+
     def stats(self, frame: Any) -> list[dict[str, Any]]:
         """inbound-rtp audio stats of every RTCPeerConnection the frame created."""
         return frame.evaluate(_INBOUND_AUDIO_STATS)
@@ -232,20 +301,28 @@ class BrowserStudio:
         return self.log.read_text(errors="replace")[-5000:]
 
 
-def poll(what: Any, until: Any, timeout: float, step: float = 0.2) -> Any:
-    """Call `what()` until `until(value)`; AssertionError with the last value after `timeout` seconds."""
+def poll(read: Any, until: Any, timeout: float, step: float = 0.2, *, what: str = "") -> Any:
+    """Call `read()` until `until(value)` (`step` s apart: the polling interval, never a wait on the page's
+    state); after `timeout` seconds an AssertionError naming `what` was awaited and the last value read."""
     deadline = time.monotonic() + timeout
-    value = what()
+    value = read()
     while not until(value):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s; last value: {str(value)[-1500:]!r}")
+            awaited = what or getattr(until, "__name__", "the condition")
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {awaited}; "
+                                 f"last value: {str(value)[-1500:]!r}")
         time.sleep(step)
-        value = what()
+        value = read()
     return value
 
 
+def failure_screenshot(target: str) -> Path:
+    """Where the failing page of scenario `target` ("package.module:function") is kept: one file per scenario."""
+    return FAILURE_SCREENSHOT_DIR / f"omni-studio-failure-{target.replace(':', '-').replace('.', '-')}.png"
+
+
 def _main(target: str) -> dict[str, Any]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     module_name, func_name = target.split(":")
     scenario = getattr(importlib.import_module(module_name), func_name)
@@ -263,7 +340,10 @@ def _main(target: str) -> dict[str, Any]:
                 **({"permissions": scenario.permissions} if getattr(scenario, "permissions", None) else {}),
             )
             try:
+                context.set_default_timeout(EXPECT_TIMEOUT_MS)
+                expect.set_options(timeout=EXPECT_TIMEOUT_MS)
                 context.add_init_script(_RECORD_PEER_CONNECTIONS)
+                context.add_init_script(_WATCH_SCRIPT_RUNS)
                 page = context.pages[0] if context.pages else context.new_page()
                 studio = BrowserStudio(f"http://127.0.0.1:{port}", page, log)
                 studio.goto(getattr(scenario, "first_url_path", ""))
@@ -273,8 +353,9 @@ def _main(target: str) -> dict[str, Any]:
                     print("---- streamlit log ----\n" + studio.server_log(), file=sys.stderr)
                     try:
                         print("---- page text ----\n" + page.inner_text("body")[:4000], file=sys.stderr)
-                        page.screenshot(path=FAILURE_SCREENSHOT, full_page=True)
-                        print(f"---- screenshot of the failure: {FAILURE_SCREENSHOT}", file=sys.stderr)
+                        shot = failure_screenshot(target)
+                        page.screenshot(path=str(shot), full_page=True)
+                        print(f"---- screenshot of the failure: {shot}", file=sys.stderr)
                     except Exception:
                         pass
                     raise
