@@ -22,7 +22,8 @@ From a test:
 Inside a scenario, `studio.page` is a Playwright page already on the studio's home page,
 `studio.url` its base URL, `studio.goto("voice")` opens a page by url path, `studio.frame("webrtc")`
 returns the component iframe whose title contains that text, and `studio.stats(frame)` reads the
-inbound-rtp audio statistics of every RTCPeerConnection in that frame (recorded by an init script).
+inbound-rtp audio statistics of every RTCPeerConnection in that frame (recorded by an init script); their
+`totalSamplesDuration` (seconds of audio played out) is a media clock that load does not stretch.
 The scenario returns a JSON-able dict; anything it prints goes to the test's output.
 
 A scenario waits on what the page shows, never on a fixed sleep (the suite runs beside other heavy tests, so
@@ -129,7 +130,8 @@ def run_browser_scenario(target: str, *, timeout: float = 60, env: dict[str, str
         if line.startswith(RESULT_MARK):
             result = json.loads(line[len(RESULT_MARK):])
             if "error" in result:
-                _fail(f"browser scenario {target} failed: {result['error']}")
+                _fail(f"browser scenario {target} failed: {result['error']}\n"
+                      f"(the page when it failed: {failure_screenshot(target)})")
             return result
     _fail(f"browser scenario {target} exited with {proc.returncode} and no result; stderr ends with:\n{proc.stderr[-3000:]}")
     raise AssertionError  # unreachable: _fail raises
@@ -169,15 +171,17 @@ _WATCH_SCRIPT_RUNS = """
 })();
 """
 
-_SCRIPT_RUNS = "() => window.__scriptRuns ? {...window.__scriptRuns, now: performance.now()} : null"
+_SCRIPT_RUNS = "() => window.__scriptRuns ? {...window.__scriptRuns, now: performance.now()} : null"  # for messages
 
-# True once the app is connected and its script is not running, since `quiet` ms and after a run beyond `after`.
+# Once the app is connected and its script is not running, since `quiet` ms and after a run beyond `after`: the
+# run count then (read in the same turn, so no run can begin between the check and the count); until then null.
 _SETTLED = """
 ([quiet, after]) => {
   const runs = window.__scriptRuns;
   const app = document.querySelector('[data-testid="stApp"]');
-  if (!runs || !app || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
-  return runs.state === 'notRunning' && runs.count > after && performance.now() - runs.changedAt >= quiet;
+  if (!runs || !app || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return null;
+  const settled = runs.state === 'notRunning' && runs.count > after && performance.now() - runs.changedAt >= quiet;
+  return settled ? {count: runs.count} : null;
 }
 """
 
@@ -189,7 +193,8 @@ async () => {
     report.forEach((r) => {
       if (r.type === 'inbound-rtp' && r.kind === 'audio') {
         out.push({packetsReceived: r.packetsReceived || 0, totalAudioEnergy: r.totalAudioEnergy || 0,
-                  totalSamplesReceived: r.totalSamplesReceived || 0, connectionState: pc.connectionState});
+                  totalSamplesReceived: r.totalSamplesReceived || 0,
+                  totalSamplesDuration: r.totalSamplesDuration || 0, connectionState: pc.connectionState});
       }
     });
   }
@@ -269,29 +274,17 @@ class BrowserStudio:
         frame.wait_for_load_state()
         return frame
 
-    def settled(self, what: str = "the script's run to be over", *, after: int = -1, quiet_ms: int = SETTLED_QUIET_MS,
-                timeout_s: float = 90) -> None:
-        """Wait until Streamlit's script is not running (for `quiet_ms`, connected) — and, with `after` (a run
-        count from `script_runs()`), until a run beyond that one has begun and ended. Fails naming `what`."""
-        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    def settled(self, what: str = "the script's run to be over", **kwargs: Any) -> int:
+        """`settled(self.page, what, ...)`: Streamlit's script run is over."""
+        return settled(self.page, what, **kwargs)
 
-        try:
-            self.page.wait_for_function(_SETTLED, arg=[quiet_ms, after], polling=100, timeout=timeout_s * 1000)
-        except PlaywrightTimeout:
-            raise AssertionError(f"waited {timeout_s:.0f} s for {what}; Streamlit's script runs: "
-                                 f"{self.page.evaluate(_SCRIPT_RUNS)}") from None
+    def rerun(self, what: str = "the script's rerun", timeout_s: float = 90) -> Any:
+        """`with studio.rerun("…"): action()`, as `rerun(self.page, …)`."""
+        return rerun(self.page, what, timeout_s)
 
-    def script_runs(self) -> int:
-        """How many script runs this page has shown begin (see _WATCH_SCRIPT_RUNS)."""
-        return int((self.page.evaluate(_SCRIPT_RUNS) or {}).get("count", 0))
-
-    @contextmanager
-    def rerun(self, what: str = "the script's rerun", timeout_s: float = 90) -> Iterator[None]:
-        """`with studio.rerun("…"): box.press("Tab")`: after the action, wait until a script run has begun since it
-        and is over (the action must rerun the script: a click, a changed and committed widget)."""
-        before = self.script_runs()
-        yield
-        self.settled(what, after=before, quiet_ms=0, timeout_s=timeout_s)
+    def is_settled(self, quiet_ms: int = SETTLED_QUIET_MS) -> bool:
+        """Whether Streamlit's script has not been running for `quiet_ms` (looked at once, no wait)."""
+        return self.page.evaluate(_SETTLED, [quiet_ms, -1]) is not None
 
     def stats(self, frame: Any) -> list[dict[str, Any]]:
         """inbound-rtp audio stats of every RTCPeerConnection the frame created."""
@@ -299,6 +292,36 @@ class BrowserStudio:
 
     def server_log(self) -> str:
         return self.log.read_text(errors="replace")[-5000:]
+
+
+def watch_script_runs(context: Any) -> None:
+    """Let `settled` and `rerun` see Streamlit's script runs in every page of this Playwright browser context (the
+    scenario's own context has it; a scenario that opens another context calls this on it)."""
+    context.add_init_script(_WATCH_SCRIPT_RUNS)
+
+
+def settled(page: Any, what: str = "the script's run to be over", *, after: int = -1,
+            quiet_ms: int = SETTLED_QUIET_MS, timeout_s: float = 90) -> int:
+    """Wait until Streamlit's script is not running in `page` (for `quiet_ms`, connected) — and, with `after` (a
+    run count), until a run beyond that one has begun and ended. The run count then; fails naming `what`."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        handle = page.wait_for_function(_SETTLED, arg=[quiet_ms, after], polling=100, timeout=timeout_s * 1000)
+        return int(handle.json_value()["count"])
+    except PlaywrightTimeout:
+        raise AssertionError(f"waited {timeout_s:.0f} s for {what}; Streamlit's script runs: "
+                             f"{page.evaluate(_SCRIPT_RUNS)}") from None
+
+
+@contextmanager
+def rerun(page: Any, what: str = "the script's rerun", timeout_s: float = 90) -> Iterator[None]:
+    """`with rerun(page, "…"): box.press("Tab")`: after the action, wait until a script run has begun since it and
+    is over (the action must rerun the script: a click, a changed and committed widget). The run in flight, if
+    any, is waited out first: a rerun asked for while the script runs restarts it unseen."""
+    before = settled(page, f"the script's run before {what}", timeout_s=timeout_s)
+    yield
+    settled(page, what, after=before, quiet_ms=0, timeout_s=timeout_s)
 
 
 def poll(read: Any, until: Any, timeout: float, step: float = 0.2, *, what: str = "") -> Any:
@@ -343,7 +366,7 @@ def _main(target: str) -> dict[str, Any]:
                 context.set_default_timeout(EXPECT_TIMEOUT_MS)
                 expect.set_options(timeout=EXPECT_TIMEOUT_MS)
                 context.add_init_script(_RECORD_PEER_CONNECTIONS)
-                context.add_init_script(_WATCH_SCRIPT_RUNS)
+                watch_script_runs(context)
                 page = context.pages[0] if context.pages else context.new_page()
                 studio = BrowserStudio(f"http://127.0.0.1:{port}", page, log)
                 studio.goto(getattr(scenario, "first_url_path", ""))
