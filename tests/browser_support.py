@@ -43,6 +43,7 @@ studio's very first request instead of the home page (a deep link right after a 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import shutil
@@ -331,12 +332,20 @@ def poll(read: Any, until: Any, timeout: float, step: float = 0.2, *, what: str 
     value = read()
     while not until(value):
         if time.monotonic() > deadline:
-            awaited = what or getattr(until, "__name__", "the condition")
+            awaited = what or _described(until)
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {awaited}; "
                                  f"last value: {str(value)[-1500:]!r}")
         time.sleep(step)
         value = read()
     return value
+
+
+def _described(until: Any) -> str:
+    """A poll's condition named by its source line (for a poll given no `what`)."""
+    try:
+        return inspect.getsource(until).strip()[:300]
+    except (OSError, TypeError):
+        return repr(until)
 
 
 def failure_screenshot(target: str) -> Path:
