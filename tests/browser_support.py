@@ -22,8 +22,17 @@ From a test:
 Inside a scenario, `studio.page` is a Playwright page already on the studio's home page,
 `studio.url` its base URL, `studio.goto("voice")` opens a page by url path, `studio.frame("webrtc")`
 returns the component iframe whose title contains that text, and `studio.stats(frame)` reads the
-inbound-rtp audio statistics of every RTCPeerConnection in that frame (recorded by an init script).
+inbound-rtp audio statistics of every RTCPeerConnection in that frame (recorded by an init script); their
+`totalSamplesDuration` (seconds of audio played out) is a media clock that load does not stretch.
 The scenario returns a JSON-able dict; anything it prints goes to the test's output.
+
+A scenario waits on what the page shows, never on a fixed sleep (the suite runs beside other heavy tests, so
+time is no measure of anything): Playwright's auto-waiting locators and `expect` (its timeout is set to
+EXPECT_TIMEOUT_MS here), `poll(read, until, timeout, what="…")` for a value read from the page, and, after an
+action that reruns the script (a click, a committed text box), `with studio.rerun("…"): action()` — which waits
+until a script run has begun since the action and is over — or `studio.settled()` when a rerun may or may not
+follow. Timeouts only bound a failure; every failure names what it waited for, and a screenshot of the page is
+kept in a file named after the scenario (`failure_screenshot(target)`).
 
 A scenario that needs more of the browser says so in attributes of its function, read before Chromium starts:
 `scenario.chromium_args = f` (f(temp_dir) -> extra flags, e.g. a fake microphone fed from a WAV it writes there)
@@ -34,6 +43,7 @@ studio's very first request instead of the home page (a deep link right after a 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import shutil
@@ -52,7 +62,13 @@ from offline.launch import free_port, spawn, wait_http_ok
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 RESULT_MARK = "@@BROWSER-RESULT@@ "
-FAILURE_SCREENSHOT = "/tmp/omni-studio-browser-failure.png"
+FAILURE_SCREENSHOT_DIR = Path("/tmp")  # one file per scenario: parallel workers never overwrite each other's
+# How long Playwright's `expect` and actions wait by default: generous, since the machine may be loaded; a timeout
+# only bounds a failure, it never decides a pass.
+EXPECT_TIMEOUT_MS = 60_000
+# How long Streamlit's script state must stay "notRunning" for `studio.settled()` to call the page settled when no
+# rerun is known to have begun (a quiet moment; with `rerun()` a run is counted instead, so no guess is made).
+SETTLED_QUIET_MS = 500
 SERVER_ENV = "OMNI_BROWSER_SERVER"  # "rehearsal": run scripts/rehearse.py instead of a bare studio
 REHEARSAL_REPORT_ENV = "OMNI_REHEARSAL_REPORT"  # where the rehearsal writes what was left
 REHEARSAL_DIR_ENV = "OMNI_REHEARSAL_DIR"
@@ -115,7 +131,8 @@ def run_browser_scenario(target: str, *, timeout: float = 60, env: dict[str, str
         if line.startswith(RESULT_MARK):
             result = json.loads(line[len(RESULT_MARK):])
             if "error" in result:
-                _fail(f"browser scenario {target} failed: {result['error']}")
+                _fail(f"browser scenario {target} failed: {result['error']}\n"
+                      f"(the page when it failed: {failure_screenshot(target)})")
             return result
     _fail(f"browser scenario {target} exited with {proc.returncode} and no result; stderr ends with:\n{proc.stderr[-3000:]}")
     raise AssertionError  # unreachable: _fail raises
@@ -136,6 +153,39 @@ _RECORD_PEER_CONNECTIONS = """
 })();
 """
 
+# Counts Streamlit's script runs as the page shows them: the app root's data-test-script-state attribute
+# ("running", "notRunning", ...); `count` rises each time a run begins, `changedAt` is when the state last changed.
+_WATCH_SCRIPT_RUNS = """
+(() => {
+  if (window.__scriptRuns || window.top !== window) return;
+  const runs = window.__scriptRuns = {count: 0, state: null, changedAt: performance.now()};
+  const look = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const state = app ? app.getAttribute('data-test-script-state') : null;
+    if (state === runs.state) return;
+    if (state === 'running') runs.count += 1;
+    runs.state = state;
+    runs.changedAt = performance.now();
+  };
+  new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true,
+                                                attributeFilter: ['data-test-script-state']});
+})();
+"""
+
+_SCRIPT_RUNS = "() => window.__scriptRuns ? {...window.__scriptRuns, now: performance.now()} : null"  # for messages
+
+# Once the app is connected and its script is not running, since `quiet` ms and after a run beyond `after`: the
+# run count then (read in the same turn, so no run can begin between the check and the count); until then null.
+_SETTLED = """
+([quiet, after]) => {
+  const runs = window.__scriptRuns;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!runs || !app || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return null;
+  const settled = runs.state === 'notRunning' && runs.count > after && performance.now() - runs.changedAt >= quiet;
+  return settled ? {count: runs.count} : null;
+}
+"""
+
 _INBOUND_AUDIO_STATS = """
 async () => {
   const out = [];
@@ -144,7 +194,8 @@ async () => {
     report.forEach((r) => {
       if (r.type === 'inbound-rtp' && r.kind === 'audio') {
         out.push({packetsReceived: r.packetsReceived || 0, totalAudioEnergy: r.totalAudioEnergy || 0,
-                  totalSamplesReceived: r.totalSamplesReceived || 0, connectionState: pc.connectionState});
+                  totalSamplesReceived: r.totalSamplesReceived || 0,
+                  totalSamplesDuration: r.totalSamplesDuration || 0, connectionState: pc.connectionState});
       }
     });
   }
@@ -224,6 +275,18 @@ class BrowserStudio:
         frame.wait_for_load_state()
         return frame
 
+    def settled(self, what: str = "the script's run to be over", **kwargs: Any) -> int:
+        """`settled(self.page, what, ...)`: Streamlit's script run is over."""
+        return settled(self.page, what, **kwargs)
+
+    def rerun(self, what: str = "the script's rerun", timeout_s: float = 90) -> Any:
+        """`with studio.rerun("…"): action()`, as `rerun(self.page, …)`."""
+        return rerun(self.page, what, timeout_s)
+
+    def is_settled(self, quiet_ms: int = SETTLED_QUIET_MS) -> bool:
+        """Whether Streamlit's script has not been running for `quiet_ms` (looked at once, no wait)."""
+        return self.page.evaluate(_SETTLED, [quiet_ms, -1]) is not None
+
     def stats(self, frame: Any) -> list[dict[str, Any]]:
         """inbound-rtp audio stats of every RTCPeerConnection the frame created."""
         return frame.evaluate(_INBOUND_AUDIO_STATS)
@@ -232,20 +295,66 @@ class BrowserStudio:
         return self.log.read_text(errors="replace")[-5000:]
 
 
-def poll(what: Any, until: Any, timeout: float, step: float = 0.2) -> Any:
-    """Call `what()` until `until(value)`; AssertionError with the last value after `timeout` seconds."""
+def watch_script_runs(context: Any) -> None:
+    """Let `settled` and `rerun` see Streamlit's script runs in every page of this Playwright browser context (the
+    scenario's own context has it; a scenario that opens another context calls this on it)."""
+    context.add_init_script(_WATCH_SCRIPT_RUNS)
+
+
+def settled(page: Any, what: str = "the script's run to be over", *, after: int = -1,
+            quiet_ms: int = SETTLED_QUIET_MS, timeout_s: float = 90) -> int:
+    """Wait until Streamlit's script is not running in `page` (for `quiet_ms`, connected) — and, with `after` (a
+    run count), until a run beyond that one has begun and ended. The run count then; fails naming `what`."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        handle = page.wait_for_function(_SETTLED, arg=[quiet_ms, after], polling=100, timeout=timeout_s * 1000)
+        return int(handle.json_value()["count"])
+    except PlaywrightTimeout:
+        raise AssertionError(f"waited {timeout_s:.0f} s for {what}; Streamlit's script runs: "
+                             f"{page.evaluate(_SCRIPT_RUNS)}") from None
+
+
+@contextmanager
+def rerun(page: Any, what: str = "the script's rerun", timeout_s: float = 90) -> Iterator[None]:
+    """`with rerun(page, "…"): box.press("Tab")`: after the action, wait until a script run has begun since it and
+    is over (the action must rerun the script: a click, a changed and committed widget). The run in flight, if
+    any, is waited out first: a rerun asked for while the script runs restarts it unseen."""
+    before = settled(page, f"the script's run before {what}", timeout_s=timeout_s)
+    yield
+    settled(page, what, after=before, quiet_ms=0, timeout_s=timeout_s)
+
+
+def poll(read: Any, until: Any, timeout: float, step: float = 0.2, *, what: str = "") -> Any:
+    """Call `read()` until `until(value)` (`step` s apart: the polling interval, never a wait on the page's
+    state); after `timeout` seconds an AssertionError naming `what` was awaited and the last value read."""
     deadline = time.monotonic() + timeout
-    value = what()
+    value = read()
     while not until(value):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s; last value: {str(value)[-1500:]!r}")
+            awaited = what or _described(until)
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {awaited}; "
+                                 f"last value: {str(value)[-1500:]!r}")
         time.sleep(step)
-        value = what()
+        value = read()
     return value
 
 
+def _described(until: Any) -> str:
+    """A poll's condition named by its source line (for a poll given no `what`)."""
+    try:
+        return inspect.getsource(until).strip()[:300]
+    except (OSError, TypeError):
+        return repr(until)
+
+
+def failure_screenshot(target: str) -> Path:
+    """Where the failing page of scenario `target` ("package.module:function") is kept: one file per scenario."""
+    return FAILURE_SCREENSHOT_DIR / f"omni-studio-failure-{target.replace(':', '-').replace('.', '-')}.png"
+
+
 def _main(target: str) -> dict[str, Any]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     module_name, func_name = target.split(":")
     scenario = getattr(importlib.import_module(module_name), func_name)
@@ -263,7 +372,10 @@ def _main(target: str) -> dict[str, Any]:
                 **({"permissions": scenario.permissions} if getattr(scenario, "permissions", None) else {}),
             )
             try:
+                context.set_default_timeout(EXPECT_TIMEOUT_MS)
+                expect.set_options(timeout=EXPECT_TIMEOUT_MS)
                 context.add_init_script(_RECORD_PEER_CONNECTIONS)
+                watch_script_runs(context)
                 page = context.pages[0] if context.pages else context.new_page()
                 studio = BrowserStudio(f"http://127.0.0.1:{port}", page, log)
                 studio.goto(getattr(scenario, "first_url_path", ""))
@@ -273,8 +385,9 @@ def _main(target: str) -> dict[str, Any]:
                     print("---- streamlit log ----\n" + studio.server_log(), file=sys.stderr)
                     try:
                         print("---- page text ----\n" + page.inner_text("body")[:4000], file=sys.stderr)
-                        page.screenshot(path=FAILURE_SCREENSHOT, full_page=True)
-                        print(f"---- screenshot of the failure: {FAILURE_SCREENSHOT}", file=sys.stderr)
+                        shot = failure_screenshot(target)
+                        page.screenshot(path=str(shot), full_page=True)
+                        print(f"---- screenshot of the failure: {shot}", file=sys.stderr)
                     except Exception:
                         pass
                     raise

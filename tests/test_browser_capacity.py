@@ -32,42 +32,42 @@ _CHARTS = """
 """
 
 
-def _text_input(page, label: str, value: str) -> None:
-    box = page.get_by_role("textbox", name=label, exact=True)
-    box.fill(value)
-    box.press("Enter")
+def _drawn(charts: list[dict], *labels: str) -> bool:
+    """Both charts laid out and drawn by Vega (their SVG text, or a canvas with pixels), each naming `labels`."""
+    return len(charts) >= 2 and all(
+        c["w"] > 100 and c["h"] > 100 and (c["text"] or (c["canvas"] and c["canvasSize"][0] > 0))
+        and all(label in c["text"] for label in labels) for c in charts)
 
 
 def scenario(studio) -> dict:
+    from playwright.sync_api import expect
+
     page = studio.page
     out: dict = {}
     studio.goto("capacity")
     levels = page.get_by_role("textbox", name="Concurrency levels")
-    levels.wait_for(timeout=60_000)  # the backend (offline engine) is up
-    _text_input(page, "Concurrency levels", "1,2")
-    requests = page.get_by_label("Requests per level")
-    requests.fill("2")
-    requests.press("Enter")
-    _text_input(page, "SLO (p95, with its unit)", "ttfa 60s")
-    page.get_by_label("Text each session speaks").fill("Hello there. A short load test.")
-    page.wait_for_timeout(500)
+    expect(levels).to_be_visible(timeout=90_000)  # the backend (offline engine) is up
+    for box, value in ((levels, "1,2"), (page.get_by_label("Requests per level"), "2"),
+                       (page.get_by_role("textbox", name="SLO (p95, with its unit)", exact=True), "ttfa 60s")):
+        box.fill(value)
+        with studio.rerun(f"the rerun that takes {value!r}"):
+            box.press("Enter")
+    text = page.get_by_label("Text each session speaks")
+    text.fill("Hello there. A short load test.")
+    with studio.rerun("the rerun that takes the text"):
+        text.press("Tab")  # a text area takes its value when it loses focus
     t0 = time.monotonic()
     page.get_by_role("button", name="Run the sweep").click()
-    seen_progress = False
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if page.locator('[data-testid="stProgress"]').count():
-            seen_progress = True
-        if page.get_by_text("Figures of this machine").count():  # the new report (the saved one is a g6's)
-            break
-        page.wait_for_timeout(100)
-    out["seen_progress"] = seen_progress
-    out["sweep_s"] = round(time.monotonic() - t0, 2)
-    page.get_by_text("Figures of this machine").first.wait_for(timeout=5_000)
-    poll(lambda: page.evaluate(_CHARTS), lambda c: len(c) >= 2 and all(x["w"] > 100 and x["h"] > 100 for x in c),
-                  timeout=30)
-    page.wait_for_timeout(800)  # let Vega finish drawing
-    out["charts"] = page.evaluate(_CHARTS)
+    seen = {"progress": False}
+
+    def report_shown() -> bool:
+        seen["progress"] = seen["progress"] or page.locator('[data-testid="stProgress"]').count() > 0
+        return page.get_by_text("Figures of this machine").count() > 0  # the new report (the saved one is a g6's)
+    poll(report_shown, bool, 180, step=0.1, what="the sweep's report ('Figures of this machine')")
+    out["seen_progress"] = seen["progress"]
+    out["sweep_s"] = round(time.monotonic() - t0, 2)  # for information: load decides it
+    out["charts"] = poll(lambda: page.evaluate(_CHARTS), lambda c: _drawn(c, "this machine"), 60,
+                         what="two charts drawn by Vega, each with this machine's series")
     out["metrics"] = page.locator('[data-testid="stMetric"]').all_inner_texts()
     out["body"] = page.inner_text("body")[:6000]
     page.set_viewport_size({"width": 1400, "height": 1800})
@@ -76,9 +76,10 @@ def scenario(studio) -> dict:
     overlay = page.locator('[data-testid="stSelectbox"]').filter(has_text="Overlay another report")
     overlay.click()
     page.get_by_role("option").filter(has_text=SAVED_TITLE).first.click()
-    poll(lambda: page.locator('[data-testid="stMetric"]').count(), lambda n: n >= 6, timeout=30)
-    page.wait_for_timeout(800)
-    out["overlay_charts"] = page.evaluate(_CHARTS)
+    poll(lambda: page.locator('[data-testid="stMetric"]').count(), lambda n: n >= 6, 60,
+         what="both reports' figures (6 metrics)")
+    out["overlay_charts"] = poll(lambda: page.evaluate(_CHARTS), lambda c: _drawn(c, "this machine", "g6"), 60,
+                                 what="two charts drawn by Vega with both reports' series (this machine's, the g6's)")
     out["overlay_metrics"] = page.locator('[data-testid="stMetric"]').all_inner_texts()
     out["overlay_body"] = page.inner_text("body")[:8000]
     page.screenshot(path=SCREENSHOT.replace(".png", "-overlay.png"), full_page=True)
@@ -102,7 +103,7 @@ def test_capacity_sweep_charts_in_chromium(tmp_path) -> None:
     require_browser()
     saved = _saved_report()
     History(tmp_path / "data").load_reports.save(saved.to_dict())
-    r = run_browser_scenario("tests.test_browser_capacity:scenario", timeout=240,
+    r = run_browser_scenario("tests.test_browser_capacity:scenario", timeout=480,
                              env={"OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_CONFIG": ""})
     print(json.dumps({k: r[k] for k in ("seen_progress", "sweep_s", "charts", "metrics")}, indent=1))
     body = r["body"]

@@ -5,14 +5,15 @@ The fake capture device plays a WAV this test writes from the engine's own voice
 the first turn ("What time do you open?"), quiet while the agent starts its long scripted answer, then the second
 turn ("Thank you very much.") spoken over that answer — a barge-in — and a long quiet tail (Chromium loops the
 file; the test ends the call before it comes round). The scenario sets the script, starts the conversation,
-samples the audio the browser receives (inbound-rtp totalAudioEnergy, every 100 ms) until both turns are
-answered, ends the call, and reads the conversation the page shows and keeps.
+samples the audio the browser receives (inbound-rtp totalAudioEnergy, about every 100 ms) until both turns are
+answered and then 4 s more of played audio, ends the call, and reads the conversation the page shows and keeps.
+Durations are read on the media clock (inbound-rtp totalSamplesDuration: seconds of audio played out), never on
+the wall clock, which load stretches.
 """
 
 from __future__ import annotations
 
 import os
-import time
 import wave
 from pathlib import Path
 
@@ -37,36 +38,39 @@ def _fake_microphone(tmp: Path) -> list[str]:
 
 def scenario(studio) -> dict:  # type: ignore[no-untyped-def]
     """Runs inside the namespace (see tests/browser_support.py)."""
+    from playwright.sync_api import expect
+
     page = studio.page
     out: dict = {"energy": []}
     studio.goto("converse")
     script = page.get_by_role("textbox", name="Script — scripted")
     script.fill(SCRIPT)
-    script.press("Tab")  # Streamlit takes a text area's value when it loses focus
-    page.get_by_text("Talk live").wait_for(timeout=30_000)
+    with studio.rerun("the rerun that takes the script"):
+        script.press("Tab")  # Streamlit takes a text area's value when it loses focus
+    expect(page.get_by_text("Talk live")).to_be_visible()
     call = studio.frame("webrtc", timeout_s=60)
-    page.wait_for_timeout(1500)  # the script's rerun has settled
     call.get_by_role("button", name="Start the conversation").click()
-    started = time.monotonic()
 
-    def sample() -> None:
+    def sample() -> float:
+        """The media clock (seconds of audio played out) and the energy received so far, kept; the clock."""
         stats = studio.stats(call)
-        out["energy"].append((round(time.monotonic() - started, 2), sum(s["totalAudioEnergy"] for s in stats)))
+        played = sum(s["totalSamplesDuration"] for s in stats)
+        out["energy"].append((round(played, 2), sum(s["totalAudioEnergy"] for s in stats)))
+        return played
 
     def both_answered() -> bool:
         sample()
         return page.locator('[data-testid="stChatMessage"]').filter(has_text="You are most welcome.").count() > 0
-    poll(lambda: both_answered(), bool, 90, step=0.1)
-    for _ in range(40):  # the second reply plays out (4 s)
-        sample()
-        page.wait_for_timeout(100)
+    poll(both_answered, bool, 180, step=0.1, what="the second reply ('You are most welcome.') shown in the chat")
+    answered_at = sample()
+    poll(sample, lambda played: played >= answered_at + 4.0, 120, step=0.1,  # the second reply plays out (4 s)
+         what="4 s more of audio played out after the second reply was shown")
     out["main_during"] = page.locator('[data-testid="stMain"]').inner_text()[:4000]
     call.get_by_role("button", name="End the conversation").click()
-    page.get_by_text("This conversation").wait_for(timeout=60_000)
+    expect(page.get_by_text("This conversation")).to_be_visible(timeout=90_000)
     out["main_after"] = page.locator('[data-testid="stMain"]').inner_text()[:6000]
     page.set_viewport_size({"width": 1400, "height": 2400})
     page.get_by_text("This conversation").scroll_into_view_if_needed()  # the result: figures and both turns
-    page.wait_for_timeout(500)
     page.screenshot(path=SCREENSHOT)
     return out
 
@@ -83,15 +87,18 @@ def _speech(engine_url: str, text: str) -> np.ndarray:
 
 
 def _loud_runs(energy: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """(start, end) of the stretches where the received audio had energy, 100 ms samples, gaps under 0.4 s joined
-    (the pauses between the agent's clauses)."""
-    loud = [t for (t, e), (_, before) in zip(energy[1:], energy, strict=False) if e - before > 1e-4]
+    """(start, end) on the media clock (seconds of audio played out) of the stretches where the received audio had
+    energy. Each pair of samples (about 100 ms apart, further when the machine is busy) bounds an interval that was
+    loud when the energy rose across it; loud intervals less than 0.4 s apart are joined (the pauses between the
+    agent's clauses)."""
     runs: list[list[float]] = []
-    for t in loud:
-        if runs and t - runs[-1][1] < 0.4:
+    for (before_t, before), (t, e) in zip(energy, energy[1:], strict=False):
+        if e - before <= 1e-4:
+            continue
+        if runs and before_t - runs[-1][1] < 0.4:
             runs[-1][1] = t
         else:
-            runs.append([t, t])
+            runs.append([before_t, t])
     return [(a, b) for a, b in runs]
 
 
@@ -126,7 +133,8 @@ def test_a_live_conversation_with_a_barge_in(tmp_path: Path, engine_url: str) ->
     assert "Timeline from speech ended: final transcript +" in out["main_after"]
 
     # In the browser: the agent's first answer was heard, then silence once the person spoke over it — far
-    # shorter than the whole answer (about 8 s) — and then the second answer.
+    # shorter than the whole answer (about 8 s of audio) — and then the second answer. Seconds of audio played
+    # out (the media clock), not of the wall clock.
     assert len(runs) >= 2, runs
     heard_first = runs[0][1] - runs[0][0]
     assert heard_first < 6.0, runs

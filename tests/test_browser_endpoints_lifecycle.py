@@ -75,6 +75,8 @@ def _shot(page, name: str, anchor: str) -> None:
 
 def scenario(studio) -> dict:
     """Runs inside the namespace (see tests/browser_support.py)."""
+    from playwright.sync_api import expect
+
     page = studio.page
     out: dict = {}
 
@@ -124,14 +126,17 @@ def scenario(studio) -> dict:
     tag = page.get_by_role("textbox", name="New image tag")
     tag.fill(NEW_TAG)
     tag.press("Enter")
-    chooser = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Endpoints to upgrade").locator("input")
+    picked = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Endpoints to upgrade")
+    chooser, chips = picked.locator("input"), picked.locator("[data-tag]")  # the chosen ones' chips
     upgrade_line = lambda: page.locator("pre code").filter(has_text="python -m infra upgrade").first.inner_text()  # noqa: E731
     for _ in range(2):  # video, then image, out of the chosen endpoints: voice alone is upgraded
+        chosen = chips.count()
         chooser.click()
         chooser.press("Backspace")
-        page.wait_for_timeout(300)
+        expect(chips).to_have_count(chosen - 1)  # the chip is gone before the next Backspace
     page.keyboard.press("Escape")
-    out["upgrade_command"] = poll(upgrade_line, lambda c: f"upgrade voice --image-tag {NEW_TAG}" in c, 30)
+    out["upgrade_command"] = poll(upgrade_line, lambda c: f"upgrade voice --image-tag {NEW_TAG}" in c, 60,
+                                  what=f"the upgrade command naming voice alone and {NEW_TAG}")
     out["versions_before"] = page.get_by_text("voice: v1 (").first.inner_text()
     page.get_by_role("button", name="Upgrade", exact=True).click()
     out["after_upgrade"] = _ended(page, "upgrade", 180)

@@ -33,44 +33,47 @@ def scenario(studio) -> dict:
 
 
 def _scenario(studio) -> dict:
+    from playwright.sync_api import expect
+
     page = studio.page
     out: dict = {}
     page.set_viewport_size({"width": 1400, "height": 1100})
     studio.open_page("Evaluations", "evaluations")
-    page.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
+    expect(page.get_by_role("textbox", name="Name", exact=True)).to_be_visible(timeout=90_000)
     page.get_by_role("textbox", name="Name", exact=True).fill("split granularity")
-    page.locator('[data-testid="stButtonGroup"]').filter(has_text="video").get_by_text("voice", exact=True).click()
-    page.wait_for_timeout(500)
+    with studio.rerun("the form redrawn for voice"):
+        page.locator('[data-testid="stButtonGroup"]').filter(has_text="video").get_by_text("voice", exact=True).click()
     page.get_by_role("textbox", name="Prompts, one per line").fill("Hello there, and welcome.\nThe ship sails at dawn.")
     labels, settings = page.get_by_role("textbox", name="Label"), page.get_by_role("textbox", name="Settings (name = value)")
     for i, label in enumerate(LABELS):
         labels.nth(i).fill(label)
     settings.nth(1).fill('split = "sentence"')
-    settings.nth(1).press("Tab")
-    page.wait_for_timeout(500)
+    with studio.rerun("the rerun that takes the last variant's settings"):
+        settings.nth(1).press("Tab")
     page.get_by_role("button", name="Create evaluation").click()
-    page.get_by_role("button", name="Run", exact=True).click(timeout=30_000)
-    poll(lambda: _main_text(page), lambda t: "4 of 4 items made" in t, 120)
+    page.get_by_role("button", name="Run", exact=True).click()
+    poll(lambda: _main_text(page), lambda t: "4 of 4 items made" in t, 240, what="'4 of 4 items made'")
     page.get_by_role("textbox", name="Your name").fill("ana")
-    page.get_by_role("textbox", name="Your name").press("Enter")
-    page.wait_for_timeout(800)
+    with studio.rerun("the rerun that takes the rater's name"):
+        page.get_by_role("textbox", name="Your name").press("Enter")
     page.get_by_role("button", name="Start rating").click()
-    page.get_by_role("button", name="is better").first.wait_for(timeout=30_000)
-    out["audio_players"] = poll(lambda: page.locator('[data-testid="stMain"] audio').count(), lambda n: n == 2, 15)
+    expect(page.get_by_role("button", name="is better").first).to_be_visible()
+    out["audio_players"] = poll(lambda: page.locator('[data-testid="stMain"] audio').count(), lambda n: n == 2, 60,
+                                what="the pair's two audio players")
     text = _main_text(page)
     out["labels_hidden"] = not any(label in text for label in LABELS)
     page.screenshot(path=SCREENSHOT_REVIEW)
-    page.get_by_role("button", name="1 is better").click()
-    page.wait_for_timeout(1500)
+    with studio.rerun("the second pair drawn after the first was rated"):
+        page.get_by_role("button", name="1 is better").click()
     page.locator("body").press("2")  # "2 is better" by its shortcut
-    poll(lambda: _main_text(page), lambda t: "every pair is rated" in t, 20)
-    page.get_by_role("button", name="Reveal the results").click()
-    page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=20_000)
-    page.wait_for_timeout(1000)
+    poll(lambda: _main_text(page), lambda t: "every pair is rated" in t, 60, what="'every pair is rated'")
+    with studio.rerun("the results revealed"):
+        page.get_by_role("button", name="Reveal the results").click()
+    expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
     out["results_text"] = _main_text(page)
     page.get_by_text("Pairwise", exact=False).scroll_into_view_if_needed()
     page.screenshot(path=SCREENSHOT_RESULTS)
-    with page.expect_download(timeout=30_000) as download:
+    with page.expect_download(timeout=90_000) as download:
         page.get_by_role("button", name="Export ZIP").click()
     out["zip_names"] = zipfile.ZipFile(io.BytesIO(open(download.value.path(), "rb").read())).namelist()
     return out
@@ -97,23 +100,26 @@ def test_voice_evaluation_rated_blind_revealed_and_exported_in_chromium(tmp_path
 
 def stop_scenario(studio) -> dict:
     """Run an image evaluation of many items, press Stop after the first ones: the run ends, Continue is offered."""
+    from playwright.sync_api import expect
+
     page = studio.page
     out: dict = {}
     page.set_viewport_size({"width": 1400, "height": 1100})
     studio.open_page("Evaluations", "evaluations")
-    page.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
+    expect(page.get_by_role("textbox", name="Name", exact=True)).to_be_visible(timeout=90_000)
     page.get_by_role("textbox", name="Name", exact=True).fill("stop me")
     page.get_by_role("textbox", name="Prompts, one per line").fill("\n".join(f"prompt {n}" for n in range(30)))
     settings = page.get_by_role("textbox", name="Settings (name = value)")
     settings.nth(0).fill('size = "256x256"')
     settings.nth(1).fill('size = "256x256"\nsteps = 8')
-    settings.nth(1).press("Tab")
-    page.wait_for_timeout(500)
+    with studio.rerun("the rerun that takes the last variant's settings"):
+        settings.nth(1).press("Tab")
     page.get_by_role("button", name="Create evaluation").click()
-    page.get_by_role("button", name="Run", exact=True).click(timeout=30_000)
-    poll(lambda: _main_text(page), lambda t: " of 60 · " in t, 60)  # the progress bar moves
+    page.get_by_role("button", name="Run", exact=True).click()
+    poll(lambda: _main_text(page), lambda t: " of 60 · " in t, 120, what="the run's progress (' of 60 · ')")
     page.get_by_role("button", name="Stop").click()
-    out["after_stop"] = poll(lambda: _main_text(page), lambda t: "Continue (only what is missing)" in t, 60)
+    out["after_stop"] = poll(lambda: _main_text(page), lambda t: "Continue (only what is missing)" in t, 120,
+                             what="'Continue (only what is missing)' after Stop")
     return out
 
 

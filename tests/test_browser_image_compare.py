@@ -30,30 +30,30 @@ def scenario(studio) -> dict:
     out: dict = {}
     page.set_viewport_size({"width": 1400, "height": 1100})
     studio.open_page("Image", "image")
-    page.get_by_role("textbox", name="Prompt", exact=True).wait_for(timeout=60_000)  # the engine is up
+    page.get_by_role("textbox", name="Prompt", exact=True).wait_for(timeout=90_000)  # the engine is up
     page.get_by_role("tab", name="Compare").click()
     prompt = page.get_by_role("textbox", name="Compare prompt")
-    prompt.wait_for(timeout=15_000)
+    prompt.wait_for()
     prompt.fill(PROMPT)
     labels, sizes = page.get_by_role("textbox", name="Label"), page.get_by_role("textbox", name="Size (WxH)")
     seeds, prices = page.get_by_role("textbox", name="Seed"), page.get_by_role("textbox", name="Price per hour (USD)")
     # the default is two variants; a rerun in flight (the prompt's) may be drawing the columns one by one
-    out["variant_forms"] = poll(lambda: labels.count(), lambda n: n >= 2, 15, step=0.1)
+    out["variant_forms"] = poll(lambda: labels.count(), lambda n: n >= 2, 60, step=0.1, what="two variants' forms")
     for i, (label, size) in enumerate([("4 steps", "512x320"), ("8 steps", "320x320")]):
         labels.nth(i).fill(label)
         sizes.nth(i).fill(size)
         seeds.nth(i).fill("5")
     prices.nth(1).fill("2.5")
-    prices.nth(1).press("Tab")  # the last field's value reaches the app before the click
-    page.wait_for_timeout(500)
+    with studio.rerun("the rerun that takes the last variant's price"):
+        prices.nth(1).press("Tab")  # the last field's value reaches the app before the click
     page.get_by_role("button", name="Compare", exact=True).click()
     columns = poll(lambda: page.evaluate(_COLUMNS), lambda c: len(c) == 2 and all(
-        c_["images"] and all(i["ok"] and i["w"] for i in c_["images"]) for c_ in c), 60)
+        c_["images"] and all(i["ok"] and i["w"] for i in c_["images"]) for c_ in c), 180,
+                   what="both variants' columns with their images loaded")
     out["columns"] = sorted(columns, key=lambda c: c["left"])
     out["errors"] = page.locator('[data-testid="stMain"] [data-testid="stAlertContentError"]').all_inner_texts()
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.get_by_text("Latency", exact=False).last.scroll_into_view_if_needed()  # the columns, whole
-    page.wait_for_timeout(300)
     page.screenshot(path=SCREENSHOT)
     return out
 
@@ -62,7 +62,7 @@ def test_two_image_variants_side_by_side_in_chromium(tmp_path) -> None:
     from tests.browser_support import require_browser, run_browser_scenario
 
     require_browser()
-    r = run_browser_scenario("tests.test_browser_image_compare:scenario", timeout=180,
+    r = run_browser_scenario("tests.test_browser_image_compare:scenario", timeout=400,
                              env={"OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_CONFIG": ""})
     print(r)
     assert r["variant_forms"] == 2 and not r["errors"], r["errors"]

@@ -45,7 +45,8 @@ def _generate(page, prompt: str, size: str, seed: str, count: int) -> None:
     page.get_by_role("textbox", name="Size (WxH)").fill(size)
     page.get_by_role("textbox", name="Seed").fill(seed)
     page.get_by_role("button", name="Generate").click()
-    poll(lambda: _tiles(page), lambda tiles: len(tiles) == count and prompt in tiles[0]["text"], 30)
+    poll(lambda: _tiles(page), lambda tiles: len(tiles) == count and prompt in tiles[0]["text"], 120,
+         what=f"{count} gallery tile(s), the newest for {prompt!r}")
 
 
 def scenario(studio) -> dict:
@@ -60,7 +61,7 @@ def scenario(studio) -> dict:
     # The fox's tile (now second): "Edit with this" opens the Edit tab with it as the first reference.
     page.get_by_role("button", name="Edit with this").nth(1).click()
     apply = page.get_by_role("button", name="Apply edit")
-    apply.wait_for(timeout=15_000)
+    apply.wait_for()
     out["edit_tab_selected"] = page.get_by_role("tab", name="Edit").get_attribute("aria-selected")
     # The boat through the gallery picker.
     picker = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Gallery images")
@@ -69,9 +70,11 @@ def scenario(studio) -> dict:
     combo.press_sequentially("sailing")
     page.get_by_role("option", name=BOAT).first.click()  # typing opens the list, filtered
     page.keyboard.press("Escape")
-    poll(lambda: page.get_by_text("2 references of 1–4", exact=False).count(), lambda n: n >= 1, 15)
+    poll(lambda: page.get_by_text("2 references of 1–4", exact=False).count(), lambda n: n >= 1, 60,
+         what="'2 references of 1–4'")
     out["picked"] = picker.inner_text()
-    out["form_thumbs"] = poll(lambda: page.evaluate(_FORM_THUMBS), lambda t: len(t) == 2 and "0x0" not in t, 15)
+    out["form_thumbs"] = poll(lambda: page.evaluate(_FORM_THUMBS), lambda t: len(t) == 2 and "0x0" not in t, 60,
+                              what="the two references' thumbnails loaded in the form")
     edit_prompt = page.get_by_role("textbox", name="Edit prompt")
     edit_prompt.fill(EDIT)
     page.get_by_role("textbox", name="Seed").fill("7")  # the Edit tab's (the Generate tab's is hidden now)
@@ -80,17 +83,17 @@ def scenario(studio) -> dict:
     page.screenshot(path=SCREENSHOT_FORM)
     apply.click()
     tiles = poll(lambda: _tiles(page), lambda t: len(t) == 3 and EDIT in t[0]["text"] and len(t[0]["images"]) == 3
-                 and all(i["ok"] and i["w"] for i in t[0]["images"]), 30)
+                 and all(i["ok"] and i["w"] for i in t[0]["images"]), 120,
+                 what="the edit's tile first in the gallery, with its three images loaded")
     out["tiles"] = tiles
     out["form_after"] = {"prompt": edit_prompt.input_value(), "picked": picker.inner_text()}
     out["errors"] = page.locator('[data-testid="stMain"] [data-testid="stAlertContentError"]').all_inner_texts()
     page.set_viewport_size({"width": 1400, "height": 2200})
-    page.wait_for_timeout(300)
     page.screenshot(path=SCREENSHOT_RESULT)
     page.set_viewport_size({"width": 1400, "height": 1000})
 
     page.get_by_role("button", name="Use for video").first.click()
-    page.wait_for_url("**/video", timeout=15_000)
+    page.wait_for_url("**/video")
     page.get_by_role("textbox", name="Motion prompt").wait_for(timeout=30_000)
     ref = page.locator('[data-testid="stSelectbox"]').filter(has_text="Gallery image")
     out["video_reference"] = ref.evaluate(
@@ -105,7 +108,7 @@ def test_edit_two_gallery_images_in_chromium(tmp_path) -> None:
     from tests.browser_support import require_browser, run_browser_scenario
 
     require_browser()
-    r = run_browser_scenario("tests.test_browser_image_edit:scenario", timeout=180,
+    r = run_browser_scenario("tests.test_browser_image_edit:scenario", timeout=400,
                              env={"OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_CONFIG": ""})
     print({k: r[k] for k in ("edit_tab_selected", "picked", "form_thumbs", "form_after", "errors")})
     assert r["edit_tab_selected"] == "true"

@@ -56,8 +56,8 @@ def scenario(studio) -> dict:
     before = sum(x["totalAudioEnergy"] for x in studio.stats(player))
     box = page.get_by_role("textbox", name="Text")
     box.fill("Hello from the rehearsal. This speech crossed an emulated SageMaker endpoint.")
-    box.press("Control+Enter")
-    page.wait_for_timeout(300)
+    with studio.rerun("the rerun that takes the text"):
+        box.press("Control+Enter")
     page.get_by_role("button", name="Speak").click()
     poll(lambda: sum(x["totalAudioEnergy"] for x in studio.stats(player)), lambda e: e > before + 1e-3, 30)
     page.get_by_text("Last utterance").wait_for(timeout=30_000)
@@ -79,8 +79,8 @@ def scenario(studio) -> dict:
     motion.wait_for(timeout=30_000)
     out["video_form_before"] = {n: page.get_by_label(n, exact=True).input_value() for n in ("FPS", "Steps", "Guidance")}
     motion.fill("The camera slowly pushes in")
-    motion.press("Control+Enter")
-    page.wait_for_timeout(300)
+    with studio.rerun("the rerun that takes the motion prompt"):
+        motion.press("Control+Enter")
     out["video_form_at_generate"] = {n: page.get_by_label(n, exact=True).input_value() for n in ("FPS", "Steps", "Guidance")}
     page.get_by_role("button", name="Generate").click()
     out["video"] = poll(

@@ -325,13 +325,20 @@ def _evaluation_options(page) -> list[str]:
 def _two_people() -> dict:
     from playwright.sync_api import sync_playwright
 
-    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, EXPECT_TIMEOUT_MS, rerun, watch_script_runs
+
+    def person(browser):  # type: ignore[no-untyped-def]
+        """A page in a fresh context (a person's own cookies) where `rerun` sees Streamlit's script runs."""
+        context = browser.new_context(viewport={"width": 1400, "height": 1100})
+        context.set_default_timeout(EXPECT_TIMEOUT_MS)
+        watch_script_runs(context)
+        return context.new_page()
 
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="omni-team-") as tmp, _team_studio(Path(tmp)) as url, \
             sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        ann, bob = (browser.new_context(viewport={"width": 1400, "height": 1100}).new_page() for _ in range(2))
+        ann, bob = person(browser), person(browser)
         try:
             for page, name in ((ann, "Ann Admin"), (bob, "Bob Creator")):  # both signed in, both sessions open
                 page.goto(url)
@@ -355,24 +362,24 @@ def _two_people() -> dict:
             bob.goto(f"{url}/evaluations")
             bob.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
             bob.get_by_role("textbox", name="Name", exact=True).fill("kite study")
-            bob.locator('[data-testid="stButtonGroup"]').filter(has_text="video").get_by_text(
-                "image", exact=True).click()
-            bob.wait_for_timeout(500)
+            with rerun(bob, "Bob's evaluation form redrawn for images"):
+                bob.locator('[data-testid="stButtonGroup"]').filter(has_text="video").get_by_text(
+                    "image", exact=True).click()
             bob.get_by_role("textbox", name="Prompts, one per line").fill("A kite\nTwo kites")
             labels, settings = (bob.get_by_role("textbox", name="Label"),
                                 bob.get_by_role("textbox", name="Settings (name = value)"))
             for i, (label, steps) in enumerate((("four-steps", 4), ("two-steps", 2))):
                 labels.nth(i).fill(label)
                 settings.nth(i).fill(f"steps = {steps}")
-            settings.nth(1).press("Tab")
-            bob.wait_for_timeout(500)
+            with rerun(bob, "the rerun that takes Bob's last variant's settings"):
+                settings.nth(1).press("Tab")
             bob.get_by_role("button", name="Create evaluation").click()
             bob.get_by_text("Share with the team").wait_for(timeout=30_000)
             ann.reload()
             ann.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
             out["ann_unshared"] = _evaluation_options(ann)  # Bob's, not shared yet: not Ann's to see
-            bob.get_by_text("Share with the team").click()
-            bob.wait_for_timeout(1500)
+            with rerun(bob, "the rerun that shares Bob's evaluation"):
+                bob.get_by_text("Share with the team").click()
             ann.reload()
             ann.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)
             out["ann_shared"] = _evaluation_options(ann)

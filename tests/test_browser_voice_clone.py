@@ -57,53 +57,70 @@ def _commit(box) -> None:
     box.press("Enter")  # a text input takes its value on Enter (or blur)
 
 
+def _seconds(time_code: str) -> float:
+    """Seconds from the recorder's time code: "00:06" or "01:00:06"; -1 when it shows none."""
+    try:
+        return float(sum(int(part) * 60 ** i for i, part in enumerate(reversed(time_code.strip().split(":")))))
+    except ValueError:
+        return -1.0
+
+
 def scenario(studio) -> dict:
     """Runs inside the namespace (see tests/browser_support.py)."""
+    from playwright.sync_api import expect
+
     page = studio.page
     out: dict = {}
     page.set_viewport_size({"width": 1400, "height": 2000})  # the whole page in each picture
     studio.goto("voice")
-    page.get_by_role("button", name="Speak", exact=True).wait_for(timeout=60_000)  # engine started, voices listed
+    expect(page.get_by_role("button", name="Speak", exact=True)).to_be_visible(timeout=90_000)  # engine started
 
     player = studio.frame("webrtc")
     player.get_by_role("button", name="Connect player").click()
-    poll(lambda: studio.stats(player), lambda s: s and _total(s, "packetsReceived") > 0, 20)
+    poll(lambda: studio.stats(player), lambda s: s and _total(s, "packetsReceived") > 0, 60,
+         what="the player's first packets after Connect")
 
     page.get_by_text("Clone a voice", exact=True).click()
     recorder = page.locator('[data-testid="stAudioInput"]')
-    recorder.wait_for(timeout=10_000)
+    expect(recorder).to_be_visible()
     recorder.get_by_role("button", name="Record").click()
-    page.wait_for_timeout(RECORD_S * 1000 + 500)
+    # The recorder's own clock (its time code, mm:ss) says when RECORD_S seconds are recorded: no sleep.
+    clock = recorder.get_by_test_id("stAudioInputWaveformTimeCode")
+    out["recorded_clock"] = poll(lambda: clock.inner_text(), lambda t: _seconds(t) >= RECORD_S, 90,
+                                 what=f"the recorder's time code to reach {RECORD_S:.0f} s")
     recorder.get_by_role("button", name="Stop recording").click()
     ready = page.get_by_text("Reference ready:")
-    ready.wait_for(timeout=30_000)
+    expect(ready).to_be_visible()
     out["reference"] = ready.inner_text()
 
     # Speak before consent: refused, with the message naming it.
     page.get_by_role("button", name="Speak", exact=True).click()
-    page.locator('[data-testid="stAlertContentError"]').filter(has_text="needs the speaker's consent").first.wait_for(
-        timeout=10_000)
+    expect(page.locator('[data-testid="stAlertContentError"]').filter(has_text="needs the speaker's consent").first
+           ).to_be_visible()
 
     page.get_by_test_id("stCheckbox").filter(has_text="The speaker agreed to have their voice cloned").click()
     consent = page.get_by_label("Consent id")
     consent.fill(CONSENT_ID)
     _commit(consent)
-    page.get_by_text("⚠️ Cloning a voice needs").wait_for(state="detached", timeout=10_000)  # the caption goes
+    expect(page.get_by_text("⚠️ Cloning a voice needs")).to_have_count(0)  # the caption goes
 
     page.screenshot(path=SCREENSHOT_NEW, full_page=True)
     before = studio.stats(player)
     box = page.get_by_role("textbox", name="Text")
     box.fill(SENTENCE)
-    box.press("Control+Enter")
-    page.wait_for_timeout(300)
+    with studio.rerun("the rerun that takes the text"):
+        box.press("Control+Enter")
     page.get_by_role("button", name="Speak", exact=True).click()
     t0 = time.monotonic()
     poll(lambda: studio.stats(player),
-         lambda s: _total(s, "totalAudioEnergy") > _total(before, "totalAudioEnergy") + 1e-3, 30)
-    out["speak_to_energy_s"] = round(time.monotonic() - t0, 2)
-    page.get_by_text("Spoken by: clone of a recording (used once)").wait_for(timeout=60_000)
-    page.wait_for_timeout(2500)  # let most of the utterance play
-    out["before"], out["after"] = before, studio.stats(player)
+         lambda s: _total(s, "totalAudioEnergy") > _total(before, "totalAudioEnergy") + 1e-3, 90,
+         what="audio energy of the clone in the player")
+    out["speak_to_energy_s"] = round(time.monotonic() - t0, 2)  # for information: load decides it
+    expect(page.get_by_text("Spoken by: clone of a recording (used once)")).to_be_visible(timeout=90_000)
+    # Most of the utterance has played: the player's counters show at least 1 s of packets since Speak (no sleep).
+    out["before"], out["after"] = before, poll(
+        lambda: studio.stats(player), lambda s: _total(s, "packetsReceived") > _total(before, "packetsReceived") + 50,
+        60, what="50 more packets (1 s of audio) in the player since Speak")
     out["metrics"] = {m.locator('[data-testid="stMetricLabel"]').inner_text().strip():
                       m.locator('[data-testid="stMetricValue"]').inner_text().strip()
                       for m in page.locator('[data-testid="stMetric"]').all()}
@@ -112,11 +129,12 @@ def scenario(studio) -> dict:
     name.fill(VOICE_NAME)
     _commit(name)
     page.get_by_role("button", name="Save voice").click()
-    page.get_by_text(f"Saved the voice '{VOICE_NAME}'").wait_for(timeout=30_000)
+    expect(page.get_by_text(f"Saved the voice '{VOICE_NAME}'")).to_be_visible()
     saved = page.locator('[data-testid="stSelectbox"]').filter(has_text="Saved voices")
-    saved.wait_for(timeout=10_000)
+    expect(saved).to_be_visible()
     saved.click()  # open the choice: the saved voice is listed in it
-    out["saved_options"] = poll(lambda: page.get_by_role("option").all_inner_texts(), bool, 10)
+    out["saved_options"] = poll(lambda: page.get_by_role("option").all_inner_texts(), bool, 60,
+                                what="the options of the 'Saved voices' choice")
     page.keyboard.press("Escape")
     page.screenshot(path=SCREENSHOT, full_page=True)
     out["page_text"] = page.locator('[data-testid="stMain"]').inner_text()[:5000]
@@ -131,7 +149,7 @@ def test_a_voice_recorded_in_chromium_is_cloned_heard_and_saved(tmp_path: Path) 
     from tests.browser_support import require_browser, run_browser_scenario
 
     require_browser()
-    r = run_browser_scenario("tests.test_browser_voice_clone:scenario", timeout=180,
+    r = run_browser_scenario("tests.test_browser_voice_clone:scenario", timeout=300,
                              env={"OMNI_STUDIO_DATA_DIR": str(tmp_path / "data")})
     print({k: r[k] for k in ("reference", "speak_to_energy_s", "metrics", "saved_options")})
     seconds = float(r["reference"].split("Reference ready:")[1].split(" s")[0])
