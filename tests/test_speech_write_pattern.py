@@ -180,18 +180,20 @@ def sagemaker_speech(voice: str) -> Any:
         "connect_timeout_s": 5.0, "request_timeout_s": 30.0, "state_file": "/nonexistent/state.json"})).speech
 
 
+async def no_delay_after_saying(speech: Any, before: set[tuple[int, int]]) -> list[int]:
+    """One short utterance on a session, then the TCP_NODELAY of its connections (before it closes)."""
+    session = speech.open(speech_config("default"))
+    async with session:
+        await session.say("Short.")
+        return no_delay_of_new_connections(await session.transport.clients.peers(), before)
+
+
 def test_the_http2_connection_socket_has_tcp_nodelay(emulator_env: EmulatorHandle, voice: str) -> None:
     """The CRT client leaves Nagle on; the transport turns it off on its own connection (and only there)."""
     speech = sagemaker_speech(voice)
     before = open_files()
 
-    async def go() -> list[int]:
-        session = speech.open(speech_config("default"))
-        async with session:
-            await session.say("Short.")
-            return no_delay_of_new_connections(await session.transport.clients.peers(), before)
-
-    values = asyncio.run(asyncio.wait_for(go(), 60))
+    values = asyncio.run(asyncio.wait_for(no_delay_after_saying(speech, before), 60))
     assert values and all(values), values
 
 
@@ -219,12 +221,6 @@ def test_a_connection_that_comes_up_after_the_first_send_gets_tcp_nodelay_too(
     monkeypatch.setattr(AWSCRTHTTPClient, "_build_new_connection", build_after_the_first_send)
     monkeypatch.setattr(Http2SpeechTransport, "_publish", publish_then_let_it_connect)
 
-    async def go() -> list[int]:
-        session = speech.open(speech_config("default"))
-        async with session:
-            await session.say("Short.")
-            return no_delay_of_new_connections(await session.transport.clients.peers(), before)
-
-    values = asyncio.run(asyncio.wait_for(go(), 60))
+    values = asyncio.run(asyncio.wait_for(no_delay_after_saying(speech, before), 60))
     assert sent.is_set()
     assert values and all(values), values
