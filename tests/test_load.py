@@ -44,6 +44,8 @@ SMALL_IMAGE = {"size": "128x96", "steps": 2}
 SMALL_VIDEO = {"width": 64, "height": 64, "frames": 5, "fps": 8, "steps": 2}
 
 
+# The SLOs below (600 s) are above every request timeout: a sweep holds them on any machine however busy, so the
+# verdicts and prices do not depend on speed (the listen sweep's 1000 ms SLO is checked against its own figures).
 def settings(**over: Any) -> Settings:
     return Settings.model_validate({"connect_timeout_s": 5.0, "request_timeout_s": 60.0, **over})
 
@@ -109,7 +111,7 @@ def check_report(d: dict[str, Any], modality: str, levels: list[int], requests: 
 def test_voice_sweep_on_the_engine_records_every_session(engine_url: str) -> None:
     s = settings()
     backend = omni_backend(engine_url, s, name="omni")
-    plan = LoadPlan.build("voice", levels="1,2,3", requests=3, slo="ttfa 60s", work={"text": TEXT})
+    plan = LoadPlan.build("voice", levels="1,2,3", requests=3, slo="ttfa 600s", work={"text": TEXT})
     target = describe_target(backend, s, "voice")
     assert target.kind == "offline engine" and "this machine" in target.machine and "not a GPU" in target.machine
     seen = []
@@ -122,7 +124,7 @@ def test_voice_sweep_on_the_engine_records_every_session(engine_url: str) -> Non
             assert smp["ttfa_ms"] > 0 and smp["audio_s"] > 0 and smp["rtf"] > 0
             assert smp["bytes"] / 48_000 == pytest.approx(smp["audio_s"], abs=1e-4)  # s16le mono 24 kHz
         assert lv["rtf_p50"] == pytest.approx(nearest_rank([x["rtf"] for x in lv["samples"]], 50))
-    assert d["max_concurrency_within_slo"] == 3 and d["slo"]["limit"] == 60000.0
+    assert d["max_concurrency_within_slo"] == 3 and d["slo"]["limit"] == 600000.0
     # this machine has no instance price: no cost, and the report says why
     assert d["usd_per_hour"] is None and d["cost"]["usd_per_audio_minute"] is None
     assert "no instance price" in d["cost"]["note"] and d["machine"] == target.machine
@@ -136,7 +138,7 @@ def test_image_sweep_from_the_cli_prints_writes_and_keeps_the_report(engine_url:
     spec.write_text(json.dumps({"prompt": "a red kite over the sea", **SMALL_IMAGE}))
     out = tmp_path / "report.json"
     r = cli("image", "--url", engine_url, "--concurrency", "1,2", "--requests", "2", "--spec", str(spec),
-            "--slo", "latency 60s", "--price-per-hour", "1.5", "--title", "engine images", "--json", "--out", str(out),
+            "--slo", "latency 600s", "--price-per-hour", "1.5", "--title", "engine images", "--json", "--out", str(out),
             data=tmp_path / "data")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
@@ -228,10 +230,10 @@ def test_listen_sweep_sends_a_given_recording(engine_url: str, tmp_path: Path) -
 
 def test_the_cli_text_report_names_whose_figures_they_are(engine_url: str, tmp_path: Path) -> None:
     r = cli("voice", "--url", engine_url, "--concurrency", "1", "--requests", "1", "--text", TEXT,
-            "--slo-ttfa-ms", "60000", "--no-history", data=tmp_path / "data")
+            "--slo-ttfa-ms", "600000", "--no-history", data=tmp_path / "data")
     assert r.returncode == 0, r.stderr
     assert "voice sweep on " + engine_url in r.stdout and "figures of this machine" in r.stdout
-    assert "SLO p95 first audio ≤ 60000 ms: held up to concurrency 1" in r.stdout
+    assert "SLO p95 first audio ≤ 600000 ms: held up to concurrency 1" in r.stdout
     assert "cost: none — the offline engine runs on this machine" in r.stdout
     assert "nearest-rank" in r.stdout and "saved as load report" not in r.stdout  # --no-history
 
@@ -428,7 +430,7 @@ def sm_env(emulator: EmulatorHandle, tmp_path: Path, **endpoints: str) -> dict[s
 
 def test_sagemaker_voice_sweep_prices_the_instance_in_use(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
     deploy_endpoint(emulator_env, "load-voice", environment={"SM_VLLM_MODEL": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"})
-    r = cli("voice", "--concurrency", "1,2", "--requests", "2", "--text", TEXT, "--slo", "ttfa 60s", "--yes", "--json",
+    r = cli("voice", "--concurrency", "1,2", "--requests", "2", "--text", TEXT, "--slo", "ttfa 600s", "--yes", "--json",
             data=tmp_path / "data", env=sm_env(emulator_env, tmp_path, voice="load-voice"))
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)

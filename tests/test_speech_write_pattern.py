@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from services.settings import Settings
 from services.speech import session as session_module
 from services.speech import speech_config
 from services.speech.mock import MockPeer, MockTransport
+from services.speech.sagemaker_http2 import Http2SpeechTransport, sockets_to
 from services.speech.session import SpeechSession
 
 pytest.register_assert_rewrite("tests.emulator_support")
@@ -142,49 +145,82 @@ def test_without_send_texts_each_message_is_sent_in_order() -> None:
     assert [m.get("text") for m in received[1:3]] == [InputText(text="One piece.").text, "Another piece."]
 
 
+def open_files() -> set[tuple[int, int]]:
+    """(device, inode) of every descriptor this process has open."""
+    out = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            info = os.fstat(int(name))
+        except (ValueError, OSError):
+            continue
+        out.add((info.st_dev, info.st_ino))
+    return out
+
+
+def no_delay_of_new_connections(peers: set[tuple[str, int]], before: set[tuple[int, int]]) -> list[int]:
+    """TCP_NODELAY of each of this process's connections to `peers` that was not open `before`: only this
+    session's, since an earlier test in the same process (tests run in several workers, in any order) may leave a
+    connection of its own to the emulator that is not this transport's to change."""
+    found = sockets_to(peers, before)
+    values = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            info = os.fstat(int(name))
+        except (ValueError, OSError):
+            continue
+        if (info.st_dev, info.st_ino) in found:
+            with socket.socket(fileno=os.dup(int(name))) as sock:
+                values.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+    return values
+
+
+def sagemaker_speech(voice: str) -> Any:
+    return create_backend(Settings.model_validate({
+        "backend": "sagemaker", "voice_endpoint": voice, "image_endpoint": "sm-image", "video_endpoint": "sm-video",
+        "connect_timeout_s": 5.0, "request_timeout_s": 30.0, "state_file": "/nonexistent/state.json"})).speech
+
+
+async def no_delay_after_saying(speech: Any, before: set[tuple[int, int]]) -> list[int]:
+    """One short utterance on a session, then the TCP_NODELAY of its connections (before it closes)."""
+    session = speech.open(speech_config("default"))
+    async with session:
+        await session.say("Short.")
+        return no_delay_of_new_connections(await session.transport.clients.peers(), before)
+
+
 def test_the_http2_connection_socket_has_tcp_nodelay(emulator_env: EmulatorHandle, voice: str) -> None:
     """The CRT client leaves Nagle on; the transport turns it off on its own connection (and only there)."""
-    import os
-    import socket
-
-    from services.speech.sagemaker_http2 import sockets_to
-
-    backend = create_backend(Settings.model_validate({
-        "backend": "sagemaker", "voice_endpoint": voice, "image_endpoint": "sm-image", "video_endpoint": "sm-video",
-        "connect_timeout_s": 5.0, "request_timeout_s": 30.0, "state_file": "/nonexistent/state.json"}))
-
-    def open_files() -> set[tuple[int, int]]:
-        out = set()
-        for name in os.listdir("/proc/self/fd"):
-            try:
-                info = os.fstat(int(name))
-            except (ValueError, OSError):
-                continue
-            out.add((info.st_dev, info.st_ino))
-        return out
-
-    # Only this session's connections: an earlier test in the same process (tests run in several workers, in any
-    # order) may leave a connection of its own to the emulator that is not this transport's to change.
+    speech = sagemaker_speech(voice)
     before = open_files()
 
-    def no_delay_of_connections(peers: set[tuple[str, int]]) -> list[int]:
-        found = sockets_to(peers, before)
-        values = []
-        for name in os.listdir("/proc/self/fd"):
-            try:
-                info = os.fstat(int(name))
-            except (ValueError, OSError):
-                continue
-            if (info.st_dev, info.st_ino) in found:
-                with socket.socket(fileno=os.dup(int(name))) as sock:
-                    values.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-        return values
+    values = asyncio.run(asyncio.wait_for(no_delay_after_saying(speech, before), 60))
+    assert values and all(values), values
 
-    async def go() -> list[int]:
-        session = backend.speech.open(speech_config("default"))
-        async with session:
-            await session.say("Short.")
-            return no_delay_of_connections(await session.transport.clients.peers())
 
-    values = asyncio.run(asyncio.wait_for(go(), 60))
+def test_a_connection_that_comes_up_after_the_first_send_gets_tcp_nodelay_too(
+        emulator_env: EmulatorHandle, voice: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK hands back the stream before its connection exists (it connects in a background task), and the
+    session writes into it at once: on a busy machine the connection only comes up after the session's first
+    send. Here it is held until then, every time; its socket must still get TCP_NODELAY before anything more
+    is sent on it."""
+    from smithy_http.aio.crt import AWSCRTHTTPClient
+
+    speech = sagemaker_speech(voice)
+    before = open_files()
+    sent = asyncio.Event()
+    build, publish = AWSCRTHTTPClient._build_new_connection, Http2SpeechTransport._publish
+
+    async def build_after_the_first_send(client: Any, url: Any) -> Any:
+        await asyncio.wait_for(sent.wait(), 30)
+        return await build(client, url)
+
+    async def publish_then_let_it_connect(transport: Any, messages: list[str], *, end: bool = False) -> None:
+        sent.set()
+        await publish(transport, messages, end=end)
+
+    monkeypatch.setattr(AWSCRTHTTPClient, "_build_new_connection", build_after_the_first_send)
+    monkeypatch.setattr(Http2SpeechTransport, "_publish", publish_then_let_it_connect)
+
+    values = asyncio.run(asyncio.wait_for(no_delay_after_saying(speech, before), 60))
+    assert sent.is_set()
     assert values and all(values), values

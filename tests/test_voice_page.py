@@ -269,7 +269,7 @@ def test_a_run_whose_browser_session_is_gone_is_cancelled(fault_page: AppTest, m
     while run.stats().chunks < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     connected["now"] = False  # the page is not run again: nobody is left to press Stop
-    u = run.result(timeout=10)  # the slow stream alone takes 10 s
+    u = run.result(timeout=60)  # a bound only: the chunks below say whether it was cut (the whole slow stream is 200)
     assert u.stats.state == "cancelled" and u.error is None
     assert 3 <= u.stats.chunks < 200 and u.pcm
 

@@ -19,7 +19,10 @@ logic is the one the WebSocket path uses:
   process's own descriptors by its peer address). Without it every small frame the client sends right
   after traffic (a session's END_STREAM and WINDOW_UPDATEs, the next stream's HEADERS and first events)
   waits for the server's delayed ACK: a session started right after another on the connection lost ~40 ms
-  of first audio. Best effort: where descriptors cannot be listed, nothing changes.
+  of first audio. It is set as each connection comes up, before the first request on it: the SDK hands back
+  a bidirectional stream before its connection exists (it connects in a background task) and the session
+  writes into it at once, so on a busy machine the socket only appears after the session's first send.
+  Best effort: where descriptors cannot be listed, nothing changes.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import os
 import socket
 import stat
 import weakref
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,8 +62,10 @@ def invocation_path(path: str) -> str:
     return clean
 
 
-def crt_transport(ca_file: str | Path | None = None) -> Any:
-    """The SDK's CRT HTTP client, forced to HTTP/2; trusting `ca_file` (default: `AWS_CA_BUNDLE`) if set."""
+def crt_transport(ca_file: str | Path | None = None,
+                  on_connection: Callable[[], Awaitable[None]] | None = None) -> Any:
+    """The SDK's CRT HTTP client, forced to HTTP/2; trusting `ca_file` (default: `AWS_CA_BUNDLE`) if set.
+    `on_connection` is awaited as each new connection is up (TCP, TLS and HTTP/2), before any request on it."""
     from awscrt import io as crt_io
     from smithy_http.aio.crt import AWSCRTHTTPClient, AWSCRTHTTPClientConfig
 
@@ -75,6 +81,12 @@ def crt_transport(ca_file: str | Path | None = None) -> Any:
                 options = crt_io.TlsContextOptions()
                 options.override_default_trust_store_from_path(ca_filepath=str(ca))
                 self._tls_ctx = crt_io.ClientTlsContext(options)
+
+        async def _create_connection(self, url: Any) -> Any:
+            connection = await super()._create_connection(url)
+            if on_connection is not None:
+                await on_connection()
+            return connection
 
         def __deepcopy__(self, memo: Any) -> _Http2Client:
             # The SDK deep-copies its config for every call; the transport is a connection pool, not a
@@ -111,7 +123,7 @@ class Http2Clients:
         config = await AsyncSageMakerRuntimeHTTP2Config.resolve(
             endpoint_uri=self.endpoint_uri, region=self.aws.region,
             aws_credentials_identity_resolver=BotoCredentialsResolver(self.aws),
-            transport=crt_transport(), max_attempts=1,
+            transport=crt_transport(on_connection=self.no_delay), max_attempts=1,
         )
         client = AsyncSageMakerRuntimeHTTP2Client(config=config)
         self._clients = {k: v for k, v in self._clients.items() if v[0]() is not None}  # loops that are gone
@@ -131,9 +143,13 @@ class Http2Clients:
         return self._peers
 
     async def no_delay(self) -> None:
-        """TCP_NODELAY on this process's sockets to the endpoint that do not have it yet (see the module doc)."""
-        if self.tcp_no_delay and (peers := await self.peers()):
-            self._no_delay_done |= sockets_to(peers, self._no_delay_done, no_delay=True)
+        """TCP_NODELAY on this process's sockets to the endpoint that do not have it yet (see the module doc);
+        the client calls it as each of its connections comes up. Never a reason to fail a session."""
+        try:
+            if self.tcp_no_delay and (peers := await self.peers()):
+                self._no_delay_done |= sockets_to(peers, self._no_delay_done, no_delay=True)
+        except Exception:
+            log.debug("setting TCP_NODELAY on the HTTP/2 connection failed", exc_info=True)
 
     def leave_alone(self, sockets: set[tuple[int, int]]) -> None:
         """Never set TCP_NODELAY on these sockets (another client's connection to the same endpoint)."""
@@ -265,13 +281,6 @@ class Http2SpeechTransport:
             raise self._error(exc, "opening the speech stream") from None
         # The response headers may only come once the container took the stream: wait for them in receive().
         self._output_task = asyncio.get_running_loop().create_task(self._stream.await_output())
-        await self._no_delay()
-
-    async def _no_delay(self) -> None:
-        try:
-            await self.clients.no_delay()
-        except Exception:  # never a reason to fail a session
-            log.debug("setting TCP_NODELAY on the HTTP/2 connection failed", exc_info=True)
 
     async def _timed(self, aw: Any, doing: str) -> Any:
         # Shielded: cancelling a CRT connection attempt makes awscrt raise later, unraisably, when the
@@ -303,7 +312,6 @@ class Http2SpeechTransport:
         is left behind the last one, waiting for its ACK in front of the next stream on the connection)."""
         if self._stream is None:
             raise StreamError(f"the speech stream to {self.target} is not open")
-        await self._no_delay()  # a fresh connection's socket may only exist now
         try:
             await asyncio.wait_for(self._publish(messages, end=end), self.connect_timeout)
         except TimeoutError:
