@@ -68,6 +68,10 @@ def scenario(studio) -> dict:  # type: ignore[no-untyped-def]
     out["main_during"] = page.locator('[data-testid="stMain"]').inner_text()[:4000]
     call.get_by_role("button", name="End the conversation").click()
     expect(page.get_by_text("This conversation")).to_be_visible(timeout=90_000)
+    # The kept conversation is drawn over several elements: wait until the first turn's interrupted reply is among
+    # them and the script run is over, so the text read is the whole result, not a page half redrawn.
+    expect(page.locator('[data-testid="stChatMessage"]').filter(has_text="(interrupted)")).to_be_visible(timeout=60_000)
+    studio.settled("the result's script run to be over")
     out["main_after"] = page.locator('[data-testid="stMain"]').inner_text()[:6000]
     page.set_viewport_size({"width": 1400, "height": 2400})
     page.get_by_text("This conversation").scroll_into_view_if_needed()  # the result: figures and both turns

@@ -107,6 +107,8 @@ def stop_scenario(studio) -> dict:
     page.set_viewport_size({"width": 1400, "height": 1100})
     studio.open_page("Evaluations", "evaluations")
     expect(page.get_by_role("textbox", name="Name", exact=True)).to_be_visible(timeout=90_000)
+    studio.settled("the page's first script run to be over")  # the form's defaults (labels A, B) are drawn
+    expect(page.get_by_role("textbox", name="Label").first).to_have_value("A")
     page.get_by_role("textbox", name="Name", exact=True).fill("stop me")
     page.get_by_role("textbox", name="Prompts, one per line").fill("\n".join(f"prompt {n}" for n in range(30)))
     settings = page.get_by_role("textbox", name="Settings (name = value)")

@@ -154,13 +154,14 @@ def _stage(endpoint: str, **kw) -> EndpointReply:  # type: ignore[no-untyped-def
 
 def test_the_stage_streams_piece_by_piece_and_caps_a_reply_that_never_ends(emulator_env: EmulatorHandle) -> None:
     stage = _stage("sm-chat")
-    app, _ = chat_app("la", forever=True, delay_s=0.01)
+    app, _ = chat_app("la", forever=True, delay_s=0.05)
     with serving_app(app) as url:
         emulator_env.configure(containers={":chat-": url})
         deploy_endpoint(emulator_env, "sm-chat", image=CHAT_IMAGE, environment={"SM_VLLM_MODEL": CHAT_MODEL})
         by_tokens = _stage("sm-chat", max_tokens=7, max_seconds=30)
         assert asyncio.run(collect(by_tokens)) == ["la "] * 7 and by_tokens.capped == "tokens"
-        by_time = _stage("sm-chat", max_tokens=10**9, max_seconds=0.5)
+        # A cap long enough for the first pieces to arrive on a loaded machine (with none, it is the turn's error).
+        by_time = _stage("sm-chat", max_tokens=10**9, max_seconds=5)
         assert asyncio.run(collect(by_time)) and by_time.capped == "seconds"
     app, _ = chat_app(ANSWER)
     with serving_app(app) as url:
