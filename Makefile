@@ -34,12 +34,17 @@ endif
 ## The whole test suite, in TEST_WORKERS parallel pytest-xdist workers (4 on 2 cores: much of a test is waiting on
 ## a server, a browser or audio paced at real time); worksteal evens out the slow tail. TEST_WORKERS=0 runs it in one
 ## process. PYTEST_ARGS adds pytest options or picks tests.
+## The project's modules are byte-compiled first (under a second): with PYTHONDONTWRITEBYTECODE set, as on this
+## machine, every process the tests start (a CLI, an engine, a studio) would otherwise compile them from source.
 TEST_WORKERS ?= 4
+COMPILE := $(PY) -m compileall -q -j 0 app.py pages ui services offline emulator infra protocol scripts bench tests >/dev/null
 test: setup-dev
+	@$(COMPILE)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 ## The quick loop: everything but the browser tests (tests/test_browser_*.py).
 test-fast: setup-dev
+	@$(COMPILE)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --ignore-glob='tests/test_browser_*' $(PYTEST_ARGS)
 
 ## Benchmarks (ratios side by side in one run). Files starting with _ are helpers, not benchmarks.

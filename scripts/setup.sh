@@ -22,9 +22,7 @@ echo "setup: installing ${files[*]}"
 # pip warns about every find-links folder of this machine's pip configuration that does not exist: noise.
 quiet_pip() { .venv/bin/python -m pip "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 quiet_pip install --quiet --disable-pip-version-check --upgrade pip
-# --no-compile: byte-compiling every installed file costs ~20 s of CPU (a third of the install); Python compiles
-# the modules a run imports on first use instead.
-quiet_pip install --quiet --disable-pip-version-check --no-compile "${args[@]}"
+quiet_pip install --quiet --disable-pip-version-check "${args[@]}"
 # A dev install also satisfies a plain one: record both sums.
 { cat requirements.txt | sha256sum | cut -d' ' -f1; echo "$sum"; } > "$stamp"
 echo "setup: ready (.venv, $(.venv/bin/python --version))"
