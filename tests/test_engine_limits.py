@@ -314,7 +314,7 @@ def _flac(seconds: float) -> bytes:
 # m1: a flood of tiny appends does not starve the event loop
 def test_health_answers_while_a_flood_of_tiny_appends_is_handled(offline_engine: Engine) -> None:
     """20 000 two-byte appends sent at once, then a marker (an unknown event, answered with an error after every
-    append before it was handled). `/health`, asked over and over meanwhile, must answer many times before that
+    append before it was handled). `/health`, asked over and over meanwhile, must answer more than once before that
     answer comes: counted, not timed. (On an engine with the product's limits: the flood outlasts the small ones.)"""
     tiny = append(b"\x01\x00")
     limited = offline_engine
@@ -344,7 +344,9 @@ def test_health_answers_while_a_flood_of_tiny_appends_is_handled(offline_engine:
         return answered
 
     answered = asyncio.run(run())
-    assert answered >= 5, f"/health answered {answered} times while 20 000 appends were handled"
+    # A starved loop answers the /health asked during the flood only once the flood is through: at most once before
+    # the marker. More than once means it was served in between; how many more depends on the machine's load.
+    assert answered >= 2, f"/health answered {answered} times while 20 000 appends were handled"
 
 
 # ---------------------------------------------------------------------------------------------------------
