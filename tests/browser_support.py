@@ -325,6 +325,25 @@ def rerun(page: Any, what: str = "the script's rerun", timeout_s: float = 90) ->
     settled(page, what, after=before, quiet_ms=0, timeout_s=timeout_s)
 
 
+def choose(page: Any, selectbox: Any, option: str, attempts: int = 4) -> None:
+    """Open a Streamlit selectbox and click its option `option`. A rerun that redraws the box closes its open list
+    (the click then lands on nothing), so the box is opened again, up to `attempts` times, each after the script
+    run is over; the failure names the option and the box."""
+    for attempt in range(attempts):
+        settled(page, f"the script run before opening the choice for {option!r}")
+        selectbox.click()
+        choice = page.get_by_role("option").filter(has_text=option).first
+        try:
+            choice.wait_for(state="visible", timeout=10_000)
+            choice.click(timeout=10_000)
+            return
+        except Exception:
+            page.keyboard.press("Escape")
+            if attempt == attempts - 1:
+                raise AssertionError(f"the option {option!r} was not offered after opening the choice "
+                                     f"{attempts} times") from None
+
+
 def poll(read: Any, until: Any, timeout: float, step: float = 0.2, *, what: str = "") -> Any:
     """Call `read()` until `until(value)` (`step` s apart: the polling interval, never a wait on the page's
     state); after `timeout` seconds an AssertionError naming `what` was awaited and the last value read."""

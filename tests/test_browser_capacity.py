@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 
-from tests.browser_support import poll
+from tests.browser_support import choose, poll
 
 SCREENSHOT = "/tmp/omni-studio-capacity-browser.png"
 SAVED_TITLE = "g6 reference"
@@ -74,8 +74,7 @@ def scenario(studio) -> dict:
     page.screenshot(path=SCREENSHOT, full_page=True)
 
     overlay = page.locator('[data-testid="stSelectbox"]').filter(has_text="Overlay another report")
-    overlay.click()
-    page.get_by_role("option").filter(has_text=SAVED_TITLE).first.click()
+    choose(page, overlay, SAVED_TITLE)
     poll(lambda: page.locator('[data-testid="stMetric"]').count(), lambda n: n >= 6, 60,
          what="both reports' figures (6 metrics)")
     out["overlay_charts"] = poll(lambda: page.evaluate(_CHARTS), lambda c: _drawn(c, "this machine", "g6"), 60,
