@@ -344,6 +344,23 @@ def choose(page: Any, selectbox: Any, option: str, attempts: int = 4) -> None:
                                      f"{attempts} times") from None
 
 
+def metrics(page: Any, *labels: str, timeout: float = 60) -> dict[str, str]:
+    """The page's figures (Streamlit metrics), label → value, once every one of `labels` is drawn. A panel that
+    refreshes (a fragment) redraws its metrics: one being redrawn is read again at the next poll, never half."""
+
+    def read() -> dict[str, str]:
+        out: dict[str, str] = {}
+        for m in page.locator('[data-testid="stMetric"]').all():
+            try:
+                label = m.locator('[data-testid="stMetricLabel"]').inner_text(timeout=2_000).strip()
+                out.setdefault(label, m.locator('[data-testid="stMetricValue"]').inner_text(timeout=2_000).strip())
+            except Exception:  # detached by a redraw between the listing and the read
+                continue
+        return out
+
+    return poll(read, lambda m: set(labels) <= m.keys(), timeout, what=f"the figures {', '.join(labels)}")
+
+
 def poll(read: Any, until: Any, timeout: float, step: float = 0.2, *, what: str = "") -> Any:
     """Call `read()` until `until(value)` (`step` s apart: the polling interval, never a wait on the page's
     state); after `timeout` seconds an AssertionError naming `what` was awaited and the last value read."""

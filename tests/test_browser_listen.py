@@ -21,7 +21,7 @@ import httpx
 import numpy as np
 import soxr
 
-from tests.browser_support import poll
+from tests.browser_support import metrics, poll
 
 SENTENCE = "Please call me back when you get home tonight."
 MIC_RATE = 48_000
@@ -77,13 +77,13 @@ def scenario(studio) -> dict:  # type: ignore[no-untyped-def]
     expect(final_heading).to_be_visible(timeout=90_000)
     expect(page.locator('[data-testid="stMetric"]').filter(has_text="First partial")).to_be_visible()
     out["final"] = page.locator('[data-testid="stText"]').first.inner_text().strip()
-    out["metrics"] = {m.locator('[data-testid="stMetricLabel"]').inner_text().strip():
-                      m.locator('[data-testid="stMetricValue"]').inner_text().strip()
-                      for m in page.locator('[data-testid="stMetric"]').all()}
+    out["metrics"] = metrics(page, "First partial", "Final")
     page.screenshot(path=SCREENSHOT, full_page=True)
     studio.goto("listen")  # a reload: a new session, the history lists it
     expect(page.get_by_text("Transcripts", exact=True)).to_be_visible()
-    out["after_reload"] = _main_text(page)[:4000]
+    # The heading is drawn before the list under it: wait for the list to hold the transcript (or time out).
+    out["after_reload"] = poll(lambda: _main_text(page), lambda t: out["final"] in t, 60,
+                               what="the transcript listed under Transcripts after the reload")[:4000]
     return out
 
 

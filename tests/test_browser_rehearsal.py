@@ -36,7 +36,9 @@ def scenario(studio) -> dict:
     page.get_by_text("No deployment yet").wait_for(timeout=60_000)
     out["deploy_command"] = page.locator("code").filter(has_text="python -m infra deploy").first.inner_text()
     page.get_by_role("button", name="Deploy", exact=True).click()
-    text = poll(lambda: _main_text(page), lambda t: "deploy — done" in t or "deploy — failed" in t, 120)
+    # The outcome line is drawn after the title says done: wait for both (or a failure), not the title alone.
+    text = poll(lambda: _main_text(page), lambda t: ("deploy — done" in t and "smoke test passed" in t)
+                or "deploy — failed" in t, 120, what="the deploy's outcome")
     out["after_deploy"] = text
     out["deploy_s"] = round(time.monotonic() - t0, 1)
     page.screenshot(path=SCREENSHOT_ENDPOINTS, full_page=True)

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.browser_support import poll
+from tests.browser_support import poll, settled
 
 OIDC_PORT_ENV = "OMNI_TEST_OIDC_PORT"
 OIDC_PORT = 18093  # inside the namespace every port is free
@@ -69,6 +69,7 @@ def sign_in(page, name: str) -> None:
     page.get_by_role("button", name="Sign in").click(timeout=30_000)
     page.get_by_role("button", name=name).click(timeout=30_000)  # the provider's page: one button per user
     page.get_by_text("Signed in as").or_(page.get_by_text("no access")).first.wait_for(timeout=30_000)
+    settled(page, f"the script run that signed {name} in")  # its navigation and sidebar drawn whole
 
 
 def sign_out(page) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from tests.browser_support import poll
+from tests.browser_support import metrics, poll
 
 SCREENSHOT = "/tmp/omni-studio-voice-browser.png"
 SENTENCE = "Hello from a real browser. This speech travels over WebRTC while it is generated."
@@ -27,14 +27,6 @@ LONG = ("Speak connects the player by itself. The engine makes this paragraph mu
 
 def _total(stats: list[dict], key: str) -> float:
     return sum(s[key] for s in stats)
-
-
-def _metrics(page) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for m in page.locator('[data-testid="stMetric"]').all():
-        label = m.locator('[data-testid="stMetricLabel"]').inner_text().strip()
-        out.setdefault(label, m.locator('[data-testid="stMetricValue"]').inner_text().strip())
-    return out
 
 
 def _played_most(before: list[dict], after: list[dict]) -> bool:
@@ -82,10 +74,10 @@ def scenario(studio) -> dict:
     # Most of the utterance has played: read the player's counters until they show it (no sleep).
     after = poll(lambda: studio.stats(player), lambda s: _played_most(before, s), 90,
                  what="most of the utterance played: 50 more packets and the energy gain of speech after silence")
-    metrics = _metrics(page)
+    figures = metrics(page, "Chunks", "Audio bytes", "First audio", "RTF")
     page.screenshot(path=SCREENSHOT, full_page=True)
     return {
-        "connected": connected, "before": before, "during": during, "after": after, "metrics": metrics,
+        "connected": connected, "before": before, "during": during, "after": after, "metrics": figures,
         "timings": {k: round(v, 2) for k, v in timings.items()},
         "page_text": page.locator('[data-testid="stMain"]').inner_text()[:3000],
     }
@@ -135,13 +127,11 @@ def scenario_speak_first(studio) -> dict:
                  lambda s: _total(s, "totalAudioEnergy") > _total(at_end["stats"], "totalAudioEnergy") + 1e-3, 60,
                  what="more audio energy after generation ended")
     stop_while_playing = stop.is_enabled()
-    poll(lambda: page.locator('[data-testid="stMetric"]').filter(has_text="First audio heard")
-         .locator('[data-testid="stMetricValue"]').inner_text(), lambda v: v.endswith(" ms"), 120,
-         what="the 'First audio heard' figure in ms")
-    metrics = _metrics(page)
+    figures = poll(lambda: metrics(page, "First audio", "First audio heard"),
+                   lambda m: m["First audio heard"].endswith(" ms"), 120, what="the 'First audio heard' figure in ms")
     poll(stop.is_disabled, bool, 120, what="Stop greyed out once the speech has played")  # by itself
     return {"before": before, "during": during, "at_end": at_end, "still": still,
-            "stop_while_playing": stop_while_playing, "metrics": metrics, "after": studio.stats(player)}
+            "stop_while_playing": stop_while_playing, "metrics": figures, "after": studio.stats(player)}
 
 
 def test_speak_without_connecting_plays_and_stop_stays_live_until_the_speech_has_played() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.browser_support import poll
+from tests.browser_support import metrics, poll
 
 SCREENSHOT = "/tmp/omni-studio-voice-clone-browser.png"
 SCREENSHOT_NEW = "/tmp/omni-studio-voice-clone-recorded.png"  # the new recording with its consent, before Speak
@@ -121,15 +121,16 @@ def scenario(studio) -> dict:
     out["before"], out["after"] = before, poll(
         lambda: studio.stats(player), lambda s: _total(s, "packetsReceived") > _total(before, "packetsReceived") + 50,
         60, what="50 more packets (1 s of audio) in the player since Speak")
-    out["metrics"] = {m.locator('[data-testid="stMetricLabel"]').inner_text().strip():
-                      m.locator('[data-testid="stMetricValue"]').inner_text().strip()
-                      for m in page.locator('[data-testid="stMetric"]').all()}
+    # The utterance's panel redraws while the take plays out: read its figures until they are all drawn.
+    out["metrics"] = metrics(page, "First audio", "RTF")
 
     name = page.get_by_label("Name for the saved voice")
     name.fill(VOICE_NAME)
     _commit(name)
     page.get_by_role("button", name="Save voice").click()
     expect(page.get_by_text(f"Saved the voice '{VOICE_NAME}'")).to_be_visible()
+    with studio.rerun("the rerun that shows the saved voices"):
+        page.get_by_text("A saved voice", exact=True).click()
     saved = page.locator('[data-testid="stSelectbox"]').filter(has_text="Saved voices")
     expect(saved).to_be_visible()
     saved.click()  # open the choice: the saved voice is listed in it

@@ -394,11 +394,12 @@ def test_a_saved_voice_is_listed_after_saving_speaks_and_can_be_deleted(page: Ap
     _button(page, "Save voice").click().run()
     assert not page.exception, page.exception
     assert not page.error
-    assert page.radio(key="voice_clone_source").value == "saved"
+    assert page.radio(key="voice_clone_source").value == "new"  # the page stays where it was (ui/voice_modes.py)
+    assert any("Saved the voice 'anna'" in s.value and "A saved voice" in s.value for s in page.success)
+    page.radio(key="voice_clone_source").set_value("saved").run()
     # the engine is shared by the whole run: other tests' voices may be listed too
     assert "anna" in page.selectbox(key="voice_saved").options
-    assert page.selectbox(key="voice_saved").value == "anna"
-    assert any("Saved the voice 'anna'" in s.value for s in page.success)
+    assert page.selectbox(key="voice_saved").value == "anna"  # chosen there
     assert "consent id consent-0412 · saved by studio user" in _captions(page).replace("\\", "")
     [record] = History(tmp_path / "data").voices.list()
     assert (record.name, record.consent_id, record.who) == ("anna", "consent-0412", "studio user")

@@ -275,8 +275,13 @@ def save_voice() -> None:
         who = str(state.get("voice_who") or "").strip() or _saver()
         v = resources.voices().add(str(state.get("voice_save_name") or ""), reference,
                                            state["voice_consent_id"], ref_text=state.get("voice_ref_text"), who=who)
-        state["voice_clone_source"], state["voice_saved"] = SAVED, v.name  # show it where it is picked
-        return f"Saved the voice {v.name!r} (consent id {v.consent_id}, saved by {who}): it is now chosen under “A saved voice”."
+        # Chosen in the saved voices' list for when the person turns to it. The page does not turn to it by itself:
+        # a value the script gives a shown widget can be undone by a refresh the browser had already queued (the
+        # utterance panel refreshes while the last take still plays), and the page then showed "A saved voice"
+        # picked over the recording's fields.
+        state["voice_saved"] = v.name
+        return (f"Saved the voice {v.name!r} (consent id {v.consent_id}, saved by {who}): pick it under "
+                "“A saved voice” above.")
 
     _library_action(save)
 
