@@ -39,9 +39,7 @@ moving = busy or bool(state.get("endpoints_creating"))  # refresh while an actio
 
 @st.fragment(run_every=REFRESH_S if moving else None)
 def live() -> None:
-    # The action is read before the table: once its title says done, the table drawn with it already shows what the
-    # action left (its smoke results, say) — read the other way round, a table read a moment before the end showed.
-    action = runner.current() if runner is not None else None
+    action = runner.current() if runner is not None else None  # before the table: "done" comes with what it left
     creating = status_panel(state_file, settings.profile)
     action_panel(action)
     now_busy = runner is not None and runner.busy

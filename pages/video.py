@@ -96,6 +96,19 @@ if may("generate"):  # the form is for those who may generate; the jobs below ar
     video_form(gallery, on_generate=_generate, on_clear_error=_clear_error, below=_compare)
 
 active_at_start = {j.id for j in history.jobs.list("video", statuses=UNFINISHED, limit=None)}
+# What finished is read before the running jobs are: a job that ends in between is then in neither (the next refresh
+# shows it), never in both — a player beside the same job still "running for".
+finished = history.jobs.list("video", statuses=("succeeded",), limit=1)
+linked = st.query_params.get(ITEM_PARAM)  # ?item=<job id>: that video in the player (the list says if it is gone)
+if linked and state.get("video_link_seen") != linked:
+    state["video_link_seen"] = state["video_current"] = linked
+current_id = state.get("video_current")
+try:
+    current = history.jobs.get(current_id) if current_id else None
+except StudioError:  # deleted, or not this person's to see
+    current = None
+if current is None or current.status != "succeeded":
+    current = finished[0] if finished else None
 
 
 @st.fragment(run_every=REFRESH_S if active_at_start else None)
@@ -109,17 +122,6 @@ def progress() -> None:
 
 progress()
 
-finished = history.jobs.list("video", statuses=("succeeded",), limit=1)
-linked = st.query_params.get(ITEM_PARAM)  # ?item=<job id>: that video in the player (the list says if it is gone)
-if linked and state.get("video_link_seen") != linked:
-    state["video_link_seen"] = state["video_current"] = linked
-current_id = state.get("video_current")
-try:
-    current = history.jobs.get(current_id) if current_id else None
-except StudioError:  # deleted, or not this person's to see
-    current = None
-if current is None or current.status != "succeeded":
-    current = finished[0] if finished else None
 if current is not None:
     player(current)  # a file deleted under its record: a line naming it
 

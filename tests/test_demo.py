@@ -51,7 +51,8 @@ def webrtc_inert(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(streamlit_webrtc.shutdown, "get_this_session_info", lambda: None)
 
 
-def _page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, page: str, demo: dict | None) -> AppTest:
+def _page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, page: str, demo: dict | None,
+          query: dict[str, str] | None = None) -> AppTest:
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
     monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
     monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
@@ -63,6 +64,7 @@ def _page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, page: str, 
     st.cache_resource.clear()
     st.cache_data.clear()
     at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=30)
+    at.query_params.update(query or {})  # the address the browser opened
     at.run()
     assert not at.exception, at.exception
     return at
@@ -168,3 +170,32 @@ def test_an_admin_adds_a_server_on_the_sidebar_and_the_session_moves_to_it(
     at.sidebar.button(key="_server_remove").click().run()
     assert f"vLLM-Omni second ({other})" not in at.selectbox(key="cmp_0_target").options
     assert not [s for s in at.selectbox if s.key == "_server_gone"]  # the settings' server is not removable here
+
+
+def test_a_reload_keeps_the_target_picked_because_the_address_names_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str) -> None:
+    """A reload (F5) is a new session: the picked target was in the session only, and the studio went back to the
+    settings' target. The address now names it (`?target=`), from the closed set only."""
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", None)
+    assert "target" not in at.query_params  # the settings' own target: the address stays clean
+    other = engine_url.replace("127.0.0.1", "localhost")
+    at.sidebar.text_input(key="_server_url").input(other)
+    at.sidebar.button(key="_server_add").click().run()
+    assert at.query_params["target"] == f"omni:{other}"  # the session moved to it, and the address says so
+    at.selectbox(key="_backend_pick").set_value("offline").run()
+    assert at.query_params["target"] == "offline"
+
+    # The reload: a new session on the same address.
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", None, query={"target": "offline"})
+    assert at.selectbox(key="_backend_pick").value == "offline"
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", None, query={"target": f"omni:{other}"})
+    assert at.selectbox(key="_backend_pick").value == f"omni:{other}"
+    assert any(other in c.value for c in at.sidebar.caption)
+    # An address naming a server the studio never registered is not a way in: the settings' target is used.
+    for stray in ("omni:http://127.0.0.1:9", "omni:", "file:///etc/passwd", "sagemaker2"):
+        at = _page(monkeypatch, tmp_path, engine_url, "image.py", None, query={"target": stray})
+        assert at.selectbox(key="_backend_pick").value == f"omni:{engine_url}", stray
+        assert "target" not in at.query_params, stray
+    # A demo stays on its settings' target whatever the address says.
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", {"pages": ["image"]}, query={"target": "offline"})
+    assert any(engine_url in c.value for c in at.sidebar.caption)

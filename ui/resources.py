@@ -79,6 +79,8 @@ def backend_choice() -> tuple[str, str | None, str | None]:
     """(backend, URL, SageMaker targets): a deploy or delete that changes the endpoints makes a new backend. A
     server URL is one the studio registered (services/targets.py); anything else falls back to the settings'."""
     s = settings()
+    if "backend_name" not in st.session_state and s.demo is None:
+        _target_from_url(s)  # a reload (F5) or a shared link: the target the address names, if it may be used
     name = st.session_state.get("backend_name", s.backend)
     url = st.session_state.get("backend_url", s.omni_url)
     if name == "omni" and url != s.omni_url and url not in target_book().server_urls():
@@ -86,6 +88,33 @@ def backend_choice() -> tuple[str, str | None, str | None]:
         st.session_state.pop("backend_name", None), st.session_state.pop("backend_url", None)
     targets = deployment()[0] if name == "sagemaker" else None
     return name, url, targets
+
+
+TARGET_PARAM = "target"  # ?target=offline | sagemaker | omni:<server URL> — the picked target, kept in the address
+
+
+def _target_from_url(s: Settings) -> None:
+    """A new session (a reload, a link) takes the target its address names — from the closed set only: a server
+    the studio has not registered is ignored, and the settings' target is used."""
+    picked = st.query_params.get(TARGET_PARAM) or ""
+    if picked in ("offline", "sagemaker"):
+        name, url = picked, s.omni_url
+    elif picked.startswith("omni:") and (url := picked.removeprefix("omni:")) and (
+            url == s.omni_url or url in target_book().server_urls()):
+        name = "omni"
+    else:
+        return
+    st.session_state["backend_name"], st.session_state["backend_url"] = name, url
+
+
+def _target_in_url(current: str, s: Settings) -> None:
+    """Write the session's target into the address (left out when it is the settings' own), so a reload keeps it."""
+    default = f"omni:{s.omni_url or ''}" if s.backend == "omni" else s.backend
+    if current == default:
+        if TARGET_PARAM in st.query_params:
+            del st.query_params[TARGET_PARAM]
+    elif st.query_params.get(TARGET_PARAM) != current:
+        st.query_params[TARGET_PARAM] = current
 
 
 def target_book():
@@ -165,6 +194,7 @@ def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
         st.session_state["_backend_pick"] = current
     st.selectbox("Target", options, format_func=labels.__getitem__, key="_backend_pick", on_change=_picked,
                  args=(url,))
+    _target_in_url(current, settings())
     if admin:
         with st.expander("Add a vLLM-Omni server"):
             st.text_input("Server URL", key="_server_url", placeholder="http://gpu-box:8091")
