@@ -68,6 +68,7 @@ def scenario(studio) -> dict:
     out["sweep_s"] = round(time.monotonic() - t0, 2)  # for information: load decides it
     out["charts"] = poll(lambda: page.evaluate(_CHARTS), lambda c: _drawn(c, "this machine"), 60,
                          what="two charts drawn by Vega, each with this machine's series")
+    studio.settled("the script run that drew the report")  # its figures and text whole, not half redrawn
     out["metrics"] = page.locator('[data-testid="stMetric"]').all_inner_texts()
     out["body"] = page.inner_text("body")[:6000]
     page.set_viewport_size({"width": 1400, "height": 1800})
@@ -79,6 +80,7 @@ def scenario(studio) -> dict:
          what="both reports' figures (6 metrics)")
     out["overlay_charts"] = poll(lambda: page.evaluate(_CHARTS), lambda c: _drawn(c, "this machine", "g6"), 60,
                                  what="two charts drawn by Vega with both reports' series (this machine's, the g6's)")
+    studio.settled("the script run that drew both reports")
     out["overlay_metrics"] = page.locator('[data-testid="stMetric"]').all_inner_texts()
     out["overlay_body"] = page.inner_text("body")[:8000]
     page.screenshot(path=SCREENSHOT.replace(".png", "-overlay.png"), full_page=True)

@@ -95,6 +95,7 @@ def scenario(studio) -> dict:
     page.get_by_role("button", name="Use for video").first.click()
     page.wait_for_url("**/video")
     page.get_by_role("textbox", name="Motion prompt").wait_for(timeout=30_000)
+    studio.settled("the video page's script run after 'Use for video'")  # the reference picked and drawn
     ref = page.locator('[data-testid="stSelectbox"]').filter(has_text="Gallery image")
     out["video_reference"] = ref.evaluate(
         "el => el.innerText + ' ' + Array.from(el.querySelectorAll('input')).map(i => i.value).join(' ')")
