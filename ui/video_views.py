@@ -3,6 +3,7 @@ settings), running jobs, the player and the job list (whose each job is, and Sha
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from ui.resources import plain, uploads_allowed
 from ui.text import shorten
 from ui.gallery_views import item_link, manage, title_and_prompt
 from ui.workspace_views import allowed, by_line, share_toggle
+
+log = logging.getLogger(__name__)
 
 GALLERY = "From the gallery"
 UPLOAD = "Upload an image"
@@ -137,8 +140,12 @@ def running_jobs(jobs: list[Job]) -> None:
 
 
 def missing(path: Path, what: str) -> None:
-    """The placeholder of a media file deleted (or moved) under its record: one line naming it."""
-    st.warning(plain(f"The {what} file {path} is missing: it was deleted or moved from the data folder."), icon="🕳️")
+    """The placeholder of a media file deleted (or moved) under its record: one line naming the file, not where it
+    was — whoever reads it (a viewer of a shared record) is not shown the server's data path, which goes to the log
+    (as services.history.base.read_kept does)."""
+    log.warning("the %s file of a record is missing: %s", what, path)
+    st.warning(plain(f"The {what} file {path.name} is missing from the studio's data folder (deleted or moved; the "
+                     "server's log says where)."), icon="🕳️")
 
 
 def player(job: Job) -> None:
@@ -178,7 +185,7 @@ def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Calla
             if job.error:
                 a.error(plain(job.error))
             if job.status == "succeeded" and not job.path(VIDEO_FILE).is_file():
-                a.caption(plain(f"🕳️ video file missing: {job.path(VIDEO_FILE)}"))
+                a.caption(plain(f"🕳️ video file {VIDEO_FILE} missing from the studio's data folder"))
             if job.status == "succeeded":
                 b.button("Play", key=f"{key_prefix}play-{job.id}", on_click=on_play, args=(job.id,), width="stretch")
             if makes:
