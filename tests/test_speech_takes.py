@@ -105,7 +105,8 @@ def test_a_take_cut_short_keeps_the_audio_that_arrived_and_an_empty_one_is_not_k
 def test_a_history_from_before_takes_gains_the_table_with_owner_columns(tmp_path: Path) -> None:
     History(tmp_path, actor=ALICE).jobs.create("image", "old", {}, target="t")
     db = sqlite3.connect(tmp_path / "history.sqlite3")
-    db.execute("DROP TABLE speech_takes")  # as a database made before takes were kept
+    db.execute("DROP TABLE speech_takes")  # as a database made before takes were kept (and before Alembic)
+    db.execute("DROP TABLE alembic_version")
     db.commit()
     db.close()
     h = History(tmp_path, actor=ALICE)
