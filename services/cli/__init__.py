@@ -4,7 +4,7 @@ Commands: `speak` (services/cli/speech.py), `voices` (services/cli/voices.py: li
 `listen` (services/cli/listen.py: transcribe a recording), `converse` (services/cli/converse.py: talk to a voice
 agent),
 `image` and `video` (services/cli/media.py), `load` (services/cli/load.py: load sweeps), `eval` (services/cli/eval.py: blind evaluations),
-`history` (services/cli/history.py: migrate the history). Each command
+`history` (services/cli/history.py: migrate, list or copy the history). Each command
 module exposes `register(subparsers, common)`, where `common` is the parent parser holding the shared
 backend options, and sets `func(args) -> int` (the exit code) on its subparser.
 """
