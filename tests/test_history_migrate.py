@@ -92,3 +92,15 @@ def test_a_database_a_newer_studio_migrated_is_refused(tmp_path: Path, history_u
         db.execute("UPDATE alembic_version SET version_num = 'f00d'")
     with pytest.raises(HistoryError, match="is at revision f00d, which this version of the studio does not know"):
         History(tmp_path, database_url=history_url)
+
+
+def test_a_migrated_database_matches_the_tables_module(tmp_path: Path, new_history_url: str | None) -> None:
+    """What the revisions make is what services/history/tables.py says (Alembic's own comparison: tables,
+    columns, types, indexes), so a change to tables.py without its revision fails here."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    h = History(tmp_path, database_url=new_history_url)
+    with h.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), tables.metadata)
+    assert diff == []

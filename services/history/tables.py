@@ -3,8 +3,10 @@
 The history's own tables (jobs, voices, load_reports, speech_takes, transcripts, conversations) and those other
 packages keep in it (services/eval: evaluations, eval_items, eval_ratings; services/audit.py: audit;
 services/targets.py: servers). Alembic makes them (services/history/migrations: revision 0001 is this schema as
-it stood when the history moved to SQLAlchemy); a later change to a table here comes with a revision that
-makes the same change to existing databases.
+it stood when the history moved to SQLAlchemy). Revision 0001 makes the tables from this module as it is, so
+the first change to a table here must freeze it first — copy today's definitions into 0001 (op.create_table) —
+and come with a revision that makes the change on existing databases; tests/test_history_migrate.py checks
+that a migrated database matches this module.
 
 Types: text is Text, times are seconds since the epoch as Double (REAL in SQLite, double precision in
 PostgreSQL: a float4 would round them to minutes), JSON is kept as text. An owned table (a person's records)
