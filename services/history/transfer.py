@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from services.history.host import Host
 
 BATCH = 500
-# kind → (table, what its media are): a job's kind is its family (image, video)
+# a record's kind → its table (a job's kind is its family: image, video)
 KINDS: dict[str, str] = {**{k: "jobs" for k in JOB_KINDS}, "voice": "voices", "take": "speech_takes",
                          "transcript": "transcripts", "conversation": "conversations", "load_report": "load_reports",
                          "evaluation": "evaluations"}
@@ -51,7 +51,7 @@ def records(history: Host, kind: str | None = None) -> list[Record]:
     """Every record of `kind` (all kinds: None) in the history, whoever's, newest first."""
     out: list[Record] = []
     read = history.reader()
-    for table in dict.fromkeys(KINDS[kind] for kind in ([kind] if kind else KINDS)):
+    for table in dict.fromkeys(KINDS[k] for k in ([kind] if kind else KINDS)):
         for row in read.execute(f"SELECT * FROM {table}").fetchall():
             made = row["kind"] if table == "jobs" else next(k for k, t in KINDS.items() if t == table)
             if kind is None or made == kind:
