@@ -14,7 +14,7 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -28,14 +28,15 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 from pydantic_settings.sources.utils import parse_env_vars
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
 
 from protocol.catalog import PAGE_NAMES
 from protocol.errors import ConfigError
 from protocol.sagemaker import DEFAULT_REGION, ENDPOINT_NAME
 from services.access import AccessPolicy
 from services.kinds import BackendName
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 ENV_PREFIX = "OMNI_STUDIO_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -135,6 +136,9 @@ def parse_database_url(url: str) -> URL:
     """The `database_url` setting checked: postgresql://user:password@host:port/database (a socket folder as
     ?host=/path) or sqlite:///path; ValueError saying what is wrong (load_settings names the setting). PostgreSQL
     is reached with psycopg 3 (`postgresql+psycopg`), not SQLAlchemy's default psycopg2."""
+    from sqlalchemy.engine import make_url  # here: every process reads the settings, few a database URL
+    from sqlalchemy.exc import ArgumentError
+
     try:
         parsed = make_url(url)
     except ArgumentError:

@@ -104,3 +104,10 @@ def test_a_migrated_database_matches_the_tables_module(tmp_path: Path, new_histo
     with h.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), tables.metadata)
     assert diff == []
+
+
+def test_the_newest_revision_is_alembics_head() -> None:
+    """migrate.HEAD spares a current database the import of Alembic; it must name the newest revision."""
+    from services.history import migrate
+
+    assert migrate.HEAD == migrate.script().get_current_head()

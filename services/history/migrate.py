@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, inspect, text
 
 from services.history.base import HistoryError
 
-from sqlalchemy import Connection, Engine
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+# The newest revision (tests/test_history_migrate.py checks it is Alembic's head): opening a current database
+# reads one row and never imports Alembic, which costs every process that opens the history a third of a second.
+HEAD = "0001"
 
 
 class Host(Protocol):
@@ -36,6 +38,8 @@ class Host(Protocol):
 
 
 def config() -> Config:
+    from alembic.config import Config
+
     made = Config()
     made.set_main_option("script_location", str(MIGRATIONS))
     return made
@@ -44,16 +48,20 @@ def config() -> Config:
 @functools.cache
 def script() -> ScriptDirectory:
     """The revisions (read once per process)."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(config())
 
 
 def head() -> str:
-    return str(script().get_current_head())
+    return HEAD
 
 
 def current(conn: Connection) -> str | None:
     """The revision the database is at (None: new, or a SQLite file from before Alembic)."""
-    return MigrationContext.configure(conn).get_current_revision()
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def revision(host: Host) -> str | None:
@@ -76,6 +84,8 @@ def upgrade(host: Host) -> list[str]:
         if at is not None and at not in known:
             raise HistoryError(f"the history at {host.where} is at revision {at}, which this version of the studio "
                                "does not know: a newer studio migrated it — run that version")
+        from alembic import command
+
         run = config()
         run.attributes["connection"] = db.connection  # env.py runs on it: the same transaction
         command.upgrade(run, "head")
