@@ -111,3 +111,29 @@ def test_the_newest_revision_is_alembics_head() -> None:
     from services.history import migrate
 
     assert migrate.HEAD == migrate.script().get_current_head()
+
+
+@pytest.mark.parametrize("script", ["before workspaces", "jobs that checked the kinds"])
+def test_a_converted_pre_alembic_file_matches_the_tables_module(tmp_path: Path, script: str) -> None:
+    """A SQLite file from before Alembic, converted in place, has every table, column and index of tables.py.
+    What may differ is what SQLite ignores: its old REAL columns (Double: the same REAL affinity) and the NULL its
+    old TEXT/INTEGER primary keys allowed by a quirk of SQLite's."""
+    import sqlite3
+
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import REAL
+
+    from tests.test_history import CHECKED_JOBS
+    from tests.test_workspaces import OLD_SCHEMA
+
+    db = sqlite3.connect(tmp_path / "history.sqlite3")
+    db.executescript(OLD_SCHEMA if script == "before workspaces" else CHECKED_JOBS)
+    db.commit()
+    db.close()
+    h = History(tmp_path)
+    with h.engine.connect() as conn:
+        diff = [d[0] for d in compare_metadata(MigrationContext.configure(conn), tables.metadata)]
+    ignorable = [d for d in diff if d[0] == "modify_type" and isinstance(d[5], REAL)
+                 or d[0] == "modify_nullable" and d[3] == "id"]
+    assert [d for d in diff if d not in ignorable] == []
