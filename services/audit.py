@@ -15,7 +15,6 @@ rather than keeping a second copy that could disagree.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,24 +22,10 @@ from typing import Any, Literal
 
 from services.access import Principal
 from services.history import History, HistoryError
+from services.history.base import DB_ERRORS, reason
 
 Outcome = Literal["started", "ok", "failed", "refused"]
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    at          REAL NOT NULL,
-    who         TEXT NOT NULL,             -- the principal's id: an e-mail, local, cli:<user>
-    role        TEXT NOT NULL,
-    action      TEXT NOT NULL,             -- deploy | resume | smoke | delete | upgrade | rollback | extend | stop
-    target      TEXT NOT NULL,             -- the deployment (its state file) or endpoint
-    detail      TEXT NOT NULL DEFAULT '{}',-- JSON: the equivalent command, options
-    outcome     TEXT NOT NULL CHECK (outcome IN ('started', 'ok', 'failed', 'refused')),
-    summary     TEXT,
-    finished_at REAL
-);
-CREATE INDEX IF NOT EXISTS audit_at ON audit (at DESC);
-"""
 
 
 @dataclass(frozen=True)
@@ -61,7 +46,6 @@ class AuditLog:
 
     def __init__(self, history: History) -> None:
         self.history = history
-        history.add_tables(SCHEMA)
 
     def record(self, actor: Principal, action: str, *, target: str, detail: Mapping[str, Any] | None = None,
                outcome: Outcome = "started", summary: str | None = None) -> int:
@@ -69,24 +53,23 @@ class AuditLog:
         now = time.time()
         try:
             return self._insert(now, actor, action, target, detail, outcome, summary)
-        except sqlite3.Error as exc:
-            raise HistoryError(f"cannot write the audit log in {self.history.data_dir} ({exc})") from None
+        except DB_ERRORS as exc:
+            raise HistoryError(f"cannot write the audit log in {self.history.data_dir} ({reason(exc)})") from None
 
     def _insert(self, now: float, actor: Principal, action: str, target: str, detail: Mapping[str, Any] | None,
                 outcome: Outcome, summary: str | None) -> int:
         with self.history.transaction() as db:
-            cur = db.execute(
+            return int(db.execute(
                 "INSERT INTO audit (at, who, role, action, target, detail, outcome, summary, finished_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (now, actor.id, actor.role, action, target, json.dumps(dict(detail or {})), outcome, summary,
-                 None if outcome == "started" else now))
-            return int(cur.lastrowid)
+                 None if outcome == "started" else now)).fetchone()[0])
 
     def finish(self, entry_id: int, *, ok: bool, summary: str | None = None) -> None:
         try:
             self._finish(entry_id, ok, summary)
-        except sqlite3.Error as exc:
-            raise HistoryError(f"cannot write the audit log in {self.history.data_dir} ({exc})") from None
+        except DB_ERRORS as exc:
+            raise HistoryError(f"cannot write the audit log in {self.history.data_dir} ({reason(exc)})") from None
 
     def _finish(self, entry_id: int, ok: bool, summary: str | None) -> None:
         with self.history.transaction() as db:

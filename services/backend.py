@@ -44,7 +44,7 @@ def omni_backend(url: str, settings: Settings, *, name: BackendName = "omni", cl
         images=images.omni_client(url, settings),
         videos=videos.omni_client(url, settings),
         # the offline engine's port changes with every start: its voices are recorded under one name
-        voices=OmniVoices(url, lambda: History(settings.data_dir), record_target="offline engine" if name == "offline" else None,
+        voices=OmniVoices(url, lambda: History.of(settings), record_target="offline engine" if name == "offline" else None,
                           timeout=settings.request_timeout_s, connect_timeout=settings.connect_timeout_s),
         listen=OmniListen(url, timeout=settings.request_timeout_s, connect_timeout=settings.connect_timeout_s),
         _health=lambda: omni_health(url),

@@ -246,7 +246,7 @@ def compare_voices(variants: list[VoiceVariant], *, settings: Settings, default:
                            "audio_seconds": stats.audio_seconds}
 
     return _compare(variants, "voice", run, settings=settings, default=default, build=build, fills=True, actor=actor,
-                    book=book or TargetBook(settings, History(settings.data_dir)), on_progress=on_progress)
+                    book=book or TargetBook(settings, History.of(settings)), on_progress=on_progress)
 
 
 def _compare(variants: list, modality: str, make: Callable[..., Any], *, settings: Settings,

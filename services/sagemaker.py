@@ -239,7 +239,7 @@ def sagemaker_backend(settings: Settings) -> Backend:
         images=ImageClient(SageMakerImageTransport(aws, targets.endpoints["image"])),
         videos=VideoClient(SageMakerVideoTransport(aws, targets.endpoints["video"], bucket=targets.bucket,
                                                    prefix=targets.prefix, kms_key=targets.kms_key)),
-        voices=SageMakerVoices(aws, voice, lambda: History(settings.data_dir)),  # opened on first use
+        voices=SageMakerVoices(aws, voice, lambda: History.of(settings)),  # opened on first use
         # the listen endpoint: files through invoke_endpoint, streams on the same HTTP/2 client as speech
         listen=SageMakerListen(aws, targets.endpoints["listen"], transport=listen_transport,
                                lookup_model=lambda: endpoint_model(aws, str(targets.endpoints["listen"])),

@@ -14,7 +14,7 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -34,6 +34,9 @@ from protocol.errors import ConfigError
 from protocol.sagemaker import DEFAULT_REGION, ENDPOINT_NAME
 from services.access import AccessPolicy
 from services.kinds import BackendName
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 ENV_PREFIX = "OMNI_STUDIO_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -126,6 +129,30 @@ def check_server_url(url: str) -> str:
     return f"{SERVER_SCHEMES[scheme]}://{host}{'' if port is None else f':{port}'}{path}"
 
 
+DATABASE_SCHEMES = ("postgresql", "postgresql+psycopg", "sqlite")
+
+
+def parse_database_url(url: str) -> URL:
+    """The `database_url` setting checked: postgresql://user:password@host:port/database (a socket folder as
+    ?host=/path) or sqlite:///path; ValueError saying what is wrong (load_settings names the setting). PostgreSQL
+    is reached with psycopg 3 (`postgresql+psycopg`), not SQLAlchemy's default psycopg2."""
+    from sqlalchemy.engine import make_url  # here: every process reads the settings, few a database URL
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        shown = url.split("@")[-1]  # never a password in a message
+        raise ValueError(f"not a database URL: {shown!r}; give postgresql://user:password@host:5432/database, or "
+                         "leave it empty for SQLite in the data_dir") from None
+    if parsed.drivername not in DATABASE_SCHEMES:
+        raise ValueError("the history keeps to PostgreSQL (postgresql://…) or SQLite (sqlite:///path), not "
+                         f"{parsed.drivername}://")
+    if not parsed.database:
+        raise ValueError("the URL names no database: postgresql://user:password@host:5432/<database>")
+    return parsed.set(drivername="postgresql+psycopg") if parsed.drivername == "postgresql" else parsed
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid")
 
@@ -138,6 +165,9 @@ class Settings(BaseSettings):
     servers: list[ServerEntry] = Field(default_factory=list)
     # Where the history database and generated files live.
     data_dir: Path = Path(".studio-data")
+    # The history's database: empty for SQLite at <data_dir>/history.sqlite3; postgresql://user:password@host:5432/db
+    # for a server a team shares (docs/storage.md). Media files stay in data_dir either way.
+    database_url: str = ""
     # WebRTC ICE servers: empty for local use (no outbound STUN); STUN/TURN entries for remote users.
     ice_servers: list[IceServer] = Field(default_factory=list)
     # Timeouts (seconds)
@@ -179,6 +209,14 @@ class Settings(BaseSettings):
             if not ENDPOINT_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a SageMaker endpoint name: letters, digits and hyphens, at most "
                                  "63, starting and ending with a letter or digit")
+        return v
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, v: str) -> str:
+        v = v.strip()
+        if v:
+            parse_database_url(v)  # ValueError: what is wrong (load_settings names the setting and where it was read)
         return v
 
     @field_validator("omni_url")

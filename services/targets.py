@@ -23,7 +23,6 @@ its target for everyone.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -32,16 +31,9 @@ from typing import Any
 from protocol.errors import InvalidInput, StudioError
 from services.access import Forbidden, Principal, require
 from services.history import History, HistoryError
+from services.history.base import DB_ERRORS, reason
 from services.settings import Settings, check_server_url
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS servers (
-    url       TEXT PRIMARY KEY,            -- normalised by check_server_url
-    name      TEXT NOT NULL,
-    added_by  TEXT NOT NULL,               -- the admin's id
-    added_at  REAL NOT NULL
-);
-"""
 # The modality of a conversation's reply stage (Converse): a model streaming OpenAI-compatible /v1/chat/completions
 CHAT = "chat"
 # Keys of an evaluation variant that point the studio's server somewhere else: only the command line sets them.
@@ -81,15 +73,9 @@ class TargetBook:
     def __init__(self, settings: Settings, history: History | None = None) -> None:
         self.settings = settings
         self.history = history
-        self._tables = False
 
     # -- vLLM-Omni servers ------------------------------------------------------------------------------------
     def _db(self) -> History | None:
-        if self.history is None:
-            return None
-        if not self._tables:
-            self.history.add_tables(SCHEMA)
-            self._tables = True
         return self.history
 
     def servers(self) -> list[Server]:
@@ -103,7 +89,7 @@ class TargetBook:
         try:
             db = self._db()
             rows = [] if db is None else db.reader().execute("SELECT * FROM servers ORDER BY added_at").fetchall()
-        except (HistoryError, sqlite3.Error):
+        except (HistoryError, *DB_ERRORS):
             rows = []
         for r in rows:
             out.setdefault(r["url"], Server(r["url"], r["name"], f"added by {r['added_by']}"))
@@ -126,10 +112,11 @@ class TargetBook:
             raise InvalidInput("servers are added to the studio's history, and this studio has none open")
         try:
             with db.transaction() as tx:
-                tx.execute("INSERT OR REPLACE INTO servers (url, name, added_by, added_at) VALUES (?, ?, ?, ?)",
+                tx.execute("INSERT INTO servers (url, name, added_by, added_at) VALUES (?, ?, ?, ?) ON CONFLICT (url)"
+                           " DO UPDATE SET name = excluded.name, added_by = excluded.added_by, added_at = excluded.added_at",
                            (checked, name, actor.id, time.time()))
-        except sqlite3.Error as exc:
-            raise HistoryError(f"cannot record the server in the history at {db.data_dir} ({exc})") from None
+        except DB_ERRORS as exc:
+            raise HistoryError(f"cannot record the server in the history at {db.data_dir} ({reason(exc)})") from None
         return Server(checked, name, f"added by {actor.id}")
 
     def remove_server(self, actor: Principal, url: str) -> None:

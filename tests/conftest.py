@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from offline.launch import Engine, free_port, start_engine
 from services.listen.sample import spoken_sample_at
+from tests.pg_support import Cluster
 
 __all__ = ["free_port", "spoken_turn_files"]  # the tests import them from here
 
@@ -48,3 +50,43 @@ def spoken_turn_files(url: str, folder: Path, texts: Iterable[str]) -> list[Path
         path.write_bytes(spoken_sample_at(url, text))
         paths.append(path)
     return paths
+
+
+# -- the history's two databases (tests/pg_support.py) ---------------------------------------------------------
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """This test process's throwaway PostgreSQL cluster, its template database migrated to the newest revision."""
+    from services.history import History
+
+    cluster = Cluster()
+    try:
+        with tempfile.TemporaryDirectory() as media:
+            History(media, database_url=cluster.url("history_template")).close()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The database_url a history test runs on, each test twice: None (SQLite in its data folder, the default)
+    and a fresh PostgreSQL database of this process's cluster, migrated (dropped after the test)."""
+    yield from _database(request, "history_template")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def new_history_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """As history_url, but the PostgreSQL database is empty: never migrated."""
+    yield from _database(request, "template1")
+
+
+def _database(request: pytest.FixtureRequest, template: str) -> Iterator[str | None]:
+    if request.param == "sqlite":
+        yield None
+        return
+    cluster: Cluster = request.getfixturevalue("pg_cluster")
+    name = cluster.database(template)
+    try:
+        yield cluster.url(name)
+    finally:
+        cluster.drop(name)

@@ -182,15 +182,20 @@ def test_an_admins_action_is_recorded_with_its_outcome(tmp_path: Path) -> None:
     assert entry.detail["command"] == action.command and entry.target == str(state)
 
 
-def test_saved_voices_are_in_the_audit_log_with_their_consent(tmp_path: Path) -> None:
-    history = History(tmp_path / "data")
+def test_saved_voices_are_in_the_audit_log_with_their_consent(tmp_path: Path, history_url: str | None) -> None:
+    history = History(tmp_path / "data", database_url=history_url)
     audit = AuditLog(history)
+    entry_id = audit.record(ADMIN, "deploy", target="state.json")
+    audit.finish(entry_id, ok=True, summary="all endpoints InService")
     history.acting_as(CREATOR).voices.record("http://127.0.0.1:8091", "maria", "consent-2026-0042", who="Bob")
-    (entry,) = audit.entries()
+    entry, deployed = audit.entries()  # newest first: endpoint actions and voice clones together
+    assert (deployed.who, deployed.action, deployed.outcome, deployed.summary) == \
+        (ADMIN.id, "deploy", "ok", "all endpoints InService")
     assert (entry.who, entry.action, entry.outcome) == ("bob@example.com", "clone_voice", "ok")
     assert entry.detail == {"voice": "maria", "consent_id": "consent-2026-0042"}
     assert "consent 'consent-2026-0042'" in entry.summary
-    assert audit.entries(who="ann@example.com") == []
+    assert [e.action for e in audit.entries(who=ADMIN.id)] == ["deploy"]
+    assert [e.action for e in audit.entries(who=CREATOR.id)] == ["clone_voice"]
 
 
 def _endpoints_page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, who: Principal) -> AppTest:

@@ -20,6 +20,7 @@ from services.eval import report
 from services.eval.export import export_zip, import_ratings, import_ratings_outcome
 from services.eval.spec import parse_spec
 from services.eval.store import EvalStore
+from services.history import History
 from tests.test_speech_cli import ROOT, cli_env
 
 FORMULA = "=cmd|' /C calc'!A0"
@@ -29,9 +30,11 @@ RATERS = ['=HYPERLINK("http://127.0.0.1:9/x","click")', "+1+1", "-2+3", "@SUM(A1
 STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def made(tmp_path: Path, labels: tuple[str, str] = ("=1+1", "-minus")) -> tuple[EvalStore, str]:
-    """An evaluation whose prompt and labels are formulas, every item made (no server needed to rate or export)."""
-    store = EvalStore(tmp_path / "data")
+def made(tmp_path: Path, labels: tuple[str, str] = ("=1+1", "-minus"),
+         url: str | None = None) -> tuple[EvalStore, str]:
+    """An evaluation whose prompt and labels are formulas, every item made (no server needed to rate or export),
+    in a history on `url` (None: SQLite in the data folder)."""
+    store = EvalStore(History(tmp_path / "data", database_url=url))
     ev = store.create(parse_spec({"name": "@evil", "modality": "voice", "prompts": [FORMULA, "second"],
                                   "variants": [{"label": labels[0]}, {"label": labels[1]}]}))
     for item in store.items(ev.id):
@@ -91,8 +94,8 @@ def test_every_csv_guards_formula_cells_and_keeps_numbers(tmp_path: Path) -> Non
         assert unguard(guard(text)) == text
 
 
-def test_exported_ratings_import_back_exactly(tmp_path: Path) -> None:
-    store, eval_id = made(tmp_path)
+def test_exported_ratings_import_back_exactly(tmp_path: Path, history_url: str | None) -> None:
+    store, eval_id = made(tmp_path, url=history_url)
     a, b = [i.id for i in store.items(eval_id) if i.prompt_index == 0]
     store.add_ratings(eval_id, [(a, b, w, r) for w, r in zip("ab" * 4, RATERS)])
     before = [(r.item_a, r.item_b, r.winner, r.rater) for r in store.ratings(eval_id)]
@@ -106,8 +109,8 @@ def test_exported_ratings_import_back_exactly(tmp_path: Path) -> None:
     assert [(r.item_a, r.item_b, r.winner, r.rater) for r in store.ratings(eval_id)] == before
 
 
-def test_a_ratings_file_imported_twice_counts_once(tmp_path: Path) -> None:
-    store, eval_id = made(tmp_path, ("A", "B"))
+def test_a_ratings_file_imported_twice_counts_once(tmp_path: Path, history_url: str | None) -> None:
+    store, eval_id = made(tmp_path, ("A", "B"), history_url)
     a, b = [i.id for i in store.items(eval_id) if i.prompt_index == 0]
     sheet = tmp_path / "ratings.csv"
     sheet.write_text(f"item_a,item_b,winner,rater\n{a},{b},a,X\n{a},{b},tie,Y\n", encoding="utf-8")
@@ -131,7 +134,7 @@ def test_a_ratings_file_imported_twice_counts_once(tmp_path: Path) -> None:
     assert "nothing was imported" in str(exc.value) and len(store.ratings(eval_id)) == 3
 
     # the command says how many were already there
-    env = {**cli_env(), "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data")}
+    env = {**cli_env(), "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_DATABASE_URL": history_url or ""}
     p = subprocess.run([sys.executable, "-m", "services", "eval", "import", eval_id, str(sheet)], cwd=ROOT,
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr

@@ -39,15 +39,15 @@ def _in_child(code: str, *args: str) -> str:
     return out.stdout.strip()
 
 
-def test_jobs_survive_a_new_history_object_newest_first(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_jobs_survive_a_new_history_object_newest_first(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     a = h.jobs.create("image", "first", {"size": "64x64"}, target="http://x")
     b = h.jobs.create("video", "second", {"frames": 17}, target="http://x", inputs={"reference.jpg": b"jpeg"})
     h.jobs.succeed(a.id, {"image-0.png": b"png"}, timings={"total_s": 0.1}, meta={"seed": 1})
     h.jobs.fail(b.id, "the server said no")
     h.close()
 
-    again = History(tmp_path)
+    again = History(tmp_path, database_url=history_url)
     assert [j.prompt for j in again.jobs.list()] == ["second", "first"]
     assert [j.prompt for j in again.jobs.list("image")] == ["first"]
     img = again.jobs.get(a.id)
@@ -56,26 +56,26 @@ def test_jobs_survive_a_new_history_object_newest_first(tmp_path: Path) -> None:
     vid = again.jobs.get(b.id)
     assert vid.status == "failed" and vid.error == "the server said no"
     assert vid.input_path("reference.jpg").read_bytes() == b"jpeg"  # the failure lost nothing
-    mode = sqlite3.connect(again.db_path).execute("PRAGMA journal_mode").fetchone()[0]
-    assert mode == "wal"
+    if history_url is None:  # SQLite: in WAL mode (readers never wait for the writer)
+        assert sqlite3.connect(again.db_path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_finished_jobs_are_not_changed_by_late_failures(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_finished_jobs_are_not_changed_by_late_failures(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     job = h.jobs.create("image", "p", {}, target="t", status="running")
     h.jobs.succeed(job.id, {"image-0.png": b"x"})
     assert h.jobs.fail(job.id, "too late").status == "succeeded"
 
 
-def test_unsafe_file_names_and_unknown_jobs_are_refused(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_unsafe_file_names_and_unknown_jobs_are_refused(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     with pytest.raises(InvalidInput):
         h.jobs.create("image", "p", {}, target="t", inputs={"../escape.png": b"x"})
     with pytest.raises(InvalidInput, match="no job"):
         h.jobs.get("nope")
 
 
-def test_a_data_dir_that_cannot_be_used_is_named(tmp_path: Path) -> None:
+def test_a_data_dir_that_cannot_be_used_is_named(tmp_path: Path, history_url: str | None) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     with pytest.raises(HistoryError) as err:
@@ -83,8 +83,8 @@ def test_a_data_dir_that_cannot_be_used_is_named(tmp_path: Path) -> None:
     assert str(blocker / "data") in str(err.value) and "OMNI_STUDIO_DATA_DIR" in str(err.value)
 
 
-def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_concurrent_writers_lose_nothing(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     errors: list[BaseException] = []
 
     def writer(k: int) -> None:
@@ -101,16 +101,16 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert not errors
-    jobs = History(tmp_path).jobs.list(limit=None)
+    jobs = History(tmp_path, database_url=history_url).jobs.list(limit=None)
     assert len(jobs) == 90 and all(j.status == "succeeded" for j in jobs)
     # another process writing at the same time as this one
-    code = ("import sys; from services.history import History; h = History(sys.argv[1]);"
+    code = ("import sys; from services.history import History; h = History(sys.argv[1], database_url=sys.argv[-1] or None);"
             "[h.jobs.create('video', f'child-{i}', {}, target='t') for i in range(20)]")
-    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT)
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), history_url or ""], cwd=ROOT)
     for i in range(20):
         h.jobs.create("video", f"parent-{i}", {}, target="t")
     assert child.wait(60) == 0
-    assert len(History(tmp_path).jobs.list("video", limit=None)) == 40
+    assert len(History(tmp_path, database_url=history_url).jobs.list("video", limit=None)) == 40
 
 
 def test_owner_liveness() -> None:
@@ -123,7 +123,7 @@ def test_owner_liveness() -> None:
 _LEAVE_UNFINISHED = """
 import sys
 from services.history import History
-h = History(sys.argv[1])
+h = History(sys.argv[1], database_url=sys.argv[-1] or None)
 q = h.jobs.create("video", "never sent", {"frames": 17}, target="http://127.0.0.1:1/v1/videos/sync")
 r = h.jobs.create("video", "was running", {"frames": 17}, target="http://127.0.0.1:1/v1/videos/sync")
 h.jobs.mark_running(r.id, {"transport": "omni-sync", "target": r.target, "id": "abc", "resumable": False, "data": {}})
@@ -132,9 +132,9 @@ print(q.id, r.id, i.id)
 """
 
 
-def test_jobs_of_a_stopped_app_are_marked_interrupted_with_a_message(tmp_path: Path) -> None:
-    queued, running, image = _in_child(_LEAVE_UNFINISHED, str(tmp_path)).split()
-    h = History(tmp_path)  # "the app starts again"
+def test_jobs_of_a_stopped_app_are_marked_interrupted_with_a_message(tmp_path: Path, history_url: str | None) -> None:
+    queued, running, image = _in_child(_LEAVE_UNFINISHED, str(tmp_path), history_url or "").split()
+    h = History(tmp_path, database_url=history_url)  # "the app starts again"
     assert h.jobs.get(running).status == "running"  # nothing is touched until recover() decides
     assert h.jobs.recover() == []
     q, r, i = h.jobs.get(queued), h.jobs.get(running), h.jobs.get(image)
@@ -144,14 +144,15 @@ def test_jobs_of_a_stopped_app_are_marked_interrupted_with_a_message(tmp_path: P
     assert r.params == {"frames": 17} and r.handle["id"] == "abc"  # settings kept for "generate again"
 
 
-def test_jobs_of_a_live_process_are_left_alone(tmp_path: Path) -> None:
-    code = ("import sys, time; from services.history import History; h = History(sys.argv[1]);"
+def test_jobs_of_a_live_process_are_left_alone(tmp_path: Path, history_url: str | None) -> None:
+    code = ("import sys, time; from services.history import History; h = History(sys.argv[1], database_url=sys.argv[-1] or None);"
             "j = h.jobs.create('video', 'busy', {}, target='t', status='running'); print(j.id, flush=True); time.sleep(30)")
-    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), history_url or ""], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)
     try:
         job_id = child.stdout.readline().strip()
-        assert History(tmp_path).jobs.recover() == []
-        assert History(tmp_path).jobs.get(job_id).status == "running"
+        assert History(tmp_path, database_url=history_url).jobs.recover() == []
+        assert History(tmp_path, database_url=history_url).jobs.get(job_id).status == "running"
     finally:
         child.kill()
         child.wait()
@@ -188,7 +189,7 @@ class FolderAsyncTransport:
         return handle.transport == self.kind and handle.target == self.target
 
 
-def test_a_resumable_job_is_picked_up_again_by_the_next_process(tmp_path: Path) -> None:
+def test_a_resumable_job_is_picked_up_again_by_the_next_process(tmp_path: Path, history_url: str | None) -> None:
     data, inbox = tmp_path / "data", tmp_path / "inbox"
     inbox.mkdir()
     code = f"""
@@ -198,15 +199,15 @@ from pathlib import Path
 from services.history import History
 from tests.test_history import FolderAsyncTransport
 t = FolderAsyncTransport(Path(sys.argv[2]))
-h = History(sys.argv[1])
+h = History(sys.argv[1], database_url=sys.argv[-1] or None)
 job = h.jobs.create("video", "resume me", {{"frames": 17}}, target=t.target)
 h.jobs.mark_running(job.id, t.submit(b"body", "multipart/form-data; boundary=x").to_dict())
 print(job.id)
 """
-    job_id = _in_child(code, str(data), str(inbox))
-    failing = _in_child(code, str(data), str(inbox))
+    job_id = _in_child(code, str(data), str(inbox), history_url or "")
+    failing = _in_child(code, str(data), str(inbox), history_url or "")
     transport = FolderAsyncTransport(inbox)
-    h = History(data)
+    h = History(data, database_url=history_url)
     # the server finishes both while no studio runs
     handle = JobHandle.from_dict(h.jobs.get(job_id).handle)
     Path(handle.data["output"]).write_bytes(make_mp4(9, 64, 48, 8))
@@ -222,37 +223,37 @@ print(job.id)
     assert bad.status == "failed" and bad.error == "ModelError: out of memory"
 
 
-def test_an_orphan_is_claimed_by_one_process_only(tmp_path: Path) -> None:
-    code = ("import sys; from services.history import History; h = History(sys.argv[1]);"
+def test_an_orphan_is_claimed_by_one_process_only(tmp_path: Path, history_url: str | None) -> None:
+    code = ("import sys; from services.history import History; h = History(sys.argv[1], database_url=sys.argv[-1] or None);"
             "j = h.jobs.create('video', 'x', {}, target='folder://x'); "
             "h.jobs.mark_running(j.id, {'transport': 'folder-async', 'target': 'folder://x', 'id': '1', 'resumable': True}); print(j.id)")
-    job_id = _in_child(code, str(tmp_path))
-    a, b = History(tmp_path), History(tmp_path)
+    job_id = _in_child(code, str(tmp_path), history_url or "")
+    a, b = History(tmp_path, database_url=history_url), History(tmp_path, database_url=history_url)
     orphans_a, orphans_b = a.jobs.recover(), b.jobs.recover()
     assert [j.id for j in orphans_a] == [j.id for j in orphans_b] == [job_id]
     assert a.jobs.claim(orphans_a[0]) and not b.jobs.claim(orphans_b[0])
-    assert History(tmp_path).jobs.get(job_id).status == "running"  # resumable: never marked interrupted
+    assert History(tmp_path, database_url=history_url).jobs.get(job_id).status == "running"  # resumable: never marked interrupted
     assert json.loads(json.dumps(a.jobs.get(job_id).handle))["resumable"] is True
 
 
-def test_a_studio_killed_mid_job_leaves_a_clear_record(fault_server: str, tmp_path: Path) -> None:
+def test_a_studio_killed_mid_job_leaves_a_clear_record(fault_server: str, tmp_path: Path, history_url: str | None) -> None:
     """A real job in a real process, killed while the server is still working on it."""
     code = ("import sys, time; from services.history import History; from services.videos import *;"
-            "jobs = VideoJobs(VideoClient(OmniVideoTransport(sys.argv[2])), History(sys.argv[1]));"
+            "jobs = VideoJobs(VideoClient(OmniVideoTransport(sys.argv[2])), History(sys.argv[1], database_url=sys.argv[-1] or None));"
             "job = jobs.start(VideoRequest('slow:20', frames=5, width=64, height=64));"
             "print(job.id, flush=True); time.sleep(60)")
-    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), fault_server], cwd=ROOT,
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), fault_server, history_url or ""], cwd=ROOT,
                              stdout=subprocess.PIPE, text=True)
     try:
         job_id = child.stdout.readline().strip()
         deadline = time.monotonic() + 20
-        while History(tmp_path).jobs.get(job_id).status != "running":
+        while History(tmp_path, database_url=history_url).jobs.get(job_id).status != "running":
             assert time.monotonic() < deadline, "the job never started running"
             time.sleep(0.05)
     finally:
         child.kill()  # SIGKILL: no cleanup code runs, as when the machine or the app dies
         child.wait()
-    h = History(tmp_path)
+    h = History(tmp_path, database_url=history_url)
     assert h.jobs.get(job_id).status == "running"  # as the dead process left it
     jobs = VideoJobs(VideoClient(OmniVideoTransport(fault_server)), h)  # the studio starts again
     assert jobs.resumed == []
@@ -304,8 +305,8 @@ def test_a_truncated_database_is_named_in_one_line(tmp_path: Path, keep: float) 
 
 
 # -- a gallery's pages, search, rename and delete ---------------------------------------------------------
-def test_jobs_page_through_and_search_by_prompt_with_wildcards_taken_literally(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_jobs_page_through_and_search_by_prompt_with_wildcards_taken_literally(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     for n in range(30):
         h.jobs.create("image", f"picture {n:02d}", {}, target="t")
     h.jobs.create("image", "100% cotton_shirt", {}, target="t")
@@ -322,21 +323,21 @@ def test_jobs_page_through_and_search_by_prompt_with_wildcards_taken_literally(t
     assert h.jobs.count(search="picture") == 31  # both kinds
 
 
-def test_a_title_is_shown_instead_of_the_prompt_and_found_by_search(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_a_title_is_shown_instead_of_the_prompt_and_found_by_search(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     job = h.jobs.create("image", "a long prompt about a harbour", {}, target="t")
     assert h.jobs.get(job.id).name == "a long prompt about a harbour"
     renamed = h.jobs.rename(job.id, "  Harbour,\n take 2 ")
     assert renamed.title == "Harbour, take 2" and renamed.name == "Harbour, take 2"
     assert renamed.prompt == "a long prompt about a harbour"  # kept
-    assert [j.id for j in History(tmp_path).jobs.list(search="take 2")] == [job.id]
+    assert [j.id for j in History(tmp_path, database_url=history_url).jobs.list(search="take 2")] == [job.id]
     assert h.jobs.rename(job.id, " ").title is None
     with pytest.raises(InvalidInput, match="at most 200 characters"):
         h.jobs.rename(job.id, "x" * 201)
 
 
-def test_delete_removes_the_record_and_its_media_and_refuses_a_running_job(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_delete_removes_the_record_and_its_media_and_refuses_a_running_job(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     job = h.jobs.create("video", "waves", {}, target="t", inputs={"reference.png": b"png"})
     with pytest.raises(InvalidInput, match="still queued: wait until it ends"):
         h.jobs.delete(job.id)
@@ -353,7 +354,8 @@ def test_an_older_database_gets_the_title_column(tmp_path: Path) -> None:
     job = h.jobs.create("image", "old", {}, target="t")
     h.close()
     db = sqlite3.connect(tmp_path / "history.sqlite3")
-    db.execute("ALTER TABLE jobs DROP COLUMN title")  # as a database made before titles
+    db.execute("ALTER TABLE jobs DROP COLUMN title")  # as a database made before titles (and before Alembic)
+    db.execute("DROP TABLE alembic_version")
     db.commit()
     db.close()
     again = History(tmp_path)

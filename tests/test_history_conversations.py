@@ -30,12 +30,12 @@ def _keep(h: History, **over) -> str:  # type: ignore[no-untyped-def]
     return h.conversations.record(over.pop("timeline", TIMELINE), **{**args, **over}).id
 
 
-def test_conversations_survive_a_reopen_newest_first_with_their_wav(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_conversations_survive_a_reopen_newest_first_with_their_wav(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     first = _keep(h, created_at=1000.0)
     second = _keep(h, audio=None, created_at=2000.0)
     h.close()
-    again = History(tmp_path)
+    again = History(tmp_path, database_url=history_url)
     assert [c.id for c in again.conversations.list()] == [second, first]
     c = again.conversations.get(first)
     assert (c.mode, c.title, c.timeline, c.settings) == ("pipeline", "what time do you open", TIMELINE, SETTINGS)
@@ -45,8 +45,8 @@ def test_conversations_survive_a_reopen_newest_first_with_their_wav(tmp_path: Pa
     assert again.conversations.get(second).audio_bytes() is None
 
 
-def test_no_turns_and_a_bad_mode_are_refused(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_no_turns_and_a_bad_mode_are_refused(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     with pytest.raises(InvalidInput, match="no turns, so it is not kept"):
         _keep(h, timeline={**TIMELINE, "turns": []})
     with pytest.raises(InvalidInput, match="pipeline or native, not 'duplex'"):
@@ -54,8 +54,8 @@ def test_no_turns_and_a_bad_mode_are_refused(tmp_path: Path) -> None:
     assert h.conversations.list() == [] and not any((tmp_path / "media").iterdir())
 
 
-def test_conversations_are_their_makers_until_shared(tmp_path: Path) -> None:
-    h = History(tmp_path)
+def test_conversations_are_their_makers_until_shared(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, database_url=history_url)
     alices = h.acting_as(ALICE)
     kept = _keep(alices)
     assert alices.conversations.get(kept).user_id == ALICE.id
@@ -79,6 +79,7 @@ def test_a_database_from_before_conversations_gains_the_table_once(tmp_path: Pat
     h.close()
     db = sqlite3.connect(tmp_path / "history.sqlite3")  # as the studio left it before this store: version 2
     db.execute("DROP TABLE conversations")
+    db.execute("DROP TABLE alembic_version")  # a file from before Alembic: its PRAGMA user_version said where it was
     db.execute("PRAGMA user_version = 2")
     db.commit()
     db.close()

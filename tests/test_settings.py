@@ -144,3 +144,22 @@ def test_no_default_studio_toml_is_fine_and_a_folder_of_that_name_is_not_read(tm
     assert load_settings(environ={}).backend == "offline"
     (tmp_path / DEFAULT_CONFIG_FILE).mkdir()
     assert load_settings(environ={}).backend == "offline"
+
+
+def test_the_database_url_is_empty_for_sqlite_in_the_data_dir_or_a_postgresql_url(tmp_path: Path) -> None:
+    assert load_settings(environ={}).database_url == ""
+    url = "postgresql://studio:secret@db.example:5432/omni"
+    assert load_settings(environ={"OMNI_STUDIO_DATABASE_URL": url}).database_url == url
+    assert load_settings(environ={"OMNI_STUDIO_DATABASE_URL": "postgresql://me@/omni?host=/run/pg"}).database_url
+    assert load_settings(config_file=_toml(tmp_path, f'database_url = "{url}"')).database_url == url
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("mysql://me@db/omni", "PostgreSQL (postgresql://…) or SQLite (sqlite:///path), not mysql://"),
+    ("postgresql://me@db:5432/", "the URL names no database"),
+    ("db.example:5432/omni", "not a database URL"),
+])
+def test_a_bad_database_url_names_the_setting(url: str, says: str) -> None:
+    message = _error(environ={"OMNI_STUDIO_DATABASE_URL": url})
+    assert message.startswith("invalid studio setting: OMNI_STUDIO_DATABASE_URL (environment variable): ")
+    assert says in message

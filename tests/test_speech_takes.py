@@ -36,14 +36,14 @@ def _keep(history: History, text: str, pcm: bytes, **kw) -> str:
 
 
 # -- services ---------------------------------------------------------------------------------------------------
-def test_a_take_is_its_makers_until_shared_and_kept_with_its_wav(tmp_path: Path) -> None:
+def test_a_take_is_its_makers_until_shared_and_kept_with_its_wav(tmp_path: Path, history_url: str | None) -> None:
     pcm = _pcm(0.5)
-    alice = History(tmp_path, actor=ALICE)
+    alice = History(tmp_path, actor=ALICE, database_url=history_url)
     take_id = _keep(alice, "Alice says hello.", pcm, voice_label="voice joe", config={"voice": "joe"},
                     figures={"ttfa_ms": 41.5, "rtf": 0.2, "audio_seconds": 0.5, "chunks": 3})
-    _keep(History(tmp_path, actor=BOB), "Bob's own.", _pcm(0.2))
+    _keep(History(tmp_path, actor=BOB, database_url=history_url), "Bob's own.", _pcm(0.2))
 
-    again = History(tmp_path, actor=ALICE)  # a new History on the folder: a restart
+    again = History(tmp_path, actor=ALICE, database_url=history_url)  # a new History on the folder: a restart
     [take] = again.takes.list()
     assert (take.id, take.text, take.voice_label, take.config, take.user_id, take.shared, take.state) == (
         take_id, "Alice says hello.", "voice joe", {"voice": "joe"}, ALICE.id, False, "done")
@@ -52,7 +52,7 @@ def test_a_take_is_its_makers_until_shared_and_kept_with_its_wav(tmp_path: Path)
     assert (got, rate, channels) == (pcm, 24_000, 1)
     assert [p.name for p in take.path.parent.iterdir()] == ["take.wav"]  # written by rename: no part file left
 
-    bob = History(tmp_path, actor=BOB)
+    bob = History(tmp_path, actor=BOB, database_url=history_url)
     assert [t.text for t in bob.takes.list()] == ["Bob's own."]
     with pytest.raises(InvalidInput, match=f"there is no take '{take_id}'"):  # refused like a missing one
         bob.takes.get(take_id)
@@ -63,30 +63,30 @@ def test_a_take_is_its_makers_until_shared_and_kept_with_its_wav(tmp_path: Path)
     assert bob.takes.get(take_id).shared
     with pytest.raises(Forbidden, match="only the one who made it"):
         bob.set_shared("take", take_id, False)
-    History(tmp_path, actor=ADA).set_shared("take", take_id, False)  # an admin may
+    History(tmp_path, actor=ADA, database_url=history_url).set_shared("take", take_id, False)  # an admin may
     assert [t.text for t in bob.takes.list()] == ["Bob's own."]
-    assert len(History(tmp_path, actor=LOCAL).takes.list()) == 2  # without sign-in: everything
+    assert len(History(tmp_path, actor=LOCAL, database_url=history_url).takes.list()) == 2  # without sign-in: everything
 
 
-def test_takes_are_listed_newest_first(tmp_path: Path) -> None:
-    h = History(tmp_path, actor=ALICE)
+def test_takes_are_listed_newest_first(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, actor=ALICE, database_url=history_url)
     for i, at in enumerate((100.0, 300.0, 200.0)):
         _keep(h, f"take {i}", _pcm(0.1), created_at=at)
     assert [t.text for t in h.takes.list()] == ["take 1", "take 2", "take 0"]
     assert [t.text for t in h.takes.list(limit=1)] == ["take 1"]
 
 
-def test_a_viewer_cannot_keep_a_take_and_nothing_is_written(tmp_path: Path) -> None:
-    vic = History(tmp_path, actor=VIC)
+def test_a_viewer_cannot_keep_a_take_and_nothing_is_written(tmp_path: Path, history_url: str | None) -> None:
+    vic = History(tmp_path, actor=VIC, database_url=history_url)
     with pytest.raises(Forbidden, match="Vic \\(viewer\\) may not generate"):
         _keep(vic, "not mine to make", _pcm(0.2))
-    assert History(tmp_path).takes.list() == [] and list((tmp_path / "media").iterdir()) == []
+    assert History(tmp_path, database_url=history_url).takes.list() == [] and list((tmp_path / "media").iterdir()) == []
     with pytest.raises(Forbidden, match="may not share"):
         vic.set_shared("take", "take-x", True)
 
 
-def test_a_take_cut_short_keeps_the_audio_that_arrived_and_an_empty_one_is_not_kept(tmp_path: Path) -> None:
-    h = History(tmp_path, actor=ALICE)
+def test_a_take_cut_short_keeps_the_audio_that_arrived_and_an_empty_one_is_not_kept(tmp_path: Path, history_url: str | None) -> None:
+    h = History(tmp_path, actor=ALICE, database_url=history_url)
     arrived = _pcm(0.3)
     take_id = _keep(h, "Cut half way.", arrived, state="failed", error="the stream was cut after 3 chunks")
     stopped = _keep(h, "Stopped.", _pcm(0.1), state="cancelled")
@@ -105,7 +105,8 @@ def test_a_take_cut_short_keeps_the_audio_that_arrived_and_an_empty_one_is_not_k
 def test_a_history_from_before_takes_gains_the_table_with_owner_columns(tmp_path: Path) -> None:
     History(tmp_path, actor=ALICE).jobs.create("image", "old", {}, target="t")
     db = sqlite3.connect(tmp_path / "history.sqlite3")
-    db.execute("DROP TABLE speech_takes")  # as a database made before takes were kept
+    db.execute("DROP TABLE speech_takes")  # as a database made before takes were kept (and before Alembic)
+    db.execute("DROP TABLE alembic_version")
     db.commit()
     db.close()
     h = History(tmp_path, actor=ALICE)

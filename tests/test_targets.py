@@ -81,8 +81,9 @@ def test_a_server_url_is_normalised() -> None:
 
 
 # -- the closed set ---------------------------------------------------------------------------------------------
-def test_only_an_admin_adds_a_server_and_everyone_picks_from_the_set(settings: Settings, tmp_path: Path) -> None:
-    history = History(settings.data_dir)
+def test_only_an_admin_adds_a_server_and_everyone_picks_from_the_set(settings: Settings, tmp_path: Path, history_url: str | None) -> None:
+    settings = settings.with_overrides(database_url=history_url)  # the servers table on both databases
+    history = History.of(settings)
     book = TargetBook(settings, history)
     with pytest.raises(Forbidden, match="only an admin"):
         book.add_server(BOB, "http://gpu-box:8091")
@@ -91,7 +92,7 @@ def test_only_an_admin_adds_a_server_and_everyone_picks_from_the_set(settings: S
     server = book.add_server(ANN, "http://gpu-box:8091/", name="  GPU\nbox  ")
     assert (server.url, server.name, server.source) == ("http://gpu-box:8091", "GPU box", "added by ann@example.com")
     # Another process (another browser, a restart) sees it: it is kept in the history.
-    again = TargetBook(settings, History(settings.data_dir))
+    again = TargetBook(settings, History.of(settings))
     assert [s.url for s in again.servers()] == [settings.omni_url, "http://gpu-box:8091"]
     assert [o.key for o in again.options("image")] == ["default", f"omni:{settings.omni_url}", "omni:http://gpu-box:8091"]
     again.check(BOB, "omni", url="http://gpu-box:8091/", modality="image")  # registered: fine
@@ -102,7 +103,7 @@ def test_only_an_admin_adds_a_server_and_everyone_picks_from_the_set(settings: S
     again.check(ANN, "omni", url="http://other-box:8091", modality="image")
     again.check(SHELL, "omni", url="http://other-box:8091", modality="image")
     book.remove_server(ANN, "http://gpu-box:8091")
-    assert "http://gpu-box:8091" not in TargetBook(settings, History(settings.data_dir)).server_urls()
+    assert "http://gpu-box:8091" not in TargetBook(settings, History.of(settings)).server_urls()
 
 
 def test_a_demo_never_leaves_its_target(settings: Settings) -> None:

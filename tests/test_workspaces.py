@@ -60,8 +60,8 @@ class CountingTransport(OmniImageTransport):
 
 # -- images: who may make them, who sees them ----------------------------------------------------------------
 def test_a_viewer_is_refused_before_the_engine_and_a_creators_images_are_theirs_until_shared(
-        engine_url: str, tmp_path: Path) -> None:
-    history = History(tmp_path)
+        engine_url: str, tmp_path: Path, history_url: str | None) -> None:
+    history = History(tmp_path, database_url=history_url)
     client = ImageClient(CountingTransport(engine_url))
     with pytest.raises(Forbidden, match=r"Vic \(viewer\) may not generate .* a creator or an admin"):
         record_image(client, history.acting_as(VIC), ImageRequest("a lighthouse", **SMALL))
@@ -93,7 +93,7 @@ def test_a_viewer_is_refused_before_the_engine_and_a_creators_images_are_theirs_
     assert bob.jobs.list() == [bob.jobs.get(mine.id)]
 
 
-def test_a_viewer_cannot_compare_and_no_target_is_built(engine_url: str, tmp_path: Path) -> None:
+def test_a_viewer_cannot_compare_and_no_target_is_built(engine_url: str, tmp_path: Path, history_url: str | None) -> None:
     from services.compare import Target
 
     settings = Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url)
@@ -102,12 +102,12 @@ def test_a_viewer_cannot_compare_and_no_target_is_built(engine_url: str, tmp_pat
     variants = [ImageVariant("A", ImageRequest("p", **SMALL)),
                 ImageVariant("B", ImageRequest("p", **SMALL), Target("omni", url=engine_url))]
     with pytest.raises(Forbidden):
-        compare_images(variants, settings=settings, history=History(tmp_path, actor=VIC), default=default,
+        compare_images(variants, settings=settings, history=History(tmp_path, actor=VIC, database_url=history_url), default=default,
                        build=lambda s: built.append(s))
-    assert built == [] and History(tmp_path).jobs.list() == []
-    outcomes = compare_images(variants, settings=settings, history=History(tmp_path, actor=ALICE), default=default)
+    assert built == [] and History(tmp_path, database_url=history_url).jobs.list() == []
+    outcomes = compare_images(variants, settings=settings, history=History(tmp_path, actor=ALICE, database_url=history_url), default=default)
     assert [o.job.user_id for o in outcomes] == [ALICE.id, ALICE.id]
-    assert History(tmp_path, actor=BOB).jobs.list() == []
+    assert History(tmp_path, actor=BOB, database_url=history_url).jobs.list() == []
 
 
 def test_a_viewer_cannot_compare_voices_and_no_target_is_built(engine_url: str, tmp_path: Path) -> None:
@@ -124,8 +124,8 @@ def test_a_viewer_cannot_compare_voices_and_no_target_is_built(engine_url: str, 
 
 
 # -- video jobs: one runner for everyone, each job for its maker, resumed for its maker -----------------------
-def test_video_jobs_run_for_the_person_who_started_them(fault_server: str, tmp_path: Path) -> None:  # noqa: F811
-    history = History(tmp_path)
+def test_video_jobs_run_for_the_person_who_started_them(fault_server: str, tmp_path: Path, history_url: str | None) -> None:  # noqa: F811
+    history = History(tmp_path, database_url=history_url)
     jobs = VideoJobs(VideoClient(OmniVideoTransport(fault_server)), history, recover=False)  # the process's runner
     request = VideoRequest("waves", frames=5, width=64, height=64)
     with pytest.raises(Forbidden):
@@ -137,7 +137,7 @@ def test_video_jobs_run_for_the_person_who_started_them(fault_server: str, tmp_p
     assert history.acting_as(BOB).jobs.list("video") == []
 
 
-def test_a_resumed_job_is_carried_on_for_whoever_made_it(tmp_path: Path) -> None:
+def test_a_resumed_job_is_carried_on_for_whoever_made_it(tmp_path: Path, history_url: str | None) -> None:
     data, inbox = tmp_path / "data", tmp_path / "inbox"
     inbox.mkdir()
     code = f"""
@@ -148,21 +148,22 @@ from services.access import Principal
 from services.history import History
 from tests.test_history import FolderAsyncTransport
 t = FolderAsyncTransport(Path(sys.argv[2]))
-h = History(sys.argv[1], actor=Principal(id="alice@example.com", name="Alice", role="creator", signed_in=True))
+h = History(sys.argv[1], actor=Principal(id="alice@example.com", name="Alice", role="creator", signed_in=True),
+            database_url=sys.argv[3] or None)
 job = h.jobs.create("video", "resume me", {{"frames": 17}}, target=t.target)
 h.jobs.mark_running(job.id, t.submit(b"body", "multipart/form-data; boundary=x").to_dict())
 print(job.id)
 """
-    out = subprocess.run([sys.executable, "-c", code, str(data), str(inbox)], cwd=ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", code, str(data), str(inbox), history_url or ""], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     job_id = out.stdout.strip()
     transport = FolderAsyncTransport(inbox)
-    alice = History(data, actor=ALICE)
+    alice = History(data, actor=ALICE, database_url=history_url)
     from services.videos import JobHandle
 
     Path(JobHandle.from_dict(alice.jobs.get(job_id).handle).data["output"]).write_bytes(make_mp4(9, 64, 48, 8))
-    bobs = History(data, actor=BOB)  # whoever's session starts the runner: the job stays Alice's
+    bobs = History(data, actor=BOB, database_url=history_url)  # whoever's session starts the runner: the job stays Alice's
     jobs = VideoJobs(VideoClient(transport), bobs)
     assert jobs.resumed == [job_id]
     jobs.wait(job_id, 30, history=alice)
@@ -173,9 +174,9 @@ print(job.id)
 
 
 # -- voices: saved with consent, as someone ------------------------------------------------------------------
-def test_saved_voices_are_their_savers_until_shared(engine_url: str, tmp_path: Path) -> None:
+def test_saved_voices_are_their_savers_until_shared(engine_url: str, tmp_path: Path, history_url: str | None) -> None:
     library = backend_for(engine_url, tmp_path).voices
-    history = History(tmp_path / "data")
+    history = History(tmp_path / "data", database_url=history_url)
     name = unique("Alice")
     before = {v.name for v in library.list()}
     with pytest.raises(Forbidden, match="may not save a cloned voice"):
@@ -201,10 +202,10 @@ def test_saved_voices_are_their_savers_until_shared(engine_url: str, tmp_path: P
 
 
 # -- load reports and evaluations ----------------------------------------------------------------------------
-def test_load_reports_need_the_role_and_stay_their_makers(engine_url: str, tmp_path: Path) -> None:
+def test_load_reports_need_the_role_and_stay_their_makers(engine_url: str, tmp_path: Path, history_url: str | None) -> None:
     from tests.test_capacity_page import _report
 
-    history = History(tmp_path)
+    history = History(tmp_path, database_url=history_url)
     settings = Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url)
     backend = backend_for(engine_url, tmp_path)
     plan = LoadPlan.build("image", levels="1", requests=1, work={"prompt": "p", "size": "64x64", "steps": 1})
@@ -227,8 +228,8 @@ def test_load_reports_need_the_role_and_stay_their_makers(engine_url: str, tmp_p
     assert (seen.title, seen.user_id, seen.shared) == ("renamed", ALICE.id, True)
 
 
-def test_evaluations_are_made_and_run_by_their_owner_and_rated_by_the_team(tmp_path: Path) -> None:
-    history = History(tmp_path)
+def test_evaluations_are_made_and_run_by_their_owner_and_rated_by_the_team(tmp_path: Path, history_url: str | None) -> None:
+    history = History(tmp_path, database_url=history_url)
     spec = parse_spec(spec_dict())
     with pytest.raises(Forbidden, match="may not run or rate evaluations"):
         EvalStore(history.acting_as(VIC)).create(spec)
@@ -376,10 +377,10 @@ def test_the_migration_is_one_transaction(tmp_path: Path) -> None:
 WRITES = 12
 
 
-def write_many(data_dir: str, who: str, eval_id: str, pair: tuple[str, str]) -> int:
+def write_many(data_dir: str, who: str, eval_id: str, pair: tuple[str, str], url: str | None) -> int:
     """A writer process (or thread): WRITES image jobs made and finished, and as many ratings, as `who`."""
     actor = Principal(id=who, name=who, role="creator", signed_in=True)
-    history = History(data_dir, actor=actor)
+    history = History(data_dir, actor=actor, database_url=url)
     store = EvalStore(history)
     for i in range(WRITES):
         job = history.jobs.create("image", f"{who} {i}", {"i": i}, target="t", status="running")
@@ -389,21 +390,21 @@ def write_many(data_dir: str, who: str, eval_id: str, pair: tuple[str, str]) -> 
     return WRITES
 
 
-def test_many_processes_and_threads_write_to_one_database_and_nothing_is_lost(tmp_path: Path) -> None:
-    history = History(tmp_path)
+def test_many_processes_and_threads_write_to_one_database_and_nothing_is_lost(tmp_path: Path, history_url: str | None) -> None:
+    history = History(tmp_path, database_url=history_url)
     store = EvalStore(history)
     ev = store.create(parse_spec(spec_dict()))
     store.set_shared(ev.id, True)  # the team rates it
     a, b = store.items(ev.id)[:2]
     processes, threads = 4, 3
     with concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(write_many, str(tmp_path), f"p{k}@example.com", ev.id, (a.id, b.id))
+        futures = [pool.submit(write_many, str(tmp_path), f"p{k}@example.com", ev.id, (a.id, b.id), history_url)
                    for k in range(processes)]
         errors: list[BaseException] = []
 
         def thread(k: int) -> None:
             try:
-                write_many(str(tmp_path), f"t{k}@example.com", ev.id, (a.id, b.id))
+                write_many(str(tmp_path), f"t{k}@example.com", ev.id, (a.id, b.id), history_url)
             except BaseException as exc:  # "database is locked" would land here
                 errors.append(exc)
 
@@ -415,7 +416,7 @@ def test_many_processes_and_threads_write_to_one_database_and_nothing_is_lost(tm
         assert [f.result(timeout=120) for f in futures] == [WRITES] * processes  # a child's error is raised here
     assert errors == []
     writers = processes + threads
-    jobs = History(tmp_path).jobs.list(limit=None)
+    jobs = History(tmp_path, database_url=history_url).jobs.list(limit=None)
     assert len(jobs) == writers * WRITES and all(j.status == "succeeded" for j in jobs)
     assert all(j.output_paths()[0].read_bytes() == j.prompt.encode() for j in jobs)
     ratings = store.ratings(ev.id)
@@ -425,8 +426,8 @@ def test_many_processes_and_threads_write_to_one_database_and_nothing_is_lost(tm
 
 
 # -- renaming and deleting: one's own; an admin anyone's -------------------------------------------------------
-def test_only_the_owner_or_an_admin_renames_or_deletes_a_job_and_a_viewer_neither(tmp_path: Path) -> None:
-    history = History(tmp_path)
+def test_only_the_owner_or_an_admin_renames_or_deletes_a_job_and_a_viewer_neither(tmp_path: Path, history_url: str | None) -> None:
+    history = History(tmp_path, database_url=history_url)
     alice, bob, vic, ada = (history.acting_as(p) for p in (ALICE, BOB, VIC, ADA))
     job = alice.jobs.create("image", "alice's harbour", {}, target="t", status="running")
     alice.jobs.succeed(job.id, {"image-0.png": b"png"})
@@ -442,8 +443,8 @@ def test_only_the_owner_or_an_admin_renames_or_deletes_a_job_and_a_viewer_neithe
     assert history.jobs.list() == [] and not job.folder.exists()
 
 
-def test_an_evaluation_is_edited_or_deleted_by_its_owner_or_an_admin_only(tmp_path: Path) -> None:
-    history = History(tmp_path)
+def test_an_evaluation_is_edited_or_deleted_by_its_owner_or_an_admin_only(tmp_path: Path, history_url: str | None) -> None:
+    history = History(tmp_path, database_url=history_url)
     alice, bob, vic, ada = (EvalStore(history.acting_as(p)) for p in (ALICE, BOB, VIC, ADA))
     ev = alice.create(parse_spec(spec_dict(name="hers")))
     alice.set_shared(ev.id, True)

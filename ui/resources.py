@@ -123,16 +123,16 @@ def target_book():
     from services.targets import TargetBook
 
     try:
-        return _target_book(str(settings().data_dir))
+        return _target_book(*_where())
     except StudioError:  # no usable history: the settings' servers still stand
         return TargetBook(settings(), None)
 
 
 @st.cache_resource(show_spinner=False)
-def _target_book(data_dir: str):
+def _target_book(data_dir: str, database_url: str):
     from services.targets import TargetBook
 
-    return TargetBook(settings(), _history(data_dir))
+    return TargetBook(settings(), _history(data_dir, database_url))
 
 
 def backend() -> Backend:
@@ -297,18 +297,18 @@ def cost_banner() -> None:
 
 
 @st.cache_resource(show_spinner=False)
-def _infra_actions(state_file: str, data_dir: str):
+def _infra_actions(state_file: str, data_dir: str, database_url: str):
     from infra.actions import ActionRunner
     from services.audit import AuditLog
 
-    return ActionRunner(Path(state_file), audit=AuditLog(_history(data_dir)))
+    return ActionRunner(Path(state_file), audit=AuditLog(_history(data_dir, database_url)))
 
 
 def infra_actions():
     """The background runner of deploy/resume/smoke/delete for the settings' state file (process-wide); each
     action names who asks, and only an admin may start one. Starts, refusals and outcomes go to the audit log."""
     s = settings()
-    return _infra_actions(str(s.state_file), str(s.data_dir))
+    return _infra_actions(str(s.state_file), *_where())
 
 
 def audit_entries(limit: int = 50) -> list:
@@ -356,7 +356,7 @@ NO_UPLOADS = "This demo studio takes no uploads (its `uploads` setting is off)."
 
 @st.cache_data(ttl=30, show_spinner=False)
 def _saved_voices(name: str, url: str | None, targets: str | None, actor) -> list:
-    return _backend(name, url, targets).voices.acting(_history(str(settings().data_dir)).acting_as(actor)).list()
+    return _backend(name, url, targets).voices.acting(_history(*_where()).acting_as(actor)).list()
 
 
 def saved_voices() -> list:
@@ -410,19 +410,25 @@ def plain(text: str) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Image and video studios: one history per data folder, one video job runner per backend (process-wide).
 @st.cache_resource(show_spinner=False)
-def _history(data_dir: str):
+def _history(data_dir: str, database_url: str):
     from services.history import History
 
-    h = History(data_dir)
+    h = History(data_dir, database_url=database_url)
     h.jobs.recover()  # jobs a previous run left unfinished: marked interrupted, or kept for a runner to resume
     return h
 
 
 def history():
-    """The studio's history (SQLite in the data_dir setting) acting for this session's person (`auth.principal()`:
+    """The studio's history (SQLite in the data_dir setting, or the database_url's PostgreSQL) acting for this session's person (`auth.principal()`:
     their records and the shared ones; their role checked on every write). The connection is the process's;
     the view is cheap. Raises StudioError naming a bad folder."""
-    return _history(str(settings().data_dir)).acting_as(auth.principal())
+    return _history(*_where()).acting_as(auth.principal())
+
+
+def _where() -> tuple[str, str]:
+    """Where the history is, as the settings say: the data folder (media; SQLite), the database URL."""
+    s = settings()
+    return str(s.data_dir), s.database_url
 
 
 def require_backend(what: str = "The backend"):
@@ -450,7 +456,7 @@ def _video_jobs(name: str, url: str | None, targets: str | None = None):
 
     # the process's runner: resumes what its transport can poll again, for whoever started it; pages start jobs
     # with their person's history (`start(request, history=history())`)
-    return VideoJobs(_backend(name, url, targets).videos, _history(str(settings().data_dir)))
+    return VideoJobs(_backend(name, url, targets).videos, _history(*_where()))
 
 
 def video_jobs():

@@ -3,7 +3,8 @@
 Commands: `speak` (services/cli/speech.py), `voices` (services/cli/voices.py: list/add/delete saved voices),
 `listen` (services/cli/listen.py: transcribe a recording), `converse` (services/cli/converse.py: talk to a voice
 agent),
-`image` and `video` (services/cli/media.py), `load` (services/cli/load.py: load sweeps), `eval` (services/cli/eval.py: blind evaluations). Each command
+`image` and `video` (services/cli/media.py), `load` (services/cli/load.py: load sweeps), `eval` (services/cli/eval.py: blind evaluations),
+`history` (services/cli/history.py: migrate, list or copy the history). Each command
 module exposes `register(subparsers, common)`, where `common` is the parent parser holding the shared
 backend options, and sets `func(args) -> int` (the exit code) on its subparser.
 """
@@ -15,10 +16,10 @@ import sys
 
 from protocol.errors import StudioError
 from services.cli import eval as evaluation
-from services.cli import converse, listen, load, media, speech, voices
+from services.cli import converse, history, listen, load, media, speech, voices
 from services.cli.common import check_utf8_args, common_options
 
-COMMAND_MODULES = (speech, voices, listen, converse, media, load, evaluation)
+COMMAND_MODULES = (speech, voices, listen, converse, media, load, evaluation, history)
 
 
 def build_parser() -> argparse.ArgumentParser:

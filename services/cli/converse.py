@@ -293,8 +293,9 @@ def _keep(args: argparse.Namespace, conv, listen_url: str, speak_url: str) -> No
                 "reply_endpoint": args.reply_endpoint, "script": script, "system_prompt": args.system_prompt, "speak": speak_url, "voice": args.voice,
                 "silence_ms": args.silence_ms, "barge_in_at": args.barge_in_at, "vad_threshold": args.vad_threshold,
                 "min_speech_ms": args.min_speech_ms, "inputs": [str(p) for p in args.input]}
-    data_dir = load_settings().data_dir
-    record = History(data_dir).conversations.record(conv.as_json(), settings=settings, audio=conv.stereo_wav())
+    studio = load_settings()
+    data_dir = studio.data_dir
+    record = History.of(studio).conversations.record(conv.as_json(), settings=settings, audio=conv.stereo_wav())
     print(f"note: kept as {record.id} in the history at {data_dir}", file=sys.stderr)
 
 

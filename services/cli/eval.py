@@ -61,7 +61,9 @@ def _store():
     from services.eval import EvalStore
     from services.settings import load_settings
 
-    return EvalStore(load_settings().data_dir)
+    from services.history import History
+
+    return EvalStore(History.of(load_settings()))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec, yes=args.yes)  # refused before any backend starts
     base = settings_from_args(args)
     from services.eval import EvalStore
-    store = EvalStore(base.data_dir)
+    from services.history import History
+    store = EvalStore(History.of(base))
     ev = store.check_resume(args.resume, spec) if args.resume else store.create(spec)
     print(f"evaluation {ev.id}: {spec.item_count} items ({len(spec.prompts)} prompts × {spec.repeats} × "
           f"{len(spec.variants)} variants)", file=sys.stderr, flush=True)

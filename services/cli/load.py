@@ -275,7 +275,7 @@ def _finish(args: argparse.Namespace, report: LoadReport, settings: Any, interru
     d = report.to_dict()
     saved_id = None
     if keep and not args.no_history:
-        saved_id = History(settings.data_dir).load_reports.save(d)
+        saved_id = History.of(settings).load_reports.save(d)
     problem = None
     if args.out is not None:
         saved = save_output(args.out, (json.dumps(d, indent=1) + "\n").encode(), suffix=".json")

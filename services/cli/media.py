@@ -138,7 +138,7 @@ def run_image(args: argparse.Namespace) -> int:
             from services.history import History
             from services.images import record_edit, record_image
 
-            history = History(settings.data_dir)
+            history = History.of(settings)
             job = (record_edit(backend.images, history, request) if isinstance(request, ImageEditRequest)
                    else record_image(backend.images, history, request))
             images = [p.read_bytes() for p in job.output_paths()]
@@ -220,7 +220,7 @@ def _video(backend, settings, request: VideoRequest, args: argparse.Namespace) -
     from services.history import History
     from services.videos import VideoJobs
 
-    jobs = VideoJobs(backend.videos, History(settings.data_dir), job_timeout_s=args.timeout, recover=False)
+    jobs = VideoJobs(backend.videos, History.of(settings), job_timeout_s=args.timeout, recover=False)
     saved: list[Saved] = []
     # --out is written first, from the worker, before the history's copy: a full data disk loses only that copy
     job = jobs.wait(jobs.start(request, deliver=lambda mp4: saved.append(

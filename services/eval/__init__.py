@@ -3,7 +3,7 @@ statistics. UI-free; the Evaluations page and `python -m services eval` (service
 
     from services.eval import EvalStore, parse_spec, run_items, next_pair, record_rating, results, export_zip
 
-    store = EvalStore(settings.data_dir)                     # tables in the history DB (services/history)
+    store = EvalStore(History.of(settings))                  # tables in the history DB (services/history)
     spec = parse_spec({"name": "…", "modality": "voice", "prompts": [...], "repeats": 1,
                        "variants": [{"label": "A", "voice": "vivian"}, {"label": "B", "url": "http://…"}]})
                                                              # InvalidInput naming what to fix; yes=True past 1000 items

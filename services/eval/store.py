@@ -1,6 +1,6 @@
 """Evaluations kept in the studio's history database (services/history), media beside it.
 
-Tables (added, never changing the history's own): `evaluations` (the checked SPEC), `eval_items` (one per
+Tables (in services/history/tables.py with the history's own): `evaluations` (the checked SPEC), `eval_items` (one per
 variant × prompt × repeat, created up front as `pending`: its settings, then its media file, figures, status
 and error), `eval_ratings` (item_a, item_b, winner a|b|tie, rater). A run only generates the items that are not
 `succeeded`, so an interrupted run continues where it stopped. Item ids are random (they say nothing of the
@@ -32,42 +32,6 @@ from services.history import History, HistoryError
 ItemStatus = Literal["pending", "succeeded", "failed"]
 MEDIA_SUFFIX = {f.name: f.media_suffix for f in FAMILIES}
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS evaluations (
-    id          TEXT PRIMARY KEY,
-    name        TEXT NOT NULL,
-    modality    TEXT NOT NULL,
-    spec        TEXT NOT NULL,             -- JSON: the checked SPEC (services/eval/spec.py)
-    created_at  REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS eval_items (
-    id            TEXT PRIMARY KEY,
-    evaluation_id TEXT NOT NULL,
-    variant       TEXT NOT NULL,           -- the variant's label
-    prompt_index  INTEGER NOT NULL,
-    repeat        INTEGER NOT NULL,
-    prompt        TEXT NOT NULL,
-    settings      TEXT NOT NULL,           -- JSON: the variant's settings
-    status        TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
-    media         TEXT,                    -- file name in media/eval-<evaluation id>/
-    figures       TEXT NOT NULL DEFAULT '{}',  -- JSON: latency_s, ttfa_ms, rtf, model_s, cost_usd, …
-    error         TEXT,
-    updated_at    REAL NOT NULL,
-    UNIQUE (evaluation_id, variant, prompt_index, repeat)
-);
-CREATE INDEX IF NOT EXISTS eval_items_eval ON eval_items (evaluation_id);
-CREATE TABLE IF NOT EXISTS eval_ratings (
-    id            INTEGER PRIMARY KEY AUTOINCREMENT,
-    evaluation_id TEXT NOT NULL,
-    item_a        TEXT NOT NULL,
-    item_b        TEXT NOT NULL,
-    winner        TEXT NOT NULL CHECK (winner IN ('a', 'b', 'tie')),
-    rater         TEXT NOT NULL,
-    created_at    REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS eval_ratings_eval ON eval_ratings (evaluation_id);
-"""
-OWNED, STAMPED = ("evaluations",), ("eval_ratings",)  # + user_id and shared; + user_id (who rated)
 
 
 @dataclass(frozen=True)
@@ -116,7 +80,6 @@ class EvalStore:
 
     def __init__(self, history: History | Path | str) -> None:
         self.history = history if isinstance(history, History) else History(history)
-        self.history.add_tables(SCHEMA, owned=OWNED, stamped=STAMPED)
 
     @property
     def actor(self):
@@ -239,8 +202,8 @@ class EvalStore:
             for pi, prompt in enumerate(spec.prompts):
                 for r in range(spec.repeats):
                     db.execute(
-                        "INSERT OR IGNORE INTO eval_items (id, evaluation_id, variant, prompt_index, repeat, prompt,"
-                        " settings, status, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+                        "INSERT INTO eval_items (id, evaluation_id, variant, prompt_index, repeat, prompt,"
+                        " settings, status, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT DO NOTHING",
                         (uuid.uuid4().hex[:10], eval_id, label, pi, r, prompt, settings, now))
 
     def get(self, eval_id: str) -> Evaluation:
@@ -260,7 +223,7 @@ class EvalStore:
         db = self.history.reader()
         condition, args = self.history.visible()
         out = []
-        for row in db.execute(f"SELECT * FROM evaluations WHERE {condition} ORDER BY created_at DESC, rowid DESC",
+        for row in db.execute(f"SELECT * FROM evaluations WHERE {condition} ORDER BY {self.history.newest_first}",
                               args).fetchall():
             counts = dict(db.execute("SELECT status, COUNT(*) FROM eval_items WHERE evaluation_id = ? GROUP BY status",
                                      (row["id"],)).fetchall())

@@ -1,7 +1,8 @@
-"""The studio's history: one SQLite file (<data_dir>/history.sqlite3) with the media files beside it
-(<data_dir>/media/<record id>/), and a host over it with one small store per kind of record:
+"""The studio's history: one SQL database — SQLite at <data_dir>/history.sqlite3, or the PostgreSQL server the
+`database_url` setting names (docs/storage.md) — with the media files in <data_dir>/media/<record id>/, and a
+host over it with one small store per kind of record:
 
-    history = History(settings.data_dir)
+    history = History.of(settings)      # History(data_dir, database_url=…): None is the data folder's SQLite
     history.jobs         # image and video jobs (jobs.py): create, succeed, fail, list, count, rename, delete, recover
     history.voices       # the voices saved for cloning, with their consent (voices.py)
     history.takes        # the Voice page's speech takes and their WAVs (takes.py)
@@ -9,10 +10,10 @@
     history.load_reports # load sweeps' reports (load_reports.py)
     history.conversations # Converse's conversations: timeline, settings, stereo WAV (conversations.py)
 
-The host (host.py, which History extends) keeps what the stores share: the connections (one per thread), the one
-write path (`transaction`: every write one BEGIN IMMEDIATE transaction), the tables and their migrations (schema.py;
-other packages add theirs with `add_tables`: services/eval, services/audit.py, services/targets.py), and who sees
-what.
+The host (host.py, which History extends) keeps what the stores share: the connections (db.py: a pool, SQLAlchemy
+Core), the one write path (`transaction`: every write one transaction, queued behind the others), the tables
+(tables.py: the history's own and those of services/eval, services/audit.py, services/targets.py) and their
+migrations (migrate.py, by Alembic), and who sees what.
 
 Every record belongs to the person who made it (`user_id`: services.access.Principal.id) and is theirs alone
 until they share it (`shared`, `History.set_shared`). A History acts for one person (`actor`), and so do its
@@ -25,7 +26,7 @@ stores:
 
 Without sign-in (`LOCAL`, the command line: `Principal.signed_in` false) one person owns the studio and sees
 every record, as before workspaces. A database made before workspaces, or before a later change of its tables,
-is migrated when opened, each step in one transaction. Jobs survive page reloads and restarts (jobs.py says how
+is migrated when opened, in one transaction (schema.py converts a SQLite file from before Alembic). Jobs survive page reloads and restarts (jobs.py says how
 an orphaned job is resumed or marked interrupted).
 """
 

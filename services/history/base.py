@@ -10,6 +10,8 @@ import socket
 import sqlite3
 from pathlib import Path
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from protocol.errors import InvalidInput, StudioError
 
 log = logging.getLogger(__name__)
@@ -20,6 +22,9 @@ class HistoryError(StudioError):
     its path, which a viewer could read, `read_kept`)."""
 
 
+# What a database call may raise: SQLAlchemy's errors (a driver's error wrapped, its own in `.orig`), and the
+# sqlite3 driver's own where a raw connection is used (the pre-Alembic conversion, schema.py).
+DB_ERRORS = (SQLAlchemyError, sqlite3.Error)
 _SQLITE_DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB: the file is not (or no longer) a SQLite database
 _SQLITE_FULL = 13
 
@@ -34,12 +39,24 @@ def no_space_message(path: Path, folder: Path) -> str:
     return f"No space left on device writing {path}: free space on {folder} and run it again"
 
 
+def driver_error(exc: BaseException) -> BaseException:
+    """The driver's own error behind a SQLAlchemy one (sqlite3's, psycopg's), else `exc` itself."""
+    return getattr(exc, "orig", None) or exc
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, in one line, without SQLAlchemy's statement dump and link: the driver's words."""
+    return " ".join(str(driver_error(exc)).split())
+
+
 def is_damage(exc: BaseException) -> bool:
+    exc = driver_error(exc)
     return isinstance(exc, sqlite3.DatabaseError) and (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in \
         _SQLITE_DAMAGED
 
 
 def is_full(exc: BaseException) -> bool:
+    exc = driver_error(exc)
     if isinstance(exc, OSError):
         return exc.errno in (errno.ENOSPC, errno.EDQUOT)
     return isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_FULL

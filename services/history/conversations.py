@@ -9,7 +9,6 @@ as takes keep their WAV — the stereo recording (person left, agent right) in m
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Mapping
@@ -19,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
-from services.history.base import HistoryError, read_kept
+from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
 
 if TYPE_CHECKING:
+    from services.history.db import Row
     from services.history.host import Host
 
 MODES = ("pipeline", "native")
@@ -57,7 +57,7 @@ class ConversationRecord:
         return read_kept(self.folder, self.audio, f"conversation {self.id}")
 
 
-def _record(row: sqlite3.Row, media: Path) -> ConversationRecord:
+def _record(row: Row, media: Path) -> ConversationRecord:
     return ConversationRecord(
         id=row["id"], mode=row["mode"], title=row["title"], timeline=json.loads(row["timeline"]),
         settings=json.loads(row["settings"]), audio=row["audio"], created_at=row["created_at"],
@@ -93,8 +93,8 @@ class ConversationStore:
                     (record_id, mode, title, json.dumps(dict(timeline), ensure_ascii=False),
                      json.dumps(dict(settings), ensure_ascii=False), name, float(created_at or time.time()),
                      history.actor.id))
-        except (OSError, sqlite3.Error, TypeError, ValueError) as exc:
-            raise HistoryError(f"cannot record the conversation in {history.data_dir} ({exc})") from None
+        except (OSError, *DB_ERRORS, TypeError, ValueError) as exc:
+            raise HistoryError(f"cannot record the conversation in {history.data_dir} ({reason(exc)})") from None
         return self.get(record_id)
 
     def list(self, *, limit: int | None = 50) -> list[ConversationRecord]:

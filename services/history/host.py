@@ -1,5 +1,6 @@
-"""The history's host: its one SQLite file and media folder, the connections (one per thread), the one write path
-(`transaction`), the tables and their migrations, and who sees what (`visible`, `owns`, `set_shared`). The records
+"""The history's host: its database (one SQLite file in the data_dir, or a PostgreSQL server: db.py) and media
+folder, the one write path (`transaction`), the tables' migrations (migrate.py), and who sees what (`visible`,
+`owns`, `set_shared`). The records
 themselves are kept by one small store per kind over a host (jobs.py, voices.py, takes.py, transcripts.py,
 load_reports.py, conversations.py); `History` (services/history/__init__.py) is the host with its stores."""
 
@@ -7,38 +8,31 @@ from __future__ import annotations
 
 import copy
 import os
-import sqlite3
-import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, Forbidden, Principal, require
 from services.history.base import (
+    DB_ERRORS,
     HistoryError,
     current_owner,
     damaged_message,
     is_damage,
     is_full,
     no_space_message,
+    reason,
     safe_name,
 )
-from services.history.schema import (
-    ADDED_COLUMNS,
-    MIGRATIONS,
-    NAMED,
-    OWNED_TABLES,
-    OWNER_COLUMNS,
-    OWNER_INDEX,
-    SCHEMA,
-    SCHEMA_VERSION,
-    statements,
-)
+from services.history.db import DB_NAME, Db, Result, Row, engine, run, shown
+from services.history.migrate import upgrade
 
-DB_NAME = "history.sqlite3"
+if TYPE_CHECKING:
+    from services.settings import Settings
+
 MEDIA_DIR = "media"
 Shareable = Literal["job", "voice", "load_report", "evaluation", "take", "transcript", "conversation"]
 SHAREABLE: dict[str, str] = {"job": "jobs", "voice": "voices", "load_report": "load_reports",
@@ -47,29 +41,46 @@ SHAREABLE: dict[str, str] = {"job": "jobs", "voice": "voices", "load_report": "l
 
 
 class Host:
-    """The history in `data_dir`, acting for `actor` (LOCAL unless told: the single-user studio). Thread-safe and
-    multi-process-safe (SQLite WAL, one connection per thread, every write one BEGIN IMMEDIATE transaction)."""
+    """The history in `data_dir` (its media; its database too unless `database_url` names a PostgreSQL server),
+    acting for `actor` (LOCAL unless told: the single-user studio). Thread-safe and multi-process-safe: a pool
+    of connections, every write one transaction that queues behind the others (SQLite: BEGIN IMMEDIATE in WAL
+    mode; PostgreSQL: the history's advisory lock), reads each seeing the latest commit."""
 
-    def __init__(self, data_dir: Path | str, *, actor: Principal = LOCAL) -> None:
+    def __init__(self, data_dir: Path | str, *, actor: Principal = LOCAL, database_url: str | None = None,
+                 migrate: bool = True) -> None:
         self.data_dir = Path(data_dir)
-        self.db_path = self.data_dir / DB_NAME
+        self.database_url = database_url or None
         self.media_dir = self.data_dir / MEDIA_DIR
         self.owner = current_owner()
         self.actor = actor
-        self._local = threading.local()
+        try:
+            self.engine = engine(self.database_url, self.data_dir)
+        except ValueError as exc:
+            raise HistoryError(f"the database_url setting (OMNI_STUDIO_DATABASE_URL): {exc}") from None
+        self.dialect = self.engine.dialect.name
+        self.where = shown(self.engine)  # the SQLite file, or the server's URL without its password
+        self.db_path = self.data_dir / DB_NAME  # the SQLite file (unused on PostgreSQL)
         try:
             self.media_dir.mkdir(parents=True, exist_ok=True)
-            self._ensure(SCHEMA, owned=OWNED_TABLES)
-            self._add_columns()
-            self._migrate()
+            self.migrated = upgrade(self) if migrate else []  # the revisions this opening ran (migrate.py)
             self._check()
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, *DB_ERRORS) as exc:
+            self.engine.dispose()
             if is_damage(exc):
-                raise HistoryError(damaged_message(self.db_path, exc)) from None
+                raise HistoryError(damaged_message(self.db_path, reason(exc))) from None
             if is_full(exc):
                 raise HistoryError(no_space_message(self.db_path, self.data_dir)) from None
-            raise HistoryError(f"cannot open the history in {self.data_dir} ({exc}); check the data_dir setting "
-                               "(OMNI_STUDIO_DATA_DIR) points at a writable folder") from None
+            if self.dialect != "sqlite" and not isinstance(exc, OSError):
+                raise HistoryError(f"cannot open the history at {self.where} ({reason(exc)}); check the database_url "
+                                   "setting (OMNI_STUDIO_DATABASE_URL) and that the server is up") from None
+            raise HistoryError(f"cannot open the history in {self.data_dir} ({reason(exc)}); check the data_dir "
+                               "setting (OMNI_STUDIO_DATA_DIR) points at a writable folder") from None
+
+    @classmethod
+    def of(cls, settings: Settings, *, actor: Principal = LOCAL, migrate: bool = True) -> Self:
+        """The history the settings name: media in `data_dir`, the database at `database_url` (empty: SQLite in
+        `data_dir`)."""
+        return cls(settings.data_dir, actor=actor, database_url=settings.database_url, migrate=migrate)
 
     # -- who acts -------------------------------------------------------------------------------------
     def acting_as(self, actor: Principal) -> Self:
@@ -97,22 +108,34 @@ class Host:
     def visible(self) -> tuple[str, list[Any]]:
         """The SQL condition (and its arguments) of the records the actor sees: their own and the shared ones."""
         if self.sees_everything:
-            return "1", []
+            return "1 = 1", []
         mine = self.mine()
         return f"(user_id IN ({', '.join('?' * len(mine))}) OR shared = 1)", list(mine)
 
-    def sees(self, row: sqlite3.Row) -> bool:
+    def sees(self, row: Row) -> bool:
         """Whether the actor sees the record in `row` (a row of an owned table): theirs, or shared."""
         return self.sees_everything or row["user_id"] in self.mine() or bool(row["shared"])
 
-    def visible_rows(self, table: str, limit: int | None) -> list[sqlite3.Row]:
+    @property
+    def newest_first(self) -> str:
+        """ORDER BY of a table with `created_at` and `id`: newest first; of equal times the later row first
+        (SQLite: its rowid, the order rows were written; PostgreSQL has none: the greater id)."""
+        return "created_at DESC, " + ("rowid DESC" if self.dialect == "sqlite" else "id DESC")
+
+    def page(self, limit: int | None, offset: int = 0) -> str:
+        """LIMIT/OFFSET text: `limit` rows (None: all) from `offset`."""
+        offset = max(0, int(offset))
+        if limit is None:
+            return "" if not offset else (" LIMIT -1" if self.dialect == "sqlite" else "") + f" OFFSET {offset}"
+        return f" LIMIT {int(limit)}" + (f" OFFSET {offset}" if offset else "")
+
+    def visible_rows(self, table: str, limit: int | None) -> list[Row]:
         """The rows of the owned `table` the actor sees (their own and the shared ones), newest first."""
         condition, args = self.visible()
-        sql = f"SELECT * FROM {table} WHERE {condition} ORDER BY created_at DESC, rowid DESC" + \
-            (f" LIMIT {int(limit)}" if limit is not None else "")
+        sql = f"SELECT * FROM {table} WHERE {condition} ORDER BY {self.newest_first}{self.page(limit)}"
         return self.reader().execute(sql, args).fetchall()
 
-    def visible_row(self, table: str, record_id: str, noun: str) -> sqlite3.Row:
+    def visible_row(self, table: str, record_id: str, noun: str) -> Row:
         """One row of the owned `table`; someone else's unshared record is refused like a missing one."""
         row = self.reader().execute(f"SELECT * FROM {table} WHERE id = ?", (record_id,)).fetchone()
         if row is None or not self.sees(row):
@@ -135,14 +158,16 @@ class Host:
                     raise Forbidden(f"{self.actor.label} may not change the sharing of {row['user_id']}'s {what}: "
                                     "only the one who made it (or an admin) may")
                 db.execute(f"UPDATE {table} SET shared = ? WHERE id = ?", (int(bool(shared)), record_id))
-        except sqlite3.Error as exc:
-            raise HistoryError(f"cannot share the {what} in {self.data_dir} ({exc})") from None
+        except DB_ERRORS as exc:
+            raise HistoryError(f"cannot share the {what} in {self.data_dir} ({reason(exc)})") from None
 
     # -- connections and the one write path -------------------------------------------------------------
     def _check(self) -> None:
-        """Refuse a damaged database when it is opened (one line, naming it), not with a traceback from the first
-        read that meets the damage: PRAGMA quick_check reads every page, without the slower index checks."""
-        problems = [r[0] for r in self._connect().execute("PRAGMA quick_check(3)").fetchall()]
+        """Refuse a damaged SQLite file when it is opened (one line, naming it), not with a traceback from the
+        first read that meets the damage: PRAGMA quick_check reads every page, without the slower index checks."""
+        if self.dialect != "sqlite":
+            return
+        problems = [r[0] for r in self.reader().execute("PRAGMA quick_check(3)").fetchall()]
         if problems != ["ok"]:
             raise HistoryError(damaged_message(self.db_path, " ".join("; ".join(problems).split())))  # one line
 
@@ -151,47 +176,38 @@ class Host:
         """SQLite's damage and full-disk errors as one HistoryError line naming the file and what to do."""
         try:
             yield
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             if is_damage(exc):
-                raise HistoryError(damaged_message(self.db_path, exc)) from None
+                raise HistoryError(damaged_message(self.db_path, reason(exc))) from None
             if is_full(exc):
                 raise HistoryError(no_space_message(self.db_path, self.data_dir)) from None
             raise
 
-    def _connect(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.db_path, timeout=10.0, isolation_level=None)
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # durable across app crashes in WAL mode
-            db.execute("PRAGMA busy_timeout=10000")
-            self._local.db = db
-        return db
-
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self.guard():
-            db = self._connect()
-            db.execute("BEGIN IMMEDIATE")
+    def _tx(self) -> Iterator[Db]:
+        with self.guard(), self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the driver begins nothing itself (db.py)
+            else:
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")  # held until the commit
             try:
-                yield db
+                yield Db(conn)
             except BaseException:
-                if db.in_transaction:  # SQLite may have rolled back by itself (a full disk, a damaged page)
-                    db.execute("ROLLBACK")
+                conn.rollback()  # a no-op where SQLite rolled back by itself (a full disk, a damaged page)
                 raise
             else:
-                db.execute("COMMIT")
+                conn.commit()
 
     def transaction(self) -> Any:
-        """One write transaction (BEGIN IMMEDIATE: writers queue instead of failing mid-way), a context manager
-        yielding the connection. Every write of the history, its stores and the packages that keep tables in it
-        (services/eval, services/audit.py, services/targets.py) goes through here: the one writer path."""
+        """One write transaction, a context manager yielding the connection (`Db`: `execute(sql, params)`), that
+        queues behind the others instead of failing mid-way (SQLite: BEGIN IMMEDIATE; PostgreSQL: the history's
+        advisory lock, taken first). Every write of the history, its stores and the packages that keep tables in
+        it (services/eval, services/audit.py, services/targets.py) goes through here: the one writer path."""
         return self._tx()
 
-    def reader(self) -> sqlite3.Connection:
-        """This thread's connection, for reads (writes go through `transaction`)."""
-        return self._connect()
+    def reader(self) -> Reader:
+        """For reads (writes go through `transaction`): each `execute` sees the latest commit."""
+        return Reader(self)
 
     def write_files(self, folder_id: str, files: Mapping[str, bytes]) -> list[str]:
         """Write `files` into media/<folder_id>/, each atomically; HistoryError naming the file when one cannot be
@@ -215,61 +231,22 @@ class Host:
         return names
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        """Close the connections the pool keeps (a later call opens new ones)."""
+        self.engine.dispose()
 
-    # -- tables and migrations ------------------------------------------------------------------------
-    def add_tables(self, schema: str, *, owned: Sequence[str] = (), stamped: Sequence[str] = ()) -> None:
-        """Create another package's tables (`CREATE TABLE IF NOT EXISTS …` statements); the `owned` ones get
-        `user_id` and `shared`, the `stamped` ones `user_id` (an old database is migrated: rows `local`'s)."""
-        try:
-            self._ensure(schema, owned=owned, stamped=stamped)
-        except sqlite3.Error as exc:
-            raise HistoryError(f"cannot create tables in the history at {self.data_dir} ({exc})") from None
 
-    def _ensure(self, schema: str, *, owned: Sequence[str] = (), stamped: Sequence[str] = ()) -> None:
-        """Create `schema`'s tables and indexes where missing, and give the `owned` tables OWNER_COLUMNS (the
-        `stamped` ones `user_id` only): an old database is migrated in place, its rows `local`'s and unshared.
-        One transaction; nothing is written when everything is there already."""
-        columns = {t: tuple(OWNER_COLUMNS) for t in owned} | {t: ("user_id",) for t in stamped}
-        wanted = set(NAMED.findall(schema)) | {f"{t}_user" for t in columns}  # the index comes after its column
-        if wanted <= {r[0] for r in self._connect().execute("SELECT name FROM sqlite_master")}:
-            return
-        with self._tx() as db:
-            for statement in statements(schema):
-                db.execute(statement)
-            for table, cols in columns.items():
-                present = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
-                for col in cols:
-                    if col not in present:
-                        db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {OWNER_COLUMNS[col]}")
-                db.execute(OWNER_INDEX.format(table=table))
+class Reader:
+    """Reads of a host's database: each statement on a connection from the pool, its rows fetched whole."""
 
-    def _add_columns(self) -> None:
-        """Give an older database's tables the ADDED_COLUMNS they lack (one transaction; none when all are there)."""
-        db = self._connect()
-        missing = {t: {c: d for c, d in cols.items()
-                       if c not in {r["name"] for r in db.execute(f"PRAGMA table_info({t})")}}
-                   for t, cols in ADDED_COLUMNS.items()}
-        if not any(missing.values()):
-            return
-        with self._tx() as tx:
-            for table, cols in missing.items():
-                present = {r["name"] for r in tx.execute(f"PRAGMA table_info({table})")}  # another process's
-                for col, decl in cols.items():
-                    if col not in present:
-                        tx.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
+    def __init__(self, host: Host) -> None:
+        self.host = host
 
-    def _migrate(self) -> None:
-        """Run the MIGRATIONS steps the database has not had (by its `PRAGMA user_version`), then record the new
-        version: one transaction, so a step that fails leaves the database as it was; none when it is current."""
-        if self._connect().execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
-            return
-        with self._tx() as db:
-            version = db.execute("PRAGMA user_version").fetchone()[0]  # another process may have just migrated it
-            for number, step in MIGRATIONS:
-                if number > version:
-                    step(db)
-            db.execute(f"PRAGMA user_version = {max(version, SCHEMA_VERSION)}")
+    def execute(self, sql: Any, params: Any = None) -> Result:
+        with self.host.guard(), self.host.engine.connect() as conn:
+            try:
+                return run(conn, sql, params)
+            finally:
+                conn.rollback()
+
+
+WRITE_LOCK = 0x6F6D6E69  # "omni": PostgreSQL's advisory lock key of the history's writers

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import time
 import uuid
 from collections.abc import Mapping
@@ -30,9 +29,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from protocol.catalog import JOB_KINDS
 from protocol.errors import InvalidInput, StudioError
 from services.access import LOCAL, Forbidden, require
-from services.history.base import HistoryError, like_escaped, owner_alive
+from services.history.base import DB_ERRORS, HistoryError, like_escaped, owner_alive, reason
 
 if TYPE_CHECKING:
+    from services.history.db import Row
     from services.history.host import Host
 
 JobKind = Literal[JOB_KINDS]  # type: ignore[valid-type]  # the catalog's families whose records are jobs
@@ -90,7 +90,7 @@ class Job:
         return self.folder / name if name in self.inputs else None
 
 
-def _job(row: sqlite3.Row, media: Path) -> Job:
+def _job(row: Row, media: Path) -> Job:
     return Job(
         id=row["id"], kind=row["kind"], status=row["status"], prompt=row["prompt"],
         params=json.loads(row["params"]), target=row["target"], owner=row["owner"],
@@ -136,8 +136,8 @@ class JobStore:
                      json.dumps(names), json.dumps(dict(meta or {})), now, now if status == "running" else None, now,
                      history.actor.id),
                 )
-        except (OSError, sqlite3.Error) as exc:
-            raise HistoryError(f"cannot record the job in {history.data_dir} ({exc})") from None
+        except (OSError, *DB_ERRORS) as exc:
+            raise HistoryError(f"cannot record the job in {history.data_dir} ({reason(exc)})") from None
         return self.get(job_id)
 
     def mark_running(self, job_id: str, handle: Mapping[str, Any] | None = None) -> Job:
@@ -167,7 +167,7 @@ class JobStore:
         except HistoryError as exc:  # e.g. a full disk: the record says so (the .part is gone, so it has room)
             try:
                 self.fail(job_id, str(exc))
-            except (StudioError, sqlite3.Error):
+            except (StudioError, *DB_ERRORS):
                 pass  # left unfinished: recover() in a later process resumes it or marks it interrupted
             raise
         self._update(job_id, {
@@ -254,7 +254,7 @@ class JobStore:
 
     def _filter(self, kind: JobKind | None, statuses: tuple[JobStatus, ...] | None, *, everyone: bool,
                 search: str | None = None) -> tuple[str, list[Any]]:
-        condition, args = ("1", []) if everyone else self.history.visible()
+        condition, args = ("1 = 1", []) if everyone else self.history.visible()
         where = [condition]
         if kind is not None:
             where.append("kind = ?")
@@ -263,17 +263,16 @@ class JobStore:
             where.append(f"status IN ({', '.join('?' * len(statuses))})")
             args += list(statuses)
         if search and search.strip():
-            pattern = "%" + like_escaped(search.strip()) + "%"
-            where.append("(prompt LIKE ? ESCAPE '\\' OR coalesce(title, '') LIKE ? ESCAPE '\\')")
+            pattern = "%" + like_escaped(search.strip()) + "%"  # any case: lower() both sides (PostgreSQL's LIKE heeds it)
+            where.append("(lower(prompt) LIKE lower(?) ESCAPE '\\'"
+                         " OR lower(coalesce(title, '')) LIKE lower(?) ESCAPE '\\')")
             args += [pattern, pattern]
         return " AND ".join(where), args
 
     def _select(self, kind: JobKind | None, statuses: tuple[JobStatus, ...] | None, limit: int | None, *,
                 everyone: bool, offset: int = 0, search: str | None = None) -> list[Job]:
         where, args = self._filter(kind, statuses, everyone=everyone, search=search)
-        sql = f"SELECT * FROM jobs WHERE {where} ORDER BY created_at DESC, rowid DESC"
-        if limit is not None or offset:
-            sql += f" LIMIT {-1 if limit is None else int(limit)} OFFSET {max(0, int(offset))}"
+        sql = f"SELECT * FROM jobs WHERE {where} ORDER BY {self.history.newest_first}{self.history.page(limit, offset)}"
         with self.history.guard():
             rows = self.history.reader().execute(sql, args).fetchall()
         return [_job(r, self.history.media_dir) for r in rows]

@@ -8,7 +8,6 @@ what a list shows beside it (modality, backend, target, instance type, title).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, Forbidden, require
-from services.history.base import HistoryError
+from services.history.base import DB_ERRORS, HistoryError, reason
 
 if TYPE_CHECKING:
+    from services.history.db import Row
     from services.history.host import Host
 
 
@@ -38,7 +38,7 @@ class LoadReportRecord:
     shared: bool = False
 
 
-def _load_report(row: sqlite3.Row) -> LoadReportRecord:
+def _load_report(row: Row) -> LoadReportRecord:
     return LoadReportRecord(id=row["id"], modality=row["modality"], backend=row["backend"], target=row["target"],
                             instance_type=row["instance_type"], title=row["title"], created_at=row["created_at"],
                             report=json.loads(row["report"]), user_id=row["user_id"], shared=bool(row["shared"]))
@@ -71,8 +71,8 @@ class LoadReportStore:
                     (str(report["id"]), str(report["modality"]), str(report["backend"]), str(report["target"]),
                      report.get("instance_type"), report.get("title"), json.dumps(dict(report)),
                      float(report.get("created_at") or time.time()), actor.id))
-        except (sqlite3.Error, KeyError, TypeError, ValueError) as exc:
-            raise HistoryError(f"cannot record the load report in {history.data_dir} ({exc})") from None
+        except (*DB_ERRORS, KeyError, TypeError, ValueError) as exc:
+            raise HistoryError(f"cannot record the load report in {history.data_dir} ({reason(exc)})") from None
         return str(report["id"])
 
     def list(self, *, modality: str | None = None, limit: int | None = 50) -> list[LoadReportRecord]:
@@ -81,8 +81,8 @@ class LoadReportStore:
         if modality:
             condition += " AND modality = ?"
             args.append(modality)
-        sql = f"SELECT * FROM load_reports WHERE {condition} ORDER BY created_at DESC, rowid DESC" + \
-              (f" LIMIT {int(limit)}" if limit is not None else "")
+        sql = f"SELECT * FROM load_reports WHERE {condition} ORDER BY {self.history.newest_first}" + \
+            self.history.page(limit)
         return [_load_report(r) for r in self.history.reader().execute(sql, args).fetchall()]
 
     def get(self, report_id: str) -> LoadReportRecord:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import sqlite3
 import time
 import uuid
 import wave
@@ -20,9 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
-from services.history.base import HistoryError
+from services.history.base import DB_ERRORS, HistoryError, reason
 
 if TYPE_CHECKING:
+    from services.history.db import Row
     from services.history.host import Host
 
 TAKE_FILE = "take.wav"  # a speech take's audio, in media/<take id>/
@@ -63,7 +63,7 @@ class SpeechTake:
             raise HistoryError(f"the audio of take {self.id} cannot be read at {self.path} ({exc})") from None
 
 
-def _take(row: sqlite3.Row, media: Path) -> SpeechTake:
+def _take(row: Row, media: Path) -> SpeechTake:
     return SpeechTake(id=row["id"], text=row["text"], voice_label=row["voice_label"], config=json.loads(row["config"]),
                       target=row["target"], figures=json.loads(row["figures"]), state=row["state"], error=row["error"],
                       audio=row["audio"], created_at=row["created_at"], folder=media / row["id"],
@@ -106,8 +106,8 @@ class TakeStore:
                     (take_id, text, voice_label, json.dumps(dict(config or {})), target,
                      json.dumps(dict(figures or {})), state, error, name, float(created_at or time.time()),
                      history.actor.id))
-        except (OSError, sqlite3.Error, TypeError, ValueError) as exc:
-            raise HistoryError(f"cannot record the speech take in {history.data_dir} ({exc})") from None
+        except (OSError, *DB_ERRORS, TypeError, ValueError) as exc:
+            raise HistoryError(f"cannot record the speech take in {history.data_dir} ({reason(exc)})") from None
         return self.get(take_id)
 
     def list(self, *, limit: int | None = 50) -> list[SpeechTake]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -21,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
-from services.history.base import HistoryError, read_kept
+from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
 
 if TYPE_CHECKING:
+    from services.history.db import Row
     from services.history.host import Host
 
 Route = Literal["file", "stream"]
@@ -56,7 +56,7 @@ class TranscriptRecord:
         return read_kept(self.folder, self.audio, f"transcript {self.id}")
 
 
-def _record(row: sqlite3.Row, media: Path) -> TranscriptRecord:
+def _record(row: Row, media: Path) -> TranscriptRecord:
     return TranscriptRecord(
         id=row["id"], text=row["text"], source=row["source"], route=row["route"], model=row["model"],
         backend=row["backend"], target=row["target"], segments=json.loads(row["segments"]),
@@ -101,8 +101,8 @@ class TranscriptStore:
                     (record_id, text, source, route, model, backend, target, json.dumps([dict(s) for s in segments]),
                      json.dumps(dict(figures or {})), reference, preview, name, float(created_at or time.time()),
                      history.actor.id))
-        except (OSError, sqlite3.Error, TypeError, ValueError) as exc:
-            raise HistoryError(f"cannot record the transcript in {history.data_dir} ({exc})") from None
+        except (OSError, *DB_ERRORS, TypeError, ValueError) as exc:
+            raise HistoryError(f"cannot record the transcript in {history.data_dir} ({reason(exc)})") from None
         return self.get(record_id)
 
     def list(self, *, limit: int | None = 50) -> list[TranscriptRecord]:

@@ -8,16 +8,16 @@ kept after its voice is removed from the server (`removed_at`, `removal`): the c
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, Forbidden, require
-from services.history.base import HistoryError
+from services.history.base import DB_ERRORS, HistoryError, reason
 
 if TYPE_CHECKING:
+    from services.history.db import Row
     from services.history.host import Host
 
 
@@ -45,7 +45,7 @@ class VoiceRecord:
         return self.removed_at is None
 
 
-def _voice(row: sqlite3.Row) -> VoiceRecord:
+def _voice(row: Row) -> VoiceRecord:
     return VoiceRecord(**{k: row[k] for k in row.keys()} | {"shared": bool(row["shared"])})
 
 
@@ -70,14 +70,13 @@ class VoiceStore:
                               (target, name)).fetchone():
                     raise InvalidInput(f"a voice named {name!r} is already saved on {target}: pick another name, or "
                                        "delete that voice first")
-                cur = db.execute(
+                row_id = db.execute(
                     "INSERT INTO voices (target, name, consent_id, who, ref_text, speaker_description, created_at,"
-                    " user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    " user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (target, name, consent_id.strip(), who, ref_text, speaker_description, time.time(),
-                     history.actor.id))
-                row_id = cur.lastrowid
-        except sqlite3.Error as exc:
-            raise HistoryError(f"cannot record the voice in {history.data_dir} ({exc})") from None
+                     history.actor.id)).fetchone()[0]
+        except DB_ERRORS as exc:
+            raise HistoryError(f"cannot record the voice in {history.data_dir} ({reason(exc)})") from None
         return self.get(int(row_id or 0))
 
     def get(self, record_id: int) -> VoiceRecord:
@@ -141,6 +140,6 @@ class VoiceStore:
     def drop(self, record_id: int) -> None:
         """Drop the actor's record of an upload that did not happen (the server refused it, or could not be
         reached)."""
-        condition, args = ("1", []) if self.history.sees_everything else ("user_id = ?", [self.history.actor.id])
+        condition, args = ("1 = 1", []) if self.history.sees_everything else ("user_id = ?", [self.history.actor.id])
         with self.history.transaction() as db:
             db.execute(f"DELETE FROM voices WHERE id = ? AND {condition}", (record_id, *args))
