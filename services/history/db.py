@@ -101,6 +101,13 @@ def _named(sql: str) -> tuple[TextClause, int]:
     return text("'".join(parts)), count
 
 
+def _binds(sql: str, count: int, values: Sequence[Any]) -> dict[str, Any]:
+    """The values of `sql`'s `count` `?` placeholders as its named binds."""
+    if len(values) != count:
+        raise ValueError(f"{count} placeholders, {len(values)} values: {sql}")
+    return {f"p{i}": v for i, v in enumerate(values)}
+
+
 def run(conn: Connection, sql: Any, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Result:
     """Run one statement on `conn`: SQL text with `?` placeholders (or :named ones and a mapping), or a Core
     statement; its rows fetched."""
@@ -109,10 +116,7 @@ def run(conn: Connection, sql: Any, params: Sequence[Any] | Mapping[str, Any] | 
         if isinstance(params, Mapping):
             args: Any = dict(params)
         else:
-            values = list(params or ())
-            if len(values) != count:
-                raise ValueError(f"{count} placeholders, {len(values)} values: {sql}")
-            args = {f"p{i}": v for i, v in enumerate(values)}
+            args = _binds(sql, count, params or ())
         result = conn.execute(clause, args)
     else:
         result = conn.execute(sql, params) if params is not None else conn.execute(sql)
@@ -137,5 +141,8 @@ class Db:
         return run(self.connection, sql, params)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        for row in rows:
-            run(self.connection, sql, row)
+        """One statement for many rows, in one call (SQLAlchemy's executemany: the driver batches them)."""
+        if not rows:
+            return
+        clause, count = _named(sql)
+        self.connection.execute(clause, [_binds(sql, count, row) for row in rows])
