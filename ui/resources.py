@@ -94,17 +94,11 @@ TARGET_PARAM = "target"  # ?target=offline | sagemaker | omni:<server URL> — t
 
 
 def _target_from_url(s: Settings) -> None:
-    """A new session (a reload, a link) takes the target its address names — from the closed set only: a server
-    the studio has not registered is ignored, and the settings' target is used."""
+    """A new session (a reload, a link) takes the target its address names. Only a kind of target is taken here;
+    a server the studio has not registered is then refused by `backend_choice` like any other (the closed set)."""
     picked = st.query_params.get(TARGET_PARAM) or ""
-    if picked in ("offline", "sagemaker"):
-        name, url = picked, s.omni_url
-    elif picked.startswith("omni:") and (url := picked.removeprefix("omni:")) and (
-            url == s.omni_url or url in target_book().server_urls()):
-        name = "omni"
-    else:
-        return
-    st.session_state["backend_name"], st.session_state["backend_url"] = name, url
+    if picked in ("offline", "sagemaker") or picked.startswith("omni:"):
+        st.session_state["backend_name"], st.session_state["backend_url"] = _pick_of(picked, s.omni_url)
 
 
 def _target_in_url(current: str, s: Settings) -> None:
@@ -212,10 +206,14 @@ def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
         st.caption("No vLLM-Omni server is registered; an admin adds one here (or `omni_url` in the settings).")
 
 
+def _pick_of(picked: str, url: str | None) -> tuple[str, str | None]:
+    """A picker's value ("offline", "sagemaker", "omni:<server URL>") as (backend, URL); others keep `url`."""
+    return ("omni", picked.removeprefix("omni:") or None) if picked.startswith("omni:") else (picked, url)
+
+
 def _picked(url: str | None) -> None:
     picked = str(st.session_state["_backend_pick"])
-    name, url = ("omni", picked.removeprefix("omni:") or None) if picked.startswith("omni:") else (picked, url)
-    st.session_state["backend_name"], st.session_state["backend_url"] = name, url
+    st.session_state["backend_name"], st.session_state["backend_url"] = _pick_of(picked, url)
 
 
 def _add_server(book) -> None:  # noqa: ANN001
