@@ -44,12 +44,12 @@ TARGET_RATIO = 1.1
 PAUSE_S = 0.3  # lets onnxruntime's spinning threads settle between runs
 
 
-async def websocket_run(url: str) -> tuple[float, float, float]:
-    """(first audio s, time to last audio s, audio s) through the engine's WebSocket."""
+async def websocket_run(url: str, text: str = PARAGRAPH) -> tuple[float, float, float]:
+    """(first audio s, time to last audio s, audio s) of `text` through the engine's WebSocket."""
     async with connect(url.replace("http://", "ws://", 1) + SPEECH_STREAM_PATH, max_size=None) as ws:
         await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
         t0 = time.perf_counter()
-        await ws.send(json.dumps({"type": "input.text", "text": PARAGRAPH}))
+        await ws.send(json.dumps({"type": "input.text", "text": text}))
         await ws.send(json.dumps({"type": "input.done"}))
         first = last = None
         audio_bytes = 0
