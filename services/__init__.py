@@ -9,7 +9,25 @@ aws.py (the one AWS session maker), sagemaker.py (the SageMaker assembly), histo
 runtime, cli/. docs/architecture.md has the picture.
 """
 
-from services.backend import create_backend, omni_backend
-from services.base import Backend, BackendHealth
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.backend import create_backend, omni_backend
+    from services.base import Backend, BackendHealth
 
 __all__ = ["Backend", "BackendHealth", "create_backend", "omni_backend"]
+
+# The exports load on first use: `import services.settings` (every command, the engine's checks) must not pay for
+# the backend's imports (httpx, the history's SQLAlchemy, boto3), about 0.3 s a process.
+def __getattr__(name: str) -> Any:
+    if name in ("create_backend", "omni_backend"):
+        from services import backend
+
+        return getattr(backend, name)
+    if name in ("Backend", "BackendHealth"):
+        from services import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'services' has no attribute {name!r}")

@@ -13,28 +13,64 @@ from __future__ import annotations
 
 import argparse
 import sys
+from types import ModuleType
 
 from protocol.errors import StudioError
-from services.cli import eval as evaluation
-from services.cli import converse, history, listen, load, media, speech, voices
-from services.cli.common import check_utf8_args, common_options
 
-COMMAND_MODULES = (speech, voices, listen, converse, media, load, evaluation, history)
+# Each command and the module that registers it, in the order `--help` lists them. Only the named command's
+# module is imported: a command pays for its own imports (boto3, SQLAlchemy, numpy…), not for every command's.
+COMMANDS = {"speak": "speech", "voices": "voices", "listen": "listen", "converse": "converse", "image": "media",
+            "video": "media", "load": "load", "eval": "eval", "history": "history"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv`: with a known command first, only that command's parser; else every command's (for
+    `--help` and for the usage error naming the commands)."""
+    from services.cli.common import common_options
+
     parser = argparse.ArgumentParser(prog="python -m services", description="Omni Studio services from the shell")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = common_options()
-    for module in COMMAND_MODULES:
-        module.register(sub, common)
+    first = next(iter(sys.argv[1:] if argv is None else argv), None)
+    names = [COMMANDS[first]] if first in COMMANDS else dict.fromkeys(COMMANDS.values())
+    for name in names:
+        _command_module(name).register(sub, common)
     return parser
+
+
+def _command_module(name: str) -> ModuleType:
+    """The module registering `name`'s commands, imported by name so that the layer rules see each import."""
+    if name == "speech":
+        from services.cli import speech
+        return speech
+    if name == "voices":
+        from services.cli import voices
+        return voices
+    if name == "listen":
+        from services.cli import listen
+        return listen
+    if name == "converse":
+        from services.cli import converse
+        return converse
+    if name == "media":
+        from services.cli import media
+        return media
+    if name == "load":
+        from services.cli import load
+        return load
+    if name == "eval":
+        from services.cli import eval as evaluation
+        return evaluation
+    from services.cli import history
+    return history
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Every failure is one `error: ...` line on stderr and a non-zero exit code: 2 for an
     argument that cannot be used (argparse's usage errors, text that is not UTF-8), 1 otherwise, 130 on Ctrl-C."""
-    args = build_parser().parse_args(argv)
+    from services.cli.common import check_utf8_args
+
+    args = build_parser(argv).parse_args(argv)
     try:
         check_utf8_args(args)
         return int(args.func(args) or 0)
