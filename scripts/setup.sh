@@ -22,7 +22,10 @@ echo "setup: installing ${files[*]}"
 # pip warns about every find-links folder of this machine's pip configuration that does not exist: noise.
 quiet_pip() { .venv/bin/python -m pip "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 quiet_pip install --quiet --disable-pip-version-check --upgrade pip
-quiet_pip install --quiet --disable-pip-version-check "${args[@]}"
+# pip byte-compiles what it installs one file at a time; compileall does the same on every core (55 -> 48 s here).
+# The byte-code matters: where PYTHONDONTWRITEBYTECODE is set, nothing else would ever write it.
+quiet_pip install --quiet --disable-pip-version-check --no-compile "${args[@]}"
+.venv/bin/python -m compileall -q -j 0 .venv/lib/python3*/site-packages >/dev/null 2>&1 || true
 # A dev install also satisfies a plain one: record both sums.
 { cat requirements.txt | sha256sum | cut -d' ' -f1; echo "$sum"; } > "$stamp"
 echo "setup: ready (.venv, $(.venv/bin/python --version))"

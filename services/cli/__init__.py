@@ -17,52 +17,56 @@ from types import ModuleType
 
 from protocol.errors import StudioError
 
-# Each command and the module that registers it, in the order `--help` lists them. Only the named command's
-# module is imported: a command pays for its own imports (boto3, SQLAlchemy, numpy…), not for every command's.
-COMMANDS = {"speak": "speech", "voices": "voices", "listen": "listen", "converse": "converse", "image": "media",
-            "video": "media", "load": "load", "eval": "eval", "history": "history"}
-
-
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The parser for `argv`: with a known command first, only that command's parser; else every command's (for
-    `--help` and for the usage error naming the commands)."""
+    """The parser for `argv`: with a known command first, only that command's module is imported and registered
+    (a command pays for its own imports — boto3, SQLAlchemy, numpy… — not for every command's); else every
+    command's, for `--help` and for the usage error that names them."""
     from services.cli.common import common_options
 
     parser = argparse.ArgumentParser(prog="python -m services", description="Omni Studio services from the shell")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = common_options()
-    first = next(iter(sys.argv[1:] if argv is None else argv), None)
-    names = [COMMANDS[first]] if first in COMMANDS else dict.fromkeys(COMMANDS.values())
-    for name in names:
-        _command_module(name).register(sub, common)
+    one = _command_module(next(iter(sys.argv[1:] if argv is None else argv), ""))
+    for module in (one,) if one else _every_command_module():
+        module.register(sub, common)
     return parser
 
 
-def _command_module(name: str) -> ModuleType:
-    """The module registering `name`'s commands, imported by name so that the layer rules see each import."""
-    if name == "speech":
+def _command_module(command: str) -> ModuleType | None:
+    """The module registering `command`, or None for a word that is no command."""
+    if command == "speak":
         from services.cli import speech
         return speech
-    if name == "voices":
+    if command == "voices":
         from services.cli import voices
         return voices
-    if name == "listen":
+    if command == "listen":
         from services.cli import listen
         return listen
-    if name == "converse":
+    if command == "converse":
         from services.cli import converse
         return converse
-    if name == "media":
+    if command == "image" or command == "video":
         from services.cli import media
         return media
-    if name == "load":
+    if command == "load":
         from services.cli import load
         return load
-    if name == "eval":
+    if command == "eval":
         from services.cli import eval as evaluation
         return evaluation
-    from services.cli import history
-    return history
+    if command == "history":
+        from services.cli import history
+        return history
+    return None
+
+
+def _every_command_module() -> tuple[ModuleType, ...]:
+    """Every command's module, in the order `--help` lists the commands."""
+    from services.cli import converse, history, listen, load, media, speech, voices
+    from services.cli import eval as evaluation
+
+    return (speech, voices, listen, converse, media, load, evaluation, history)
 
 
 def main(argv: list[str] | None = None) -> int:
