@@ -50,7 +50,7 @@ class FolderMediaStore(MediaStore):
             os.replace(tmp, path)  # a reader sees the old file, the new one or none: never a part
             _sync_folder(folder)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)  # a full disk gets its space back, and the next write its chance
+            _remove(tmp)  # a full disk gets its space back, and the next write its chance
             if _full(exc):
                 raise MediaError(f"No space left on device writing {path}: free space on {self.root} (the media "
                                  "folder, media_url) and run it again") from None
@@ -111,11 +111,19 @@ class FolderMediaStore(MediaStore):
                 return MediaHealth(False, self.where, f"{self.root} gave back other bytes than were written to it")
             probe.unlink()
         except OSError as exc:
-            probe.unlink(missing_ok=True)
+            _remove(probe)
             why = "no space left on the device" if _full(exc) else (exc.strerror or str(exc))
             return MediaHealth(False, self.where, f"the media folder {self.root} cannot be written ({why}): point "
                                                   "media_url (OMNI_STUDIO_MEDIA_URL) at a writable folder, or free space")
         return MediaHealth(True, self.where)
+
+
+def _remove(path: Path) -> None:
+    """Remove a temporary file if it is there (its folder may not be: the error being handled says why)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _sync_folder(folder: Path) -> None:

@@ -32,7 +32,7 @@ READ_TIMEOUT_S = 30.0
 MAX_ATTEMPTS = 2  # one retry: S3's own 500/503 blips; never minutes of back-off against an endpoint that is down
 PROBE_PREFIX = ".omni-studio-probe-"  # check()'s key under the prefix: a dot-name, so never a record's
 MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
-DELETE_BATCH = 1000  # DeleteObjects' limit
+PAGE_SIZE = 1000  # keys per listing page and per DeleteObjects call (S3's limit for both)
 
 
 class S3MediaStore(MediaStore):
@@ -46,6 +46,7 @@ class S3MediaStore(MediaStore):
         self.profile = profile
         self.where = f"s3://{bucket}" + (f"/{self.prefix}" if self.prefix else "")
         self._base = f"{self.prefix}/" if self.prefix else ""
+        self.page_size = PAGE_SIZE
         self.aws = AwsSession(region, profile)  # ConfigError naming a profile that is not configured
         config = Config(
             region_name=region, signature_version="s3v4", connect_timeout=connect_timeout_s,
@@ -114,7 +115,9 @@ class S3MediaStore(MediaStore):
         prefix = self._record_prefix(record_id)
         keys: list[str] = []
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": self.page_size})
+            for page in pages:
                 keys += [o["Key"] for o in page.get("Contents", [])]
         except Exception as exc:  # noqa: BLE001
             raise self._error(exc, f"listing s3://{self.bucket}/{prefix}", "s3:ListBucket") from None
@@ -127,8 +130,8 @@ class S3MediaStore(MediaStore):
     def delete_record(self, record_id: str) -> int:
         keys = self._keys(record_id)
         prefix = self._record_prefix(record_id)
-        for i in range(0, len(keys), DELETE_BATCH):
-            batch = keys[i:i + DELETE_BATCH]
+        for i in range(0, len(keys), self.page_size):
+            batch = keys[i:i + self.page_size]
             try:
                 answer = self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
