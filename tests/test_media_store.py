@@ -448,9 +448,13 @@ def test_s3_check_passes_on_a_usable_bucket_and_leaves_nothing(s3_env: str, s3: 
     assert keys(s3, media_bucket) == []
 
 
-def test_a_profile_that_is_not_configured_is_named(s3_env: str) -> None:
-    with pytest.raises(ConfigError, match="AWS profile 'nobody' is not configured"):
+def test_a_bad_aws_configuration_is_named_when_the_store_is_made(s3_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="AWS profile 'nobody' is not configured: pick one from"):
         S3MediaStore("team-media", "team", region=REGION, profile="nobody")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "not a url")
+    with pytest.raises(ConfigError, match=r"the S3 client for s3://team-media/team cannot be made \(Invalid endpoint: "
+                                          r"not a url\): check AWS_ENDPOINT_URL_S3"):
+        S3MediaStore("team-media", "team", region=REGION)
 
 
 @pytest.fixture

@@ -54,7 +54,11 @@ class S3MediaStore(MediaStore):
             user_agent_extra=USER_AGENT_EXTRA,
         )
         # endpoint_url None: boto3's own resolution (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the config file, AWS)
-        self.client: Any = self.aws.session.client("s3", config=config, endpoint_url=endpoint_url)
+        try:
+            self.client: Any = self.aws.session.client("s3", config=config, endpoint_url=endpoint_url)
+        except (bx.BotoCoreError, ValueError) as exc:  # e.g. an AWS_ENDPOINT_URL_S3 that is not a URL
+            raise ConfigError(f"the S3 client for {self.where} cannot be made ({exc}): check AWS_ENDPOINT_URL_S3 "
+                              "(or AWS_ENDPOINT_URL) and the AWS config file's s3 settings") from None
 
     # -- keys ------------------------------------------------------------------------------------------
     def key(self, record_id: str, name: str) -> str:
