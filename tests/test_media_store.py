@@ -381,6 +381,17 @@ def test_s3_forbidden_by_a_bucket_policy_names_the_permission(s3_env: str, s3: o
     assert not health.ok and "writing the probe" in health.problem and "need s3:PutObject" in health.problem
 
 
+def test_s3_check_that_cannot_read_back_names_the_step_and_removes_its_probe(
+        s3_env: str, s3: object, media_bucket: str) -> None:
+    s3.put_bucket_policy(Bucket=media_bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{media_bucket}/*"}]}))
+    health = S3MediaStore(media_bucket, "team", region=REGION).check()
+    assert not health.ok and health.problem.startswith(
+        f"checking the media bucket: reading the probe s3://{media_bucket}/team/.omni-studio-probe-")
+    assert f"need s3:GetObject on arn:aws:s3:::{media_bucket}/team/*" in health.problem
+    assert keys(s3, media_bucket) == []
+
+
 def test_s3_access_denied_to_credentials_without_the_permission(s3_env: str, moto_server: str,
                                                                 media_bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """moto's IAM enforcement (its /moto-api/reset-auth; the session's moto, put back as it was in `finally`): a user

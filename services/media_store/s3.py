@@ -175,6 +175,11 @@ class S3MediaStore(MediaStore):
             self.client.delete_object(Bucket=self.bucket, Key=key)
         except Exception as exc:  # noqa: BLE001 — a check answers, it does not raise
             problem = self._error(exc, f"checking the media bucket: {step} the probe s3://{self.bucket}/{key}", action)
+            if step == "reading":  # written but not read back: try not to leave it behind
+                try:
+                    self.client.delete_object(Bucket=self.bucket, Key=key)
+                except Exception:  # noqa: BLE001, S110 — the message above is the answer
+                    pass
             return MediaHealth(False, self.where, str(problem))
         if back != data:
             return MediaHealth(False, self.where, f"{self.where} gave back other bytes than were written to it")
