@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
@@ -236,25 +237,25 @@ def s3_env(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def s3(moto_server: str) -> object:
+def s3(moto_server: str) -> Any:
     """A plain boto3 client on moto, to look at what the store did."""
     return boto3.client("s3", endpoint_url=moto_server, region_name=REGION, aws_access_key_id=FAKE_ACCESS_KEY_ID,
                         aws_secret_access_key=FAKE_SECRET_ACCESS_KEY, config=Config(retries={"max_attempts": 1}))
 
 
 @pytest.fixture
-def media_bucket(s3: object) -> str:
+def media_bucket(s3: Any) -> str:
     """A fresh bucket in the session's moto (the `bucket` fixture's, without the SageMaker emulator it needs)."""
     name = f"omni-media-test-{uuid.uuid4().hex[:12]}"
     s3.create_bucket(Bucket=name)
     return name
 
 
-def keys(s3: object, bucket: str) -> list[str]:
+def keys(s3: Any, bucket: str) -> list[str]:
     return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
 
 
-def test_s3_round_trips_real_bytes_under_prefix_record_name(s3_env: str, s3: object, media_bucket: str) -> None:
+def test_s3_round_trips_real_bytes_under_prefix_record_name(s3_env: str, s3: Any, media_bucket: str) -> None:
     store = S3MediaStore(media_bucket, "team/media", region=REGION)  # endpoint: AWS_ENDPOINT_URL_S3
     items = {f"item{i:02d}.png": payload(seed=i) for i in range(3)}
     for name, data in items.items():
@@ -279,7 +280,7 @@ def test_s3_get_of_a_missing_file_names_the_file_the_record_and_the_bucket(s3_en
 
 
 def test_s3_delete_record_removes_every_object_of_the_record_and_nothing_else(
-        s3_env: str, s3: object, media_bucket: str) -> None:
+        s3_env: str, s3: Any, media_bucket: str) -> None:
     store = S3MediaStore(media_bucket, "team", region=REGION)
     other = S3MediaStore(media_bucket, "elsewhere", region=REGION)
     for name in ("a.wav", "b.json", "c.png"):
@@ -296,7 +297,7 @@ def test_s3_delete_record_removes_every_object_of_the_record_and_nothing_else(
     assert other.get("r1", "a.wav") == b"other prefix" and store.get("r10", "a.wav") == b"10"
 
 
-def test_s3_delete_record_pages_through_listings_and_batches(s3_env: str, s3: object, media_bucket: str) -> None:
+def test_s3_delete_record_pages_through_listings_and_batches(s3_env: str, s3: Any, media_bucket: str) -> None:
     """More keys than one listing page and one DeleteObjects call hold: every one goes. S3's page is 1000 keys; the
     store's page is made 7 here so that 20 keys take three listings and three deletions (the same code path)."""
     store = S3MediaStore(media_bucket, "", region=REGION)
@@ -331,7 +332,7 @@ def test_s3_presigned_url_is_sigv4_lives_as_asked_and_serves_the_bytes(s3_env: s
             store.url("rec1", "take.wav", bad)
 
 
-def test_s3_with_a_kms_key_writes_sse_kms_under_that_key(s3_env: str, s3: object, media_bucket: str) -> None:
+def test_s3_with_a_kms_key_writes_sse_kms_under_that_key(s3_env: str, s3: Any, media_bucket: str) -> None:
     store = S3MediaStore(media_bucket, "team", region=REGION, kms_key_id=KMS_KEY)
     store.put("rec1", "take.wav", b"secret")
     head = s3.head_object(Bucket=media_bucket, Key="team/rec1/take.wav")  # what moto recorded of the PUT
@@ -359,7 +360,7 @@ def test_s3_a_missing_bucket_is_named_with_what_to_do(s3_env: str) -> None:
     assert not health.ok and health.where == "s3://omni-media-no-such-bucket/team" and says in health.problem
 
 
-def test_s3_forbidden_by_a_bucket_policy_names_the_permission(s3_env: str, s3: object, media_bucket: str) -> None:
+def test_s3_forbidden_by_a_bucket_policy_names_the_permission(s3_env: str, s3: Any, media_bucket: str) -> None:
     """moto enforces a bucket policy's Deny on object operations by itself (HTTP 403, as S3 answers)."""
     store = S3MediaStore(media_bucket, "team", region=REGION)
     store.put("rec1", "take.wav", b"x")
@@ -382,7 +383,7 @@ def test_s3_forbidden_by_a_bucket_policy_names_the_permission(s3_env: str, s3: o
 
 
 def test_s3_check_that_cannot_read_back_names_the_step_and_removes_its_probe(
-        s3_env: str, s3: object, media_bucket: str) -> None:
+        s3_env: str, s3: Any, media_bucket: str) -> None:
     s3.put_bucket_policy(Bucket=media_bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
         "Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{media_bucket}/*"}]}))
     health = S3MediaStore(media_bucket, "team", region=REGION).check()
@@ -453,7 +454,7 @@ def test_s3_without_credentials_says_where_it_looked(s3_env: str, media_bucket: 
     assert "no AWS credentials" in store.check().problem
 
 
-def test_s3_check_passes_on_a_usable_bucket_and_leaves_nothing(s3_env: str, s3: object, media_bucket: str) -> None:
+def test_s3_check_passes_on_a_usable_bucket_and_leaves_nothing(s3_env: str, s3: Any, media_bucket: str) -> None:
     health = S3MediaStore(media_bucket, "team/media", region=REGION).check()
     assert (health.ok, health.where, health.problem) == (True, f"s3://{media_bucket}/team/media", None)
     assert keys(s3, media_bucket) == []
@@ -474,7 +475,7 @@ def settings_s3(s3_env: str, media_bucket: str, tmp_path: Path) -> Iterator[Sett
                          "OMNI_STUDIO_MEDIA_URL": f"s3://{media_bucket}/studio", "OMNI_STUDIO_KMS_KEY_ID": KMS_KEY})
 
 
-def test_the_store_the_settings_name_works_end_to_end(settings_s3: Settings, s3: object, media_bucket: str) -> None:
+def test_the_store_the_settings_name_works_end_to_end(settings_s3: Settings, s3: Any, media_bucket: str) -> None:
     store = open_media_store(settings_s3)
     store.put("rec1", "take.wav", b"bytes")
     assert store.get("rec1", "take.wav") == b"bytes" and store.check().ok
