@@ -47,8 +47,13 @@ def botocore_session() -> botocore.session.Session:
 
 
 def boto3_session(region: str | None, profile: str | None) -> boto3.Session:
-    """A boto3 session sharing the process's model loader. Raises botocore's ProfileNotFound."""
-    return boto3.Session(botocore_session=botocore_session(), profile_name=profile or None, region_name=region or None)
+    """A boto3 session sharing the process's model loader. Raises botocore's ProfileNotFound (here, not at the first
+    client: boto3 takes any profile name for a session it is handed, and only a client looks the profile up)."""
+    session = boto3.Session(botocore_session=botocore_session(), profile_name=profile or None,
+                            region_name=region or None)
+    if profile and profile not in session.available_profiles:
+        raise bx.ProfileNotFound(profile=profile)
+    return session
 
 
 @functools.cache

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -153,6 +153,47 @@ def parse_database_url(url: str) -> URL:
     return parsed.set(drivername="postgresql+psycopg") if parsed.drivername == "postgresql" else parsed
 
 
+S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's general-purpose bucket names
+S3_PREFIX_SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
+MEDIA_URL_EXAMPLE = "s3://my-team-bucket/omni-studio"
+KMS_KEY = re.compile(r"(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[A-Za-z0-9/_-]+"
+                     r"|alias/[A-Za-z0-9/_-]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+                     r"|mrk-[0-9a-f]{32})")
+
+
+def check_media_url(url: str) -> str:
+    """Where the studio keeps its media, normalised: "" (the folder <data_dir>/media), a folder path, or
+    `s3://bucket` / `s3://bucket/prefix` (prefix without its slashes). ValueError naming what to write."""
+    raw = str(url).strip()
+    if not raw:
+        return ""
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in raw):
+        raise ValueError(f"media_url has no spaces or control characters: write a folder or {MEDIA_URL_EXAMPLE}")
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", raw)
+    if scheme is None:
+        return raw  # a folder (relative ones are relative to the studio's working folder, as data_dir is)
+    if scheme.group(1).lower() != "s3" or not raw[3:].startswith("//"):
+        raise ValueError(f"media_url is a folder (e.g. /srv/omni-media, or empty for <data_dir>/media) or an S3 "
+                         f"bucket written s3://bucket/prefix, e.g. {MEDIA_URL_EXAMPLE} (got {raw!r})")
+    bucket, _, prefix = raw[5:].partition("/")
+    if not S3_BUCKET.fullmatch(bucket) or ".." in bucket or re.fullmatch(r"\d+\.\d+\.\d+\.\d+", bucket):
+        raise ValueError(f"{bucket!r} in media_url is not an S3 bucket name (3 to 63 lowercase letters, digits, dots "
+                         f"and hyphens, starting and ending with a letter or digit), e.g. {MEDIA_URL_EXAMPLE}")
+    segments = prefix.strip("/").split("/") if prefix.strip("/") else []
+    if "?" in prefix or "#" in prefix or any(not S3_PREFIX_SEGMENT.fullmatch(s) or s in (".", "..") for s in segments):
+        raise ValueError(f"the prefix {prefix!r} in media_url is plain segments of letters, digits, '.', '_' and '-' "
+                         f"joined by '/' (no '..', no empty segment, no ?query), e.g. {MEDIA_URL_EXAMPLE}")
+    return f"s3://{bucket}" + (f"/{'/'.join(segments)}" if segments else "")
+
+
+def s3_location(media_url: str) -> tuple[str, str] | None:
+    """(bucket, prefix) of a checked media_url that names a bucket, else None (a folder)."""
+    if not media_url.startswith("s3://"):
+        return None
+    bucket, _, prefix = media_url[5:].partition("/")
+    return bucket, prefix
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid")
 
@@ -168,6 +209,13 @@ class Settings(BaseSettings):
     # The history's database: empty for SQLite at <data_dir>/history.sqlite3; postgresql://user:password@host:5432/db
     # for a server a team shares (docs/storage.md). Media files stay in data_dir either way.
     database_url: str = ""
+
+
+    # Where the media (the records' files) live: empty = <data_dir>/media; a folder; or s3://bucket/prefix, shared by
+    # every studio host (services/media_store). kms_key_id: SSE-KMS for that bucket's objects (else the bucket's own
+    # default encryption); not the same setting as kms_key, which is the SageMaker async requests' key.
+    media_url: str = ""
+    kms_key_id: str | None = None
     # WebRTC ICE servers: empty for local use (no outbound STUN); STUN/TURN entries for remote users.
     ice_servers: list[IceServer] = Field(default_factory=list)
     # Timeouts (seconds)
@@ -217,6 +265,25 @@ class Settings(BaseSettings):
         v = v.strip()
         if v:
             parse_database_url(v)  # ValueError: what is wrong (load_settings names the setting and where it was read)
+
+
+    @field_validator("media_url")
+    @classmethod
+    def _media_url(cls, v: str) -> str:
+        return check_media_url(v)
+
+    @field_validator("kms_key_id")
+    @classmethod
+    def _kms_key_id(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None or not v.strip():
+            return None
+        v = v.strip()
+        if not KMS_KEY.fullmatch(v):
+            raise ValueError(f"{v!r} is not a KMS key: write its id (1234abcd-12ab-34cd-56ef-1234567890ab), its ARN "
+                             "(arn:aws:kms:region:account:key/id) or an alias (alias/omni-studio-media)")
+        if "media_url" in info.data and s3_location(info.data["media_url"]) is None:  # (a bad media_url: its own error)
+            raise ValueError("kms_key_id encrypts the media bucket's objects, and media_url names no bucket: set "
+                             f"media_url to s3://bucket/prefix (e.g. {MEDIA_URL_EXAMPLE}) or leave kms_key_id empty")
         return v
 
     @field_validator("omni_url")
