@@ -27,7 +27,9 @@ LONG_REPLY = ("We open at nine in the morning, every day except Sunday, and we c
               "so there is plenty of time to come and see us.")
 SCRIPT = f"time open => {LONG_REPLY}\nthank => You are most welcome.\ndefault => Sorry, say that again?\n"
 MIC_RATE = 48_000
-LEAD_S, OVER_S, TAIL_S = 3.0, 2.6, 30.0  # OVER_S: from the first turn's end to the second's start
+LEAD_S, OVER_S, TAIL_S = 3.0, 4.0, 30.0  # OVER_S: from the first turn's end to the second's start
+# (the agent's first audio comes ~0.7 s after the silence window on an idle machine and was seen at 1.8 s under the
+# whole suite's load; the long reply plays ~8 s, so the second turn lands inside it with room to spare)
 WAV_ENV = "OMNI_TEST_CONVERSE_MIC_WAV"
 SCREENSHOT = "/tmp/omni-studio-converse-browser.png"
 

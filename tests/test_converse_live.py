@@ -8,6 +8,8 @@ words) while the agent talks stops it and counts as its own echo; a burst shorte
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -166,6 +168,44 @@ def test_no_words_over_the_agent_count_as_its_echo_and_a_cough_is_no_barge_in(
     track.stop()
     [turn] = conv.turns  # the tone is no turn
     assert turn.interrupted and LONG_REPLY.startswith(turn.reply_text) and turn.reply_text != LONG_REPLY
+
+
+class ThinkingReply(ScriptedReply):
+    """The script's replies, the first one held back until the test lets it go: the agent still thinking."""
+
+    def __init__(self) -> None:
+        super().__init__(parse_script(SCRIPT, "the script"))
+        self.think = threading.Event()
+        self.replies = 0
+
+    async def stream(self, messages):  # type: ignore[no-untyped-def]
+        self.replies += 1
+        if self.replies == 1:
+            while not self.think.is_set():  # cancellable: a barge-in cancels the reply's task here
+                await asyncio.sleep(0.01)
+        async for piece in super().stream(messages):
+            yield piece
+
+
+def test_speaking_while_the_agent_is_still_thinking_interrupts_its_answer(engine_url: str, turns: list[bytes],
+                                                                          loop: BackgroundLoop) -> None:
+    """The person speaks again after the agent heard them but before its first audio: the pending answer is
+    dropped (it would otherwise play after they moved on, and the new answer queue behind it)."""
+    playback = Playback()
+    reply = ThinkingReply()
+    live = LiveConversation(LivePipeline(engine_url, engine_url, reply, playback=playback, silence_ms=500), loop)
+    speak(live, bytes(PIECE * 10) + turns[0])
+    quiet_until(live, lambda: reply.replies == 1 and live.view()["status"] == "answering")
+    speak(live, turns[1])
+    quiet_until(live, lambda: len(turns := live.view()["timeline"]["turns"]) == 2 and "first_audio_s" in turns[1]
+                and live.view()["status"] == "listening")
+    reply.think.set()
+    live.stop()
+    conv = live.result(60)
+    first, second = conv.turns
+    assert first.interrupted and first.reply_text == "" and first.first_audio_s is None
+    assert second.reply_text == "You are most welcome." and not second.interrupted
+    assert second.first_audio_s is not None and live.view()["echo_suspects"] == 0
 
 
 def test_stopped_while_speaking_the_turn_ends_and_a_listen_target_down_is_its_error(

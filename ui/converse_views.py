@@ -154,6 +154,8 @@ def transcript_view(timeline: dict[str, Any]) -> None:
         with st.chat_message("assistant"):
             if turn.get("reply_text"):
                 st.markdown(plain(turn["reply_text"]) + (" *(interrupted)*" if turn.get("interrupted") else ""))
+            elif turn.get("interrupted"):
+                st.markdown("*(interrupted)* — you spoke again before its first audio, so it did not answer this turn")
             if turn.get("error"):
                 st.error(plain(f"Turn {i} failed: {turn['error']}"))
             played = turn.get("first_audio_played_s", turn.get("first_audio_s"))

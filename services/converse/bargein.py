@@ -178,9 +178,15 @@ class Reply:
     cancelling: asyncio.Task | None = None
 
     def talking(self, now: float) -> bool:
+        """Audible: audio has arrived, and the stream still runs or what arrived is still playing."""
         if not self.chunks:
             return False
         return (self.task is not None and not self.task.done()) or now < play_end(lay_out(self.chunks))
+
+    def answering(self, now: float) -> bool:
+        """Talking, or about to: its stream still runs though no audio has arrived yet (the reply is being
+        thought of or spoken). A person who speaks then has moved on, as over the agent's speech: a barge-in."""
+        return self.talking(now) or (self.task is not None and not self.task.done())
 
     def interrupt(self, now: float, onset_s: float) -> None:
         """Stop playback now, cancel the reply stream and the speech session."""

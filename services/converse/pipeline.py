@@ -174,9 +174,11 @@ class Pipeline:
         reply.first_audio.set()
 
     def _barge_in(self, onset: float) -> bool:
-        """The person started speaking at `onset` (perf_counter): stop the agent if it is talking (True then)."""
+        """The person started speaking at `onset` (perf_counter): stop the agent if it is talking or about to — its
+        reply still streaming with no audio yet (True then). Else the old answer would play after the person has
+        moved on, and the new one queue behind it."""
         reply, now = self._speaking, self.clock()
-        if reply is not None and reply.cut_s is None and reply.talking(now):
+        if reply is not None and reply.cut_s is None and reply.answering(now):
             reply.interrupt(now, self.clock(onset))
             return True
         return False
