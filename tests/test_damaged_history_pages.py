@@ -97,19 +97,20 @@ def test_media_files_deleted_under_their_records_are_named_on_the_video_page(
     video = history.jobs.create("video", "the boats rock", {"width": 64, "height": 64, "frames": 5, "fps": 4, "steps": 4,
                                                        "guidance": 5.0, "seed": 2}, target=engine_url)
     history.jobs.succeed(video.id, {"video.mp4": make_mp4(5, 64, 64, 4)})
-    picture, clip = history.jobs.get(image.id).output_paths()[0], history.jobs.get(video.id).output_paths()[0]
+    picture = history.media.root / image.id / history.jobs.get(image.id).outputs[0]  # the media folder's files
+    clip = history.media.root / video.id / history.jobs.get(video.id).outputs[0]
     picture.unlink()
     clip.unlink()
     at = _open(monkeypatch, tmp_path, data, engine_url, "video")
     warnings = _texts(at.main.warning)
     # Named by file, never by the server's path (a viewer of a shared record reads this too; the log has the path).
-    gone = "is missing from the studio's data folder (deleted or moved; the server's log says where)."
+    gone = "is missing from the studio's media (deleted or moved; the server's log says where)."
     assert f"The image file {picture.name} {gone}" in warnings and f"The video file {clip.name} {gone}" in warnings
     assert any(f"video file {clip.name} missing" in c for c in _texts(at.caption))  # in the job list too
     assert not [t for t in warnings + _texts(at.caption) if str(data) in t]
     at.text_area(key="video_prompt").input("pan")
     next(b for b in at.button if b.label == "Generate").click().run()
     assert not at.exception
-    assert any(f"the gallery image file {picture} cannot be read (No such file or directory)" in e
+    assert any(f"the gallery image file {picture.name} of job {image.id} is missing from the studio's media" in e
                for e in _texts(at.main.error))
     assert len(History(data).jobs.list("video")) == 1  # nothing recorded for a reference that is gone

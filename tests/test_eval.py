@@ -110,16 +110,16 @@ def test_voice_run_interrupted_resumed_rated_and_exported(engine_url: str, tmp_p
         run_items(store, ev.id, base=base, on_progress=stop_after_two)
     done = store.items(ev.id, status="succeeded")
     assert sorted(i.id for i in done) == sorted(seen)
-    kept = {i.id: store.media_path(i).read_bytes() for i in done}
+    kept = {i.id: store.media(i) for i in done}
 
     resumed = run_items(store, ev.id, base=base)
     assert resumed.generated == 4 and not resumed.failed  # only what was missing
     items = store.items(ev.id, status="succeeded")
     assert len(items) == 6
     for item_id, data in kept.items():  # the first two untouched
-        assert store.media_path(store.item(item_id)).read_bytes() == data
+        assert store.media(store.item(item_id)) == data
     for item in items:
-        assert store.media_path(item).read_bytes()[:4] == b"RIFF"
+        assert store.media(item)[:4] == b"RIFF"
         assert item.figures["latency_s"] > 0 and item.figures["ttfa_ms"] is not None
     assert run_items(store, ev.id, base=base).generated == 0
 
@@ -258,7 +258,7 @@ def test_image_and_video_evaluations_and_a_stop_button(engine_url: str, tmp_path
                                                   {"label": "s8", "size": "256x256", "steps": 8, "seed": 1}]}))
     assert run_items(store, image.id, base=base).generated == 2
     for item in store.items(image.id):
-        assert store.media_path(item).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and item.figures["latency_s"] > 0
+        assert store.media(item)[:8] == b"\x89PNG\r\n\x1a\n" and item.figures["latency_s"] > 0
     video = store.create(parse_spec({"name": "vid", "modality": "video", "prompts": ["the camera pans", "a wave"],
                                      "variants": [{"label": "f9", "frames": 9, "width": 256, "height": 256, "steps": 2},
                                                   {"label": "f17", "frames": 17, "width": 256, "height": 256,
@@ -268,7 +268,7 @@ def test_image_and_video_evaluations_and_a_stop_button(engine_url: str, tmp_path
     assert out.stopped and out.generated == 1 and len(store.items(video.id, status="pending")) == 3
     assert run_items(store, video.id, base=base).generated == 3
     for item in store.items(video.id):
-        assert b"ftyp" in store.media_path(item).read_bytes()[:16]
+        assert b"ftyp" in store.media(item)[:16]
 
 
 def test_an_output_file_deleted_under_its_record_is_listed_as_missing_in_the_exports(tmp_path: Path) -> None:
@@ -278,14 +278,14 @@ def test_an_output_file_deleted_under_its_record_is_listed_as_missing_in_the_exp
     for item in items:
         store.succeed(item, b"RIFF" + item.id.encode(), {"latency_s": 1.0}, "voice")
     gone = store.item(items[0].id)
-    path = store.media_path(gone)
-    path.unlink()  # deleted from the data folder behind the studio's back
+    path = store.history.media.root / f"eval-{ev.id}" / gone.media
+    path.unlink()  # deleted from the media folder behind the studio's back
     for blind in (False, True):
         z = zipfile.ZipFile(io.BytesIO(export_zip(store, ev.id, blind=blind)))
         names = set(z.namelist())
         assert f"media/{gone.media}" not in names and "MISSING.txt" in names
         listed = z.read("MISSING.txt").decode()
-        assert f"media/{gone.media}\titem {gone.id}\tlooked for at {path}" in listed
+        assert f"media/{gone.media}\titem {gone.id}\tlooked for in {store.history.media.root}" in listed
         if not blind:  # every other output is there
             assert sum(n.startswith("media/") for n in names) == len(items) - 1
         page = z.read("blind.html" if blind else "report.html").decode()
@@ -321,7 +321,7 @@ def test_an_evaluation_is_edited_until_rated_and_deleted_with_its_outputs(engine
     store = EvalStore(base.data_dir)
     ev = store.create(parse_spec(spec_dict(prompts=["One."])))
     run_items(store, ev.id, base=base)
-    old = [store.media_path(i) for i in store.items(ev.id)]
+    old = [store.history.media.root / f"eval-{ev.id}" / i.media for i in store.items(ev.id)]
     assert all(p.is_file() for p in old)
     edited = store.update(ev.id, parse_spec(spec_dict(name="renamed", prompts=["One.", "Two."])))
     assert edited.name == "renamed" and edited.spec.prompts == ["One.", "Two."]
@@ -334,7 +334,7 @@ def test_an_evaluation_is_edited_until_rated_and_deleted_with_its_outputs(engine
     pairing.record_rating(store, ev.id, pair.item_a, pair.item_b, "a", "ana")
     with pytest.raises(InvalidInput, match="has 1 rating: what was rated stays as it was"):
         store.update(ev.id, parse_spec(spec_dict(name="again")))
-    folder = store.media_dir(ev.id)
+    folder = store.history.media.root / f"eval-{ev.id}"
     assert folder.is_dir()
     store.delete(ev.id)
     assert store.list() == [] and not folder.exists() and store.ratings(ev.id) == [] and store.items(ev.id) == []

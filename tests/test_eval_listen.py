@@ -67,13 +67,13 @@ def test_listen_evaluation_reports_the_corpus_wer_of_the_transcripts(engine_url:
     ev = store.create(parse_spec(listen_spec(recordings, engine_url)))
     assert ev.spec.prompts == TEXTS and len(store.items(ev.id)) == 6
     # the recordings are kept in the store: the originals may go
-    assert store.recording_path(ev, 0).read_bytes() == (recordings / "r0.wav").read_bytes()
+    assert store.recording(ev, 0) == (recordings / "r0.wav").read_bytes()
     out = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", omni_url=engine_url))
     assert out.generated == 6 and not out.failed, out.failed
     res = report.results(store, ev.id)
     for v in res["variants"]:
         mine = [i for i in store.items(ev.id) if i.variant == v["label"]]
-        transcripts = [store.media_path(i).read_text(encoding="utf-8").strip() for i in mine]
+        transcripts = [store.media(i).decode("utf-8").strip() for i in mine]
         assert all(transcripts)
         errors, words = by_hand([(i.prompt, t) for i, t in zip(mine, transcripts)])
         assert (v["word_errors"], v["ref_words"], v["utterances"]) == (errors, words, 3)

@@ -156,7 +156,7 @@ def test_an_evaluation_is_edited_before_it_is_rated_and_deleted(engine_url: str,
     (ev,) = store.list()
     _button(at, "Run").click().run()
     _ok(at)
-    old = [store.media_path(i) for i in store.items(ev["id"])]
+    old = [store.history.media.root / f"eval-{ev['id']}" / i.media for i in store.items(ev["id"])]
     _button(at, "Edit").click().run()
     _ok(at)
     assert at.text_input(key="ev_name").value == "first" and at.text_area(key="ev_prompts").value == "a red fox"
@@ -179,7 +179,7 @@ def test_an_evaluation_is_edited_before_it_is_rated_and_deleted(engine_url: str,
     _button(at, "Tie").click().run()
     _ok(at)
     assert not [b for b in at.button if b.label == "Edit"] and "can no longer be edited" in _text(at)
-    folder = store.media_dir(ev["id"])
+    folder = store.history.media.root / f"eval-{ev['id']}"
     _button(at, "Delete this evaluation").click().run()
     _ok(at)
     assert store.list() == [] and not folder.exists()

@@ -52,10 +52,10 @@ def test_jobs_survive_a_new_history_object_newest_first(tmp_path: Path, history_
     assert [j.prompt for j in again.jobs.list("image")] == ["first"]
     img = again.jobs.get(a.id)
     assert img.status == "succeeded" and img.timings == {"total_s": 0.1} and img.meta == {"seed": 1}
-    assert img.output_paths()[0].read_bytes() == b"png" and img.finished_at is not None
+    assert img.output_files()[0][1] == b"png" and img.finished_at is not None
     vid = again.jobs.get(b.id)
     assert vid.status == "failed" and vid.error == "the server said no"
-    assert vid.input_path("reference.jpg").read_bytes() == b"jpeg"  # the failure lost nothing
+    assert vid.input_file("reference.jpg") == b"jpeg"  # the failure lost nothing
     if history_url is None:  # SQLite: in WAL mode (readers never wait for the writer)
         assert sqlite3.connect(again.db_path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -217,7 +217,7 @@ print(job.id)
     assert sorted(jobs.resumed) == sorted([job_id, failing])
     done = jobs.wait(job_id, 30)
     assert done.status == "succeeded" and done.meta["frames"] == 9 and done.meta["request_id"] == handle.id
-    assert done.path("video.mp4").read_bytes()[4:8] == b"ftyp"
+    assert done.read("video.mp4")[4:8] == b"ftyp"
     assert done.owner == h.owner  # claimed by this process
     bad = jobs.wait(failing, 30)
     assert bad.status == "failed" and bad.error == "ModelError: out of memory"
@@ -342,9 +342,9 @@ def test_delete_removes_the_record_and_its_media_and_refuses_a_running_job(tmp_p
     with pytest.raises(InvalidInput, match="still queued: wait until it ends"):
         h.jobs.delete(job.id)
     h.jobs.succeed(job.id, {"video.mp4": b"mp4"})
-    assert job.folder.is_dir()
+    assert h.media.list_record(job.id) == ["reference.png", "video.mp4"]
     h.jobs.delete(job.id)
-    assert not job.folder.exists() and h.jobs.list() == []
+    assert h.media.list_record(job.id) == [] and h.jobs.list() == []
     with pytest.raises(InvalidInput, match="there is no job"):
         h.jobs.delete(job.id)
 

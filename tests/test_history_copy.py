@@ -93,12 +93,12 @@ def test_copy_moves_every_row_to_postgresql_again_without_doubling_and_after_an_
         assert "jobs: 1 copied, 1 there already" in out and "voices: 1 copied, 0 there already" in out
         assert "nothing deleted at the source" in out
         assert main(["history", "copy", "--to", url]) == 0  # twice: nothing doubles
-        assert "done: 0 rows copied" in capsys.readouterr().out
+        assert "rows: 0 copied" in capsys.readouterr().out
 
         copy = History(tmp_path, database_url=url)
         assert [r.as_json() for r in records(copy)] == [r.as_json() for r in records(source)]
         assert [j.prompt for j in copy.jobs.list()] == [j.prompt for j in source.jobs.list()]
-        assert copy.jobs.list()[-1].output_paths()[0].read_bytes() == b"png"  # the media, where they were
+        assert copy.jobs.list()[-1].output_files()[0][1] == b"png"  # the media, where they were
         assert source.jobs.list() and source.voices.list()  # nothing deleted at the source
         # the serial ids go on after the copied ones
         assert copy.voices.record("offline engine", "bea", "consent-2", who="me").id == 2

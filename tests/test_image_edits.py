@@ -207,7 +207,7 @@ def test_a_gallery_job_is_a_reference_with_its_job_id(tmp_path) -> None:
         created=1, data=[ImageData(b64_json=base64.b64encode(encoded(size=(128, 128))).decode())]))),
         history, ImageRequest("a red square", size="128x128"))
     ref = EditReference.from_job(made)
-    assert ref.job_id == made.id and ref.data == made.output_paths()[0].read_bytes() and made.id in ref.name
+    assert ref.job_id == made.id and ref.data == made.output_files()[0][1] and made.id in ref.name
     with pytest.raises(InvalidInput, match="has no image 2"):
         EditReference.from_job(made, 1)
     with pytest.raises(InvalidInput, match="cannot read the reference image"):
@@ -262,8 +262,8 @@ def test_real_engine_edit_is_recorded_with_its_references_and_usable_for_video(c
     assert [r["job_id"] for r in again.params["references"]] == [source.id, None]
     assert again.params["size"] == "1024x1024" and again.params["seed"] == 3
     assert again.inputs == ["reference-1.png", "reference-2.png"]
-    assert again.input_path("reference-1.png").read_bytes() == source.output_paths()[0].read_bytes()
-    edited = again.output_paths()[0].read_bytes()
+    assert again.input_file("reference-1.png") == source.output_files()[0][1]
+    edited = again.output_files()[0][1]
     assert Image.open(io.BytesIO(edited)).size == (1024, 1024)
     gallery = history.jobs.list("image", statuses=("succeeded",))  # what the gallery and "Use for video" list
     assert [j.id for j in gallery] == [job.id, source.id]
@@ -278,4 +278,4 @@ def test_a_failed_edit_keeps_its_references_and_settings(tmp_path) -> None:
         record_edit(ImageClient(OmniImageTransport(url, connect_timeout=2)), history, ImageEditRequest("x", refs, seed=8))
     failed = history.jobs.list("image")[0]
     assert failed.status == "failed" and url in (failed.error or "") and failed.params["seed"] == 8
-    assert failed.input_path("reference-1.png").read_bytes() == refs[0].data
+    assert failed.input_file("reference-1.png") == refs[0].data

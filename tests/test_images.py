@@ -143,7 +143,7 @@ def test_record_image_keeps_failures_with_their_settings(tmp_path) -> None:
     assert [j.status for j in jobs] == ["succeeded", "failed"]
     failed = jobs[1]
     assert failed.params["seed"] == 3 and failed.prompt == "a cat" and url in failed.error
-    assert jobs[0].id == ok.id and ok.output_paths()[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert jobs[0].id == ok.id and ok.output_files()[0][1][:8] == b"\x89PNG\r\n\x1a\n"
     assert ok.meta["seed"] == ok.params["seed"] and set(ok.timings) >= {"request_s", "total_s"}
 
 
@@ -192,6 +192,6 @@ def test_real_engine_result_is_recorded_and_survives_a_new_history(client: Image
     job = record_image(client, History(tmp_path), ImageRequest("kept forever", size="256x256", seed=5))
     again = History(tmp_path).jobs.get(job.id)
     assert again.status == "succeeded" and again.meta["preview"] is True
-    png = again.output_paths()[0].read_bytes()
+    png = again.output_files()[0][1]
     assert Image.open(io.BytesIO(png)).size == (256, 256)
     assert json.loads(json.dumps(again.params))["size"] == "256x256"

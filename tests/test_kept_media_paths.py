@@ -38,7 +38,7 @@ def shared_transcript_without_its_recording(data: Path) -> Path:
     kept = history.transcripts.record("the harbour opens at nine", source="talk.wav", route="file", model="m",
                                       backend="omni", target="http://x", audio=b"RIFF-bytes", audio_name="talk.wav")
     history.set_shared("transcript", kept.id, True)
-    gone = kept.folder / kept.audio
+    gone = history.media.root / kept.id / kept.audio
     gone.unlink()
     return gone
 
@@ -55,10 +55,11 @@ def test_a_viewer_is_told_the_recording_is_missing_without_the_data_path(
         at = _page(monkeypatch, tmp_path, engine_url, "listen.py", None)
     shown = list(everything_shown(at.main)) + list(everything_shown(at.sidebar))
     assert any("the harbour opens at nine" in text for text in shown)  # the shared transcript is there
-    assert any("is missing from the studio's data folder" in w.value for w in at.warning)
+    assert any("is missing from the studio's media" in w.value for w in at.warning)
     data_dir = str((tmp_path / "data").resolve())
     assert not [text for text in shown if data_dir in text or str(tmp_path) in text]
-    assert str(gone) in caplog.text  # where it was looked for: in the server's log
+    # where it was looked for: in the server's log (the file, its record, the media folder)
+    assert f"the file {gone.name} of record {gone.parent.name} is missing from {gone.parent.parent}" in caplog.text
 
 
 def test_the_history_names_no_path_when_a_kept_recording_is_gone(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_image_json_writes_the_png_and_records_it(engine_url: str, tmp_path: Pat
     image = Image.open(out)
     assert image.format == "PNG" and image.size == (512, 384)
     job = History(tmp_path / "data").jobs.get(figures["job_id"])
-    assert job.status == "succeeded" and job.output_paths()[0].read_bytes() == out.read_bytes()
+    assert job.status == "succeeded" and job.output_files()[0][1] == out.read_bytes()
 
 
 def test_image_plain_output_and_several_images(engine_url: str, tmp_path: Path) -> None:
@@ -78,7 +78,7 @@ def test_video_with_an_image_json(engine_url: str, tmp_path: Path) -> None:
         frames = list(c.decode(video=0))
     assert len(frames) == 9 and (frames[0].width, frames[0].height) == (480, 320)
     job = History(tmp_path / "data").jobs.get(figures["job_id"])
-    assert job.status == "succeeded" and Image.open(job.input_path("reference.jpg")).size == (480, 320)
+    assert job.status == "succeeded" and Image.open(io.BytesIO(job.input_file("reference.jpg"))).size == (480, 320)
 
 
 def test_video_plain_output_warns_about_smoke_test_steps(engine_url: str, tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_a_full_data_disk_still_writes_the_video_to_out_and_the_job_says_why(eng
     (job,) = History(data).jobs.list("video")
     where = data / "media" / job.id / "video.mp4"
     assert job.status == "failed" and job.error == (f"No space left on device writing {where}: free space on "
-                                                    f"{data / 'media'} and run it again")
+                                                    f"{data / 'media'} (the media folder, media_url) and run it again")
     assert r.stderr.splitlines()[-1] == f"error: wrote {out}, but the history could not keep video job {job.id}: {job.error}"
     assert not list(data.rglob("*.part"))
 
@@ -217,9 +217,9 @@ def test_image_edit_json_writes_the_edit_and_records_its_references(engine_url: 
     left, right = image.getpixel((300, 500)), image.getpixel((950, 500))
     assert left[0] > 150 > left[2] and right[2] > 150 > right[0]  # red on the left, blue on the right
     job = History(tmp_path / "data").jobs.get(figures["job_id"])
-    assert job.kind == "image" and job.meta["edit"] is True and job.output_paths()[0].read_bytes() == out.read_bytes()
-    assert job.input_path("reference-1.png").read_bytes() == red.read_bytes()
-    assert job.input_path("reference-2.jpg").read_bytes() == blue.read_bytes()
+    assert job.kind == "image" and job.meta["edit"] is True and job.output_files()[0][1] == out.read_bytes()
+    assert job.input_file("reference-1.png") == red.read_bytes()
+    assert job.input_file("reference-2.jpg") == blue.read_bytes()
     plain = cli("image", "--url", engine_url, "--edit", str(red), "--prompt", "alone", "--size", "128x96",
                 "--out", str(tmp_path / "p.png"), "--no-history", data=tmp_path / "data")
     assert plain.returncode == 0, plain.stderr

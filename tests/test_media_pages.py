@@ -81,7 +81,7 @@ def test_image_generate_shows_the_gallery_with_parameters_preview_label_and_down
     assert not at.error
     job = History(tmp_path).jobs.list("image")[0]
     assert job.status == "succeeded" and job.params["seed"] == 42 and job.params["steps"] == 4
-    assert Image.open(job.output_paths()[0]).size == (320, 192)
+    assert Image.open(io.BytesIO(job.output_files()[0][1])).size == (320, 192)
     assert "a red <b>fox</b> **not bold**" in [t.value for t in at.text]  # shown as text, never HTML/markdown
     captions = [c.value for c in at.caption]
     assert any("Offline preview" in c for c in captions)
@@ -160,7 +160,7 @@ def test_use_for_video_takes_the_image_to_the_video_page_and_a_video_plays(
     job = History(tmp_path).jobs.list("video")[0]
     assert job.status == "succeeded", job.error
     assert job.params["reference_name"] == f"gallery image {image_job.id}-0" and job.params["steps"] == 4
-    assert Image.open(job.input_path("reference.jpg")).size == (480, 320)
+    assert Image.open(io.BytesIO(job.input_file("reference.jpg"))).size == (480, 320)
     assert [d.label for d in at.download_button] == ["Download MP4"]
     assert any("9 frames, 1.12 s of video" in c.value.replace("\\", "") for c in at.caption)
     assert "the boats rock gently" in [t.value for t in at.text]
@@ -310,7 +310,7 @@ def test_edit_two_gallery_images_and_an_upload_then_use_the_result_for_video(
     assert [r["job_id"] for r in refs] == [fox.rsplit("-", 1)[0], boat.rsplit("-", 1)[0], None]
     assert refs[2]["name"] == "sketch.png" and edit.params["seed"] == 9
     assert edit.params["size"] == auto_size(320, 192)  # the first reference's proportions
-    assert Image.open(edit.output_paths()[0]).size == tuple(map(int, auto_size(320, 192).split("x")))
+    assert Image.open(io.BytesIO(edit.output_files()[0][1])).size == tuple(map(int, auto_size(320, 192).split("x")))
     # the form keeps what was typed and picked, for the next variation
     assert at.text_area(key="edit_prompt").value == "make them friends"
     assert at.multiselect(key="edit_picks").value == [fox, boat]
@@ -481,7 +481,7 @@ def test_the_image_gallery_pages_searches_links_renames_and_deletes(
     assert History(tmp_path).jobs.get(ids[0]).title == "The first one"
     assert [t.value for t in at.text][0] == "The first one" and "Prompt: picture 00" in _said(at)
 
-    folder = History(tmp_path).jobs.get(odd).folder
+    folder = History(tmp_path).media.root / odd
     at.button(key=f"delete-{odd}").click().run()
     _ok(at)
     assert f"Deleted {odd} and its files." in _said(at)

@@ -22,9 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 import httpx
 import pytest
-from botocore.config import Config
 
-from emulator.launch import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY
+from emulator.launch import FAKE_ACCESS_KEY_ID
 from protocol.errors import BackendUnreachable, ConfigError, InvalidInput, ServerError
 from services.media_store import (
     MEDIA_DIR,
@@ -36,11 +35,11 @@ from services.media_store import (
 from services.media_store.s3 import S3MediaStore
 from services.settings import Settings, load_settings
 from tests.disk_support import run_on_tiny_disk
+from tests.s3_support import REGION, keys
 
-pytest_plugins = ["tests.emulator_support"]  # moto_server: one moto per session
+pytest_plugins = ["tests.emulator_support", "tests.s3_support"]  # moto_server: one moto per session; s3_env, s3
 
 ROOT = Path(__file__).resolve().parent.parent
-REGION = "us-east-1"
 KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 UNREACHABLE = "http://127.0.0.1:9"
 BAD_NAMES = ["", ".", "..", "../x", "a/b", "a\\b", ".hidden"]
@@ -222,39 +221,6 @@ def test_folder_on_a_full_disk_says_so_and_leaves_no_partial_file(tmp_path: Path
 
 # ------------------------------------------------------------------------------------------------------------
 # S3, on moto's server
-@pytest.fixture
-def s3_env(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """boto3's own environment pointed at moto (AWS_ENDPOINT_URL_S3) with fake credentials and no shared files, so
-    the store finds its endpoint and credentials the way it does in production; yields moto's URL."""
-    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_CA_BUNDLE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(key, raising=False)
-    env = {"AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY_ID, "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_ACCESS_KEY,
-           "AWS_ENDPOINT_URL_S3": moto_server, "AWS_ENDPOINT_URL_IAM": moto_server, "AWS_DEFAULT_REGION": REGION,
-           "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_EC2_METADATA_DISABLED": "true"}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return moto_server
-
-
-@pytest.fixture
-def s3(moto_server: str) -> Any:
-    """A plain boto3 client on moto, to look at what the store did."""
-    return boto3.client("s3", endpoint_url=moto_server, region_name=REGION, aws_access_key_id=FAKE_ACCESS_KEY_ID,
-                        aws_secret_access_key=FAKE_SECRET_ACCESS_KEY, config=Config(retries={"max_attempts": 1}))
-
-
-@pytest.fixture
-def media_bucket(s3: Any) -> str:
-    """A fresh bucket in the session's moto (the `bucket` fixture's, without the SageMaker emulator it needs)."""
-    name = f"omni-media-test-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    return name
-
-
-def keys(s3: Any, bucket: str) -> list[str]:
-    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
-
-
 def test_s3_round_trips_real_bytes_under_prefix_record_name(s3_env: str, s3: Any, media_bucket: str) -> None:
     store = S3MediaStore(media_bucket, "team/media", region=REGION)  # endpoint: AWS_ENDPOINT_URL_S3
     items = {f"item{i:02d}.png": payload(seed=i) for i in range(3)}

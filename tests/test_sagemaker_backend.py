@@ -238,8 +238,8 @@ def test_image_edit_over_6_mb_is_fitted_and_says_so(emulator_env: EmulatorHandle
     assert fitting.startswith("3 references") and "sent as JPEG q" in fitting and "SageMaker's 6 MB limit" in fitting
     assert all(r["sent"]["type"] == "image/jpeg" for r in job.params["references"])
     assert job.params["body_bytes"] <= REALTIME_PAYLOAD_MAX_BYTES
-    assert [job.input_path(f"reference-{i}.png").read_bytes() for i in (1, 2, 3)] == [r.data for r in refs]
-    with Image.open(job.output_paths()[0]) as im:
+    assert [job.input_file(f"reference-{i}.png") for i in (1, 2, 3)] == [r.data for r in refs]
+    with Image.open(io.BytesIO(job.output_files()[0][1])) as im:
         assert im.size == (320, 240)
 
 
@@ -323,7 +323,7 @@ def test_jobs_survive_a_restart_and_are_polled_again(emulator_env: EmulatorHandl
     finished = jobs.wait(job_id, timeout=60)
     assert finished.status == "succeeded", finished.error
     assert finished.owner == history.owner
-    with av.open(io.BytesIO(finished.output_paths()[0].read_bytes())) as c:
+    with av.open(io.BytesIO(finished.output_files()[0][1])) as c:
         assert sum(1 for _ in c.decode(video=0)) == 9
 
 

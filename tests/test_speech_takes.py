@@ -47,10 +47,11 @@ def test_a_take_is_its_makers_until_shared_and_kept_with_its_wav(tmp_path: Path,
     [take] = again.takes.list()
     assert (take.id, take.text, take.voice_label, take.config, take.user_id, take.shared, take.state) == (
         take_id, "Alice says hello.", "voice joe", {"voice": "joe"}, ALICE.id, False, "done")
-    assert take.figures["ttfa_ms"] == 41.5 and take.path == tmp_path / "media" / take_id / "take.wav"
-    got, rate, channels = read_wav(take.path.read_bytes())
+    assert take.figures["ttfa_ms"] == 41.5 and take.audio == "take.wav"
+    got, rate, channels = read_wav(take.wav())
     assert (got, rate, channels) == (pcm, 24_000, 1)
-    assert [p.name for p in take.path.parent.iterdir()] == ["take.wav"]  # written by rename: no part file left
+    folder = tmp_path / "media" / take_id  # the media folder (media_url empty): <data_dir>/media/<take id>/
+    assert [p.name for p in folder.iterdir()] == ["take.wav"]  # written by rename: no part file left
 
     bob = History(tmp_path, actor=BOB, database_url=history_url)
     assert [t.text for t in bob.takes.list()] == ["Bob's own."]

@@ -210,7 +210,7 @@ def test_jobs_record_success_failure_and_timeout(tmp_path) -> None:
     ok = VideoJobs(VideoClient(MockVideoTransport(lambda b, c: VideoPayload(make_mp4(5, 64, 64, 4), 0.5, "r"),
                                                   polls_until_done=2)), history)
     job = ok.start(VideoRequest("ok", width=64, height=64, frames=5, fps=4, reference=png(300, 100)))
-    assert job.status == "queued" and job.input_path(REFERENCE_FILE).exists()  # recorded before it runs
+    assert job.status == "queued" and job.has(REFERENCE_FILE)  # recorded before it runs
     done = ok.wait(job.id, 10)
     assert done.status == "succeeded" and done.meta["frames"] == 5 and done.meta["duration_s"] == 1.25
     assert done.timings["model_s"] == 0.5 and done.timings["wall_s"] > 0 and done.handle["transport"] == "mock"
@@ -275,7 +275,7 @@ jobs = VideoJobs(VideoClient(MockVideoTransport(lambda b, c: VideoPayload(next(p
 big = jobs.wait(jobs.start(VideoRequest("big", width=256, height=256, frames=9, fps=4)).id, 60)
 small = jobs.wait(jobs.start(VideoRequest("small", width=64, height=64, frames=5, fps=4)).id, 60)
 print(json.dumps({"big": [big.id, big.status, big.error, jobs.problem(big.id)],
-                  "small": [small.status, small.error, small.path("video.mp4").stat().st_size if small.outputs else 0],
+                  "small": [small.status, small.error, len(small.read("video.mp4")) if small.outputs else 0],
                   "parts": sorted(str(p) for p in data.rglob("*.part"))}))
 """
 
@@ -289,7 +289,7 @@ def test_a_full_disk_fails_the_job_naming_the_disk_and_the_next_job_has_room(tmp
     job_id, status, error, unrecorded = out["big"]
     assert status == "failed" and unrecorded is None  # recorded, not left running
     assert error == (f"No space left on device writing {data}/media/{job_id}/video.mp4: free space on {data}/media "
-                     "and run it again")
+                     "(the media folder, media_url) and run it again")
     assert out["parts"] == []  # the partial file is gone: its space is free again
     assert out["small"][:2] == ["succeeded", None] and out["small"][2] > 0  # so the next job is kept
 
@@ -363,7 +363,7 @@ def test_server_5xx_is_recorded_with_its_message_and_nothing_else_is_lost(fault_
     bad = jobs.start(VideoRequest("oom", frames=5, width=64, height=64, reference=png(64, 64)))
     good, bad = jobs.wait(good.id, 20), jobs.wait(bad.id, 20)
     assert bad.status == "failed" and "HTTP 500" in bad.error and "CUDA out of memory" in bad.error
-    assert bad.input_path(REFERENCE_FILE).exists() and bad.params["frames"] == 5
+    assert bad.has(REFERENCE_FILE) and bad.params["frames"] == 5
     assert good.status == "succeeded" and good.meta["request_id"] == "fault-1" and good.timings["model_s"] == 0.123
 
 
@@ -413,7 +413,7 @@ def test_real_engine_rounds_like_wan_and_jobs_are_recorded(client: VideoClient, 
     jobs = VideoJobs(client, History(tmp_path))
     job = jobs.wait(jobs.start(VideoRequest("no reference", width=200, height=120, frames=10, fps=12, steps=4)).id, 60)
     assert job.status == "succeeded", job.error
-    frames, w, h, fps = decode(job.path("video.mp4").read_bytes())
+    frames, w, h, fps = decode(job.read("video.mp4"))
     assert (frames, w, h, fps) == (9, 192, 112, 12.0)  # 4k+1 frames, multiples of 16
     assert job.meta["smoke_test"] is True and job.timings["model_s"] > 0
 

@@ -133,7 +133,7 @@ def test_video_jobs_run_for_the_person_who_started_them(fault_server: str, tmp_p
     assert history.jobs.list() == [] and jobs.running() == []
     alice = history.acting_as(ALICE)
     job = jobs.wait(jobs.start(request, history=alice).id, 30, history=alice)
-    assert job.status == "succeeded" and job.user_id == ALICE.id and job.path("video.mp4").exists()
+    assert job.status == "succeeded" and job.user_id == ALICE.id and job.has("video.mp4")
     assert history.acting_as(BOB).jobs.list("video") == []
 
 
@@ -418,7 +418,7 @@ def test_many_processes_and_threads_write_to_one_database_and_nothing_is_lost(tm
     writers = processes + threads
     jobs = History(tmp_path, database_url=history_url).jobs.list(limit=None)
     assert len(jobs) == writers * WRITES and all(j.status == "succeeded" for j in jobs)
-    assert all(j.output_paths()[0].read_bytes() == j.prompt.encode() for j in jobs)
+    assert all(j.output_files()[0][1] == j.prompt.encode() for j in jobs)
     ratings = store.ratings(ev.id)
     assert len(ratings) == writers * WRITES
     assert {r.user_id for r in ratings} == {f"p{k}@example.com" for k in range(processes)} | \
@@ -440,7 +440,7 @@ def test_only_the_owner_or_an_admin_renames_or_deletes_a_job_and_a_viewer_neithe
         vic.jobs.delete(job.id)
     assert alice.jobs.rename(job.id, "Harbour").title == "Harbour"
     ada.jobs.delete(job.id)  # an admin may delete anyone's (that they see)
-    assert history.jobs.list() == [] and not job.folder.exists()
+    assert history.jobs.list() == [] and history.media.list_record(job.id) == []
 
 
 def test_an_evaluation_is_edited_or_deleted_by_its_owner_or_an_admin_only(tmp_path: Path, history_url: str | None) -> None:

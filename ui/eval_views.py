@@ -299,15 +299,15 @@ def run_section(store: EvalStore, eval_id: str, settings: Settings) -> None:
 
 
 def _media(store: EvalStore, modality: str, item_id: str) -> None:
-    path = store.media_path(store.item(item_id))
-    if path is None or not path.exists():
+    data = store.media(store.item(item_id))
+    if data is None:
         st.warning("the output file is missing")
     elif modality == "image":
-        st.image(str(path), width="stretch")
+        st.image(data, width="stretch")
     elif modality == "voice":
-        st.audio(str(path))
+        st.audio(data, format="audio/wav")
     else:
-        st.video(str(path))
+        st.video(data, format="video/mp4")
 
 
 def _rate(store: EvalStore, eval_id: str, pair: Pair, winner: str, rater: str) -> None:

@@ -102,9 +102,9 @@ def compare_results(outcomes: list[Outcome]) -> None:
         if outcome.error or job is None:
             st.error(plain(outcome.error or "no image"))
             continue
-        paths = job.output_paths()
-        if paths and paths[0].exists():
-            st.image(str(paths[0]), width="stretch")
+        first = job.output_files()[:1]
+        if first and first[0][1] is not None:
+            st.image(first[0][1], width="stretch")
         if job.meta.get("preview"):
             st.caption("🔖 Offline preview — drawn by the offline engine, not by FLUX.2-klein")
         st.markdown(f"Latency **{seconds(outcome.latency_s)}** · model time **{seconds(outcome.model_s)}**")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -48,7 +47,7 @@ class Pick:
 
     job: Job
     index: int
-    path: Path
+    name: str  # the output's file name in the job's media
     label: str
 
 
@@ -56,10 +55,18 @@ def gallery_picks(history: History) -> dict[str, Pick]:
     """The gallery's images by "<job id>-<index>" (the key "Use for video" uses too), newest first."""
     out = {}
     for job in history.jobs.list("image", statuses=("succeeded",), limit=GALLERY_JOBS):
-        for i, path in enumerate(job.output_paths()):
+        for i, name in enumerate(job.outputs):
             label = f"{shorten(job.prompt, PICK_TEXT)} · {job.params.get('size')} · seed {job.params.get('seed')}"
-            out[f"{job.id}-{i}"] = Pick(job, i, path, f"{label} · {when(job.created_at)}")
+            out[f"{job.id}-{i}"] = Pick(job, i, name, f"{label} · {when(job.created_at)}")
     return out
+
+
+def _output(job: Job, name: str) -> bytes | None:
+    """An output of `job` as kept, or None when it is gone from the studio's media (the tile says so)."""
+    try:
+        return job.read(name)
+    except StudioError:
+        return None
 
 
 def init_edit_state(picks: dict[str, Pick]) -> None:
@@ -140,7 +147,10 @@ def edit_form(picks: dict[str, Pick], on_edit: Callable[[], None]) -> None:
                              max_upload_size=MAX_UPLOAD_BYTES // (1024 * 1024))
         shown, captions = [], []
         for n, key in enumerate(state["edit_picks"], 1):
-            shown.append(str(picks[key].path))
+            pick = picks[key]
+            if (image := _output(pick.job, pick.name)) is None:
+                continue
+            shown.append(image)
             captions.append(f"{n} · {shorten(picks[key].job.prompt, REF_TEXT)}")
         for upload in state.get("edit_uploads") or []:
             try:
@@ -183,9 +193,9 @@ def _references(job: Job, prompts: dict[str, str]) -> None:
         source = ref.get("job_id")
         names.append(f"{n} · " + shorten(prompts.get(source, "a gallery image") if source else str(ref.get("name")),
                                          REF_TEXT))
-        path = job.input_path(str(ref.get("input") or ""))
-        if path is not None and path.exists():
-            shown.append(str(path))
+        image = job.input_file(str(ref.get("input") or ""))
+        if image is not None:
+            shown.append(image)
             numbers.append(str(n))
     st.caption(plain(f"Edited from {len(refs)} reference{'' if len(refs) == 1 else 's'}: {'; '.join(names)}"))
     if shown:
@@ -204,14 +214,13 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History |
     state = st.session_state
     makes = allowed("generate")  # a viewer is not offered what only makers may do
     prompts = {job.id: job.prompt for job in jobs}
-    tiles = [(job, i, path) for job in jobs for i, path in enumerate(job.output_paths() or [None])]
+    tiles = [(job, i, name) for job in jobs for i, name in enumerate(job.outputs or [None])]
     for row in range(0, len(tiles), COLUMNS):
-        for col, (job, index, path) in zip(st.columns(COLUMNS), tiles[row:row + COLUMNS]):
+        for col, (job, index, name) in zip(st.columns(COLUMNS), tiles[row:row + COLUMNS]):
             with col.container(border=True):
                 key = f"{key_prefix}{job.id}-{index}"
-                data = None
-                if job.status == "succeeded" and path is not None and path.exists():
-                    data = path.read_bytes()
+                data = _output(job, name) if job.status == "succeeded" and name is not None else None
+                if data is not None:
                     st.image(data, width="stretch")
                     if job.meta.get("preview"):
                         st.caption("🔖 Offline preview — drawn by the offline engine, not by FLUX.2-klein")
@@ -232,8 +241,8 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History |
                 if makes:
                     st.button("Reuse these settings", key=f"reuse-{key}", on_click=on_reuse, args=(job.id,),
                               width="stretch")
-                if data is not None:
-                    ext = path.suffix.lstrip(".")
+                if data is not None and name is not None:
+                    ext = name.rsplit(".", 1)[-1].lower()
                     st.download_button(f"Download {ext.upper()}", data, file_name=f"{job.id}-{index}.{ext}",
                                        mime=f"image/{'jpeg' if ext == 'jpg' else ext}", key=f"download-{key}",
                                        on_click="ignore", width="stretch")

@@ -123,10 +123,10 @@ def target_book():
 
 
 @st.cache_resource(show_spinner=False)
-def _target_book(data_dir: str, database_url: str):
+def _target_book(*where: str | None):
     from services.targets import TargetBook
 
-    return TargetBook(settings(), _history(data_dir, database_url))
+    return TargetBook(settings(), _history(*where))
 
 
 def backend() -> Backend:
@@ -295,11 +295,11 @@ def cost_banner() -> None:
 
 
 @st.cache_resource(show_spinner=False)
-def _infra_actions(state_file: str, data_dir: str, database_url: str):
+def _infra_actions(state_file: str, *where: str | None):
     from infra.actions import ActionRunner
     from services.audit import AuditLog
 
-    return ActionRunner(Path(state_file), audit=AuditLog(_history(data_dir, database_url)))
+    return ActionRunner(Path(state_file), audit=AuditLog(_history(*where)))
 
 
 def infra_actions():
@@ -408,25 +408,27 @@ def plain(text: str) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Image and video studios: one history per data folder, one video job runner per backend (process-wide).
 @st.cache_resource(show_spinner=False)
-def _history(data_dir: str, database_url: str):
+def _history(*where: str | None):
+    """The history the settings name, one per process and per `_where()` (the cache's key)."""
     from services.history import History
 
-    h = History(data_dir, database_url=database_url)
+    h = History.of(settings())
     h.jobs.recover()  # jobs a previous run left unfinished: marked interrupted, or kept for a runner to resume
     return h
 
 
 def history():
-    """The studio's history (SQLite in the data_dir setting, or the database_url's PostgreSQL) acting for this session's person (`auth.principal()`:
-    their records and the shared ones; their role checked on every write). The connection is the process's;
+    """The studio's history (SQLite in the data_dir setting, or the database_url's PostgreSQL; media in
+    <data_dir>/media or at media_url) acting for this session's person (`auth.principal()`: their records and the
+    shared ones; their role checked on every write). The connection is the process's;
     the view is cheap. Raises StudioError naming a bad folder."""
     return _history(*_where()).acting_as(auth.principal())
 
 
-def _where() -> tuple[str, str]:
-    """Where the history is, as the settings say: the data folder (media; SQLite), the database URL."""
+def _where() -> tuple[str, str, str, str | None]:
+    """Where the history is, as the settings say: the data folder, the database URL, the media URL and its key."""
     s = settings()
-    return str(s.data_dir), s.database_url
+    return str(s.data_dir), s.database_url, s.media_url, s.kms_key_id
 
 
 def require_backend(what: str = "The backend"):

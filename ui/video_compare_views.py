@@ -80,10 +80,15 @@ def video_compare(on_compare) -> None:
     outcomes: list[Outcome] = state.get("vcmp_outcomes") or []
     for outcome in outcome_columns(outcomes):
         job = outcome.job
-        if outcome.error or job is None or not job.path(VIDEO_FILE).exists():
+        mp4 = None
+        try:
+            mp4 = None if outcome.error or job is None else job.read(VIDEO_FILE)
+        except StudioError:
+            pass
+        if mp4 is None:
             st.error(plain(outcome.error or "no video"))
             continue
-        st.video(job.path(VIDEO_FILE).read_bytes(), format="video/mp4", muted=True)
+        st.video(mp4, format="video/mp4", muted=True)
         st.markdown(f"Latency **{seconds(outcome.latency_s)}** · model time **{seconds(outcome.model_s)}**")
         st.caption(plain(video_summary(job)))
         st.caption(plain(cost_line(outcome, "video", "no video")))

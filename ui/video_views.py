@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 import streamlit as st
 
-from protocol.errors import InvalidInput
+from protocol.errors import InvalidInput, StudioError
 from protocol.limits import MAX_UPLOAD_BYTES, VIDEO_FPS, VIDEO_FRAMES, VIDEO_GUIDANCE, VIDEO_SIZE, VIDEO_STEPS
 from services.history import History, Job
 from services.imaging import ACCEPTED_SUFFIXES, check_image
@@ -30,15 +29,16 @@ GALLERY_JOBS = 60  # image jobs offered as references
 VIDEO_PAGE = "pages/video.py"
 PICK_TEXT, PROGRESS_TEXT, PROMPT_TEXT = 60, 80, 200  # characters of a prompt shown in each place
 
-Gallery = dict[str, tuple[Path, str, str]]
+Gallery = dict[str, tuple[tuple[Job, str], str, str]]
 
 
 def gallery_choices(history: History) -> Gallery:
-    """Gallery images by "<job id>-<index>": (file, label for the picker, short name for the record)."""
+    """Gallery images by "<job id>-<index>": ((job, output name), label for the picker, short name for the
+    record)."""
     out = {}
     for job in history.jobs.list("image", statuses=("succeeded",), limit=GALLERY_JOBS):
-        for i, path in enumerate(job.output_paths()):
-            out[f"{job.id}-{i}"] = (path, f"{shorten(job.prompt, PICK_TEXT)} · {job.params.get('size')} · seed "
+        for i, name in enumerate(job.outputs):
+            out[f"{job.id}-{i}"] = ((job, name), f"{shorten(job.prompt, PICK_TEXT)} · {job.params.get('size')} · seed "
                                           f"{job.params.get('seed')} · {when(job.created_at)}",
                                     f"gallery image {job.id}-{i}")
     return out
@@ -55,11 +55,11 @@ def reference_picker(gallery: Gallery, on_change: Callable[[], None]) -> None:
     if source == GALLERY:
         if gallery:
             st.selectbox("Gallery image", list(gallery), key="video_ref_pick", format_func=lambda k: gallery[k][1])
-            path = gallery[state["video_ref_pick"]][0]
-            if path.is_file():
-                st.image(str(path), width="stretch")
-            else:
-                missing(path, "image")
+            job, name = gallery[state["video_ref_pick"]][0]
+            try:
+                st.image(job.read(name), width="stretch")
+            except StudioError as exc:
+                missing(name, "image", exc)
         else:
             st.caption("The gallery is empty: make an image on the Image page first, or upload one.")
     elif source == UPLOAD:
@@ -117,12 +117,12 @@ def chosen_reference(gallery: Gallery) -> tuple[bytes | None, str | None]:
         if not key:
             raise InvalidInput("there is no image in the gallery yet: make one on the Image page, upload one, "
                                f"or choose “{NO_REFERENCE}”")
-        path, _, name = gallery[key]
+        (job, file), _, name = gallery[key]
         try:
-            return path.read_bytes(), name
-        except OSError as exc:
-            raise InvalidInput(f"the gallery image file {path} cannot be read ({exc.strerror or exc}): pick "
-                               "another, or make it again on the Image page") from None
+            return job.read(file), name
+        except StudioError:
+            raise InvalidInput(f"the gallery image file {file} of job {job.id} is missing from the studio's media: "
+                               "pick another, or make it again on the Image page") from None
     if source == UPLOAD:
         upload = state.get("video_upload")
         if upload is None:
@@ -139,21 +139,21 @@ def running_jobs(jobs: list[Job]) -> None:
                       f"({video_summary(job)})"), icon="⏳")
 
 
-def missing(path: Path, what: str) -> None:
+def missing(name: str, what: str, why: Exception) -> None:
     """The placeholder of a media file deleted (or moved) under its record: one line naming the file, not where it
-    was — whoever reads it (a viewer of a shared record) is not shown the server's data path, which goes to the log
-    (as services.history.base.read_kept does)."""
-    log.warning("the %s file of a record is missing: %s", what, path)
-    st.warning(plain(f"The {what} file {path.name} is missing from the studio's data folder (deleted or moved; the "
+    was — whoever reads it (a viewer of a shared record) is not shown the server's folder or bucket, which goes to
+    the log (as services.history.base.read_kept does)."""
+    log.warning("the %s file of a record is missing: %s", what, why)
+    st.warning(plain(f"The {what} file {name} is missing from the studio's media (deleted or moved; the "
                      "server's log says where)."), icon="🕳️")
 
 
 def player(job: Job) -> None:
     st.subheader("Player")
     try:
-        mp4 = job.path(VIDEO_FILE).read_bytes()
-    except OSError:
-        missing(job.path(VIDEO_FILE), "video")
+        mp4 = job.read(VIDEO_FILE)
+    except StudioError as exc:
+        missing(VIDEO_FILE, "video", exc)
         return
     left, about = st.columns([3, 2], gap="large")
     left.video(mp4, format="video/mp4", autoplay=True, muted=True,
@@ -184,8 +184,8 @@ def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Calla
                 share_toggle(history, "job", job.id, job.user_id, job.shared, a, key_prefix=key_prefix)
             if job.error:
                 a.error(plain(job.error))
-            if job.status == "succeeded" and not job.path(VIDEO_FILE).is_file():
-                a.caption(plain(f"🕳️ video file {VIDEO_FILE} missing from the studio's data folder"))
+            if job.status == "succeeded" and not job.has(VIDEO_FILE):
+                a.caption(plain(f"🕳️ video file {VIDEO_FILE} missing from the studio's media"))
             if job.status == "succeeded":
                 b.button("Play", key=f"{key_prefix}play-{job.id}", on_click=on_play, args=(job.id,), width="stretch")
             if makes:

@@ -3,19 +3,21 @@
     python -m services history migrate               bring the history's database to the newest revision (Alembic)
     python -m services history list [--kind K] [--json]
                                                      every record: id, kind, owner, created, its media files
-    python -m services history copy --to postgresql://user:password@host:5432/db
-                                                     every row copied to another database (media stay put)
+    python -m services history copy [--to postgresql://user:password@host:5432/db] [--media-to s3://bucket/prefix]
+                                                     every row copied to another database, every media file to
+                                                     another store (either, or both)
 
 The history is where the settings say: the database at `database_url` (OMNI_STUDIO_DATABASE_URL; empty: SQLite
-at <data_dir>/history.sqlite3), media in `data_dir`. The studio migrates it whenever it opens it; `migrate` does
+at <data_dir>/history.sqlite3), the media at `media_url` (OMNI_STUDIO_MEDIA_URL; empty: <data_dir>/media). The studio migrates it whenever it opens it; `migrate` does
 it on its own (before a team's studios start, say) and says what it did. A migration is one transaction: one
 that fails or is interrupted leaves the database as it was, and running `migrate` again completes it.
 
-`copy` moves a studio's history to a shared server: the destination is migrated, then every table's rows are
-copied in batches, each batch one transaction, rows the destination has already skipped — so it is safe to run
-again after an interruption (it carries on) or twice (nothing doubles). It prints what it copied per table.
-Nothing is deleted at the source; the media files stay in the data_dir, where a studio on the new database
-reads them. Then set OMNI_STUDIO_DATABASE_URL to the destination.
+`copy` moves a studio's history to a team's shared storage. With --media-to, every file a record names is copied
+first (files the destination has already are kept); with --to, the destination database is migrated, then every
+table's rows are copied in batches, each batch one transaction, rows the destination has already skipped. Media
+before rows: a copied row never names a file the new store lacks. It is safe to run again after an interruption
+(it carries on) or twice (nothing doubles), and prints what it copied. Nothing is deleted at the source. Then set
+OMNI_STUDIO_DATABASE_URL and OMNI_STUDIO_MEDIA_URL to the destinations.
 """
 
 from __future__ import annotations
@@ -37,16 +39,23 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     ls.add_argument("--kind", choices=list(KINDS), help="only records of this kind")
     ls.add_argument("--json", action="store_true", help="one JSON list instead of a table")
     ls.set_defaults(func=run_list)
-    cp = actions.add_parser("copy", help="copy every record to another database (idempotent, resumable)")
-    cp.add_argument("--to", required=True, metavar="URL", help="the destination: postgresql://user:password@host/db")
+    cp = actions.add_parser("copy", help="copy every record to another database and its media to another store "
+                                         "(idempotent, resumable)")
+    cp.add_argument("--to", metavar="URL", help="the destination database: postgresql://user:password@host/db")
+    cp.add_argument("--media-to", metavar="WHERE", help="the destination of the media: s3://bucket/prefix or a folder")
     cp.set_defaults(func=run_copy)
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    from services.settings import load_settings
+
+    return load_settings()
 
 
 def _history(**kwargs):  # type: ignore[no-untyped-def]
     from services.history import History
-    from services.settings import load_settings
 
-    return History.of(load_settings(), **kwargs)
+    return History.of(_settings(), **kwargs)
 
 
 def run_migrate(args: argparse.Namespace) -> int:
@@ -77,17 +86,38 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_copy(args: argparse.Namespace) -> int:
-    from protocol.errors import InvalidInput
+    from services.cli.common import ArgumentError
     from services.history import History
-    from services.history.transfer import copy_rows
+    from services.history.transfer import copy_media, copy_rows
+    from services.media_store import MediaError, open_media_store
+    from services.settings import check_media_url
 
-    source = _history()
-    to = History(source.data_dir, database_url=args.to)
-    if to.where == source.where:
-        raise InvalidInput(f"--to names the history's own database ({source.where}): name another one")
-    print(f"copying the history at {source.where} to {to.where}")
-    done = copy_rows(source, to, on_table=lambda table, n: print(
-        f"  {table}: {n.copied} copied, {n.present} there already"))
-    total = sum(n.copied for n in done.values())
-    print(f"done: {total} rows copied; nothing deleted at the source, media files left in {source.media_dir}")
+    if not args.to and not args.media_to:
+        raise ArgumentError("say where to copy: --to postgresql://… (the rows), --media-to s3://bucket/prefix (the "
+                           "media), or both")
+    settings = _settings()
+    source = History.of(settings)
+    if args.media_to:
+        try:
+            where = check_media_url(args.media_to)
+        except ValueError as exc:
+            raise ArgumentError(f"--media-to: {exc}") from None
+        media_to = open_media_store(settings.model_copy(update={"media_url": where}))
+        if media_to.where == source.media.where:
+            raise ArgumentError(f"--media-to names the history's own media ({source.media.where}): name another place")
+        print(f"copying the media in {source.media.where} to {media_to.where}")
+        try:
+            files = copy_media(source, media_to)
+        except MediaError as exc:
+            raise MediaError(f"the media copy stopped: {exc}; run it again to carry on") from None
+        print(f"  media: {files.copied} files copied, {files.present} there already")
+    if args.to:
+        to = History(source.data_dir, database_url=args.to, media=source.media)
+        if to.where == source.where:
+            raise ArgumentError(f"--to names the history's own database ({source.where}): name another one")
+        print(f"copying the history at {source.where} to {to.where}")
+        done = copy_rows(source, to, on_table=lambda table, n: print(
+            f"  {table}: {n.copied} copied, {n.present} there already"))
+        print(f"  rows: {sum(n.copied for n in done.values())} copied")
+    print("done: nothing deleted at the source")
     return 0

@@ -141,7 +141,7 @@ def run_image(args: argparse.Namespace) -> int:
             history = History.of(settings)
             job = (record_edit(backend.images, history, request) if isinstance(request, ImageEditRequest)
                    else record_image(backend.images, history, request))
-            images = [p.read_bytes() for p in job.output_paths()]
+            images = [job.read(name) for name in job.outputs]
             params, timings, preview, job_id = job.params, job.timings, bool(job.meta.get("preview")), job.id
             fitting = job.meta.get("fitting")
     finally:
@@ -233,7 +233,7 @@ def _video(backend, settings, request: VideoRequest, args: argparse.Namespace) -
         raise JobFailed(f"the video job {job.id} {'ended' if not job.finished else job.status}: {why}")
     m = job.meta
     info = {k: m[k] for k in ("frames", "width", "height", "fps", "duration_s")}
-    return {"saved": saved[0] if saved else None, "mp4": None if saved else job.path(VIDEO_FILE).read_bytes(),
+    return {"saved": saved[0] if saved else None, "mp4": None if saved else job.read(VIDEO_FILE),
             "params": job.params, "timings": job.timings, "video": info, "job_id": job.id}
 
 

@@ -68,7 +68,8 @@ def export_zip(store: EvalStore, eval_id: str, *, blind: bool = False) -> bytes:
     ev = store.get(eval_id)
     items = store.items(eval_id)
     by_id = {i.id: i for i in items}
-    gone = {i.id for i in items if i.media and not ((p := store.media_path(i)) and p.is_file())}
+    kept = {i.id: data for i in items if i.media and (data := store.media(i)) is not None}
+    gone = {i.id for i in items if i.media and i.id not in kept}
 
     def tag(item: Item) -> str:
         return _media_tag(ev.modality, f"media/{item.media}", missing=item.id in gone)
@@ -111,18 +112,18 @@ ratings.csv</code>.</p><table><tr><th>#</th><th>prompt</th><th>1</th><th>2</th><
             wanted = [i for i in items if i.media]
             if ev.modality == "listen":  # the recordings heard, as the evaluation keeps them
                 for index in range(len(ev.spec.audio)):
-                    path = store.recording_path(ev, index)
-                    if path.is_file():
-                        z.write(path, f"audio/{path.name}")
+                    recording = store.recording(ev, index)
+                    if recording is not None:
+                        z.writestr(f"audio/{store.recording_name(ev, index)}", recording)
         for item in wanted:
-            if item.id not in gone:
-                z.write(store.media_path(item), f"media/{item.media}")
+            if item.id in kept:
+                z.writestr(f"media/{item.media}", kept[item.id])
         lost = [i for i in wanted if i.id in gone]
         if lost:
             z.writestr("MISSING.txt", "These outputs are named by the evaluation but their files were not found when "
-                                      "it was exported (deleted or moved from the data folder), so they are not in "
-                                      "this ZIP:\n" + "".join(f"media/{i.media}\titem {i.id}\tlooked for at "
-                                                              f"{store.media_path(i)}\n" for i in lost))
+                                      "it was exported (deleted or moved from the studio's media), so they are not "
+                                      "in this ZIP:\n" + "".join(f"media/{i.media}\titem {i.id}\tlooked for in "
+                                                                 f"{store.history.media.where}\n" for i in lost))
     return buf.getvalue()
 
 

@@ -154,11 +154,10 @@ def _make(store: EvalStore, ev: Any, backend: Any, item: Any, usd_per_hour: floa
     """One item generated, priced, heard (a voice take's intelligibility) and stored."""
     recording, name = None, ""
     if ev.modality == "listen":
-        path = store.recording_path(ev, item.prompt_index)
-        try:
-            recording, name = path.read_bytes(), Path(ev.spec.audio[item.prompt_index]).name
-        except OSError as exc:
-            raise StudioError(f"its recording {path} is gone ({exc.strerror or exc}): make the evaluation again") from None
+        recording, name = store.recording(ev, item.prompt_index), Path(ev.spec.audio[item.prompt_index]).name
+        if recording is None:
+            raise StudioError(f"its recording {store.recording_name(ev, item.prompt_index)} is gone from the studio's "
+                              "media: make the evaluation again")
     data, figures = generate(backend, ev.modality, item.prompt, item.settings, recording=recording, name=name)
     if usd_per_hour is not None:
         figures |= {"usd_per_hour": usd_per_hour, "cost_usd": cost_of_seconds(usd_per_hour, figures["latency_s"])}

@@ -16,21 +16,31 @@ write transaction (`History.transaction`).
 from __future__ import annotations
 
 import json
-import shutil
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from protocol.errors import InvalidInput
+from protocol.errors import InvalidInput, StudioError
 from services.access import LOCAL, Forbidden, require
 from protocol.catalog import FAMILIES
 from services.eval.spec import EvalSpec, check_catalog
-from services.history import History, HistoryError
+from services.history import History
 
 ItemStatus = Literal["pending", "succeeded", "failed"]
 MEDIA_SUFFIX = {f.name: f.media_suffix for f in FAMILIES}
+
+
+def outputs_record(eval_id: str) -> str:
+    """The media record holding an evaluation's outputs (one file per item; the name of its folder before media
+    stores, so an older studio's files are found where they are)."""
+    return f"eval-{eval_id}"
+
+
+def recordings_record(eval_id: str) -> str:
+    """The media record holding a listen evaluation's recordings, copied in when it was made."""
+    return f"eval-{eval_id}-audio"
 
 
 
@@ -136,7 +146,7 @@ class EvalStore:
                        (spec.name, spec.model_dump_json(), eval_id))
             db.execute("DELETE FROM eval_items WHERE evaluation_id = ?", (eval_id,))
             self._add_items(db, eval_id, spec, time.time())
-        self._remove_media(eval_id)
+        self.history.remove_files(outputs_record(eval_id), f"evaluation {eval_id}'s old outputs")
         self._keep_recordings(eval_id, spec)
         return self.get(eval_id)
 
@@ -147,25 +157,19 @@ class EvalStore:
             for table, column in (("eval_ratings", "evaluation_id"), ("eval_items", "evaluation_id"),
                                   ("evaluations", "id")):
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (eval_id,))
-        self._remove_media(eval_id)
-        self._remove_media(eval_id, self.recordings_dir(eval_id))
+        self.history.remove_files(outputs_record(eval_id), f"evaluation {eval_id}")
+        self.history.remove_files(recordings_record(eval_id), f"evaluation {eval_id}")
 
-    def _remove_media(self, eval_id: str, folder: Path | None = None) -> None:
-        folder = folder or self.media_dir(eval_id)
+    def recording_name(self, ev: Evaluation, index: int) -> str:
+        """The name a listen evaluation keeps item `index`'s recording under (copied in when it was made)."""
+        return f"{index:04d}{Path(ev.spec.audio[index]).suffix.lower() or '.audio'}"
+
+    def recording(self, ev: Evaluation, index: int) -> bytes | None:
+        """Recording `index` of a listen evaluation, as kept; None when it is gone."""
         try:
-            shutil.rmtree(folder)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise HistoryError(f"evaluation {eval_id}'s old outputs in {folder} could not be removed "
-                               f"({exc.strerror or exc}): remove that folder by hand") from None
-
-    def recordings_dir(self, eval_id: str) -> Path:
-        return self.history.media_dir / f"eval-{eval_id}-audio"
-
-    def recording_path(self, ev: Evaluation, index: int) -> Path:
-        """Where a listen evaluation keeps item `index`'s recording (copied in when it was made)."""
-        return self.recordings_dir(ev.id) / f"{index:04d}{Path(ev.spec.audio[index]).suffix.lower() or '.audio'}"
+            return self.history.media.get(recordings_record(ev.id), self.recording_name(ev, index))
+        except StudioError:
+            return None
 
     def _keep_recordings(self, eval_id: str, spec: EvalSpec) -> None:
         """A listen evaluation's recordings copied into the store (all read first: a path may be the old copy), so
@@ -178,10 +182,9 @@ class EvalStore:
             raise InvalidInput(f"a recording could not be read ({exc.strerror or exc}: {exc.filename}): give it "
                                "again") from None
         ev = Evaluation(eval_id, spec.name, spec.modality, spec, 0.0)
-        self._remove_media(eval_id, self.recordings_dir(eval_id))
-        self.recordings_dir(eval_id).mkdir(parents=True, exist_ok=True)
-        for index, data in enumerate(datas):
-            self.recording_path(ev, index).write_bytes(data)
+        self.history.remove_files(recordings_record(eval_id), f"evaluation {eval_id}'s old recordings")
+        self.history.write_files(recordings_record(eval_id),
+                                 {self.recording_name(ev, index): data for index, data in enumerate(datas)})
 
     def set_shared(self, eval_id: str, shared: bool) -> None:
         """Share the evaluation (its outputs, ratings and results) with the team, or stop: its owner or an admin."""
@@ -258,20 +261,24 @@ class EvalStore:
             raise InvalidInput(f"there is no evaluation item {item_id!r}")
         return _item(row)
 
-    def media_dir(self, eval_id: str) -> Path:
-        return self.history.media_dir / f"eval-{eval_id}"
+    def media(self, item: Item) -> bytes | None:
+        """The item's output (WAV, PNG, MP4, transcript text), or None when it has none or it is gone."""
+        if item.media is None:
+            return None
+        try:
+            return self.history.media.get(outputs_record(item.evaluation_id), item.media)
+        except StudioError:
+            return None
 
-    def media_path(self, item: Item) -> Path | None:
-        return None if item.media is None else self.media_dir(item.evaluation_id) / item.media
+    def has_media(self, item: Item) -> bool:
+        try:
+            return item.media is not None and self.history.media.exists(outputs_record(item.evaluation_id), item.media)
+        except StudioError:
+            return False
 
     def succeed(self, item: Item, data: bytes, figures: dict[str, Any], modality: str) -> None:
-        """The item's media written (atomically) before the row that names it."""
-        folder = self.media_dir(item.evaluation_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        name = item.id + MEDIA_SUFFIX[modality]
-        tmp = folder / f".{name}.{uuid.uuid4().hex[:6]}.part"
-        tmp.write_bytes(data)
-        tmp.replace(folder / name)
+        """The item's media written (whole) before the row that names it."""
+        [name] = self.history.write_files(outputs_record(item.evaluation_id), {item.id + MEDIA_SUFFIX[modality]: data})
         with self.history.transaction() as db:
             db.execute("UPDATE eval_items SET status = 'succeeded', media = ?, figures = ?, error = NULL, updated_at = ?"
                        " WHERE id = ?", (name, json.dumps(figures), time.time(), item.id))

@@ -9,10 +9,15 @@ import os
 import socket
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from protocol.errors import InvalidInput, StudioError
+from protocol.errors import StudioError
+from services.media_store.base import MediaMissing, plain_name
+
+if TYPE_CHECKING:
+    from services.media_store import MediaStore
 
 log = logging.getLogger(__name__)
 
@@ -98,21 +103,20 @@ def like_escaped(text: str) -> str:
 
 
 def safe_name(name: str) -> str:
-    if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith("."):
-        raise InvalidInput(f"not a plain file name for the history: {name!r}")
-    return name
+    """`name` as one plain path segment (the media store's rule, services/media_store/base.py); InvalidInput if not."""
+    return plain_name(name)
 
 
-def read_kept(folder: Path, name: str | None, what: str) -> bytes | None:
+def read_kept(media: MediaStore, record_id: str, name: str | None, what: str) -> bytes | None:
     """A record's kept file (None when it kept none); HistoryError naming `what` when it is gone — not the file:
-    whoever reads the message (a viewer of a shared record) is not shown the server's data path, which goes to
-    the server's log."""
+    whoever reads the message (a viewer of a shared record) is not shown the server's folder or bucket, which goes
+    to the server's log."""
     if name is None:
         return None
     try:
-        return (folder / name).read_bytes()
-    except OSError as exc:
-        log.warning("the recording of %s cannot be read at %s: %s", what, folder / name, exc)
-        state = "missing from" if isinstance(exc, FileNotFoundError) else "unreadable in"
-        raise HistoryError(f"the recording of {what} is {state} the studio's data folder (the server's log says "
+        return media.get(record_id, name)
+    except StudioError as exc:  # MediaError; a bucket's ConfigError, ServerError, BackendUnreachable
+        log.warning("the recording of %s cannot be read: %s", what, exc)
+        state = "missing from" if isinstance(exc, MediaMissing) else "unreadable in"
+        raise HistoryError(f"the recording of {what} is {state} the studio's media (the server's log says "
                            "where); the rest of it is kept") from None

@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import InvalidInput
@@ -21,6 +20,7 @@ from services.access import LOCAL, require
 from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
 
 if TYPE_CHECKING:
+    from services.media_store import MediaStore
     from services.history.db import Row
     from services.history.host import Host
 
@@ -39,7 +39,7 @@ class ConversationRecord:
     settings: dict[str, Any]
     audio: str | None
     created_at: float
-    folder: Path = field(repr=False)
+    media: MediaStore = field(repr=False, compare=False)
     user_id: str = LOCAL.id
     shared: bool = False
 
@@ -54,14 +54,14 @@ class ConversationRecord:
 
     def audio_bytes(self) -> bytes | None:
         """The stereo WAV as kept (None when none was); HistoryError naming the file when it is gone."""
-        return read_kept(self.folder, self.audio, f"conversation {self.id}")
+        return read_kept(self.media, self.id, self.audio, f"conversation {self.id}")
 
 
-def _record(row: Row, media: Path) -> ConversationRecord:
+def _record(row: Row, media: MediaStore) -> ConversationRecord:
     return ConversationRecord(
         id=row["id"], mode=row["mode"], title=row["title"], timeline=json.loads(row["timeline"]),
         settings=json.loads(row["settings"]), audio=row["audio"], created_at=row["created_at"],
-        folder=media / row["id"], user_id=row["user_id"], shared=bool(row["shared"]))
+        media=media, user_id=row["user_id"], shared=bool(row["shared"]))
 
 
 class ConversationStore:
@@ -99,8 +99,8 @@ class ConversationStore:
 
     def list(self, *, limit: int | None = 50) -> list[ConversationRecord]:
         """The actor's conversations and those others shared, newest first."""
-        return [_record(r, self.history.media_dir) for r in self.history.visible_rows("conversations", limit)]
+        return [_record(r, self.history.media) for r in self.history.visible_rows("conversations", limit)]
 
     def get(self, record_id: str) -> ConversationRecord:
         """The conversation; someone else's unshared one is refused like a missing one."""
-        return _record(self.history.visible_row("conversations", record_id, "conversation"), self.history.media_dir)
+        return _record(self.history.visible_row("conversations", record_id, "conversation"), self.history.media)

@@ -1,5 +1,5 @@
-"""The history's host: its database (one SQLite file in the data_dir, or a PostgreSQL server: db.py) and media
-folder, the one write path (`transaction`), the tables' migrations (migrate.py), and who sees what (`visible`,
+"""The history's host: its database (one SQLite file in the data_dir, or a PostgreSQL server: db.py) and its
+media (a folder, or an S3 bucket: services/media_store, the `media_url` setting), the one write path (`transaction`), the tables' migrations (migrate.py), and who sees what (`visible`,
 `owns`, `set_shared`). The records
 themselves are kept by one small store per kind over a host (jobs.py, voices.py, takes.py, transcripts.py,
 load_reports.py, conversations.py); `History` (services/history/__init__.py) is the host with its stores."""
@@ -7,14 +7,12 @@ load_reports.py, conversations.py); `History` (services/history/__init__.py) is 
 from __future__ import annotations
 
 import copy
-import os
-import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from protocol.errors import InvalidInput
+from protocol.errors import InvalidInput, StudioError
 from services.access import LOCAL, Forbidden, Principal, require
 from services.history.base import (
     DB_ERRORS,
@@ -29,11 +27,11 @@ from services.history.base import (
 )
 from services.history.db import DB_NAME, Db, Result, Row, engine, run, shown
 from services.history.migrate import upgrade
+from services.media_store import MEDIA_DIR, FolderMediaStore, MediaStore, open_media_store
 
 if TYPE_CHECKING:
     from services.settings import Settings
 
-MEDIA_DIR = "media"
 Shareable = Literal["job", "voice", "load_report", "evaluation", "take", "transcript", "conversation"]
 SHAREABLE: dict[str, str] = {"job": "jobs", "voice": "voices", "load_report": "load_reports",
                              "evaluation": "evaluations", "take": "speech_takes",
@@ -41,16 +39,17 @@ SHAREABLE: dict[str, str] = {"job": "jobs", "voice": "voices", "load_report": "l
 
 
 class Host:
-    """The history in `data_dir` (its media; its database too unless `database_url` names a PostgreSQL server),
-    acting for `actor` (LOCAL unless told: the single-user studio). Thread-safe and multi-process-safe: a pool
+    """The history in `data_dir` (its database unless `database_url` names a PostgreSQL server; its media unless
+    `media` is another store than the folder <data_dir>/media), acting for `actor` (LOCAL unless told: the single-user studio). Thread-safe and multi-process-safe: a pool
     of connections, every write one transaction that queues behind the others (SQLite: BEGIN IMMEDIATE in WAL
     mode; PostgreSQL: the history's advisory lock), reads each seeing the latest commit."""
 
     def __init__(self, data_dir: Path | str, *, actor: Principal = LOCAL, database_url: str | None = None,
-                 migrate: bool = True) -> None:
+                 migrate: bool = True, media: MediaStore | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.database_url = database_url or None
-        self.media_dir = self.data_dir / MEDIA_DIR
+        # Every record's files: written before the row that names them commits, removed after its deletion does.
+        self.media = media or FolderMediaStore(self.data_dir / MEDIA_DIR)
         self.owner = current_owner()
         self.actor = actor
         try:
@@ -61,7 +60,10 @@ class Host:
         self.where = shown(self.engine)  # the SQLite file, or the server's URL without its password
         self.db_path = self.data_dir / DB_NAME  # the SQLite file (unused on PostgreSQL)
         try:
-            self.media_dir.mkdir(parents=True, exist_ok=True)
+            if self.dialect == "sqlite":  # its file's folder (with media in a bucket, nothing else makes it)
+                self.data_dir.mkdir(parents=True, exist_ok=True)
+            if isinstance(self.media, FolderMediaStore):  # a folder that cannot be made says so now, not at a write
+                self.media.root.mkdir(parents=True, exist_ok=True)
             self.migrated = upgrade(self) if migrate else []  # the revisions this opening ran (migrate.py)
             self._check()
         except (OSError, *DB_ERRORS) as exc:
@@ -78,9 +80,10 @@ class Host:
 
     @classmethod
     def of(cls, settings: Settings, *, actor: Principal = LOCAL, migrate: bool = True) -> Self:
-        """The history the settings name: media in `data_dir`, the database at `database_url` (empty: SQLite in
-        `data_dir`)."""
-        return cls(settings.data_dir, actor=actor, database_url=settings.database_url, migrate=migrate)
+        """The history the settings name: the database at `database_url` (empty: SQLite in `data_dir`), the media at
+        `media_url` (empty: the folder <data_dir>/media)."""
+        return cls(settings.data_dir, actor=actor, database_url=settings.database_url, migrate=migrate,
+                   media=open_media_store(settings))
 
     # -- who acts -------------------------------------------------------------------------------------
     def acting_as(self, actor: Principal) -> Self:
@@ -209,26 +212,26 @@ class Host:
         """For reads (writes go through `transaction`): each `execute` sees the latest commit."""
         return Reader(self)
 
-    def write_files(self, folder_id: str, files: Mapping[str, bytes]) -> list[str]:
-        """Write `files` into media/<folder_id>/, each atomically; HistoryError naming the file when one cannot be
-        written (its partial .part removed: a full disk gets its space back, and the next write its chance)."""
-        folder = self.media_dir / folder_id
+    def write_files(self, record_id: str, files: Mapping[str, bytes]) -> list[str]:
+        """Write `files` as the record's media (each whole or not at all), before the row naming them commits;
+        HistoryError naming the file and the place when one cannot be written (a full disk, a bucket that refuses)."""
         names = []
         for name, data in files.items():
             name = safe_name(name)
-            tmp = folder / f".{name}.{uuid.uuid4().hex[:8]}.part"
             try:
-                folder.mkdir(parents=True, exist_ok=True)
-                tmp.write_bytes(data)
-                os.replace(tmp, folder / name)  # atomic: a reader sees the whole file or none
-            except OSError as exc:
-                tmp.unlink(missing_ok=True)
-                if is_full(exc):
-                    raise HistoryError(no_space_message(folder / name, self.media_dir)) from None
-                raise HistoryError(f"cannot write {folder / name} ({exc.strerror or exc}); check that {self.media_dir} "
-                                   "is a writable folder") from None
+                self.media.put(record_id, name, data)
+            except StudioError as exc:  # MediaError; a bucket's ConfigError (missing), ServerError (denied), unreachable
+                raise HistoryError(str(exc)) from None
             names.append(name)
         return names
+
+    def remove_files(self, record_id: str, what: str) -> None:
+        """Remove the media of a record whose row is already deleted (`what` names it in the message: "video
+        20261206-…"); HistoryError saying the record is gone but its files are not."""
+        try:
+            self.media.delete_record(record_id)
+        except StudioError as exc:
+            raise HistoryError(f"{what} is deleted from the history, but its files could not be removed: {exc}") from None
 
     def close(self) -> None:
         """Close the connections the pool keeps (a later call opens new ones)."""

@@ -1,4 +1,5 @@
-"""Image and video jobs in the history: each a row of `jobs` and a folder media/<job id>/ of its inputs and outputs.
+"""Image and video jobs in the history: each a row of `jobs` and its inputs and outputs in the media store
+(services/media_store: <media>/<job id>/<name>, a folder or a bucket).
 
     job = history.jobs.create("video", prompt, params, target="http://127.0.0.1:8091", inputs={"reference.jpg": b"…"})
     history.jobs.mark_running(job.id, handle={...})     # what a transport needs to poll the job again
@@ -18,12 +19,10 @@ written (atomically, by rename) before the row that names them, so a record neve
 from __future__ import annotations
 
 import json
-import shutil
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.catalog import JOB_KINDS
@@ -32,6 +31,7 @@ from services.access import LOCAL, Forbidden, require
 from services.history.base import DB_ERRORS, HistoryError, like_escaped, owner_alive, reason
 
 if TYPE_CHECKING:
+    from services.media_store import MediaStore
     from services.history.db import Row
     from services.history.host import Host
 
@@ -61,7 +61,7 @@ class Job:
     created_at: float
     started_at: float | None
     finished_at: float | None
-    folder: Path = field(repr=False)
+    media: MediaStore = field(repr=False, compare=False)
     user_id: str = LOCAL.id  # who made it (the person; `owner` is the process running it)
     shared: bool = False
     title: str | None = None  # a name its owner gave it
@@ -80,17 +80,42 @@ class Job:
         end = self.finished_at if self.finished_at is not None else (now or time.time())
         return max(0.0, end - self.created_at)
 
-    def path(self, name: str) -> Path:
-        return self.folder / name
+    def read(self, name: str) -> bytes:
+        """One of its files (an input or an output); HistoryError naming the file and the place when it is gone."""
+        try:
+            return self.media.get(self.id, name)
+        except StudioError as exc:
+            raise HistoryError(str(exc)) from None
 
-    def output_paths(self) -> list[Path]:
-        return [self.folder / n for n in self.outputs]
+    def has(self, name: str) -> bool:
+        """Whether its file `name` is in the media store (a video's MP4 deleted by hand is not)."""
+        try:
+            return self.media.exists(self.id, name)
+        except StudioError:
+            return False
 
-    def input_path(self, name: str) -> Path | None:
-        return self.folder / name if name in self.inputs else None
+    def output_files(self) -> list[tuple[str, bytes | None]]:
+        """Its outputs in order, each (name, bytes), the bytes None for one that is gone (a page shows it missing)."""
+        files: list[tuple[str, bytes | None]] = []
+        for name in self.outputs:
+            try:
+                files.append((name, self.media.get(self.id, name)))
+            except StudioError:
+                files.append((name, None))
+        return files
+
+    def input_file(self, name: str) -> bytes | None:
+        """The input `name` kept with the job (e.g. "reference-1.png"), or None when it kept none by that name or
+        it is gone."""
+        if name not in self.inputs:
+            return None
+        try:
+            return self.media.get(self.id, name)
+        except StudioError:
+            return None
 
 
-def _job(row: Row, media: Path) -> Job:
+def _job(row: Row, media: MediaStore) -> Job:
     return Job(
         id=row["id"], kind=row["kind"], status=row["status"], prompt=row["prompt"],
         params=json.loads(row["params"]), target=row["target"], owner=row["owner"],
@@ -98,7 +123,7 @@ def _job(row: Row, media: Path) -> Job:
         inputs=json.loads(row["inputs"]), outputs=json.loads(row["outputs"]),
         timings=json.loads(row["timings"]), meta=json.loads(row["meta"]), error=row["error"],
         created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
-        folder=media / row["id"], user_id=row["user_id"], shared=bool(row["shared"]), title=row["title"],
+        media=media, user_id=row["user_id"], shared=bool(row["shared"]), title=row["title"],
     )
 
 
@@ -237,7 +262,7 @@ class JobStore:
             row = self.history.reader().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None or not self.history.sees(row):
             raise InvalidInput(f"there is no job {job_id!r} in the history at {self.history.data_dir}")
-        return _job(row, self.history.media_dir)
+        return _job(row, self.history.media)
 
     def list(self, kind: JobKind | None = None, *, statuses: tuple[JobStatus, ...] | None = None,
              limit: int | None = 100, offset: int = 0, search: str | None = None) -> list[Job]:
@@ -275,7 +300,7 @@ class JobStore:
         sql = f"SELECT * FROM jobs WHERE {where} ORDER BY {self.history.newest_first}{self.history.page(limit, offset)}"
         with self.history.guard():
             rows = self.history.reader().execute(sql, args).fetchall()
-        return [_job(r, self.history.media_dir) for r in rows]
+        return [_job(r, self.history.media) for r in rows]
 
     # -- one's own items: rename, delete ----------------------------------------------------------------
     def _changeable(self, job_id: str, doing: str) -> Job:
@@ -306,10 +331,4 @@ class JobStore:
             raise InvalidInput(f"{job.kind} {job_id} is still {job.status}: wait until it ends, then delete it")
         with self.history.transaction() as db:  # the row first: a record never names a file that is gone
             db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-        try:
-            shutil.rmtree(job.folder)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise HistoryError(f"{job.kind} {job_id} is deleted from the history, but its files in {job.folder} "
-                               f"could not be removed ({exc.strerror or exc}): remove that folder by hand") from None
+        self.history.remove_files(job_id, f"{job.kind} {job_id}")

@@ -14,14 +14,14 @@ import uuid
 import wave
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
-from services.history.base import DB_ERRORS, HistoryError, reason
+from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
 
 if TYPE_CHECKING:
+    from services.media_store import MediaStore
     from services.history.db import Row
     from services.history.host import Host
 
@@ -43,7 +43,7 @@ class SpeechTake:
     error: str | None
     audio: str
     created_at: float
-    folder: Path = field(repr=False)
+    media: MediaStore = field(repr=False, compare=False)
     user_id: str = LOCAL.id
     shared: bool = False
 
@@ -51,22 +51,15 @@ class SpeechTake:
     def ok(self) -> bool:
         return self.state == "done" and self.error is None
 
-    @property
-    def path(self) -> Path:
-        return self.folder / self.audio
-
     def wav(self) -> bytes:
-        """The WAV bytes; HistoryError naming the file when it is gone."""
-        try:
-            return self.path.read_bytes()
-        except OSError as exc:
-            raise HistoryError(f"the audio of take {self.id} cannot be read at {self.path} ({exc})") from None
+        """The WAV bytes; HistoryError when they are gone (the server's log says where they were)."""
+        return read_kept(self.media, self.id, self.audio, f"take {self.id}") or b""
 
 
-def _take(row: Row, media: Path) -> SpeechTake:
+def _take(row: Row, media: MediaStore) -> SpeechTake:
     return SpeechTake(id=row["id"], text=row["text"], voice_label=row["voice_label"], config=json.loads(row["config"]),
                       target=row["target"], figures=json.loads(row["figures"]), state=row["state"], error=row["error"],
-                      audio=row["audio"], created_at=row["created_at"], folder=media / row["id"],
+                      audio=row["audio"], created_at=row["created_at"], media=media,
                       user_id=row["user_id"], shared=bool(row["shared"]))
 
 
@@ -112,8 +105,8 @@ class TakeStore:
 
     def list(self, *, limit: int | None = 50) -> list[SpeechTake]:
         """The actor's speech takes and those others shared, newest first."""
-        return [_take(r, self.history.media_dir) for r in self.history.visible_rows("speech_takes", limit)]
+        return [_take(r, self.history.media) for r in self.history.visible_rows("speech_takes", limit)]
 
     def get(self, take_id: str) -> SpeechTake:
         """The take; someone else's unshared take is refused like a missing one."""
-        return _take(self.history.visible_row("speech_takes", take_id, "take"), self.history.media_dir)
+        return _take(self.history.visible_row("speech_takes", take_id, "take"), self.history.media)

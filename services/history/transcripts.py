@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import InvalidInput
@@ -23,6 +22,7 @@ from services.access import LOCAL, require
 from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
 
 if TYPE_CHECKING:
+    from services.media_store import MediaStore
     from services.history.db import Row
     from services.history.host import Host
 
@@ -47,21 +47,21 @@ class TranscriptRecord:
     preview: str | None
     audio: str | None
     created_at: float
-    folder: Path = field(repr=False)
+    media: MediaStore = field(repr=False, compare=False)
     user_id: str = LOCAL.id
     shared: bool = False
 
     def audio_bytes(self) -> bytes | None:
         """The recording as kept (None when none was); HistoryError naming the file when it is gone."""
-        return read_kept(self.folder, self.audio, f"transcript {self.id}")
+        return read_kept(self.media, self.id, self.audio, f"transcript {self.id}")
 
 
-def _record(row: Row, media: Path) -> TranscriptRecord:
+def _record(row: Row, media: MediaStore) -> TranscriptRecord:
     return TranscriptRecord(
         id=row["id"], text=row["text"], source=row["source"], route=row["route"], model=row["model"],
         backend=row["backend"], target=row["target"], segments=json.loads(row["segments"]),
         figures=json.loads(row["figures"]), reference=row["reference"], preview=row["preview"], audio=row["audio"],
-        created_at=row["created_at"], folder=media / row["id"], user_id=row["user_id"], shared=bool(row["shared"]))
+        created_at=row["created_at"], media=media, user_id=row["user_id"], shared=bool(row["shared"]))
 
 
 def audio_file_name(source_name: str) -> str:
@@ -107,8 +107,8 @@ class TranscriptStore:
 
     def list(self, *, limit: int | None = 50) -> list[TranscriptRecord]:
         """The actor's transcripts and those others shared, newest first."""
-        return [_record(r, self.history.media_dir) for r in self.history.visible_rows("transcripts", limit)]
+        return [_record(r, self.history.media) for r in self.history.visible_rows("transcripts", limit)]
 
     def get(self, record_id: str) -> TranscriptRecord:
         """The transcript; someone else's unshared one is refused like a missing one."""
-        return _record(self.history.visible_row("transcripts", record_id, "transcript"), self.history.media_dir)
+        return _record(self.history.visible_row("transcripts", record_id, "transcript"), self.history.media)

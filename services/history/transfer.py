@@ -1,15 +1,19 @@
 """The history as a whole, for the command line (`python -m services history list|copy`): every record of every
-kind in one listing, and every row copied to another database — a team moving its studio's history from the
-SQLite file to a shared PostgreSQL.
+kind in one listing, and every row and media file copied to another database and media store — a team moving
+its studio's history from the SQLite file and the media folder to a shared PostgreSQL and an S3 bucket.
 
     records(history, kind="image")       # [Record(id, kind, owner, created, media)], newest first
+    copy_media(source, media_to, on_file=…)  # Copied(copied, present): every record's files, idempotent
     copy_rows(source, to, on_table=…)    # {table: Copied(copied, present)}: idempotent and resumable
+
+The media goes first and the rows after, the history's own rule (services/media_store): a copied row never names a
+file the destination does not have. A file the destination has already is left as it is (a store writes a file
+whole or not at all, so one that is there is complete).
 
 A copy reads every table of tables.py from the source, in primary-key order and batches of BATCH rows, and
 inserts each batch into the destination in one of its write transactions, skipping rows it already has (by
 primary key): run it again after an interruption and it carries on, having lost nothing and doubled nothing.
-Nothing is deleted at the source, and the media files stay where they are (both histories read them from the
-same data_dir).
+Nothing is deleted at the source.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from protocol.catalog import JOB_KINDS
 from services.history import tables
+from services.media_store import MediaMissing
 
 if TYPE_CHECKING:
     from services.history.host import Host
+    from services.media_store import MediaStore
 
 BATCH = 500
 # a record's kind → its table (a job's kind is its family: image, video)
@@ -41,10 +47,16 @@ class Record:
     kind: str
     owner: str  # the person who made it (user_id)
     created: float
-    media: list[str]  # keys of its files under the data_dir's media/ folder
+    media: list[str]  # its files in the media store, each "<media record>/<name>"
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "owner": self.owner, "created": self.created, "media": self.media}
+
+
+@dataclass(frozen=True)
+class Copied:
+    copied: int  # rows inserted by this run
+    present: int  # rows the destination had already (an earlier run's, or its own)
 
 
 def records(history: Host, kind: str | None = None) -> list[Record]:
@@ -67,14 +79,36 @@ def _media(history: Host, table: str, row: Any) -> list[str]:
     if table == "evaluations":
         items = history.reader().execute("SELECT media FROM eval_items WHERE evaluation_id = ? AND media IS NOT NULL"
                                          " ORDER BY id", (row["id"],)).fetchall()
-        return [f"eval-{row['id']}/{item[0]}" for item in items]
+        recordings = f"eval-{row['id']}-audio"  # a listen evaluation's recordings, copied in when it was made
+        return ([f"eval-{row['id']}/{item[0]}" for item in items]
+                + [f"{recordings}/{name}" for name in history.media.list_record(recordings)])
     return []
 
 
-@dataclass(frozen=True)
-class Copied:
-    copied: int  # rows inserted by this run
-    present: int  # rows the destination had already (an earlier run's, or its own)
+def copy_media(source: Host, media_to: MediaStore, *, on_file: Callable[[str, bool], None] | None = None) -> Copied:
+    """Every file every record of `source` names, copied to `media_to` (a file there already is kept: a rerun after
+    an interruption carries on). `on_file(key, copied)` after each. A file the source has lost
+    is skipped and reported by `on_file(key, False)` too — what `history list` names is what the copy tried."""
+    copied = present = 0
+    for record in records(source):
+        for key in record.media:
+            record_id, name = key.split("/", 1)
+            try:
+                data = source.media.get(record_id, name)
+            except MediaMissing:
+                if on_file is not None:
+                    on_file(f"{key} (missing at the source)", False)
+                continue
+            if media_to.exists(record_id, name):  # a store's writes are whole: one that is there is complete
+                present += 1
+                done = False
+            else:
+                media_to.put(record_id, name, data)
+                copied += 1
+                done = True
+            if on_file is not None:
+                on_file(key, done)
+    return Copied(copied, present)
 
 
 def copy_rows(source: Host, to: Host, *, on_table: Callable[[str, Copied], None] | None = None) -> dict[str, Copied]:

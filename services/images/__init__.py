@@ -11,10 +11,10 @@ Editing, for a page or a script (backend.images is an ImageClient on every backe
     refs = (EditReference.from_job(gallery_job),                # a gallery image: its job id is recorded
             EditReference(uploaded_bytes, name="sketch.png"))   # an upload: checked like every image
     job = record_edit(backend.images, history, ImageEditRequest("make them friends", refs, seed=7))
-    job.output_paths()                     # the edited image(s): an "image" job, so the gallery and
+    job.output_files()                     # the edited image(s), (name, bytes): an "image" job, so the gallery and
                                            # "Use for video" take it like any other
     job.params["references"]               # name, job_id, format, size, what was sent, per reference
-    job.input_path("reference-1.png")      # the reference files kept with the job
+    job.input_file("reference-1.png")      # the reference files kept with the job (bytes)
     job.meta["edit"], job.meta["fitting"]  # True; what was done to fit the references, or None
 
     result = backend.images.edit(request)  # the same without the history: an ImageResult with

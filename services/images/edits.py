@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
-from protocol.errors import InvalidInput
+from protocol.errors import InvalidInput, StudioError
 from protocol.images import EDIT_IMAGE_FIELD, ImageEditForm, ImageOutputFormat, parse_size
 from protocol.limits import (
     IMAGE_EDIT_REFERENCES,
@@ -75,15 +75,15 @@ class EditReference:
     @classmethod
     def from_job(cls, job: Job, index: int = 0) -> EditReference:
         """Output `index` of a gallery job (an image job of the history), named after the job."""
-        paths = job.output_paths()
-        if not 0 <= index < len(paths):
-            raise InvalidInput(f"job {job.id} has no image {index + 1} (it has {len(paths)}); pick another image")
+        names = job.outputs
+        if not 0 <= index < len(names):
+            raise InvalidInput(f"job {job.id} has no image {index + 1} (it has {len(names)}); pick another image")
         try:
-            data = paths[index].read_bytes()
-        except OSError as exc:
-            raise InvalidInput(f"the image of job {job.id} cannot be read ({exc.strerror or exc}); "
-                               "it may have been removed from the history folder") from None
-        return cls(data, name=f"{job.id}/{paths[index].name}", job_id=job.id)
+            data = job.read(names[index])
+        except StudioError as exc:  # the history's: the file is gone
+            raise InvalidInput(f"the image of job {job.id} cannot be read ({exc}); it may have been removed from "
+                               "the studio's media") from None
+        return cls(data, name=f"{job.id}/{names[index]}", job_id=job.id)
 
 
 @dataclass(frozen=True)

@@ -31,15 +31,14 @@ class MediaHealth:
 
 
 def plain_name(name: str, what: str = "file name") -> str:
-    """`name` as one path segment: the history's own rule (services.history.base.safe_name: no separators, no
-    dot-files, no `.`/`..`), so a name can neither leave its record nor collide with a store's temporary files."""
-    # Imported here, not at the top: the history's stores import this package, and importing services.history
-    # runs its __init__, which imports those stores (a module-level import would make a cycle at run time).
-    from services.history.base import safe_name
-
+    """`name` as one path segment — no separators, no dot-files, no `.`/`..` — so a name can neither leave its
+    record nor collide with a store's temporary files. The history names its files by the same rule
+    (services.history.base.safe_name)."""
     if not isinstance(name, str):
         raise InvalidInput(f"a media {what} is text, not {type(name).__name__}")
-    return safe_name(name)
+    if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith("."):
+        raise InvalidInput(f"not a plain file name for the history: {name!r}")
+    return name
 
 
 class MediaStore(ABC):

@@ -197,10 +197,10 @@ class VideoJobs:
 def job_request(job: Job) -> VideoRequest:
     """The VideoRequest a recorded job was made with (reference: the fitted JPEG that was sent)."""
     p = job.params
-    ref = job.input_path(REFERENCE_FILE)
+    ref = job.input_file(REFERENCE_FILE)
     return VideoRequest(
         prompt=job.prompt, width=p["width"], height=p["height"], frames=p["frames"], fps=p["fps"],
         steps=p["steps"], guidance=p["guidance"], seed=p.get("seed"), negative_prompt=p.get("negative_prompt"),
-        reference=ref.read_bytes() if ref is not None and ref.exists() else None,
+        reference=ref,
         reference_name=p.get("reference_name"), model=p.get("model"),
     )
