@@ -207,10 +207,11 @@ class Settings(BaseSettings):
     # Where the history database and generated files live.
     data_dir: Path = Path(".studio-data")
     # The history's database: empty for SQLite at <data_dir>/history.sqlite3; postgresql://user:password@host:5432/db
-    # for a server a team shares (docs/storage.md). Media files stay in data_dir either way.
+    # for a server a team shares (docs/storage.md).
     database_url: str = ""
-
-
+    # How long a replica holds a video job it runs without renewing: when it dies, another replica takes the job
+    # over this long after its last renewal (services/history/jobs.py).
+    job_lease_s: float = Field(default=60.0, ge=1.0, le=3600.0)
     # Where the media (the records' files) live: empty = <data_dir>/media; a folder; or s3://bucket/prefix, shared by
     # every studio host (services/media_store). kms_key_id: SSE-KMS for that bucket's objects (else the bucket's own
     # default encryption); not the same setting as kms_key, which is the SageMaker async requests' key.
@@ -265,7 +266,7 @@ class Settings(BaseSettings):
         v = v.strip()
         if v:
             parse_database_url(v)  # ValueError: what is wrong (load_settings names the setting and where it was read)
-
+        return v
 
     @field_validator("media_url")
     @classmethod
