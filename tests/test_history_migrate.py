@@ -33,7 +33,7 @@ def test_migrate_makes_a_new_database_and_then_has_nothing_to_do(
         tmp_path: Path, new_history_url: str | None, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     out = _cli(monkeypatch, tmp_path, new_history_url, capsys)
-    assert f"migrated from no revision to {head()} (ran 0001)" in out
+    assert f"migrated from no revision to {head()} (ran 0001, 0002)" in out
     assert "secret" not in out and ("history.sqlite3" in out if new_history_url is None else "postgresql" in out)
     assert _cli(monkeypatch, tmp_path, new_history_url, capsys).endswith(f"at revision {head()}, nothing to do\n")
     h = History(tmp_path, database_url=new_history_url)
@@ -56,7 +56,7 @@ def test_a_migration_that_fails_leaves_nothing_and_the_next_start_completes_it(
     h = History(tmp_path, database_url=new_history_url, migrate=False)
     assert revision(h) is None and not inspect(h.engine).has_table("jobs")  # rolled back whole: nothing made
     again = History(tmp_path, database_url=new_history_url)
-    assert again.migrated == ["0001"] and again.jobs.list() == []
+    assert again.migrated == ["0001", "0002"] and again.jobs.list() == []
 
 
 _KILLED_HALF_WAY = """
@@ -81,7 +81,7 @@ def test_a_migration_killed_half_way_is_completed_by_the_next_start(tmp_path: Pa
         child.kill()
         child.wait()
     h = History(tmp_path, database_url=new_history_url)
-    assert h.migrated == ["0001"] and revision(h) == head()
+    assert h.migrated == ["0001", "0002"] and revision(h) == head()
     job = h.jobs.create("video", "after the kill", {}, target="t")
     assert [j.id for j in History(tmp_path, database_url=new_history_url).jobs.list()] == [job.id]
 
@@ -137,3 +137,17 @@ def test_a_converted_pre_alembic_file_matches_the_tables_module(tmp_path: Path, 
     ignorable = [d for d in diff if d[0] == "modify_type" and isinstance(d[5], REAL)
                  or d[0] == "modify_nullable" and d[3] == "id"]
     assert [d for d in diff if d not in ignorable] == []
+
+
+def test_a_database_at_the_first_revision_gains_the_job_leases(tmp_path: Path, history_url: str | None) -> None:
+    """A database revision 0001 made before leases existed (no jobs.lease_until): 0002 adds the column and keeps
+    the jobs."""
+    h = History(tmp_path, database_url=history_url)
+    job = h.jobs.create("video", "before leases", {}, target="t")
+    with h.transaction() as db:  # as 0001 left it before this version
+        db.execute("ALTER TABLE jobs DROP COLUMN lease_until")
+        db.execute("UPDATE alembic_version SET version_num = '0001'")
+    again = History(tmp_path, database_url=history_url)
+    assert again.migrated == ["0002"] and revision(again) == head()
+    assert "lease_until" in {c["name"] for c in inspect(again.engine).get_columns("jobs")}
+    assert again.jobs.get(job.id).prompt == "before leases"

@@ -76,16 +76,26 @@ def _process_start(pid: int) -> str:
         return "?"
 
 
+REPLICA_ENV = "OMNI_STUDIO_REPLICA"  # a team studio's replica name (e.g. its ECS task id); else the host name
+
+
+def replica() -> str:
+    """The name of this replica of the studio: OMNI_STUDIO_REPLICA, else the host's name (one per container)."""
+    return (os.environ.get(REPLICA_ENV) or "").strip().replace(":", "-") or socket.gethostname()
+
+
 def current_owner() -> str:
+    """This process, as a job's `owner`: replica:pid:start (the start tells a reused pid from the old process)."""
     pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_process_start(pid)}"
+    return f"{replica()}:{pid}:{_process_start(pid)}"
 
 
 def owner_alive(owner: str) -> bool:
-    """Whether the process that wrote `owner` still runs (only knowable on this host; elsewhere: assume so)."""
+    """Whether the process that wrote `owner` still runs — only knowable on this replica; of another, assume so
+    (its job's lease says when it stopped renewing: services/history/jobs.py)."""
     host, _, rest = owner.partition(":")
     pid_text, _, start = rest.partition(":")
-    if host != socket.gethostname():
+    if host != replica():
         return True
     try:
         pid = int(pid_text)

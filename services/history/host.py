@@ -26,6 +26,7 @@ from services.history.base import (
     safe_name,
 )
 from services.history.db import DB_NAME, Db, Result, Row, engine, run, shown
+from services.history.jobs import JOB_LEASE_S
 from services.history.migrate import upgrade
 from services.media_store import MEDIA_DIR, FolderMediaStore, MediaStore, open_media_store
 
@@ -45,12 +46,13 @@ class Host:
     mode; PostgreSQL: the history's advisory lock), reads each seeing the latest commit."""
 
     def __init__(self, data_dir: Path | str, *, actor: Principal = LOCAL, database_url: str | None = None,
-                 migrate: bool = True, media: MediaStore | None = None) -> None:
+                 migrate: bool = True, media: MediaStore | None = None, job_lease_s: float = JOB_LEASE_S) -> None:
         self.data_dir = Path(data_dir)
         self.database_url = database_url or None
         # Every record's files: written before the row that names them commits, removed after its deletion does.
         self.media = media or FolderMediaStore(self.data_dir / MEDIA_DIR)
         self.owner = current_owner()
+        self.job_lease_s = job_lease_s  # how long a job's runner holds it without renewing (jobs.py)
         self.actor = actor
         try:
             self.engine = engine(self.database_url, self.data_dir)
@@ -83,7 +85,7 @@ class Host:
         """The history the settings name: the database at `database_url` (empty: SQLite in `data_dir`), the media at
         `media_url` (empty: the folder <data_dir>/media)."""
         return cls(settings.data_dir, actor=actor, database_url=settings.database_url, migrate=migrate,
-                   media=open_media_store(settings))
+                   media=open_media_store(settings), job_lease_s=settings.job_lease_s)
 
     # -- who acts -------------------------------------------------------------------------------------
     def acting_as(self, actor: Principal) -> Self:

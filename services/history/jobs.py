@@ -10,9 +10,13 @@
     history.jobs.rename(job.id, "Harbour, take 2")      # a title of one's own, shown instead of the prompt
     history.jobs.delete(job.id)                         # the record and its media folder (own; an admin: anyone's)
 
-Each job records the process that runs it (`owner`); a job left `queued`/`running` by a process that is gone is
-an orphan: `recover()` marks it `interrupted` with a message, unless its transport said it can be polled again
-(`handle["resumable"]`), in which case a runner for that target claims it (`claim`) and carries on. Files are
+Each job records the process that runs it (`owner`: replica:pid:start) and a lease (`lease_until`) that process
+renews while the job runs (`renew`, every third of JOB_LEASE_S). A job left `queued`/`running` by a process that is
+gone — on this replica, its pid is gone; on any replica, its lease lapsed — is an orphan: `recover()` marks it
+`interrupted` with a message, unless its transport said it can be polled again (`handle["resumable"]`), in which
+case a runner for that target claims it (`claim`: one compare-and-set on the owner, so of two replicas that try,
+one wins) and carries on. A runner whose renewal finds the job taken over stops polling it: no job is polled by
+two replicas at once. Files are
 written (atomically, by rename) before the row that names them, so a record never points at a half-written file.
 """
 
@@ -39,6 +43,7 @@ JobKind = Literal[JOB_KINDS]  # type: ignore[valid-type]  # the catalog's famili
 JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
 UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
 TITLE_MAX = 200  # characters of a job's title
+JOB_LEASE_S = 60.0  # how long a job's runner holds it without renewing (Host.job_lease_s; tests shorten it)
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class Job:
     user_id: str = LOCAL.id  # who made it (the person; `owner` is the process running it)
     shared: bool = False
     title: str | None = None  # a name its owner gave it
+    lease_until: float | None = None  # until when `owner` holds it (None: made before leases)
 
     @property
     def name(self) -> str:
@@ -124,6 +130,7 @@ def _job(row: Row, media: MediaStore) -> Job:
         timings=json.loads(row["timings"]), meta=json.loads(row["meta"]), error=row["error"],
         created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
         media=media, user_id=row["user_id"], shared=bool(row["shared"]), title=row["title"],
+        lease_until=row["lease_until"],
     )
 
 
@@ -155,11 +162,11 @@ class JobStore:
             names = history.write_files(job_id, inputs or {})
             with history.transaction() as db:
                 db.execute(
-                    "INSERT INTO jobs (id, kind, status, prompt, params, target, owner, inputs, meta, created_at,"
-                    " started_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO jobs (id, kind, status, prompt, params, target, owner, lease_until, inputs, meta,"
+                    " created_at, started_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (job_id, kind, status, prompt, json.dumps(dict(params)), target, history.owner,
-                     json.dumps(names), json.dumps(dict(meta or {})), now, now if status == "running" else None, now,
-                     history.actor.id),
+                     now + history.job_lease_s, json.dumps(names), json.dumps(dict(meta or {})), now,
+                     now if status == "running" else None, now, history.actor.id),
                 )
         except (OSError, *DB_ERRORS) as exc:
             raise HistoryError(f"cannot record the job in {history.data_dir} ({reason(exc)})") from None
@@ -211,10 +218,23 @@ class JobStore:
         return self.get(job_id)
 
     def claim(self, job: Job) -> bool:
-        """Take over an orphaned job (of any user) for this process; False if another process claimed it first."""
+        """Take over an orphaned job (of any user) for this process, with a fresh lease; False if another process
+        claimed it first (the owner it had is the condition: one of two claims wins)."""
+        now = time.time()
         with self.history.transaction() as db:
-            cur = db.execute("UPDATE jobs SET owner = ?, updated_at = ? WHERE id = ? AND owner = ? AND status IN "
-                             "('queued', 'running')", (self.history.owner, time.time(), job.id, job.owner))
+            cur = db.execute("UPDATE jobs SET owner = ?, lease_until = ?, updated_at = ? WHERE id = ? AND owner = ? "
+                             "AND status IN ('queued', 'running')",
+                             (self.history.owner, now + self.history.job_lease_s, now, job.id, job.owner))
+            return cur.rowcount == 1
+
+    def renew(self, job_id: str) -> bool:
+        """Extend this process's lease on a job it runs; False when the job is no longer its own to run (another
+        replica took it over after the lease lapsed, or it ended) — the caller stops polling it."""
+        now = time.time()
+        with self.history.transaction() as db:
+            cur = db.execute("UPDATE jobs SET lease_until = ?, updated_at = ? WHERE id = ? AND owner = ? AND status "
+                             "IN ('queued', 'running')", (now + self.history.job_lease_s, now, job_id,
+                                                          self.history.owner))
             return cur.rowcount == 1
 
     def recover(self) -> list[Job]:
@@ -222,8 +242,10 @@ class JobStore:
         `interrupted`; return the resumable ones (their transport can poll them again), for a runner of their
         target to claim and carry on for their owner (`History.acting_for_owner`)."""
         resumable = []
+        now = time.time()
         for job in self._select(None, UNFINISHED, None, everyone=True):  # HistoryError when damaged
-            if job.owner == self.history.owner or owner_alive(job.owner):
+            lapsed = job.lease_until is not None and job.lease_until < now
+            if job.owner == self.history.owner or (owner_alive(job.owner) and not lapsed):
                 continue
             if job.status == "running" and job.handle and job.handle.get("resumable"):
                 resumable.append(job)

@@ -59,7 +59,8 @@ jobs = Table(
     Column("prompt", Text, nullable=False),
     Column("params", Text, nullable=False),  # JSON: the exact parameters of the request
     Column("target", Text, nullable=False),  # where it was sent (URL or endpoint), for display and resuming
-    Column("owner", Text, nullable=False),  # host:pid:start of the process running it
+    Column("owner", Text, nullable=False),  # replica-or-host:pid:start of the process running it
+    Column("lease_until", Double),  # until when `owner` holds it (renewed while it polls); lapsed: others take it
     Column("handle", Text),  # JSON: what the transport needs to poll it again
     _json("inputs", "[]"), _json("outputs", "[]"), _json("timings", "{}"), _json("meta", "{}"),
     Column("error", Text),

@@ -12,11 +12,10 @@ services/videos/jobs.py. Outputs are checked here: the MP4 must decode to frames
 from __future__ import annotations
 
 import io
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from protocol.errors import JobFailed, ServerError
 from services.videos.request import MultipartBody, VideoRequest, encode_request
@@ -123,7 +122,7 @@ class VideoClient:
     def poll(self, handle: JobHandle, wait_s: float = 0.0) -> JobState:
         return self.transport.poll(handle, wait_s)
 
-    def wait(self, handle: JobHandle, *, timeout_s: float = JOB_TIMEOUT_S, stop: threading.Event | None = None,
+    def wait(self, handle: JobHandle, *, timeout_s: float = JOB_TIMEOUT_S, stop: Stop | None = None,
              on_running: Callable[[JobState], None] | None = None) -> JobState:
         """Poll with backoff until the job is final (or `timeout_s` passes: JobFailed, the job may go on);
         `on_running` sees each state while it runs (its `notice` is for the person waiting)."""
@@ -164,6 +163,12 @@ class VideoClient:
         close = getattr(self.transport, "close", None)
         if callable(close):
             close()
+
+
+class Stop(Protocol):
+    """What `wait` checks between polls: a threading.Event, or anything with its `is_set`."""
+
+    def is_set(self) -> bool: ...
 
 
 def omni_client(url: str, settings: Settings) -> VideoClient:

@@ -9,6 +9,10 @@
 A job is recorded by the history it is started with (`history.acting_as(person)`: Forbidden before anything is
 sent when their role may not generate), and its worker carries it on as that person. Jobs a previous process
 left are resumed for whoever made them (`History.acting_for_owner`).
+
+Replicas of a team studio share the history: each runner renews the lease of the jobs it runs every third of the
+history's `job_lease_s`, and looks for jobs whose lease lapsed (their replica died) as often, taking over those it
+can poll (services/history/jobs.py). A renewal that finds its job taken over stops polling it.
 """
 
 from __future__ import annotations
@@ -51,8 +55,11 @@ class VideoJobs:
         self._stop = threading.Event()
         self.resumed: list[str] = []
         self._unrecorded: dict[str, str] = {}  # job id → a failure the history could not record (a full disk)
+        self._lost: dict[str, threading.Event] = {}  # job id → set when this runner must stop polling it
         if recover:
             self.resumed = self.recover()
+        self._keeper = threading.Thread(target=self._keep, args=(recover,), name="video-job-leases", daemon=True)
+        self._keeper.start()
 
     # -- public -----------------------------------------------------------------------------------------
     def start(self, request: VideoRequest, *, history: History | None = None,
@@ -93,6 +100,27 @@ class VideoJobs:
     def close(self) -> None:
         """Stop polling (jobs left running stay `running` in the history, to be resumed or marked later)."""
         self._stop.set()
+
+    def _keep(self, sweep: bool) -> None:
+        """Every third of the lease: renew the lease of each job running here (one taken over by another replica
+        is let go), and — for a runner that recovers — take over jobs whose lease lapsed elsewhere."""
+        every = max(0.2, self.history.job_lease_s / 3)
+        while not self._stop.wait(every):
+            for job_id in self.running():
+                try:
+                    kept = self.history.jobs.renew(job_id)  # by owner (this process), whoever's job it is
+                except StudioError:
+                    continue  # the database is away: the next round tries again (the lease has room for it)
+                if not kept:
+                    with self._lock:
+                        lost = self._lost.get(job_id)
+                    if lost is not None:
+                        lost.set()
+            if sweep:
+                try:
+                    self.resumed += self.recover()
+                except StudioError:
+                    pass
 
     def recover(self) -> list[str]:
         resumed = []
@@ -150,7 +178,11 @@ class VideoJobs:
                     shown[0] = running.notice
                     history.jobs.note(job_id, running.notice)
 
-            state = self.client.wait(handle, timeout_s=self.job_timeout_s, stop=self._stop, on_running=notice)
+            lost = threading.Event()
+            with self._lock:
+                self._lost[job_id] = lost
+            stop = _either(self._stop, lost)
+            state = self.client.wait(handle, timeout_s=self.job_timeout_s, stop=stop, on_running=notice)
             if shown[0] is not None:
                 history.jobs.note(job_id, None)  # over: the notice is no longer true
             if state.state == "lost":
@@ -162,8 +194,8 @@ class VideoJobs:
             payload = self.client.result(handle)
             info = check_mp4(payload.mp4, where=f"the video server at {handle.target}")
         except StudioError as exc:
-            if self._stop.is_set():
-                return  # closing: leave it running in the record, for the next process
+            if self._stop.is_set() or self._taken_over(job_id):
+                return  # closing, or another replica runs it now: leave the record to whoever holds it
             self._record_failure(history, job_id, str(exc), wall_s=wall())
             return
         wall_s = wall()
@@ -183,6 +215,11 @@ class VideoJobs:
         except StudioError as exc:  # e.g. no space left for the MP4: recorded as the job's failure when possible
             self._record_failure(history, job_id, str(exc), wall_s=wall_s)
 
+    def _taken_over(self, job_id: str) -> bool:
+        with self._lock:
+            lost = self._lost.get(job_id)
+        return lost is not None and lost.is_set()
+
     def _record_failure(self, history: History, job_id: str, message: str, *,
                         status: Literal["failed", "interrupted"] = "failed", wall_s: float | None = None) -> None:
         try:
@@ -192,6 +229,16 @@ class VideoJobs:
             why = "" if str(exc) == message else f": {exc}"
             with self._lock:
                 self._unrecorded[job_id] = f"{message} (the history could not record this{why})"
+
+
+class _either:
+    """An Event-like view that is set when either of two events is (what `VideoClient.wait` checks as `stop`)."""
+
+    def __init__(self, a: threading.Event, b: threading.Event) -> None:
+        self.a, self.b = a, b
+
+    def is_set(self) -> bool:
+        return self.a.is_set() or self.b.is_set()
 
 
 def job_request(job: Job) -> VideoRequest:
