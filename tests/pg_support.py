@@ -43,7 +43,9 @@ def binaries() -> Path:
 class Cluster:
     """A running throwaway cluster: `database()` makes a fresh database from the migrated template."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        """`durable`: PostgreSQL's own defaults (every commit flushed to disk), for a benchmark; else durability
+        off, as a test's throwaway data needs."""
         self.bin = binaries()
         self.root = Path(tempfile.mkdtemp(prefix="omni-pg-"))
         self.as_root = os.geteuid() == 0
@@ -57,8 +59,9 @@ class Cluster:
         # the server is a child that dies with this process, however it ends (setpriv --pdeathsig at each step:
         # runuser dies with us, postgres with runuser), so a killed test run leaves no cluster behind
         server = [str(self.bin / "postgres"), "-D", str(self.root / "data"), "-p", str(self.port), "-k",
-                  str(self.root), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                  "-c", "full_page_writes=off", "-c", "max_connections=200"]
+                  str(self.root), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"]
+        if not durable:
+            server += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
         command = [*DIES_WITH_PARENT, *server]
         if self.as_root:
             command = [*DIES_WITH_PARENT, "runuser", "-u", "postgres", "--", *command]

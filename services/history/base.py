@@ -76,6 +76,7 @@ def _process_start(pid: int) -> str:
         return "?"
 
 
+JOB_LEASE_S = 60.0  # how long a job's runner holds it without renewing (Host.job_lease_s; jobs.py; tests shorten it)
 REPLICA_ENV = "OMNI_STUDIO_REPLICA"  # a team studio's replica name (e.g. its ECS task id); else the host name
 
 

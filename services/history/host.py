@@ -16,6 +16,7 @@ from protocol.errors import InvalidInput, StudioError
 from services.access import LOCAL, Forbidden, Principal, require
 from services.history.base import (
     DB_ERRORS,
+    JOB_LEASE_S,
     HistoryError,
     current_owner,
     damaged_message,
@@ -26,7 +27,6 @@ from services.history.base import (
     safe_name,
 )
 from services.history.db import DB_NAME, Db, Result, Row, engine, run, shown
-from services.history.jobs import JOB_LEASE_S
 from services.history.migrate import upgrade
 from services.media_store import MEDIA_DIR, FolderMediaStore, MediaStore, open_media_store
 

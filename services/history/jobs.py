@@ -43,7 +43,6 @@ JobKind = Literal[JOB_KINDS]  # type: ignore[valid-type]  # the catalog's famili
 JobStatus = Literal["queued", "running", "succeeded", "failed", "interrupted"]
 UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
 TITLE_MAX = 200  # characters of a job's title
-JOB_LEASE_S = 60.0  # how long a job's runner holds it without renewing (Host.job_lease_s; tests shorten it)
 
 
 @dataclass(frozen=True)
