@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.browser_support import poll, settled
+from tests.cli_support import run_cli
 
 OIDC_PORT_ENV = "OMNI_TEST_OIDC_PORT"
 OIDC_PORT = 18093  # inside the namespace every port is free
@@ -220,7 +220,7 @@ def test_the_launcher_refuses_0_0_0_0_without_sign_in(tmp_path: Path) -> None:
     """`make studio HOST=0.0.0.0` without [auth]: exit 2 and the message, before anything listens."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_")}
     # -o setup: the venv is this one (no install from a test)
-    proc = subprocess.run(["make", "-s", "-o", "setup", "studio", "HOST=0.0.0.0", f"PY={sys.executable}"],
+    proc = run_cli(["make", "-s", "-o", "setup", "studio", "HOST=0.0.0.0", f"PY={sys.executable}"],
                           cwd=Path(__file__).resolve().parent.parent, env={**env, "HOME": str(tmp_path)},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])  # make passes the launcher's code on

@@ -18,6 +18,7 @@ import pytest
 
 from services.history import History
 from tests.conftest import spoken_turn_files
+from tests.cli_support import run_cli
 
 TURNS = ("What time do you open?", "Thank you very much.")
 SCRIPT = """\
@@ -34,7 +35,7 @@ def inputs(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[Pa
 
 
 def converse(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "services", "converse", *args], capture_output=True, text=True,
+    return run_cli([sys.executable, "-m", "services", "converse", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=Path(__file__).resolve().parent.parent,
                           env=None if env is None else {**os.environ, **env})
 

@@ -23,6 +23,7 @@ from services.converse.compare import compare, render
 from services.converse.setup import Setup, parse_change
 from services.listen import ListenAudio, load_audio
 from tests.conftest import spoken_turn_files
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TURNS = ("What time do you open?", "Thank you very much.")
@@ -166,7 +167,7 @@ def test_a_reply_endpoint_and_a_session_endpoint_in_a_setup() -> None:
 
 def converse(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMNI_STUDIO_CONFIG": ""}
-    return subprocess.run([sys.executable, "-m", "services", "converse", *args], capture_output=True, text=True,
+    return run_cli([sys.executable, "-m", "services", "converse", *args], capture_output=True, text=True,
                           timeout=180, cwd=ROOT, env=env)
 
 

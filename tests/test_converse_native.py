@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import spoken_turn_files
 from tests.loopback_support import ws_serving
+from tests.cli_support import run_cli
 
 TURNS = ("What time do you open?", "Thank you very much.")
 SCRIPT = """\
@@ -34,7 +35,7 @@ def inputs(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[Pa
 
 
 def converse(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "services", "converse", "--mode", "native", *args],
+    return run_cli([sys.executable, "-m", "services", "converse", "--mode", "native", *args],
                           capture_output=True, text=True, timeout=timeout,
                           cwd=Path(__file__).resolve().parent.parent)
 

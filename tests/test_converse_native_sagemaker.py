@@ -21,6 +21,7 @@ from tests.conftest import spoken_turn_files
 
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import EmulatorHandle, deploy_endpoint  # noqa: E402
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -33,7 +34,7 @@ SCRIPT = "time open => We open at nine in the morning.\nthank => You are most we
 def converse(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp / "data"), "OMNI_STUDIO_CONFIG": "",
            "OMNI_STUDIO_STATE_FILE": str(tmp / "none.json")}
-    return subprocess.run([sys.executable, "-m", "services", "converse", "--mode", "native", *args], cwd=ROOT,
+    return run_cli([sys.executable, "-m", "services", "converse", "--mode", "native", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=180)
 
 
@@ -84,6 +85,6 @@ def test_a_missing_endpoint_is_named(emulator_env: EmulatorHandle, inputs: list[
 def test_endpoint_beside_a_url_or_in_pipeline_mode_is_refused(inputs: list[Path], tmp_path: Path) -> None:
     both = converse("--input", str(inputs[0]), "--endpoint", "e", "--url", "http://127.0.0.1:9", tmp=tmp_path)
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
-    pipeline = subprocess.run([sys.executable, "-m", "services", "converse", "--input", str(inputs[0]),
+    pipeline = run_cli([sys.executable, "-m", "services", "converse", "--input", str(inputs[0]),
                                "--endpoint", "e"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert pipeline.returncode == 2 and "--url and --endpoint are for --mode native" in pipeline.stderr

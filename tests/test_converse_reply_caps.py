@@ -29,6 +29,7 @@ from tests.conftest import free_port, spoken_turn_files
 
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import IMAGE_URI, EmulatorHandle, deploy_endpoint  # noqa: E402
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -256,7 +257,7 @@ def turn(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def converse(engine_url: str, turn: Path, reply_url: str) -> subprocess.CompletedProcess[str]:
     args = ["--input", str(turn), "--listen-url", engine_url, "--speak-url", engine_url, "--reply-url", reply_url,
             "--reply-model", "m", "--json"]
-    return subprocess.run([sys.executable, "-m", "services", "converse", *args], capture_output=True, text=True,
+    return run_cli([sys.executable, "-m", "services", "converse", *args], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env={**os.environ, "OMNI_STUDIO_CONFIG": ""})
 
 

@@ -26,6 +26,7 @@ from tests.chat_support import chat_app, serving_app
 
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import IMAGE_URI, EmulatorHandle, deploy_endpoint  # noqa: E402
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -41,7 +42,7 @@ SCRIPT = "time open => We open at nine in the morning.\nthank => You are most we
 def converse(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp / "data"), "OMNI_STUDIO_CONFIG": "",
            "OMNI_STUDIO_STATE_FILE": str(tmp / "none.json")}
-    return subprocess.run([sys.executable, "-m", "services", "converse", *args], cwd=ROOT, env=env,
+    return run_cli([sys.executable, "-m", "services", "converse", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=180)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from services.targets import TargetBook, TargetGuard
 from tests.chat_support import chat_app, serving_app
 from tests.loopback_support import InternalService, internal_service, ws_serving
 from tests.test_converse_page import _talk, turn_wav, webrtc_inert  # noqa: F401  (fixtures; webrtc_inert autouse)
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 BOB = Principal(id="bob@example.com", name="Bob", role="creator", signed_in=True)
@@ -211,7 +211,7 @@ def test_the_command_line_refuses_a_reply_url_that_is_not_http_before_any_work(t
     turn.write_bytes(turn_wav)
     for flags in (["--reply-url", "file:///etc/passwd"],
                   ["--reply-url", internal_url, "--compare", "reply-url=gopher://127.0.0.1:70/x"]):
-        p = subprocess.run([sys.executable, "-m", "services", "converse", "--input", str(turn), "--listen-url",
+        p = run_cli([sys.executable, "-m", "services", "converse", "--input", str(turn), "--listen-url",
                             internal_url, "--speak-url", internal_url, *flags], capture_output=True, text=True,
                            timeout=60, cwd=ROOT)
         assert p.returncode == 2, p.stderr

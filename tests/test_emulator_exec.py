@@ -20,6 +20,7 @@ import av
 import pytest
 
 from emulator.exec import namespace_problem
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "tests" / "samples"
@@ -41,7 +42,7 @@ def exec_argv(tmp_path: Path, command: list[str], *options: str) -> list[str]:
 
 def run_exec(tmp_path: Path, command: list[str], *options: str, env: dict[str, str] | None = None,
              timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(exec_argv(tmp_path, command, *options), cwd=ROOT, capture_output=True, text=True,
+    done = run_cli(exec_argv(tmp_path, command, *options), cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
     sys.stdout.write(done.stdout[-5000:])
     sys.stderr.write(done.stderr[-5000:])
@@ -93,7 +94,7 @@ def test_endpoint_url_mode_gives_only_throwaway_credentials_and_lists_what_is_le
 def test_a_bad_config_file_is_named_before_anything_starts(tmp_path: Path) -> None:
     bad = tmp_path / "faults.json"
     bad.write_text("{not json")
-    done = subprocess.run([sys.executable, "-m", "emulator", "exec", "--config", str(bad), "--", "true"], cwd=ROOT,
+    done = run_cli([sys.executable, "-m", "emulator", "exec", "--config", str(bad), "--", "true"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert str(bad) in done.stderr and "not valid JSON" in done.stderr and "Traceback" not in done.stderr
@@ -103,7 +104,7 @@ def test_the_second_stage_never_mounts_over_this_machines_files(tmp_path: Path) 
     from emulator.exec import namespaces
 
     hosts = Path("/etc/hosts").read_bytes()
-    done = subprocess.run([sys.executable, "-m", "emulator", "exec", "--in-namespace", namespaces(), "--", "true"],
+    done = run_cli([sys.executable, "-m", "emulator", "exec", "--in-namespace", namespaces(), "--", "true"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "only runs inside the namespace exec makes" in done.stderr
     assert Path("/etc/hosts").read_bytes() == hosts

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_speech_cli import ROOT, cli_env
+from tests.cli_support import run_cli
 
 PROMPTS = ["Hello there.", "Good morning, everyone.", "The weather is fine today."]
 
@@ -25,7 +26,7 @@ def env_for(data: Path) -> dict[str, str]:
 
 
 def ev(data: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "services", "eval", *args], cwd=ROOT, capture_output=True, text=True,
+    return run_cli([sys.executable, "-m", "services", "eval", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env=env_for(data))
 
 

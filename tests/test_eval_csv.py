@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import io
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from services.eval.spec import parse_spec
 from services.eval.store import EvalStore
 from services.history import History
 from tests.test_speech_cli import ROOT, cli_env
+from tests.cli_support import run_cli
 
 FORMULA = "=cmd|' /C calc'!A0"
 # raters as people might type them: each one a spreadsheet would run, or one that must survive the guard
@@ -135,7 +135,7 @@ def test_a_ratings_file_imported_twice_counts_once(tmp_path: Path, history_url: 
 
     # the command says how many were already there
     env = {**cli_env(), "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_DATABASE_URL": history_url or ""}
-    p = subprocess.run([sys.executable, "-m", "services", "eval", "import", eval_id, str(sheet)], cwd=ROOT,
+    p = run_cli([sys.executable, "-m", "services", "eval", "import", eval_id, str(sheet)], cwd=ROOT,
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr
     assert f"imported 0 ratings into {eval_id}; 2 were already there" in p.stdout

@@ -28,13 +28,14 @@ from services.videos import (
     VideoPayload,
 )
 from tests.test_videos import fault_server, make_mp4  # noqa: F401  (fixture)
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _in_child(code: str, *args: str) -> str:
     """Run `code` in a fresh Python process (the 'previous run of the studio') and return its stdout."""
-    out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = run_cli([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -115,7 +116,7 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path, history_url: str | None
 
 def test_owner_liveness() -> None:
     assert owner_alive(current_owner())
-    dead = subprocess.run([sys.executable, "-c", "from services.history import current_owner; print(current_owner())"],
+    dead = run_cli([sys.executable, "-c", "from services.history import current_owner; print(current_owner())"],
                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     assert not owner_alive(dead)
 

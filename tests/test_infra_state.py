@@ -12,7 +12,6 @@ from protocol.catalog import FAMILY_NAMES
 
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +28,7 @@ from protocol.sagemaker import DeploymentStateFile, StateFileInvalid, parse_stat
 from services.aws import known_regions, validate_region
 from services.sagemaker import read_state_file, resolve_targets
 from services.settings import Settings
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCOUNT = "123456789012"
@@ -82,7 +82,7 @@ def subprocess_env(tmp: Path) -> dict[str, str]:
 def test_random_bytes_are_exit_6_naming_the_file_not_a_traceback(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     state.write_bytes(bytes(range(256)) * 4)  # not UTF-8, not JSON
-    run = subprocess.run([sys.executable, "-m", "infra", "status", "--state-file", str(state)], cwd=ROOT,
+    run = run_cli([sys.executable, "-m", "infra", "status", "--state-file", str(state)], cwd=ROOT,
                          env=subprocess_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert run.returncode == 6, run.stderr
     assert "Traceback" not in run.stderr and str(state) in run.stderr and "not JSON" in run.stderr
@@ -240,7 +240,7 @@ def test_services_check_the_region_of_the_settings_and_the_state_file(tmp_path: 
     with pytest.raises(ConfigError, match="the region setting 'us-eas-1' is not an AWS region"):
         resolve_targets(studio_settings(tmp_path / "none.json", region="us-eas-1"))
 
-    run = subprocess.run([sys.executable, "-m", "services", "image", "--prompt", "x", "--size", "128x96", "--out",
+    run = run_cli([sys.executable, "-m", "services", "image", "--prompt", "x", "--size", "128x96", "--out",
                           str(tmp_path / "i.png"), "--backend", "sagemaker", "--region", "us-eas-1", "--state-file",
                           str(tmp_path / "none.json")], cwd=ROOT, env=subprocess_env(tmp_path), capture_output=True,
                          text=True, timeout=120)

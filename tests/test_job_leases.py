@@ -7,7 +7,6 @@ and its MP4 lands in the shared bucket."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from services.history.base import REPLICA_ENV, replica
 from services.settings import Settings
 from services.videos import VideoJobs
 from tests.emulator_support import EmulatorHandle
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +99,7 @@ def test_replica_b_finishes_the_video_job_replica_a_left_and_its_mp4_is_in_the_b
             "OMNI_STUDIO_MEDIA_URL": f"s3://{bucket}/team-media", "OMNI_STUDIO_JOB_LEASE_S": "2",
             "OMNI_STUDIO_CONFIG": ""}
     try:
-        a = subprocess.run([sys.executable, "-c", _REPLICA_A], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        a = run_cli([sys.executable, "-c", _REPLICA_A], cwd=ROOT, capture_output=True, text=True, timeout=60,
                            env={**os.environ, **team, REPLICA_ENV: "replica-a",
                                 "OMNI_STUDIO_DATA_DIR": str(tmp_path / "a")})
         assert a.returncode == 0, a.stderr

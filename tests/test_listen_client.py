@@ -31,6 +31,7 @@ from protocol.listen import (
 from services.listen import NoSpeech, OmniListen, load_audio, word_error_rate
 from tests.loopback_support import serving
 from tests.test_reference_audio import encode
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "Please call me back when you get home tonight."
@@ -149,7 +150,7 @@ def test_a_server_without_realtime_and_one_not_there(files: dict[str, Path]) -> 
 # The command line
 def listen(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_STUDIO_")}
-    return subprocess.run([sys.executable, "-m", "services", "listen", *args], cwd=ROOT, capture_output=True,
+    return run_cli([sys.executable, "-m", "services", "listen", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env={**env, "OMNI_STUDIO_CONFIG": "", "PYTHONPATH": str(ROOT)})
 
 

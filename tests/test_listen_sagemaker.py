@@ -25,6 +25,7 @@ from services.listen import load_audio, word_error_rate
 from services.settings import Settings
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import EmulatorHandle, deploy_endpoint  # noqa: E402
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -55,7 +56,7 @@ def listen_endpoint(emulator_env: EmulatorHandle) -> str:
 def cli(*args: str, tmp: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp / "data"), "OMNI_STUDIO_CONFIG": "",
             "OMNI_STUDIO_STATE_FILE": str(tmp / "none.json"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "services", "listen", *args, "--backend", "sagemaker", "--json"],
+    return run_cli([sys.executable, "-m", "services", "listen", *args, "--backend", "sagemaker", "--json"],
                           cwd=ROOT, env=full, capture_output=True, text=True, timeout=120)
 
 

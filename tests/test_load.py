@@ -35,6 +35,7 @@ from services.settings import Settings
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.conftest import free_port  # noqa: E402  (after the assert rewrite)
 from tests.emulator_support import EmulatorHandle, deploy_endpoint  # noqa: E402
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -53,7 +54,7 @@ def settings(**over: Any) -> Settings:
 def cli(*args: str, data: Path, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(data), "OMNI_STUDIO_CONFIG": "", "PYTHONPATH": str(ROOT),
             **(env or {})}
-    return subprocess.run([sys.executable, "-m", "services", "load", *args], cwd=ROOT, env=full, capture_output=True,
+    return run_cli([sys.executable, "-m", "services", "load", *args], cwd=ROOT, env=full, capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 

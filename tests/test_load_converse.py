@@ -32,6 +32,7 @@ from services.pricing import load_prices
 
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import EmulatorHandle, deploy_endpoint  # noqa: E402
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -54,7 +55,7 @@ def turns(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[Pat
 def load(*args: str, tmp: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp / "data"), "OMNI_STUDIO_CONFIG": "",
             "OMNI_STUDIO_STATE_FILE": str(tmp / "no-state.json"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "services", "load", "converse", *args], cwd=ROOT, env=full,
+    return run_cli([sys.executable, "-m", "services", "load", "converse", *args], cwd=ROOT, env=full,
                           capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
 
 

@@ -19,6 +19,7 @@ from services.history import History
 from tests.conftest import free_port
 from tests.disk_support import run_on_tiny_disk
 from tests.test_videos import png
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +29,7 @@ def cli(*args: str | bytes, data: Path, timeout: float = 120, cwd: Path = ROOT,
     """The command as a subprocess; bytes arguments and stdin go to it as they are (not necessarily UTF-8)."""
     env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(data), "OMNI_STUDIO_CONFIG": "",
            "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-m", "services", *args], cwd=cwd, env=env, capture_output=True,
+    p = run_cli([sys.executable, "-m", "services", *args], cwd=cwd, env=env, capture_output=True,
                        input=stdin, timeout=timeout)
     return subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(errors="replace"),
                                        p.stderr.decode(errors="replace"))

@@ -10,7 +10,6 @@ tests follow a switch with `at.switch_page(...)` themselves, as the browser woul
 from __future__ import annotations
 
 import io
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 
 from services.history import History
 from tests.test_videos import fault_server, png  # noqa: F401  (fixture)
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]  # the SageMaker emulator, for the edit fitted under 6 MB
 
@@ -235,7 +235,7 @@ def test_a_job_of_a_stopped_studio_is_shown_as_interrupted(engine_url: str, monk
             "j = h.jobs.create('video', 'cut short', {'width': 480, 'height': 320, 'frames': 17, 'fps': 8, 'steps': 30,"
             " 'guidance': 5.0, 'seed': 1}, target=sys.argv[2]);"
             "h.jobs.mark_running(j.id, {'transport': 'omni-sync', 'target': sys.argv[2], 'id': 'x', 'resumable': False})")
-    subprocess.run([sys.executable, "-c", code, str(tmp_path), engine_url + "/v1/videos/sync"], cwd=ROOT, check=True)
+    run_cli([sys.executable, "-c", code, str(tmp_path), engine_url + "/v1/videos/sync"], cwd=ROOT, check=True)
     at = _open(monkeypatch, tmp_path, engine_url, VIDEO)
     assert any("interrupted" in m.value for m in at.markdown)
     assert any("studio stopped while this job ran" in e.value for e in at.error)

@@ -25,6 +25,7 @@ from joserfc import jwt
 from joserfc.jwk import KeySet
 
 from emulator.oidc import DEFAULT_REDIRECT_URIS, parse_users, start_oidc
+from tests.cli_support import run_cli
 
 STUDIO = "http://127.0.0.1:8502/oauth2callback"  # not a default: registered by the fixture
 GOODBYE = "https://intranet.example.com/signed-out"  # a post-logout page off the studio's origin
@@ -187,7 +188,7 @@ def test_the_command_line_registers_redirect_uris_and_checks_them() -> None:
     assert line["oidc"] == "ready" and line["redirect_uris"] == [STUDIO, "http://localhost:8502/oauth2callback"]
     for flag, value in (("--redirect-uri", "localhost:8501/oauth2callback"), ("--post-logout-uri", "/signed-out"),
                         ("--redirect-uri", "http://127.0.0.1:8501/oauth2callback#x")):
-        bad = subprocess.run([sys.executable, "-m", "emulator.oidc", "--port", "0", flag, value],
+        bad = run_cli([sys.executable, "-m", "emulator.oidc", "--port", "0", flag, value],
                              capture_output=True, text=True, timeout=60)
         assert bad.returncode == 2 and f"{flag} {value!r} must be an absolute http(s) URI" in bad.stderr, bad.stderr
 

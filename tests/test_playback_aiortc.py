@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from tests.cli_support import run_cli
 
 TONE_HZ = 600.0
 TONE_S = 0.8
@@ -232,7 +233,7 @@ def test_a_local_only_studio_binds_its_webrtc_sockets_to_loopback() -> None:
     from tests.browser_support import ROOT, require_netns
 
     require_netns()
-    proc = subprocess.run(["unshare", "-n", "sh", "-c", _LAN_PRELUDE, "sh", sys.executable, "-m",
+    proc = run_cli(["unshare", "-n", "sh", "-c", _LAN_PRELUDE, "sh", sys.executable, "-m",
                            "tests.test_playback_aiortc", "--bindings"], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]

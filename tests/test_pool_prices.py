@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ from infra.model import LARGE_GPU_POOL, PUBLISHED_POOL, DeployOptions, plan
 from infra.pool_prices import deployment_pool_prices, planned_pool_prices, pool_prices
 from infra.pricing import PriceTable, load_prices
 from infra.state import DeploymentState
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -65,12 +65,12 @@ def test_a_deployment_marks_the_entry_in_use(tmp_path: Path):
 def test_infra_cost_prints_every_pool_entry(tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     base = [sys.executable, "-m", "infra", "cost", "--state-file", str(tmp_path / "none.json")]
-    r = subprocess.run(base + ["--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    r = run_cli(base + ["--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     pools = {p["role"]: p for p in json.loads(r.stdout)["pools"]}
     assert set(pools) == {"voice", "image", "video"}
     assert pools["voice"]["min_usd_per_hour"] == 0.7364 and pools["voice"]["max_usd_per_hour"] == 2.61
-    r = subprocess.run(base + ["--instance-types", "ml.g5.xlarge,ml.g6.xlarge"], cwd=ROOT, env=env,
+    r = run_cli(base + ["--instance-types", "ml.g5.xlarge,ml.g6.xlarge"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "price range of each endpoint's pool" in r.stdout

@@ -36,6 +36,7 @@ from services.videos import VideoJobs, VideoRequest, check_mp4
 
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import EmulatorHandle, deploy_endpoint
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -312,7 +313,7 @@ def test_jobs_survive_a_restart_and_are_polled_again(emulator_env: EmulatorHandl
     for key, value in {"OMNI_STUDIO_BACKEND": "sagemaker", "OMNI_STUDIO_VIDEO_ENDPOINT": video,
                        "OMNI_STUDIO_BUCKET": bucket, "OMNI_STUDIO_STATE_FILE": str(tmp_path / "none.json")}.items():
         monkeypatch.setenv(key, value)
-    child = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "data")], cwd=ROOT, capture_output=True,
+    child = run_cli([sys.executable, "-c", CHILD, str(tmp_path / "data")], cwd=ROOT, capture_output=True,
                            text=True, timeout=60)
     assert child.returncode == 0, child.stderr
     job_id = child.stdout.split()[-1]
@@ -370,7 +371,7 @@ def test_endpoint_names_come_from_the_state_file(tmp_path: Path) -> None:
 # -- the command line -----------------------------------------------------------------------------
 def cli(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp / "data"), "OMNI_STUDIO_CONFIG": ""}
-    return subprocess.run([sys.executable, "-m", "services", *args, "--backend", "sagemaker", "--json"], cwd=ROOT,
+    return run_cli([sys.executable, "-m", "services", *args, "--backend", "sagemaker", "--json"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -558,7 +559,7 @@ def test_credentials_that_may_only_invoke_still_speak_with_vivian(emulator_env: 
             assert named.speech.note() is None and "vivian" in named.speech.voices()
         finally:
             named.close()
-        spoken = subprocess.run(
+        spoken = run_cli(
             [sys.executable, "-m", "services", "speak", "--text", "Hello.", "--voice", "vivian", "--backend", "sagemaker",
              "--out", str(tmp_path / "v.wav")], cwd=ROOT, capture_output=True, text=True, timeout=120,
             env={**os.environ, "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_CONFIG": "",

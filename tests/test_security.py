@@ -22,6 +22,7 @@ from services.imaging import ACCEPTED_SUFFIXES, MAX_UPLOAD_BYTES, check_image
 
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import ROLE_ARN, EmulatorHandle
+from tests.cli_support import run_cli
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -101,7 +102,7 @@ def test_credentials_never_reach_logs_the_state_file_or_the_history(emulator_env
            "OMNI_STUDIO_STATE_FILE": str(tmp_path / "state.json"), "OMNI_STUDIO_BACKEND": "sagemaker"}
 
     def run(*argv: str) -> str:
-        p = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        p = run_cli([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
         assert p.returncode == 0, p.stderr
         return p.stdout + p.stderr
 

@@ -6,7 +6,6 @@ it, and otherwise becomes `streamlit run app.py` with the same flags.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from offline.launch import free_port, spawn, wait_http_ok
 from protocol.errors import ConfigError
 from services import signin
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ROOT / "scripts" / "studio.py"
@@ -118,7 +118,7 @@ def _launcher_env(home: Path) -> dict[str, str]:
 
 
 def test_the_launcher_refuses_0_0_0_0_without_sign_in(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(LAUNCHER), "--server.address", "0.0.0.0", "--server.port",
+    proc = run_cli([sys.executable, str(LAUNCHER), "--server.address", "0.0.0.0", "--server.port",
                            str(free_port()), "--server.headless", "true"],
                           env=_launcher_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
@@ -131,25 +131,25 @@ def test_the_launcher_reads_the_address_and_secrets_as_streamlit_does(tmp_path: 
     """The variable STREAMLIT_SERVER_ADDRESS counts like the flag; --secrets.files with a whole [auth] lets
     0.0.0.0 pass (--check: nothing is started); an unknown flag is named."""
     env = _launcher_env(tmp_path)
-    refused = subprocess.run([sys.executable, str(LAUNCHER), "--check"],
+    refused = run_cli([sys.executable, str(LAUNCHER), "--check"],
                              env={**env, "STREAMLIT_SERVER_ADDRESS": "0.0.0.0"}, capture_output=True, text=True,
                              timeout=60)
     assert refused.returncode == 2 and "will not listen on 0.0.0.0" in refused.stderr, refused.stderr
     secrets = _write(tmp_path / "team" / "secrets.toml", WHOLE)
-    passed = subprocess.run([sys.executable, str(LAUNCHER), "--check", "--server.address", "0.0.0.0",
+    passed = run_cli([sys.executable, str(LAUNCHER), "--check", "--server.address", "0.0.0.0",
                              "--secrets.files", str(secrets)], env=env, capture_output=True, text=True, timeout=60)
     assert passed.returncode == 0, passed.stderr
     assert f"sign-in on (default; secrets from {secrets})" in passed.stderr
     # On every interface Streamlit's banner would look the public address up on the internet: it is off.
     assert passed.stderr.rstrip().endswith("--logger.hideWelcomeMessage true"), passed.stderr
-    local = subprocess.run([sys.executable, str(LAUNCHER), "--check", "--server.address", "127.0.0.1"], env=env,
+    local = run_cli([sys.executable, str(LAUNCHER), "--check", "--server.address", "127.0.0.1"], env=env,
                            capture_output=True, text=True, timeout=60)
     assert local.returncode == 0 and "hideWelcomeMessage" not in local.stderr, local.stderr
     broken = _write(tmp_path / "broken" / "secrets.toml", WHOLE.replace('client_id = "omni-studio"\n', ""))
-    incomplete = subprocess.run([sys.executable, str(LAUNCHER), "--check", "--secrets.files", str(broken)], env=env,
+    incomplete = run_cli([sys.executable, str(LAUNCHER), "--check", "--secrets.files", str(broken)], env=env,
                                 capture_output=True, text=True, timeout=60)
     assert incomplete.returncode == 2 and "[auth] has no client_id" in incomplete.stderr, incomplete.stderr
-    typo = subprocess.run([sys.executable, str(LAUNCHER), "--server.adress", "0.0.0.0"], env=env,
+    typo = run_cli([sys.executable, str(LAUNCHER), "--server.adress", "0.0.0.0"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert typo.returncode == 2 and "--server.adress" in typo.stderr, typo.stderr
 

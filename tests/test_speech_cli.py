@@ -25,6 +25,7 @@ from tests.test_voices import (
     unique,
     vllm_omni_models,  # noqa: F401  (a loopback server answering /v1/models with the test's model ids)
 )
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +38,7 @@ def cli_env() -> dict[str, str]:
 def speak(*args: str | bytes, timeout: float = 120, cwd: Path = ROOT, stdin: bytes | None = None,
           command: str = "speak", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The command as a subprocess; bytes arguments and stdin go to it as they are (not necessarily UTF-8)."""
-    p = subprocess.run([sys.executable, "-m", "services", *command.split(), *args], cwd=cwd, capture_output=True,
+    p = run_cli([sys.executable, "-m", "services", *command.split(), *args], cwd=cwd, capture_output=True,
                        input=stdin, timeout=timeout, env={**cli_env(), **(env or {})})
     return subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(errors="replace"),
                                        p.stderr.decode(errors="replace"))

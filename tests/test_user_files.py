@@ -18,6 +18,7 @@ from protocol.errors import InvalidInput
 from services.files import read_user_file
 from tests.conftest import free_port
 from tests.test_speech_cli import recording
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMORY_CAP = 2 * 1024**3  # address space of the command: an endless read fails with MemoryError well before this hurts
@@ -28,7 +29,7 @@ _CAPPED = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, 
 
 def services_cli(*args: str, data_dir: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMNI_STUDIO_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-c", _CAPPED.format(cap=MEMORY_CAP), *args], cwd=ROOT, env=env,
+    return run_cli([sys.executable, "-c", _CAPPED.format(cap=MEMORY_CAP), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 

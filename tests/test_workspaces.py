@@ -12,7 +12,6 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import sqlite3
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -37,6 +36,7 @@ from tests.test_eval import spec_dict
 from tests.test_history import FolderAsyncTransport
 from tests.test_videos import fault_server, make_mp4  # noqa: F401  (fixture)
 from tests.test_voices import backend_for, reference, unique
+from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 ALICE = Principal(id="alice@example.com", name="Alice", role="creator", signed_in=True)
@@ -154,7 +154,7 @@ job = h.jobs.create("video", "resume me", {{"frames": 17}}, target=t.target)
 h.jobs.mark_running(job.id, t.submit(b"body", "multipart/form-data; boundary=x").to_dict())
 print(job.id)
 """
-    out = subprocess.run([sys.executable, "-c", code, str(data), str(inbox), history_url or ""], cwd=ROOT, capture_output=True,
+    out = run_cli([sys.executable, "-c", code, str(data), str(inbox), history_url or ""], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     job_id = out.stdout.strip()
