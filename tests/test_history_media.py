@@ -18,7 +18,8 @@ from services.eval.store import EvalStore
 from services.history import History, HistoryError
 from services.settings import load_settings
 from tests.pg_support import Cluster
-from tests.s3_support import keys, s3_environment
+pytest.register_assert_rewrite("tests.s3_support")  # a plugin of this module, imported first here
+from tests.s3_support import keys, s3_environment  # noqa: E402
 from tests.test_eval import spec_dict
 from tests.cli_support import run_cli
 

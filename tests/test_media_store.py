@@ -35,7 +35,8 @@ from services.media_store import (
 from services.media_store.s3 import S3MediaStore
 from services.settings import Settings, load_settings
 from tests.disk_support import run_on_tiny_disk
-from tests.s3_support import REGION, keys
+pytest.register_assert_rewrite("tests.s3_support")  # a plugin of this module, imported first here
+from tests.s3_support import REGION, keys  # noqa: E402
 
 pytest_plugins = ["tests.emulator_support", "tests.s3_support"]  # moto_server: one moto per session; s3_env, s3
 

@@ -17,6 +17,7 @@ can poll (services/history/jobs.py). A renewal that finds its job taken over sto
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from services.history import History, Job
 
 
+log = logging.getLogger(__name__)
 REFERENCE_FILE = "reference.jpg"  # the fitted JPEG actually sent, kept with the job
 
 
@@ -109,8 +111,10 @@ class VideoJobs:
             for job_id in self.running():
                 try:
                     kept = self.history.jobs.renew(job_id)  # by owner (this process), whoever's job it is
-                except StudioError:
-                    continue  # the database is away: the next round tries again (the lease has room for it)
+                except Exception as exc:  # noqa: BLE001 — the keeper must outlive a database that is away
+                    log.warning("could not renew the lease of video job %s (tried again in %.0f s): %s", job_id,
+                                every, exc)
+                    continue  # the next round tries again: the lease has room for two misses
                 if not kept:
                     with self._lock:
                         lost = self._lost.get(job_id)
@@ -119,8 +123,8 @@ class VideoJobs:
             if sweep:
                 try:
                     self.resumed += self.recover()
-                except StudioError:
-                    pass
+                except Exception as exc:  # noqa: BLE001 — as above: the next round looks again
+                    log.warning("could not look for video jobs whose lease lapsed: %s", exc)
 
     def recover(self) -> list[str]:
         resumed = []
