@@ -39,7 +39,7 @@ RUN bash scripts/image-build.sh check /opt/venv \
 USER 10001:10001
 VOLUME ["/data"]
 EXPOSE 8501
-HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["python", "scripts/healthcheck.py"]
+HEALTHCHECK --interval=30s --timeout=20s --start-period=30s --retries=3 CMD ["python", "scripts/healthcheck.py", "--storage"]
 # `make studio` on every interface of the container: scripts/studio.py refuses that without sign-in (a mounted
 # secrets.toml with [auth]), else becomes `streamlit run app.py` with these flags.
 CMD ["python", "scripts/studio.py", "--server.address", "0.0.0.0", "--server.headless", "true", \

@@ -1,8 +1,14 @@
-"""Is the studio in this container up? The image's HEALTHCHECK (docs/hosting.md); standard library only.
+"""Is the studio in this container up? The image's HEALTHCHECK (docs/hosting.md).
 
     python scripts/healthcheck.py                      # http://127.0.0.1:8501/_stcore/health
     python scripts/healthcheck.py --port 8600
     python scripts/healthcheck.py --url http://127.0.0.1:8501/studio/_stcore/health
+    python scripts/healthcheck.py --storage            # also the history's database and media, as the settings say
+
+With --storage (a team studio's replicas: the image's HEALTHCHECK passes it), the check also opens the history the
+settings name — its database answers a read, its media store takes a probe written, read back and removed — and
+names the one that does not ("the history's database at postgresql://…", "the media at s3://…"). Without it, the
+standard library only.
 
 Exit 0 when Streamlit's health route answers 200 (its runtime is ready for a browser), else 1 with one line
 saying what answered or failed. Never 2: Docker reserves that code. The port and base path default to
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 import urllib.error
 import urllib.request
 
@@ -45,17 +52,48 @@ def check(url: str, timeout: float = TIMEOUT_S) -> tuple[bool, str]:
         return False, f"{url} did not answer ({reason})"
 
 
+def storage_problem() -> str | None:
+    """What is wrong with the history's database or media, as the settings name them; None when both answer."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from protocol.errors import StudioError
+    from services.history import History
+    from services.history.base import reason
+    from services.history.migrate import revision
+    from services.settings import load_settings
+
+    try:
+        history = History.of(load_settings(), migrate=False)  # opening it reads the database once
+    except StudioError as exc:
+        return f"the history: {exc}"
+    try:
+        revision(history)
+    except Exception as exc:  # noqa: BLE001 — a check answers, it does not raise
+        return f"the history's database at {history.where} does not answer ({reason(exc)})"
+    finally:
+        history.close()
+    media = history.media.check()
+    return None if media.ok else f"the media at {media.where}: {media.problem}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--port", type=int, help=f"the studio's port on 127.0.0.1 (default {DEFAULT_PORT})")
     where.add_argument("--url", help="the full health URL instead")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds to wait for the answer")
+    parser.add_argument("--storage", action="store_true",
+                        help="also check the history's database and media store (a team studio's replicas)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 1  # argparse's usage error is 2, which Docker reserves
     healthy, line = check(args.url or health_url(args.port), args.timeout)
+    if healthy and args.storage:
+        problem = storage_problem()
+        if problem is not None:
+            healthy, line = False, problem
+        else:
+            line += "; the history's database and media answer"
     print(("healthy: " if healthy else "unhealthy: ") + line, file=sys.stdout if healthy else sys.stderr)
     return 0 if healthy else 1
 

@@ -476,6 +476,27 @@ def test_healthcheck_fails_while_streamlit_is_not_ready() -> None:
     assert out.returncode == 1 and "answered 503 'Runtime is shutting down'" in out.stderr
 
 
+def test_healthcheck_with_storage_names_the_database_or_the_media_that_does_not_answer(tmp_path: Path) -> None:
+    """A team studio's replica (the image's HEALTHCHECK passes --storage): healthy only when Streamlit, the
+    history's database and its media store all answer; else one line naming which one does not."""
+    base = {"OMNI_STUDIO_CONFIG": "", "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data")}
+    with _answering(200, b"ok") as port:
+        url = f"http://127.0.0.1:{port}/_stcore/health"
+        fine = _health("--url", url, "--storage", **base)
+        assert fine.returncode == 0, fine.stderr
+        assert fine.stdout.strip().endswith("answered 200 'ok'; the history's database and media answer")
+        down = _health("--url", url, "--storage", **base,
+                       OMNI_STUDIO_DATABASE_URL="postgresql://studio:secret@127.0.0.1:9/history")
+        assert down.returncode == 1 and down.stderr.startswith(
+            "unhealthy: the history's database at postgresql+psycopg://studio:***@127.0.0.1:9/history does not answer")
+        assert "secret" not in down.stderr and len(down.stderr.splitlines()) == 1
+        (tmp_path / "not-a-folder").write_text("a file where the media folder should be")
+        media = _health("--url", url, "--storage", **base, OMNI_STUDIO_MEDIA_URL=str(tmp_path / "not-a-folder"))
+        assert media.returncode == 1 and media.stderr.startswith(
+            f"unhealthy: the history: cannot use the media folder {tmp_path / 'not-a-folder'}"), media.stderr
+    assert _health("--url", url, "--storage", **base).returncode == 1  # Streamlit first: gone, unhealthy
+
+
 def test_healthcheck_usage_errors_are_unhealthy_not_docker_reserved() -> None:
     out = _health("--port", "not-a-number")
     assert out.returncode == 1 and "--port" in out.stderr

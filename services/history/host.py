@@ -61,11 +61,19 @@ class Host:
         self.dialect = self.engine.dialect.name
         self.where = shown(self.engine)  # the SQLite file, or the server's URL without its password
         self.db_path = self.data_dir / DB_NAME  # the SQLite file (unused on PostgreSQL)
+        if isinstance(self.media, FolderMediaStore) and self.media.root != self.data_dir / MEDIA_DIR:
+            try:  # a media folder of its own (media_url) that cannot be made says so now, not at a write
+                self.media.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                self.engine.dispose()
+                raise HistoryError(f"cannot use the media folder {self.media.root} ({exc.strerror or exc}); point "
+                                   "media_url (OMNI_STUDIO_MEDIA_URL) at a writable folder, or leave it empty for "
+                                   "<data_dir>/media") from None
         try:
             if self.dialect == "sqlite":  # its file's folder (with media in a bucket, nothing else makes it)
                 self.data_dir.mkdir(parents=True, exist_ok=True)
-            if isinstance(self.media, FolderMediaStore):  # a folder that cannot be made says so now, not at a write
-                self.media.root.mkdir(parents=True, exist_ok=True)
+            if isinstance(self.media, FolderMediaStore) and self.media.root == self.data_dir / MEDIA_DIR:
+                self.media.root.mkdir(parents=True, exist_ok=True)  # the default: a data_dir problem, named so
             self.migrated = upgrade(self) if migrate else []  # the revisions this opening ran (migrate.py)
             self._check()
         except (OSError, *DB_ERRORS) as exc:
