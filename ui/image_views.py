@@ -219,9 +219,12 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History |
         for col, (job, index, name) in zip(st.columns(COLUMNS), tiles[row:row + COLUMNS]):
             with col.container(border=True):
                 key = f"{key_prefix}{job.id}-{index}"
-                data = _output(job, name) if job.status == "succeeded" and name is not None else None
-                if data is not None:
-                    st.image(data, width="stretch")
+                made = job.status == "succeeded" and name is not None
+                # media in a bucket: the browser fetches it (a presigned URL); in a folder: the studio sends the bytes
+                url = job.url(name) if made else None
+                data = _output(job, name) if made and url is None else None
+                if url is not None or data is not None:
+                    st.image(url or data, width="stretch")
                     if job.meta.get("preview"):
                         st.caption("🔖 Offline preview — drawn by the offline engine, not by FLUX.2-klein")
                 else:
@@ -231,17 +234,21 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History |
                 by_line(job.user_id)
                 if job.params.get("references"):
                     _references(job, prompts)
-                if makes and data is not None and st.button("Use for video", key=f"video-{key}", type="primary",
+                if makes and (url or data) is not None and st.button("Use for video", key=f"video-{key}", type="primary",
                                                             width="stretch"):
                     state["video_use_reference"] = f"{job.id}-{index}"  # the video page picks it up
                     st.switch_page(VIDEO_PAGE)
-                if makes and data is not None:
+                if makes and (url or data) is not None:
                     st.button("Edit with this", key=f"edit-{key}", on_click=edit_with, args=(f"{job.id}-{index}",),
                               width="stretch")
                 if makes:
                     st.button("Reuse these settings", key=f"reuse-{key}", on_click=on_reuse, args=(job.id,),
                               width="stretch")
-                if data is not None and name is not None:
+                if url is not None and name is not None:
+                    ext = name.rsplit(".", 1)[-1].lower()
+                    st.link_button(f"Download {ext.upper()}", job.url(name, download_as=f"{job.id}-{index}.{ext}")
+                                   or url, width="stretch")
+                elif data is not None and name is not None:
                     ext = name.rsplit(".", 1)[-1].lower()
                     st.download_button(f"Download {ext.upper()}", data, file_name=f"{job.id}-{index}.{ext}",
                                        mime=f"image/{'jpeg' if ext == 'jpg' else ext}", key=f"download-{key}",

@@ -150,21 +150,27 @@ def missing(name: str, what: str, why: Exception) -> None:
 
 def player(job: Job) -> None:
     st.subheader("Player")
-    try:
-        mp4 = job.read(VIDEO_FILE)
-    except StudioError as exc:
-        missing(VIDEO_FILE, "video", exc)
-        return
+    url = job.url(VIDEO_FILE)  # media in a bucket: the browser streams it from there (presigned), not via the studio
+    mp4 = None
+    if url is None:
+        try:
+            mp4 = job.read(VIDEO_FILE)
+        except StudioError as exc:
+            missing(VIDEO_FILE, "video", exc)
+            return
     left, about = st.columns([3, 2], gap="large")
-    left.video(mp4, format="video/mp4", autoplay=True, muted=True,
+    left.video(url or mp4, format="video/mp4", autoplay=True, muted=True,
                alt=f"Generated video: {shorten(job.prompt, PROMPT_TEXT)}")
     if job.title:
         about.markdown(f"**{plain(job.title)}**")
     about.text(job.prompt)
     about.caption(plain(f"{video_summary(job)} · {video_timings(job)}"))
     by_line(job.user_id, about)
-    about.download_button("Download MP4", mp4, file_name=f"{job.id}.mp4", mime="video/mp4", on_click="ignore",
-                          key="video_download")
+    if mp4 is None:
+        about.link_button("Download MP4", job.url(VIDEO_FILE, download_as=f"{job.id}.mp4") or url or "")
+    else:
+        about.download_button("Download MP4", mp4, file_name=f"{job.id}.mp4", mime="video/mp4", on_click="ignore",
+                              key="video_download")
 
 
 def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Callable[[str], None],

@@ -99,6 +99,15 @@ class Job:
         except StudioError:
             return False
 
+    def url(self, name: str, *, download_as: str | None = None) -> str | None:
+        """A short-lived URL the browser fetches the file from when the media is a bucket (presigned, 5 minutes:
+        the studio does not relay the bytes); None for a folder, or when none can be signed (the caller reads the
+        bytes instead, which names what is wrong)."""
+        try:
+            return self.media.url(self.id, name, download_as=download_as)
+        except StudioError:
+            return None
+
     def output_files(self) -> list[tuple[str, bytes | None]]:
         """Its outputs in order, each (name, bytes), the bytes None for one that is gone (a page shows it missing)."""
         files: list[tuple[str, bytes | None]] = []

@@ -67,9 +67,10 @@ class MediaStore(ABC):
         """The record's file names, sorted (none: [])."""
 
     @abstractmethod
-    def url(self, record_id: str, name: str, expires_s: int = URL_EXPIRES_DEFAULT_S) -> str | None:
+    def url(self, record_id: str, name: str, expires_s: int = URL_EXPIRES_DEFAULT_S, *,
+            download_as: str | None = None) -> str | None:
         """A short-lived address the browser can fetch the file from, or None when the studio serves the bytes
-        itself (a folder)."""
+        itself (a folder). `download_as`: the browser saves it under that file name instead of showing it."""
 
     @abstractmethod
     def check(self) -> MediaHealth:

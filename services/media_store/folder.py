@@ -95,7 +95,8 @@ class FolderMediaStore(MediaStore):
             raise MediaError(f"cannot list {folder} ({exc.strerror or exc}): check the permissions on "
                              f"{self.root}") from None
 
-    def url(self, record_id: str, name: str, expires_s: int = URL_EXPIRES_DEFAULT_S) -> str | None:
+    def url(self, record_id: str, name: str, expires_s: int = URL_EXPIRES_DEFAULT_S, *,
+            download_as: str | None = None) -> str | None:
         plain_name(record_id, "record id")
         plain_name(name)
         check_expiry(expires_s)

@@ -149,15 +149,18 @@ class S3MediaStore(MediaStore):
                                  "the credentials in use need s3:DeleteObject there — remove them by hand if not")
         return len(keys)
 
-    def url(self, record_id: str, name: str, expires_s: int = URL_EXPIRES_DEFAULT_S) -> str:
+    def url(self, record_id: str, name: str, expires_s: int = URL_EXPIRES_DEFAULT_S, *,
+            download_as: str | None = None) -> str:
         key = self.key(record_id, name)
         check_expiry(expires_s)
+        params = {"Bucket": self.bucket, "Key": key}
+        if download_as is not None:  # S3 answers with this header: the browser saves the file under the name
+            params["ResponseContentDisposition"] = f'attachment; filename="{plain_name(download_as)}"'
         doing = f"signing a URL for s3://{self.bucket}/{key}"
         try:
             # without credentials boto3 hands out an unsigned URL, which S3 refuses: say so here instead
             self.aws.credentials()
-            return self.client.generate_presigned_url(
-                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_s)
+            return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_s)
         except StudioError as exc:
             raise type(exc)(f"{doing}: {exc}") from None
         except Exception as exc:  # noqa: BLE001
