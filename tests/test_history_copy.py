@@ -65,6 +65,15 @@ def test_list_names_every_record_with_its_kind_owner_and_media(
     assert len(records(h)) == len(listed)
 
 
+def test_list_of_an_empty_history_says_so_on_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    _env(monkeypatch, tmp_path)
+    assert main(["history", "list", "--kind", "video"]) == 0
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == f"no video records in the history at {tmp_path / 'history.sqlite3'}\n"
+    assert main(["history", "list", "--json"]) == 0 and capsys.readouterr().out.strip() == "[]"
+
+
 def test_copy_moves_every_row_to_postgresql_again_without_doubling_and_after_an_interruption(
         tmp_path: Path, pg_cluster: Cluster, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 
 from services.history.transfer import KINDS
 
@@ -75,10 +76,13 @@ def run_migrate(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     from services.history.transfer import records
 
-    found = records(_history(), args.kind)
+    history = _history()
+    found = records(history, args.kind)
     if args.json:
         print(json.dumps([r.as_json() for r in found], indent=2))
         return 0
+    if not found:  # said on stderr: stdout stays the table's (empty) lines for a script
+        print(f"no {args.kind + ' ' if args.kind else ''}records in the history at {history.where}", file=sys.stderr)
     for r in found:
         when = dt.datetime.fromtimestamp(r.created, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
         print(f"{r.id}\t{r.kind}\t{r.owner}\t{when}\t{' '.join(r.media) or '-'}")
