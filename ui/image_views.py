@@ -61,14 +61,6 @@ def gallery_picks(history: History) -> dict[str, Pick]:
     return out
 
 
-def _output(job: Job, name: str) -> bytes | None:
-    """An output of `job` as kept, or None when it is gone from the studio's media (the tile says so)."""
-    try:
-        return job.read(name)
-    except StudioError:
-        return None
-
-
 def init_edit_state(picks: dict[str, Pick]) -> None:
     state = st.session_state
     for key, value in EDIT_DEFAULTS.items():
@@ -148,7 +140,7 @@ def edit_form(picks: dict[str, Pick], on_edit: Callable[[], None]) -> None:
         shown, captions = [], []
         for n, key in enumerate(state["edit_picks"], 1):
             pick = picks[key]
-            if (image := _output(pick.job, pick.name)) is None:
+            if (image := pick.job.file(pick.name)) is None:
                 continue
             shown.append(image)
             captions.append(f"{n} · {shorten(picks[key].job.prompt, REF_TEXT)}")
@@ -222,7 +214,7 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History |
                 made = job.status == "succeeded" and name is not None
                 # media in a bucket: the browser fetches it (a presigned URL); in a folder: the studio sends the bytes
                 url = job.url(name) if made else None
-                data = _output(job, name) if made and url is None else None
+                data = job.file(name) if made and url is None else None
                 if url is not None or data is not None:
                     st.image(url or data, width="stretch")
                     if job.meta.get("preview"):

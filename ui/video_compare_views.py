@@ -80,11 +80,7 @@ def video_compare(on_compare) -> None:
     outcomes: list[Outcome] = state.get("vcmp_outcomes") or []
     for outcome in outcome_columns(outcomes):
         job = outcome.job
-        mp4 = None
-        try:
-            mp4 = None if outcome.error or job is None else job.read(VIDEO_FILE)
-        except StudioError:
-            pass
+        mp4 = None if outcome.error or job is None else job.file(VIDEO_FILE)
         if mp4 is None:
             st.error(plain(outcome.error or "no video"))
             continue

@@ -270,12 +270,6 @@ class EvalStore:
         except StudioError:
             return None
 
-    def has_media(self, item: Item) -> bool:
-        try:
-            return item.media is not None and self.history.media.exists(outputs_record(item.evaluation_id), item.media)
-        except StudioError:
-            return False
-
     def succeed(self, item: Item, data: bytes, figures: dict[str, Any], modality: str) -> None:
         """The item's media written (whole) before the row that names it."""
         [name] = self.history.write_files(outputs_record(item.evaluation_id), {item.id + MEDIA_SUFFIX[modality]: data})

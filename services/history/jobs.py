@@ -108,25 +108,21 @@ class Job:
         except StudioError:
             return None
 
-    def output_files(self) -> list[tuple[str, bytes | None]]:
-        """Its outputs in order, each (name, bytes), the bytes None for one that is gone (a page shows it missing)."""
-        files: list[tuple[str, bytes | None]] = []
-        for name in self.outputs:
-            try:
-                files.append((name, self.media.get(self.id, name)))
-            except StudioError:
-                files.append((name, None))
-        return files
-
-    def input_file(self, name: str) -> bytes | None:
-        """The input `name` kept with the job (e.g. "reference-1.png"), or None when it kept none by that name or
-        it is gone."""
-        if name not in self.inputs:
-            return None
+    def file(self, name: str) -> bytes | None:
+        """One of its files, or None when it is gone or unreadable (`read` says why)."""
         try:
             return self.media.get(self.id, name)
         except StudioError:
             return None
+
+    def output_files(self) -> list[tuple[str, bytes | None]]:
+        """Its outputs in order, each (name, bytes), the bytes None for one that is gone (a page shows it missing)."""
+        return [(name, self.file(name)) for name in self.outputs]
+
+    def input_file(self, name: str) -> bytes | None:
+        """The input `name` kept with the job (e.g. "reference-1.png"), or None when it kept none by that name or
+        it is gone."""
+        return self.file(name) if name in self.inputs else None
 
 
 def _job(row: Row, media: MediaStore) -> Job:
