@@ -8,8 +8,9 @@
                                                      another store (either, or both)
 
 The history is where the settings say: the database at `database_url` (OMNI_STUDIO_DATABASE_URL; empty: SQLite
-at <data_dir>/history.sqlite3), the media at `media_url` (OMNI_STUDIO_MEDIA_URL; empty: <data_dir>/media). The studio migrates it whenever it opens it; `migrate` does
-it on its own (before a team's studios start, say) and says what it did. A migration is one transaction: one
+at <data_dir>/history.sqlite3), the media at `media_url` (OMNI_STUDIO_MEDIA_URL; empty: <data_dir>/media). The
+studio migrates it whenever it opens it; `migrate` does it on its own (before a team's studios start, say) and
+says what it did. A migration is one transaction: one
 that fails or is interrupted leaves the database as it was, and running `migrate` again completes it.
 
 `copy` moves a studio's history to a team's shared storage. With --media-to, every file a record names is copied
