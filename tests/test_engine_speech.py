@@ -131,6 +131,16 @@ def assert_speech(pcm: bytes, *, min_seconds: float = 0.3) -> np.ndarray:
     return samples
 
 
+def voiced_seconds(pcm: bytes) -> float:
+    """Seconds of 24 kHz s16le PCM in 20 ms frames louder than a tenth of the clip's loud frames (its 90th
+    percentile RMS): the speech itself, without the pauses between pieces, which depend on how a busy engine cut
+    the text (offline/voice/scheduler.py), not on what was said."""
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    frames = samples[: len(samples) // 480 * 480].reshape(-1, 480)
+    rms = np.sqrt(np.mean(frames**2, axis=1))
+    return float(np.count_nonzero(rms > 0.1 * np.percentile(rms, 90))) * 0.02
+
+
 def read_wav(data: bytes) -> bytes:
     with wave.open(io.BytesIO(data)) as w:
         assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (24_000, 1, 2)
@@ -661,11 +671,13 @@ def test_rest_wav_and_pcm(engine_url: str) -> None:
                                                    "language": "English", "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"})
         assert pcm.status_code == 200 and pcm.headers["content-type"] == "audio/pcm"
         assert_speech(pcm.content)
-        # Neural synthesis is not bit-exact run to run, but the same text has about the same length.
-        assert 0.8 < len(pcm.content) / len(pcm_in_wav) < 1.25
+        # Neural synthesis is not bit-exact run to run, but the same text has about the same length of speech.
+        # (Not of audio: when another listener is active, the engine cuts a first piece of a few words, and
+        # the pause between pieces differs from the one after a clause: 0.78x once under load.)
+        assert 0.8 < voiced_seconds(pcm.content) / voiced_seconds(pcm_in_wav) < 1.25
         slow = http.post("/v1/audio/speech", json={"input": "Hello from the offline engine.", "response_format": "pcm",
                                                     "speed": 0.5})
-        assert len(slow.content) > 1.3 * len(pcm.content)  # half speed: longer phonemes, same pauses
+        assert voiced_seconds(slow.content) > 1.3 * voiced_seconds(pcm.content)  # half speed: longer phonemes
 
 
 def test_rest_raw_audio_streaming(engine_url: str) -> None:
