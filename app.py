@@ -9,6 +9,9 @@ st.set_page_config(page_title="Omni Studio", page_icon="🎛️", layout="wide")
 from protocol.catalog import PAGES as CATALOG_PAGES  # noqa: E402  (after set_page_config; the pages, as data)
 from ui import auth  # noqa: E402
 from ui.resources import require_settings  # noqa: E402
+from ui.webrtc_runs import count_full_run  # noqa: E402
+
+count_full_run()  # the studio's own count of full runs, for its WebRTC players (ui/webrtc_runs.py)
 
 
 def home() -> None:

@@ -52,8 +52,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,7 @@ EXPECT_TIMEOUT_MS = 60_000
 # How long Streamlit's script state must stay "notRunning" for `studio.settled()` to call the page settled when no
 # rerun is known to have begun (a quiet moment; with `rerun()` a run is counted instead, so no guess is made).
 SETTLED_QUIET_MS = 500
+CONSOLE_KEPT = 200  # the browser console's latest messages, printed when a scenario fails
 SERVER_ENV = "OMNI_BROWSER_SERVER"  # "rehearsal": run scripts/rehearse.py instead of a bare studio
 REHEARSAL_REPORT_ENV = "OMNI_REHEARSAL_REPORT"  # where the rehearsal writes what was left
 REHEARSAL_DIR_ENV = "OMNI_REHEARSAL_DIR"
@@ -145,7 +148,14 @@ _RECORD_PEER_CONNECTIONS = """
   const Native = window.RTCPeerConnection;
   if (!Native || Native.__recorded) return;
   window.__pcs = [];
-  const Recorded = function (...args) { const pc = new Native(...args); window.__pcs.push(pc); return pc; };
+  const Recorded = function (...args) {
+    const pc = new Native(...args);
+    window.__pcs.push(pc);
+    const n = window.__pcs.length;  // its state changes, for a failure's console (browser_support._main)
+    pc.addEventListener("connectionstatechange", () => console.log(`[pc ${n}] connection ${pc.connectionState}`));
+    pc.addEventListener("iceconnectionstatechange", () => console.log(`[pc ${n}] ice ${pc.iceConnectionState}`));
+    return pc;
+  };
   Recorded.prototype = Native.prototype;
   Object.setPrototypeOf(Recorded, Native);
   Recorded.__recorded = true;
@@ -223,8 +233,8 @@ def _serve_studio(argv: list[str], port: int, log: Path, *, what: str, timeout: 
                 proc.kill()
 
 
-def _streamlit(port: int, log: Path) -> Any:
-    argv = ["streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+def _streamlit(port: int, log: Path, module: str = "streamlit") -> Any:
+    argv = [module, "run", "app.py", "--server.address", "127.0.0.1",
             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none", "--global.developmentMode", "false"]
     return _serve_studio(argv, port, log, what="streamlit", timeout=60, stop=signal.SIGTERM, stop_wait=10)
@@ -396,7 +406,9 @@ def _main(target: str) -> dict[str, Any]:
     scenario = getattr(importlib.import_module(module_name), func_name)
     extra_args = getattr(scenario, "chromium_args", None)  # this scenario's own flags only
     port = free_port()
-    server = _rehearsal if os.environ.get(SERVER_ENV) == "rehearsal" else _streamlit
+    # A scenario's `studio_module`: another `python -m` entry serving the studio (tests/late_run_ends.py)
+    module = getattr(scenario, "studio_module", "streamlit")
+    server = _rehearsal if os.environ.get(SERVER_ENV) == "rehearsal" else partial(_streamlit, module=module)
     with tempfile.TemporaryDirectory(prefix="omni-browser-") as tmp:
         log = Path(tmp) / "streamlit.log"
         with server(port, log), sync_playwright() as p:
@@ -413,12 +425,15 @@ def _main(target: str) -> dict[str, Any]:
                 context.add_init_script(_RECORD_PEER_CONNECTIONS)
                 watch_script_runs(context)
                 page = context.pages[0] if context.pages else context.new_page()
+                console: deque[str] = deque(maxlen=CONSOLE_KEPT)  # the page's and its frames', for a failure
+                page.on("console", lambda m: console.append(f"{time.monotonic():.2f} {m.type}: {m.text[:300]}"))
                 studio = BrowserStudio(f"http://127.0.0.1:{port}", page, log)
                 studio.goto(getattr(scenario, "first_url_path", ""))
                 try:
                     return scenario(studio)
                 except Exception:
                     print("---- streamlit log ----\n" + studio.server_log(), file=sys.stderr)
+                    print("---- browser console (latest) ----\n" + "\n".join(console), file=sys.stderr)
                     try:
                         print("---- page text ----\n" + page.inner_text("body")[:4000], file=sys.stderr)
                         shot = failure_screenshot(target)

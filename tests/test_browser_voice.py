@@ -25,8 +25,15 @@ LONG = ("Speak connects the player by itself. The engine makes this paragraph mu
         "the last word has been heard, and then it greys out. Three sentences are enough for that.")
 
 
+SPEECH_ENERGY = 1e-3  # totalAudioEnergy a spoken sentence adds at the least (silence adds ~0)
+
+
 def _total(stats: list[dict], key: str) -> float:
     return sum(s[key] for s in stats)
+
+
+def _energy(stats: list[dict]) -> float:
+    return _total(stats, "totalAudioEnergy")
 
 
 def _played_most(before: list[dict], after: list[dict]) -> bool:
@@ -102,6 +109,41 @@ def test_voice_page_plays_speech_in_chromium() -> None:
     assert m["First audio"].endswith(" ms")
     assert float(m["RTF"]) > 0
     assert "Last utterance" in r["page_text"] and "Hello from a real browser." in r["page_text"]
+
+
+def scenario_late_run_ends(studio) -> dict:
+    """The voice scenario on a studio whose server reports each run's end late (tests/late_run_ends.py), as a
+    loaded machine can: the connected player plays what Speak makes, plays out, and the same connection plays
+    the next Speak too (it once dropped when a rerun read a stale run count, ui/webrtc_runs.py)."""
+    from playwright.sync_api import expect
+
+    first = scenario(studio)
+    page, player = studio.page, studio.frame("webrtc")
+    stop = page.get_by_role("button", name="Stop")
+    poll(stop.is_disabled, bool, 120, what="Stop greyed out once the speech has played")  # the drain's rerun
+    studio.settled("the run after the speech played out")
+    before = studio.stats(player)
+    with studio.rerun("the second Speak"):
+        page.get_by_role("button", name="Speak").click()
+    after = poll(lambda: studio.stats(player), lambda s: _energy(s) > _energy(before) + SPEECH_ENERGY, 90,
+                 what="the second utterance's energy on the same connection")
+    expect(page.get_by_text("Connected: speech plays here")).to_be_visible()
+    return {**first, "again_before": before, "again_after": after,
+            "peer_connections": player.evaluate("() => (window.__pcs || []).length")}
+
+
+scenario_late_run_ends.studio_module = "tests.late_run_ends"
+
+
+def test_the_player_stays_connected_when_the_server_reports_runs_late() -> None:
+    from tests.browser_support import require_browser, run_browser_scenario
+
+    require_browser()
+    r = run_browser_scenario("tests.test_browser_voice:scenario_late_run_ends", timeout=300)
+    assert _played_most(r["before"], r["after"])
+    assert _energy(r["again_after"]) > _energy(r["again_before"]) + SPEECH_ENERGY
+    assert r["peer_connections"] == 1, "the player reconnected (or was dropped) between two utterances"
+    assert all(s["connectionState"] == "connected" for s in r["again_after"])
 
 
 def scenario_speak_first(studio) -> dict:

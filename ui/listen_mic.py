@@ -13,6 +13,7 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from ui.voice_player import ice_scope
+from ui.webrtc_runs import drawn_last_run
 
 MIC_KEY = "listen-mic"
 SINK_KEY = "listen-mic-sink"
@@ -71,6 +72,7 @@ def microphone(mic: Microphone, ice_servers: list[dict[str, Any]], *, key: str =
     from streamlit_webrtc import WebRtcMode, create_audio_sink_track, webrtc_streamer
 
     sink = create_audio_sink_track(mic.on_frame, key=sink_key)
+    drawn_last_run(key)  # a late-reported rerun must not drop it (ui/webrtc_runs.py)
     ctx = webrtc_streamer(
         key=key,
         mode=WebRtcMode.SENDONLY if source is None else WebRtcMode.SENDRECV,

@@ -10,6 +10,7 @@ import streamlit as st
 from protocol.limits import PCM_SAMPLE_RATE
 from services.ice import bind_to_loopback, is_loopback_host
 from services.playback import Playback
+from ui.webrtc_runs import drawn_last_run
 
 PLAYER_KEY = "voice-player"
 SOURCE_KEY = "voice-pcm"
@@ -38,6 +39,7 @@ def voice_player(playback: Playback, ice_servers: list[dict[str, Any]], *, conne
 
     source = create_pcm_audio_source_track(key=SOURCE_KEY, sample_rate=PCM_SAMPLE_RATE)
     playback.attach(source)
+    drawn_last_run(PLAYER_KEY)  # a late-reported rerun must not drop it (ui/webrtc_runs.py)
     ctx = webrtc_streamer(
         key=PLAYER_KEY,
         mode=WebRtcMode.RECVONLY,
