@@ -29,7 +29,7 @@ from typing import Any
 from infra.delete import delete_deployment
 from infra.deploy import Progress, WaitSettings, deploy, format_duration, resume
 from infra.errors import InfraError, StateLocked
-from infra.lock import StateLock, adopt
+from infra.lock import Shared, StateLock, adopt
 from infra.model import DeployOptions, Role, deploy_command, shell_command
 from infra.smoke import SmokeCheck, smoke_deployment
 from infra.state import DeploymentState
@@ -77,9 +77,11 @@ def smoke_line(check: SmokeCheck) -> str:
 class ActionRunner:
     """At most one running action per state file; the last one stays readable after it ends."""
 
-    def __init__(self, state_file: Path, *, smoke_dir: Path | None = None, audit: AuditLog | None = None) -> None:
+    def __init__(self, state_file: Path, *, smoke_dir: Path | None = None, audit: AuditLog | None = None,
+                 shared: Shared | None = None) -> None:
         self.state_file = Path(state_file)
         self.audit = audit
+        self.shared = shared  # a team studio's database: the state and its lock are shared (infra/shared_state.py)
         self.smoke_dir = Path(smoke_dir) if smoke_dir else self.state_file.parent / "smoke"
         self._lock = threading.Lock()
         self._action: Action | None = None
@@ -252,7 +254,7 @@ class ActionRunner:
             # deploy, say) refuses this one at once, naming it; the action's thread holds it to the end.
             try:
                 lock = StateLock(self.state_file, f"python -m infra {kind}", via="the studio's Endpoints page",
-                                 hint="wait for it to end, then try again").acquire()
+                                 hint="wait for it to end, then try again", shared=self.shared).acquire()
             except StateLocked as exc:
                 refused: StateLocked | None = exc
             else:

@@ -9,6 +9,11 @@ that is no longer there. The kernel drops the lock when the process ends however
 a crash leaves no stale lock; the file's text (pid, host, command, start) only says who holds it.
 `status` and `cost` only read (every save is an atomic replace) and take no lock.
 
+In a team studio (replicas on one PostgreSQL database, infra/shared_state.py) the lock is also the database's:
+`StateLock(..., shared=...)` takes a session advisory lock after the flock, so replicas on different hosts
+exclude each other too; the holder is read from the database then. Every save and removal made while such a lock
+is held goes to the database (`mirror`), and the lock's first act is to bring this replica's copy up to date.
+
     with hold(path, "python -m infra deploy", wait_s=0):   # StateLocked (exit 2) names the holder
         ...
 
@@ -31,15 +36,46 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from infra.errors import StateError, StateLocked
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 POLL_S = 0.2  # how often a waiting command tries again
 CLI_HINT = "wait for it to end, or pass --wait-lock SECONDS to wait for it"
 P = ParamSpec("P")
 R = TypeVar("R")
 _local = threading.local()  # .depth: {lock file path: how many holds this thread has on it}
+_held: dict[str, StateLock] = {}  # lock file path -> the lock this process holds on it (any thread)
+_held_guard = threading.Lock()
+
+
+class Shared(Protocol):
+    """What the lock needs of infra.shared_state.SharedState (the team's database)."""
+
+    where: str
+
+    def try_lock(self, name: str, holder: dict[str, Any]) -> Connection | None: ...
+    def unlock(self, name: str, conn: Connection) -> None: ...
+    def holder(self, name: str) -> dict[str, Any]: ...
+    def pull(self, path: Path) -> bool: ...
+    def push(self, path: Path, by: str) -> int: ...
+
+
+def held_here(state_file: Path) -> StateLock | None:
+    """The lock this process holds on `state_file` now, if any (its writer: its copy is the newest)."""
+    with _held_guard:
+        return _held.get(_key(state_file))
+
+
+def mirror(state_file: Path) -> None:
+    """After a save or removal of `state_file`: to the team's database, when this process holds a shared lock
+    on it (infra/shared_state.py); nothing otherwise."""
+    lock = held_here(state_file)
+    if lock is not None and lock.shared is not None:
+        lock.shared.push(lock.state_file, by=f"{lock.command} (pid {os.getpid()} on {socket.gethostname()})")
 
 
 def lock_path(state_file: Path) -> Path:
@@ -77,11 +113,14 @@ def describe_holder(info: dict[str, Any]) -> str:
 class StateLock:
     """The lock on one state file. `acquire` takes it (waiting up to `wait_s`), `release` lets it go."""
 
-    def __init__(self, state_file: Path, command: str, *, via: str | None = None, hint: str = CLI_HINT) -> None:
+    def __init__(self, state_file: Path, command: str, *, via: str | None = None, hint: str = CLI_HINT,
+                 shared: Shared | None = None) -> None:
         self.state_file = Path(state_file)
         self.path = lock_path(self.state_file)
         self.command, self.via, self.hint = command, via, hint
+        self.shared = shared  # the team's database (infra/shared_state.py), or None: this machine only
         self._fd: int | None = None
+        self._conn: Connection | None = None  # the shared lock's own connection while held
 
     @property
     def held(self) -> bool:
@@ -112,41 +151,69 @@ class StateLock:
             return {}
         return info if isinstance(info, dict) else {}
 
-    def acquire(self, wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None) -> StateLock:
+    def acquire(self, wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None, *,
+                sync: bool = True) -> StateLock:
         """Take the lock, or raise StateLocked naming who holds it once `wait_s` seconds have passed.
-        `on_wait(holder)` is called once when it starts waiting."""
+        `on_wait(holder)` is called once when it starts waiting. A shared lock then brings this copy of the state
+        up to the database's, unless `sync` is False (`python -m infra state import`: this copy is the one)."""
         deadline = time.monotonic() + max(0.0, wait_s)
         told = False
         while True:
             fd = self._open()
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "command": self.command, "via": self.via,
+                    "started_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                holder = None
             except BlockingIOError:
                 os.close(fd)
+                holder = self.holder()
+            if holder is None and not self._same_file(fd):
+                os.close(fd)  # locked a file the last holder removed: take the one at the path instead
+                continue
+            if holder is None and self.shared is not None:
+                self._conn = self.shared.try_lock(self.state_file.name, info)
+                if self._conn is None:  # another replica holds the team's lock
+                    os.close(fd)
+                    holder = self.shared.holder(self.state_file.name)
+            if holder is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     waited = f" (waited {wait_s:g} s)" if wait_s > 0 else ""
-                    raise StateLocked(f"the state file {self.state_file} is in use{waited}: held by "
-                                      f"{describe_holder(self.holder())}; {self.hint}") from None
+                    raise StateLocked(f"the {self._what()} is in use{waited}: held by "
+                                      f"{describe_holder(holder)}; {self.hint}") from None
                 if on_wait is not None and not told:
                     told = True
-                    on_wait(describe_holder(self.holder()))
+                    on_wait(describe_holder(holder))
                 time.sleep(min(POLL_S, left))
                 continue
-            if not self._same_file(fd):
-                os.close(fd)  # locked a file the last holder removed: take the one at the path instead
-                continue
             self._fd = fd
-            info = {"pid": os.getpid(), "host": socket.gethostname(), "command": self.command, "via": self.via,
-                    "started_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+            with _held_guard:
+                _held[_key(self.state_file)] = self
+            if self.shared is not None and sync:
+                try:
+                    self.shared.pull(self.state_file)  # the deployment as the last writer, any replica, left it
+                except BaseException:
+                    self.release()
+                    raise
             return self
+
+    def _what(self) -> str:
+        shared = f" (shared in {self.shared.where})" if self.shared is not None else ""
+        return f"deployment state {self.state_file.name}{shared}" if shared else f"state file {self.state_file}"
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is None:
             return
+        with _held_guard:
+            if _held.get(_key(self.state_file)) is self:
+                del _held[_key(self.state_file)]
+        conn, self._conn = self._conn, None
+        if conn is not None and self.shared is not None:
+            self.shared.unlock(self.state_file.name, conn)
         try:
             if self.state_file.exists():
                 os.ftruncate(fd, 0)  # nobody holds it now

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import StateError, UsageError
+from infra.lock import mirror
 from infra.model import ROLES, DeploymentSpec, Role
 from protocol.errors import ConfigError, InvalidInput
 from protocol.limits import STATE_FILE_MAX_BYTES
@@ -40,6 +41,23 @@ from services.files import read_user_file
 
 __all__ = ["DEFAULT_STATE_FILE", "STATE_FORMAT", "DeploymentState", "EndpointRecord", "Phase", "ResourceRecord",
            "ResourceStatus", "utc_now"]
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """`text` at `path` whole or not at all: a temporary file in the same folder, fsync, then os.replace (0600)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def utc_now() -> str:
@@ -228,28 +246,18 @@ class DeploymentState:
         return self._lock
 
     def save(self) -> None:
-        """Write atomically: a temporary file in the same folder, fsync, then os.replace."""
+        """Write atomically (write_atomically); in a team studio, to its database too (infra/lock.mirror)."""
         with self._lock:
             self.updated_at = utc_now()
             text = json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
-            folder = self.path.parent if str(self.path.parent) else Path(".")
             try:
-                folder.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as f:
-                        f.write(text)
-                        f.flush()
-                        os.fsync(f.fileno())
-                    os.chmod(tmp, 0o600)
-                    os.replace(tmp, self.path)
-                except BaseException:
-                    Path(tmp).unlink(missing_ok=True)
-                    raise
+                write_atomically(self.path, text)
             except OSError as exc:
                 raise StateError(f"cannot write the state file {self.path}: {exc.strerror}; pass --state-file "
                                  "with a writable path") from None
+            mirror(self.path)
 
     def remove(self) -> None:
         with self._lock:
             self.path.unlink(missing_ok=True)
+            mirror(self.path)

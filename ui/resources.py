@@ -50,6 +50,7 @@ def _health(name: str, url: str | None, targets: str | None, state_stamp: float 
 
 
 def _state_stamp(s: Settings) -> float | None:
+    sync_deployment_state(s)  # a team studio: another replica's deploy rewrites this copy, and so its stamp
     try:
         return s.state_file.stat().st_mtime
     except OSError:
@@ -299,7 +300,33 @@ def _infra_actions(state_file: str, *where: str | None):
     from infra.actions import ActionRunner
     from services.audit import AuditLog
 
-    return ActionRunner(Path(state_file), audit=AuditLog(_history(*where)))
+    return ActionRunner(Path(state_file), audit=AuditLog(_history(*where)), shared=_shared_state(*where))
+
+
+@st.cache_resource(show_spinner=False)
+def _shared_state(*where: str | None):
+    """A team studio's deployment state and lock (its PostgreSQL database: infra/shared_state.py); None with
+    SQLite, where the state file and its lock on this machine's disk are the deployment's."""
+    from infra.shared_state import SharedState
+
+    h = _history(*where)
+    return SharedState(h.engine, h.where) if h.dialect == "postgresql" else None
+
+
+def sync_deployment_state(s: Settings) -> None:
+    """This replica's copy of a shared deployment state brought up to date (one read; nothing on SQLite, nothing
+    while this process writes it): what another replica deployed or deleted shows on this page run."""
+    if not s.database_url:
+        return
+    from infra.lock import held_here
+
+    shared = _shared_state(*_where())
+    if shared is not None and held_here(s.state_file) is None:
+        try:
+            shared.pull(s.state_file)
+        except Exception as exc:  # noqa: BLE001 — the page still shows this replica's copy; say why it may be old
+            st.warning(f"The deployment as other replicas left it could not be read ({plain(str(exc))}); this "
+                       "page shows this replica's copy.", icon="⚠️")
 
 
 def infra_actions():

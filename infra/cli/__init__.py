@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from infra.aws import checked_region
-from infra.cli import cleanup, deploy, inspect
+from infra.cli import cleanup, deploy, inspect, shared
 from infra.cli.common import (  # noqa: F401  (re-exported: callers import them from infra.cli)
     STATE_ENV,
     ProgressPrinter,
@@ -33,8 +33,8 @@ from infra.lock import hold
 from protocol.errors import StudioError
 
 # The order `python -m infra --help` lists the commands in.
-ORDER = ("deploy", "resume", "extend", "status", "delete", "sweep", "cost", "smoke", "plan", "upgrade", "rollback")
-COMMANDS = {**deploy.COMMANDS, **inspect.COMMANDS, **cleanup.COMMANDS}
+ORDER = ("deploy", "resume", "extend", "status", "delete", "sweep", "cost", "smoke", "plan", "upgrade", "rollback", "state")
+COMMANDS = {**deploy.COMMANDS, **inspect.COMMANDS, **cleanup.COMMANDS, **shared.COMMANDS}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +66,8 @@ def _written_state_file(args: argparse.Namespace) -> Path | None:
         return None  # status, cost, sweep, plan: readers
     if args.command == "delete" and args.endpoint or args.command == "smoke" and args.backend != "sagemaker":
         return None
+    if args.command == "state":
+        return None  # it takes the lock itself, the team's database's too (infra/cli/shared.py)
     return args.state_file or default_state_file()
 
 

@@ -211,6 +211,17 @@ servers = Table(
     _t("added_at"),
 )
 
+# infra/shared_state.py: a team studio's deployment state (the JSON of its state file) and who holds its lock
+infra_state = Table(
+    "infra_state", metadata,
+    Column("name", Text, primary_key=True),  # the state file's name: every replica's copy of it
+    Column("body", Text),  # the file's text; NULL: the deployment was deleted (the copies are removed)
+    Column("version", Integer, nullable=False),  # raised by every write: a replica's copy is current or not
+    Column("updated_at", Double),
+    Column("updated_by", Text),  # "<command> (pid P on host H)"
+    Column("holder", Text),  # JSON of who holds the lock now (pid, host, command, via, started_at)
+)
+
 # Tables of people's records: `user_id` and `shared` (what History.set_shared changes); `user_id` only (who rated).
 OWNED = ("jobs", "voices", "load_reports", "speech_takes", "transcripts", "conversations", "evaluations")
 STAMPED = ("eval_ratings",)
