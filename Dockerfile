@@ -41,6 +41,6 @@ VOLUME ["/data"]
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=20s --start-period=30s --retries=3 CMD ["python", "scripts/healthcheck.py", "--storage"]
 # `make studio` on every interface of the container: scripts/studio.py refuses that without sign-in (a mounted
-# secrets.toml with [auth]), else becomes `streamlit run app.py` with these flags.
+# secrets.toml with [auth]), else becomes `streamlit run serve.py` (app.py behind its storage health check).
 CMD ["python", "scripts/studio.py", "--server.address", "0.0.0.0", "--server.headless", "true", \
      "--browser.gatherUsageStats", "false"]

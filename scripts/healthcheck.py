@@ -53,26 +53,18 @@ def check(url: str, timeout: float = TIMEOUT_S) -> tuple[bool, str]:
 
 
 def storage_problem() -> str | None:
-    """What is wrong with the history's database or media, as the settings name them; None when both answer."""
+    """What is wrong with the history's database or media, as the settings name them; None when both answer
+    (services/storage_health.py: the same check the studio's own health route makes)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from protocol.errors import StudioError
-    from services.history import History
-    from services.history.base import reason
-    from services.history.migrate import revision
     from services.settings import load_settings
+    from services.storage_health import storage_problem as problem
 
     try:
-        history = History.of(load_settings(), migrate=False)  # opening it reads the database once
+        settings = load_settings()
     except StudioError as exc:
-        return f"the history: {exc}"
-    try:
-        revision(history)
-    except Exception as exc:  # noqa: BLE001 — a check answers, it does not raise
-        return f"the history's database at {history.where} does not answer ({reason(exc)})"
-    finally:
-        history.close()
-    media = history.media.check()
-    return None if media.ok else f"the media at {media.where}: {media.problem}"
+        return f"the settings: {exc}"
+    return problem(settings)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -237,7 +237,7 @@ def main() -> int:
                 raise _Interrupted
             url = f"http://127.0.0.1:{args.port}"
             with open(work / "studio.log", "wb") as studio_log:  # a child that dies with the rehearsal
-                studio = spawn("streamlit", ["run", "app.py", "--server.address", "127.0.0.1", "--server.port",
+                studio = spawn("streamlit", ["run", "serve.py", "--server.address", "127.0.0.1", "--server.port",
                                              str(args.port), "--server.headless", "true",
                                              "--browser.gatherUsageStats", "false"],
                                name="the studio", env=env, stdout=studio_log, new_session=True)

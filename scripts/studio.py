@@ -1,4 +1,4 @@
-"""`make studio`: check where the studio would listen, then run `streamlit run app.py` with the same flags.
+"""`make studio`: check where the studio would listen, then run `streamlit run serve.py` (app.py behind its storage health check) with the same flags.
 
     python scripts/studio.py [--check] [streamlit run flags...]     e.g. --server.address 0.0.0.0 --server.port 8501
 
@@ -6,7 +6,7 @@ The server address and the secrets files are read as `streamlit run` reads them 
 (flags, then STREAMLIT_* variables), then .streamlit/config.toml — and handed to services.signin.bind_problem:
 listening beyond loopback without sign-in, or with an incomplete [auth] table, exits 2 with the message
 saying how to configure sign-in (docs/team.md, "Sign-in"). Otherwise this process becomes
-`python -m streamlit run app.py <the same flags>` (with --check: exits 0 instead). app.py checks the same
+`python -m streamlit run serve.py <the same flags>` (with --check: exits 0 instead). app.py checks the same
 again, for whoever runs streamlit directly.
 """
 
@@ -92,8 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return EXIT_REFUSED
-    args = quiet_banner(args, streamlit_view(args)[0])
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", *args]
+    address = streamlit_view(args)[0]
+    args = quiet_banner(args, address)
+    from streamlit import config
+
+    print(f"studio: serving on {address or '0.0.0.0'}:{config.get_option('server.port')}", file=sys.stderr)
+    command = [sys.executable, "-m", "streamlit", "run", "serve.py", *args]  # app.py behind its storage check
     if check_only:
         print(f"studio: would run {' '.join(command[1:])}", file=sys.stderr)
         return 0

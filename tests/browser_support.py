@@ -234,7 +234,7 @@ def _serve_studio(argv: list[str], port: int, log: Path, *, what: str, timeout: 
 
 
 def _streamlit(port: int, log: Path, module: str = "streamlit") -> Any:
-    argv = [module, "run", "app.py", "--server.address", "127.0.0.1",
+    argv = [module, "run", "serve.py", "--server.address", "127.0.0.1",
             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none", "--global.developmentMode", "false"]
     return _serve_studio(argv, port, log, what="streamlit", timeout=60, stop=signal.SIGTERM, stop_wait=10)

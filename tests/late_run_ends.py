@@ -1,4 +1,4 @@
-"""`python -m tests.late_run_ends run app.py …`: Streamlit whose server sends each script run's end LATE_S late,
+"""`python -m tests.late_run_ends run serve.py …`: Streamlit whose server sends each script run's end LATE_S late,
 as a loaded machine's event loop can (tests/test_browser_voice.py's late-run-ends scenario).
 
 Streamlit raises a session's `script_run_count` when it sends that message, so the next run, already going,

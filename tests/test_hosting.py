@@ -21,9 +21,11 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from dockerfile_parse import DockerfileParser
 
@@ -495,6 +497,48 @@ def test_healthcheck_with_storage_names_the_database_or_the_media_that_does_not_
         assert media.returncode == 1 and media.stderr.startswith(
             f"unhealthy: the history: cannot use the media folder {tmp_path / 'not-a-folder'}"), media.stderr
     assert _health("--url", url, "--storage", **base).returncode == 1  # Streamlit first: gone, unhealthy
+
+
+@pytest.mark.parametrize("storage, says", [
+    ({"OMNI_STUDIO_DATABASE_URL": "postgresql://studio:secret@127.0.0.1:9/history"},
+     "unhealthy: the history's database at postgresql+psycopg://studio:***@127.0.0.1:9/history does not answer"),
+    ({"OMNI_STUDIO_MEDIA_URL": "{tmp}/not-a-folder"}, "unhealthy: the history: cannot use the media folder {tmp}/not-a-folder"),
+])
+def test_the_studios_own_health_route_names_the_storage_that_does_not_answer(tmp_path: Path, storage: dict,
+                                                                             says: str) -> None:
+    """What a load balancer asks a replica (`/_stcore/health`, served through serve.py): 503 and the line naming
+    the database or the media that does not answer, while Streamlit itself is up; 200 once it answers."""
+    (tmp_path / "not-a-folder").write_text("a file where the media folder should be")
+    port = free_port()
+    env = {**os.environ, "STREAMLIT_SERVER_PORT": str(port), "OMNI_STUDIO_CONFIG": "",
+           "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), **{k: v.format(tmp=tmp_path) for k, v in storage.items()}}
+    argv = _image_command()
+    with open(tmp_path / "studio.log", "wb") as out:
+        proc = spawn(argv[0], argv[1:], name="the studio", env=env, stdout=out)
+        try:
+            url = f"http://127.0.0.1:{port}/_stcore/health"
+            deadline = time.monotonic() + 90
+            while True:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "studio.log").read_text()
+                try:
+                    answer = httpx.get(url, timeout=10)
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            assert answer.status_code == 503, answer.text
+            assert answer.text.startswith(says.format(tmp=tmp_path)) and "secret" not in answer.text
+            assert len(answer.text.splitlines()) == 1
+            checked = _health("--port", str(port))  # the image's check without --storage hears the same route
+            assert checked.returncode == 1 and "answered 503 'unhealthy: the history" in checked.stderr
+            (tmp_path / "not-a-folder").unlink()  # the media folder can be made now
+            if "OMNI_STUDIO_MEDIA_URL" in storage:  # healthy again once its memory of the last answer lapses
+                deadline = time.monotonic() + 30
+                while (answer := httpx.get(url, timeout=10)).status_code != 200:
+                    assert time.monotonic() < deadline, answer.text
+                    time.sleep(0.2)
+                assert answer.text == "ok"
+        finally:
+            stop(proc, 15)
 
 
 def test_healthcheck_usage_errors_are_unhealthy_not_docker_reserved() -> None:

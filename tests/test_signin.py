@@ -1,6 +1,6 @@
 """Sign-in's configuration and the loopback rule (services/signin.py), and the launcher `make studio` runs
 (scripts/studio.py): it exits 2 naming how to configure sign-in when asked to listen beyond loopback without
-it, and otherwise becomes `streamlit run app.py` with the same flags.
+it, and otherwise becomes `streamlit run serve.py` (app.py behind its storage check) with the same flags.
 """
 
 from __future__ import annotations
