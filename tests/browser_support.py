@@ -409,6 +409,9 @@ def _main(target: str) -> dict[str, Any]:
     # A scenario's `studio_module`: another `python -m` entry serving the studio (tests/late_run_ends.py)
     module = getattr(scenario, "studio_module", "streamlit")
     server = _rehearsal if os.environ.get(SERVER_ENV) == "rehearsal" else partial(_streamlit, module=module)
+    # A scenario's `studio_server(port, log)`: a context manager serving a studio of its own making on `port`
+    # (tests/test_browser_replicas.py: two replicas behind a proxy)
+    server = getattr(scenario, "studio_server", None) or server
     with tempfile.TemporaryDirectory(prefix="omni-browser-") as tmp:
         log = Path(tmp) / "streamlit.log"
         with server(port, log), sync_playwright() as p:

@@ -1,0 +1,203 @@
+"""A team studio of two replicas in a real browser: replicas a and b (`streamlit run serve.py` each, with its own
+offline engine and data folder) on one PostgreSQL database (this test process's cluster, through its socket) and
+one bucket (moto's S3, SSE off), behind HAProxy (Debian's) with cookie stickiness and the replicas' storage-aware
+health route as its check, all inside the loopback-only namespace of tests/browser_support.py.
+
+Chromium signs in through the local OpenID Connect provider on the proxy's address and lands on one replica
+(HAProxy's SERVERID cookie says which); makes an image and a voice take there. A second tab, with the same
+sign-in cookie but the other replica's SERVERID, sees both in that replica's lists — the image through a presigned
+URL of the bucket. Then the first replica is killed (SIGKILL): the first browser reloads onto the other, still
+signed in, and sees its image. (A video job taken over by the surviving replica, and two replicas' Deploy at
+once, are tests/test_job_leases.py and tests/test_shared_state.py: the same replicas, without a browser.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.browser_support import settled
+
+HAPROXY = "/usr/sbin/haproxy"
+INSTALL = "apt-get install -y haproxy"
+DATABASE_ENV = "OMNI_TEST_REPLICAS_DATABASE"
+REPLICAS = ("a", "b")
+BUCKET = "omni-studio-team"
+SENTENCE = "Two replicas share one history."
+RUNNING: dict[str, subprocess.Popen] = {}  # the replicas of the scenario's team studio, by name
+
+
+def haproxy_config(port: int, replicas: dict[str, int]) -> str:
+    servers = "\n".join(f"    server {name} 127.0.0.1:{p} check cookie {name}" for name, p in replicas.items())
+    return f"""global
+    maxconn 512
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+    timeout tunnel 1h
+    option redispatch
+    retries 3
+frontend studio
+    bind 127.0.0.1:{port}
+    default_backend replicas
+backend replicas
+    balance roundrobin
+    cookie SERVERID insert indirect nocache httponly
+    option httpchk GET /_stcore/health
+    http-check expect status 200
+    default-server inter 500 fall 2 rise 1
+{servers}
+"""
+
+
+@contextmanager
+def team_studio(port: int, log: Path) -> Iterator[None]:
+    """The scenario's server (browser_support's `studio_server`): moto, two replicas and HAProxy on `port`."""
+    from emulator.launch import start_moto
+    from offline.launch import free_port, spawn, wait_http_ok
+    from tests.test_browser_signin import COOKIE_SECRET, POLICY
+
+    folder = log.parent
+    with ExitStack() as stack, start_moto() as s3:
+        import boto3
+
+        creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                 "AWS_ENDPOINT_URL_S3": s3}
+        boto3.client("s3", endpoint_url=s3, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=BUCKET)
+        secrets = folder / "secrets.toml"  # the proxy's address: sign-in comes back through it
+        secrets.write_text(f'[auth]\nredirect_uri = "http://127.0.0.1:{port}/oauth2callback"\n'
+                           f'cookie_secret = "{COOKIE_SECRET}"\nclient_id = "omni-studio"\n'
+                           'client_secret = "local-oidc-secret-not-for-real-use"\n'
+                           f'server_metadata_url = "http://127.0.0.1:{os.environ["OMNI_TEST_OIDC_PORT"]}'
+                           '/.well-known/openid-configuration"\n')
+        ports = {name: free_port() for name in REPLICAS}
+        for name, replica_port in ports.items():
+            env = {**os.environ, **creds, "OMNI_STUDIO_DATABASE_URL": os.environ[DATABASE_ENV],
+                   "OMNI_STUDIO_MEDIA_URL": f"s3://{BUCKET}/media", "OMNI_STUDIO_REPLICA": name,
+                   "OMNI_STUDIO_DATA_DIR": str(folder / name), "OMNI_STUDIO_STATE_FILE": str(folder / name / "state.json"),
+                   "OMNI_STUDIO_CONFIG": "", "OMNI_STUDIO_ACCESS": json.dumps(POLICY),
+                   "STREAMLIT_SECRETS_FILES": str(secrets)}
+            out = stack.enter_context(open(folder / f"replica-{name}.log", "wb"))
+            proc = spawn("streamlit", ["run", "serve.py", "--server.address", "127.0.0.1", "--server.port",
+                                       str(replica_port), "--server.headless", "true", "--browser.gatherUsageStats",
+                                       "false", "--server.fileWatcherType", "none"], name=f"replica {name}", env=env,
+                         stdout=out)
+            RUNNING[name] = proc
+            stack.callback(_stop, proc)
+        for name, replica_port in ports.items():
+            wait_http_ok(f"http://127.0.0.1:{replica_port}/_stcore/health", RUNNING[name], timeout=90,
+                         what=f"replica {name}",
+                         log_tail=lambda n=name: (folder / f"replica-{n}.log").read_text(errors="replace")[-3000:])
+        config = folder / "haproxy.cfg"
+        config.write_text(haproxy_config(port, ports))
+        proxy = subprocess.Popen([HAPROXY, "-f", str(config), "-db"], stdout=stack.enter_context(open(log, "wb")),
+                                 stderr=subprocess.STDOUT)
+        stack.callback(_stop, proxy)
+        wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proxy, timeout=30, what="HAProxy",
+                     log_tail=lambda: log.read_text(errors="replace")[-3000:])
+        yield
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def replica_of(context: Any) -> str:
+    """The replica HAProxy keeps this browser on (its SERVERID cookie)."""
+    return next(c["value"] for c in context.cookies() if c["name"] == "SERVERID")
+
+
+def scenario(studio) -> dict:
+    """Runs inside the namespace (see tests/browser_support.py)."""
+    from tests.test_browser_signin import generate_image, provider, settled_text, sign_in
+
+    page, out = studio.page, {}
+    with provider(studio):
+        page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+        sign_in(page, "Bob Creator")
+        first = out["first_replica"] = replica_of(page.context)
+        studio.open_page("Image", "image")
+        out["image_made"] = generate_image(page, "A lighthouse two replicas share")
+        studio.open_page("Voice", "voice")
+        box = page.get_by_role("textbox", name="Text")
+        box.wait_for(timeout=60_000)
+        box.fill(SENTENCE)
+        with studio.rerun("the rerun that takes the text"):
+            box.press("Control+Enter")
+        page.get_by_role("button", name="Speak").click()
+        page.get_by_text("Last utterance").wait_for(timeout=90_000)
+        settled(page, "the take kept")
+
+        # A second tab of the same person (the same sign-in cookie: one cookie_secret for all replicas), on the other
+        # replica: the browser's SERVERID cookie names it for the tab's requests, then names the first one again.
+        other = next(name for name in REPLICAS if name != first)
+        context = page.context
+        context.add_cookies([{"name": "SERVERID", "value": other, "url": studio.url}])
+        second_page = context.new_page()
+        target = context
+        second_page.goto(f"{studio.url}/image")
+        second_page.get_by_text("seed 7").first.wait_for(timeout=60_000)
+        out["second_replica"] = replica_of(target)
+        out["image_seen"] = settled_text(second_page, lambda text: "A lighthouse two replicas share" in text)
+        out["image_src"] = second_page.locator('[data-testid="stImage"] img').first.get_attribute("src")
+        out["image_loaded"] = second_page.locator('[data-testid="stImage"] img').first.evaluate(
+            "img => img.complete && img.naturalWidth")
+        second_page.goto(f"{studio.url}/voice")
+        out["voice_seen"] = settled_text(second_page, lambda text: SENTENCE in text and "Takes" in text, timeout=60)
+        second_page.close()
+        context.add_cookies([{"name": "SERVERID", "value": first, "url": studio.url}])
+
+        # The first replica dies: this browser's next load (its cookie still names the first) goes to the other, signed in.
+        RUNNING[first].send_signal(signal.SIGKILL)
+        RUNNING[first].wait(30)
+        studio.goto("image")
+        page.get_by_text("Signed in as").first.wait_for(timeout=60_000)
+        out["after_kill"] = settled_text(page, lambda text: "A lighthouse two replicas share" in text, timeout=60)
+        out["after_kill_replica"] = replica_of(page.context)
+        out["sidebar"] = page.locator('[data-testid="stSidebar"]').inner_text()
+    return out
+
+
+scenario.studio_server = team_studio
+
+
+def test_two_replicas_behind_a_sticky_proxy_share_one_history_and_survive_one_dying(pg_cluster, tmp_path) -> None:
+    from tests.browser_support import require_browser, run_browser_scenario
+    from tests.test_browser_signin import OIDC_PORT, OIDC_PORT_ENV
+
+    require_browser()
+    assert Path(HAPROXY).exists(), f"HAProxy is not installed: {INSTALL}"
+    from services.history import History
+
+    name = pg_cluster.database()
+    try:
+        r = run_browser_scenario("tests.test_browser_replicas:scenario", timeout=300,
+                                 env={DATABASE_ENV: pg_cluster.url(name), OIDC_PORT_ENV: str(OIDC_PORT)})
+        history = History(tmp_path / "reader", database_url=pg_cluster.url(name))
+        made_by = [job.owner for job in history.jobs.list("image")]
+        history.close()
+    finally:
+        pg_cluster.drop(name)
+    assert len(made_by) == 1 and made_by[0].startswith(f"{r['first_replica']}:")  # the image's replica, by name
+    assert r["first_replica"] in REPLICAS and r["second_replica"] != r["first_replica"]
+    assert "Offline preview" in r["image_made"] and "seed 7" in r["image_made"]
+    assert "A lighthouse two replicas share" in r["image_seen"]
+    assert r["image_src"].startswith("http://127.0.0.1:") and "X-Amz-Signature=" in r["image_src"]  # the bucket's
+    assert r["image_loaded"] > 0
+    assert SENTENCE in r["voice_seen"]
+    assert r["after_kill_replica"] != r["first_replica"]
+    assert "Signed in as Bob Creator" in r["sidebar"] and "A lighthouse two replicas share" in r["after_kill"]
