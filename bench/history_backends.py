@@ -20,8 +20,8 @@ folder, and in one whose media is a bucket on moto (same SQLite database kind). 
 Image page does: list the 24 jobs, then read every output's bytes. Loads alternate folder and bucket; figures are
 p50/p95 per page and the ratio bucket/folder, every byte checked.
 
-What it does not say: a replica count's throughput (two studios behind a load balancer serving 20 users) — the
-replicas' test and bench come with the load balancer (issue #33's remaining step). moto answers from memory in this
+What it does not say: a replica count's throughput (two studios behind a load balancer serving 20 users) —
+bench/replicas.py measures that. moto answers from memory in this
 process, so the bucket's figures are the client's and S3 protocol's overhead, not an AWS region's latency. Always
 exits 0: the figures are the result.
 """
