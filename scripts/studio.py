@@ -76,6 +76,30 @@ def quiet_banner(args: list[str], address: str | None) -> list[str]:
     return [*args, "--logger.hideWelcomeMessage", "true"]
 
 
+def shared_storage_problem() -> str | None:
+    """A team studio's replica (a `database_url` or a `media_url` set) starts only on storage that answers: the
+    history opened (and migrated to this version: replicas starting at once migrate once) and the media store
+    probed; else one line naming which and why (the process exits 2, and its orchestrator retries it). A one-machine
+    studio (SQLite and the data folder) is not held up: its pages name a problem there."""
+    from services.settings import load_settings
+    from services.storage_health import storage_problem
+
+    try:
+        settings = load_settings()
+    except StudioError:
+        return None  # a bad setting: the studio's pages name it
+    if not (settings.database_url or settings.media_url):
+        return None
+    from services.history import History
+
+    try:
+        History.of(settings).close()  # migrates a database this version has not seen yet
+    except StudioError as exc:
+        return f"studio: will not start: {exc}"
+    problem = storage_problem(settings)
+    return None if problem is None else f"studio: will not start: {problem}"
+
+
 def main(argv: list[str] | None = None) -> int:
     import click
 
@@ -89,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"studio: {exc.format_message()} (flags are streamlit run's: --server.address 127.0.0.1 ...)",
               file=sys.stderr)
         return EXIT_REFUSED
-    if problem:
+    if problem or (problem := shared_storage_problem()):
         print(problem, file=sys.stderr)
         return EXIT_REFUSED
     address = streamlit_view(args)[0]

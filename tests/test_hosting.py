@@ -499,46 +499,55 @@ def test_healthcheck_with_storage_names_the_database_or_the_media_that_does_not_
     assert _health("--url", url, "--storage", **base).returncode == 1  # Streamlit first: gone, unhealthy
 
 
-@pytest.mark.parametrize("storage, says", [
-    ({"OMNI_STUDIO_DATABASE_URL": "postgresql://studio:secret@127.0.0.1:9/history"},
-     "unhealthy: the history's database at postgresql+psycopg://studio:***@127.0.0.1:9/history does not answer"),
-    ({"OMNI_STUDIO_MEDIA_URL": "{tmp}/not-a-folder"}, "unhealthy: the history: cannot use the media folder {tmp}/not-a-folder"),
-])
-def test_the_studios_own_health_route_names_the_storage_that_does_not_answer(tmp_path: Path, storage: dict,
-                                                                             says: str) -> None:
-    """What a load balancer asks a replica (`/_stcore/health`, served through serve.py): 503 and the line naming
-    the database or the media that does not answer, while Streamlit itself is up; 200 once it answers."""
-    (tmp_path / "not-a-folder").write_text("a file where the media folder should be")
+@pytest.mark.parametrize("broken", ["database", "media"])
+def test_the_studios_own_health_route_names_the_storage_that_stops_answering(tmp_path: Path, pg_cluster,
+                                                                             broken: str) -> None:
+    """What a load balancer asks a replica (`/_stcore/health`, served through serve.py): once the replica's database
+    or media store stops answering, 503 and one line naming it, while Streamlit itself is up; 200 again once it
+    answers. (A replica does not start on storage that does not answer: tests/test_signin.py.)"""
+    name = pg_cluster.database()
+    media = tmp_path / "media"
     port = free_port()
     env = {**os.environ, "STREAMLIT_SERVER_PORT": str(port), "OMNI_STUDIO_CONFIG": "",
-           "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), **{k: v.format(tmp=tmp_path) for k, v in storage.items()}}
+           "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data"), "OMNI_STUDIO_DATABASE_URL": pg_cluster.url(name),
+           "OMNI_STUDIO_MEDIA_URL": str(media)}
     argv = _image_command()
+    url = f"http://127.0.0.1:{port}/_stcore/health"
+
+    def health_until(status: int) -> httpx.Response:
+        deadline = time.monotonic() + 30  # past the route's memory of its last answer (2 s)
+        while (answer := httpx.get(url, timeout=10)).status_code != status:
+            assert time.monotonic() < deadline, answer.text
+            time.sleep(0.2)
+        return answer
+
     with open(tmp_path / "studio.log", "wb") as out:
         proc = spawn(argv[0], argv[1:], name="the studio", env=env, stdout=out)
         try:
-            url = f"http://127.0.0.1:{port}/_stcore/health"
-            deadline = time.monotonic() + 90
-            while True:
-                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "studio.log").read_text()
-                try:
-                    answer = httpx.get(url, timeout=10)
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.2)
-            assert answer.status_code == 503, answer.text
-            assert answer.text.startswith(says.format(tmp=tmp_path)) and "secret" not in answer.text
-            assert len(answer.text.splitlines()) == 1
+            wait_http_ok(url, proc, timeout=90, what="the studio (image CMD)",
+                         log_tail=lambda: (tmp_path / "studio.log").read_text(errors="replace")[-3000:])
+            if broken == "database":
+                pg_cluster.admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+                pg_cluster.admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                                         (name,))
+                says = "unhealthy: the history's database at postgresql+psycopg://"
+            else:
+                shutil.rmtree(media)
+                media.write_text("a file where the media folder should be")
+                says = f"unhealthy: the media at {media}"
+            answer = health_until(503)
+            assert answer.text.startswith(says) and len(answer.text.splitlines()) == 1, answer.text
             checked = _health("--port", str(port))  # the image's check without --storage hears the same route
-            assert checked.returncode == 1 and "answered 503 'unhealthy: the history" in checked.stderr
-            (tmp_path / "not-a-folder").unlink()  # the media folder can be made now
-            if "OMNI_STUDIO_MEDIA_URL" in storage:  # healthy again once its memory of the last answer lapses
-                deadline = time.monotonic() + 30
-                while (answer := httpx.get(url, timeout=10)).status_code != 200:
-                    assert time.monotonic() < deadline, answer.text
-                    time.sleep(0.2)
-                assert answer.text == "ok"
+            assert checked.returncode == 1 and "answered 503 'unhealthy: the" in checked.stderr
+            if broken == "database":
+                pg_cluster.admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+            else:
+                media.unlink()  # the media folder can be made again
+            assert health_until(200).text == "ok"
         finally:
             stop(proc, 15)
+            pg_cluster.admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+            pg_cluster.drop(name)
 
 
 def test_healthcheck_usage_errors_are_unhealthy_not_docker_reserved() -> None:

@@ -127,6 +127,38 @@ def test_the_launcher_refuses_0_0_0_0_without_sign_in(tmp_path: Path) -> None:
     assert str(tmp_path / ".streamlit" / "secrets.toml") in proc.stderr  # it looked where Streamlit looks
 
 
+def test_a_replica_whose_shared_storage_does_not_answer_does_not_start(tmp_path: Path, pg_cluster) -> None:
+    """A team studio's replica on a database that is down exits 2 naming it (not its password); on one that answers
+    it starts, the database migrated first; a one-machine studio is not held up by its (default) storage."""
+    env = {**_launcher_env(tmp_path), "OMNI_STUDIO_CONFIG": "", "OMNI_STUDIO_DATA_DIR": str(tmp_path / "data")}
+    down = run_cli([sys.executable, str(LAUNCHER), "--check"], capture_output=True, text=True, timeout=60,
+                   env={**env, "OMNI_STUDIO_DATABASE_URL": "postgresql://studio:hunter2@127.0.0.1:9/history"})
+    assert down.returncode == 2, down.stderr
+    said = down.stderr.splitlines()[-1]  # after the launcher's line about sign-in
+    assert said.startswith("studio: will not start: cannot open the history at "
+                           "postgresql+psycopg://studio:***@127.0.0.1:9/history"), down.stderr
+    assert "hunter2" not in down.stderr and "OMNI_STUDIO_DATABASE_URL" in said
+    (tmp_path / "not-a-folder").write_text("a file where the media folder should be")
+    media = run_cli([sys.executable, str(LAUNCHER), "--check"], capture_output=True, text=True, timeout=60,
+                    env={**env, "OMNI_STUDIO_MEDIA_URL": str(tmp_path / "not-a-folder")})
+    assert media.returncode == 2 and "cannot use the media folder" in media.stderr, media.stderr
+    name = pg_cluster.database("template1")  # an empty database: the launcher migrates it
+    try:
+        up = run_cli([sys.executable, str(LAUNCHER), "--check"], capture_output=True, text=True, timeout=60,
+                     env={**env, "OMNI_STUDIO_DATABASE_URL": pg_cluster.url(name)})
+        assert up.returncode == 0 and "would run -m streamlit run serve.py" in up.stderr, up.stderr
+        from services.history import History
+        from services.history.migrate import head, revision
+
+        migrated = History(tmp_path / "reader", database_url=pg_cluster.url(name), migrate=False)
+        assert revision(migrated) == head()
+        migrated.close()
+    finally:
+        pg_cluster.drop(name)
+    alone = run_cli([sys.executable, str(LAUNCHER), "--check"], capture_output=True, text=True, timeout=60, env=env)
+    assert alone.returncode == 0, alone.stderr
+
+
 def test_the_launcher_reads_the_address_and_secrets_as_streamlit_does(tmp_path: Path) -> None:
     """The variable STREAMLIT_SERVER_ADDRESS counts like the flag; --secrets.files with a whole [auth] lets
     0.0.0.0 pass (--check: nothing is started); an unknown flag is named."""

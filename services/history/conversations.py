@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
-from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
+from services.history.base import read_kept
 
 if TYPE_CHECKING:
     from services.media_store import MediaStore
@@ -84,17 +84,13 @@ class ConversationStore:
             raise InvalidInput("this conversation has no turns, so it is not kept")
         title = " ".join(str(turns[0].get("user_text") or "").split())[:120] or "(no words)"
         record_id = f"conversation-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-        try:
-            name = history.write_files(record_id, {AUDIO_NAME: audio})[0] if audio else None
-            with history.transaction() as db:
-                db.execute(
-                    "INSERT INTO conversations (id, mode, title, timeline, settings, audio, created_at, user_id)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (record_id, mode, title, json.dumps(dict(timeline), ensure_ascii=False),
-                     json.dumps(dict(settings), ensure_ascii=False), name, float(created_at or time.time()),
-                     history.actor.id))
-        except (OSError, *DB_ERRORS, TypeError, ValueError) as exc:
-            raise HistoryError(f"cannot record the conversation in {history.data_dir} ({reason(exc)})") from None
+        with history.new_record(record_id, "conversation", {AUDIO_NAME: audio} if audio else {}) as (names, db):
+            db.execute(
+                "INSERT INTO conversations (id, mode, title, timeline, settings, audio, created_at, user_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (record_id, mode, title, json.dumps(dict(timeline), ensure_ascii=False),
+                 json.dumps(dict(settings), ensure_ascii=False), names[0] if names else None,
+                 float(created_at or time.time()), history.actor.id))
         return self.get(record_id)
 
     def list(self, *, limit: int | None = 50) -> list[ConversationRecord]:

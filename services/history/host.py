@@ -235,6 +235,25 @@ class Host:
             names.append(name)
         return names
 
+    @contextmanager
+    def new_record(self, record_id: str, what: str, files: Mapping[str, bytes]) -> Iterator[tuple[list[str], Db]]:
+        """`with history.new_record(id, "speech take", files) as (names, db): db.execute("INSERT …")`: a new
+        record's files written first (`write_files`), then its row in one write transaction. When the row cannot be
+        written — the database gone mid-write, or refusing writes (a read-only failover) — the files written for it
+        are removed again, so nothing is left half-written, and HistoryError names the record, where the history is
+        and why."""
+        names = self.write_files(record_id, files)
+        try:
+            with self.transaction() as db:
+                yield names, db
+        except (OSError, *DB_ERRORS, TypeError, ValueError) as exc:
+            if names:
+                try:
+                    self.media.delete_record(record_id)
+                except StudioError:
+                    pass  # the files stay unnamed by any record: never a record naming nothing
+            raise HistoryError(f"cannot record the {what} in {self.where} ({reason(exc)})") from None
+
     def remove_files(self, record_id: str, what: str) -> None:
         """Remove the media of a record whose row is already deleted (`what` names it in the message: "video
         20261206-…"); HistoryError saying the record is gone but its files are not."""

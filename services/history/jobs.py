@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from protocol.catalog import JOB_KINDS
 from protocol.errors import InvalidInput, StudioError
 from services.access import LOCAL, Forbidden, require
-from services.history.base import DB_ERRORS, HistoryError, like_escaped, owner_alive, reason
+from services.history.base import DB_ERRORS, HistoryError, like_escaped, owner_alive
 
 if TYPE_CHECKING:
     from services.media_store import MediaStore
@@ -162,18 +162,14 @@ class JobStore:
         check_kind(kind)
         job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         now = time.time()
-        try:
-            names = history.write_files(job_id, inputs or {})
-            with history.transaction() as db:
-                db.execute(
-                    "INSERT INTO jobs (id, kind, status, prompt, params, target, owner, lease_until, inputs, meta,"
-                    " created_at, started_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (job_id, kind, status, prompt, json.dumps(dict(params)), target, history.owner,
-                     now + history.job_lease_s, json.dumps(names), json.dumps(dict(meta or {})), now,
-                     now if status == "running" else None, now, history.actor.id),
-                )
-        except (OSError, *DB_ERRORS) as exc:
-            raise HistoryError(f"cannot record the job in {history.data_dir} ({reason(exc)})") from None
+        with history.new_record(job_id, f"{kind} job", inputs or {}) as (names, db):
+            db.execute(
+                "INSERT INTO jobs (id, kind, status, prompt, params, target, owner, lease_until, inputs, meta,"
+                " created_at, started_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, kind, status, prompt, json.dumps(dict(params)), target, history.owner,
+                 now + history.job_lease_s, json.dumps(names), json.dumps(dict(meta or {})), now,
+                 now if status == "running" else None, now, history.actor.id),
+            )
         return self.get(job_id)
 
     def mark_running(self, job_id: str, handle: Mapping[str, Any] | None = None) -> Job:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
-from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
+from services.history.base import read_kept
 
 if TYPE_CHECKING:
     from services.media_store import MediaStore
@@ -90,17 +90,13 @@ class TakeStore:
         if _wav_frames(wav) == 0:
             raise InvalidInput("this take has no audio: nothing arrived before it ended, so it is not kept")
         take_id = f"take-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-        try:
-            [name] = history.write_files(take_id, {TAKE_FILE: wav})
-            with history.transaction() as db:
-                db.execute(
-                    "INSERT INTO speech_takes (id, text, voice_label, config, target, figures, state, error, audio,"
-                    " created_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (take_id, text, voice_label, json.dumps(dict(config or {})), target,
-                     json.dumps(dict(figures or {})), state, error, name, float(created_at or time.time()),
-                     history.actor.id))
-        except (OSError, *DB_ERRORS, TypeError, ValueError) as exc:
-            raise HistoryError(f"cannot record the speech take in {history.data_dir} ({reason(exc)})") from None
+        with history.new_record(take_id, "speech take", {TAKE_FILE: wav}) as ([name], db):
+            db.execute(
+                "INSERT INTO speech_takes (id, text, voice_label, config, target, figures, state, error, audio,"
+                " created_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (take_id, text, voice_label, json.dumps(dict(config or {})), target,
+                 json.dumps(dict(figures or {})), state, error, name, float(created_at or time.time()),
+                 history.actor.id))
         return self.get(take_id)
 
     def list(self, *, limit: int | None = 50) -> list[SpeechTake]:

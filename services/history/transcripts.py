@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
-from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
+from services.history.base import read_kept
 
 if TYPE_CHECKING:
     from services.media_store import MediaStore
@@ -90,19 +90,14 @@ class TranscriptStore:
         if route not in ("file", "stream"):
             raise InvalidInput(f"a transcript's route is file or stream, not {route!r}")
         record_id = f"transcript-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-        try:
-            name = None
-            if audio:
-                [name] = history.write_files(record_id, {audio_file_name(audio_name or source): audio})
-            with history.transaction() as db:
-                db.execute(
-                    "INSERT INTO transcripts (id, text, source, route, model, backend, target, segments, figures,"
-                    " reference, preview, audio, created_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (record_id, text, source, route, model, backend, target, json.dumps([dict(s) for s in segments]),
-                     json.dumps(dict(figures or {})), reference, preview, name, float(created_at or time.time()),
-                     history.actor.id))
-        except (OSError, *DB_ERRORS, TypeError, ValueError) as exc:
-            raise HistoryError(f"cannot record the transcript in {history.data_dir} ({reason(exc)})") from None
+        files = {audio_file_name(audio_name or source): audio} if audio else {}
+        with history.new_record(record_id, "transcript", files) as (names, db):
+            db.execute(
+                "INSERT INTO transcripts (id, text, source, route, model, backend, target, segments, figures,"
+                " reference, preview, audio, created_at, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record_id, text, source, route, model, backend, target, json.dumps([dict(s) for s in segments]),
+                 json.dumps(dict(figures or {})), reference, preview, names[0] if names else None,
+                 float(created_at or time.time()), history.actor.id))
         return self.get(record_id)
 
     def list(self, *, limit: int | None = 50) -> list[TranscriptRecord]:
