@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,32 +33,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from offline.launch import free_port, spawn, wait_http_ok  # noqa: E402
+from offline.launch import free_port, spawn, stop, wait_http_ok  # noqa: E402
 from services.load.stats import percentile  # noqa: E402
+from tests.haproxy_support import HAPROXY, haproxy  # noqa: E402
 
-HAPROXY = "/usr/sbin/haproxy"
 GALLERY_PAGE = 24  # images the gallery's first page shows (ui/gallery_views.PAGE_SIZE)
-
-
-def proxy_config(port: int, replicas: list[int]) -> str:
-    servers = "\n".join(f"    server r{i} 127.0.0.1:{p} check" for i, p in enumerate(replicas))
-    return f"""global
-    maxconn 1024
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 1h
-    timeout server 1h
-    timeout tunnel 1h
-frontend studio
-    bind 127.0.0.1:{port}
-    default_backend replicas
-backend replicas
-    balance roundrobin
-    option httpchk GET /_stcore/health
-    default-server inter 2s
-{servers}
-"""
 
 
 async def page_load(url: str, page: str = "image", timeout_s: float = 120.0) -> int:
@@ -127,28 +105,14 @@ def team(n: int, env: dict[str, str], folder: Path):
                                        "--server.fileWatcherType", "none"], name=f"replica {i}",
                          env={**env, "OMNI_STUDIO_REPLICA": f"r{i}"}, stdout=log)
             procs.append(proc)
-            stack.callback(_stop, proc)
+            stack.callback(stop, proc, 15)
         for p, proc in zip(ports, procs):
             wait_http_ok(f"http://127.0.0.1:{p}/_stcore/health", proc, timeout=120, what="a replica")
             shown = asyncio.run(page_load(f"ws://127.0.0.1:{p}/_stcore/stream"))  # warm: engine, caches, imports
             print(f"replica on {p}: the Image page sends {shown} images", file=sys.stderr)
         port = free_port()
-        config = folder / f"haproxy-{n}.cfg"
-        config.write_text(proxy_config(port, ports))
-        proxy = subprocess.Popen([HAPROXY, "-f", str(config), "-db"], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.STDOUT)
-        stack.callback(_stop, proxy)
-        wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proxy, timeout=30, what="HAProxy")
+        stack.enter_context(haproxy(port, {f"r{i}": p for i, p in enumerate(ports)}, folder, sticky=False))
         yield f"ws://127.0.0.1:{port}/_stcore/stream"
-
-
-def _stop(proc) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def fill(data_dir: Path, url: str, items: int) -> None:

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.browser_support import settled
+from tests.haproxy_support import HAPROXY, INSTALL, haproxy
 
-HAPROXY = "/usr/sbin/haproxy"
-INSTALL = "apt-get install -y haproxy"
 DATABASE_ENV = "OMNI_TEST_REPLICAS_DATABASE"
 REPLICAS = ("a", "b")
 BUCKET = "omni-studio-team"
@@ -33,36 +32,11 @@ SENTENCE = "Two replicas share one history."
 RUNNING: dict[str, subprocess.Popen] = {}  # the replicas of the scenario's team studio, by name
 
 
-def haproxy_config(port: int, replicas: dict[str, int]) -> str:
-    servers = "\n".join(f"    server {name} 127.0.0.1:{p} check cookie {name}" for name, p in replicas.items())
-    return f"""global
-    maxconn 512
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 1h
-    timeout server 1h
-    timeout tunnel 1h
-    option redispatch
-    retries 3
-frontend studio
-    bind 127.0.0.1:{port}
-    default_backend replicas
-backend replicas
-    balance roundrobin
-    cookie SERVERID insert indirect nocache httponly
-    option httpchk GET /_stcore/health
-    http-check expect status 200
-    default-server inter 500 fall 2 rise 1
-{servers}
-"""
-
-
 @contextmanager
 def team_studio(port: int, log: Path) -> Iterator[None]:
     """The scenario's server (browser_support's `studio_server`): moto, two replicas and HAProxy on `port`."""
     from emulator.launch import start_moto
-    from offline.launch import free_port, spawn, wait_http_ok
+    from offline.launch import free_port, spawn, stop, wait_http_ok
     from tests.test_browser_signin import COOKIE_SECRET, POLICY
 
     folder = log.parent
@@ -92,28 +66,13 @@ def team_studio(port: int, log: Path) -> Iterator[None]:
                                        "false", "--server.fileWatcherType", "none"], name=f"replica {name}", env=env,
                          stdout=out)
             RUNNING[name] = proc
-            stack.callback(_stop, proc)
+            stack.callback(stop, proc)
         for name, replica_port in ports.items():
             wait_http_ok(f"http://127.0.0.1:{replica_port}/_stcore/health", RUNNING[name], timeout=90,
                          what=f"replica {name}",
                          log_tail=lambda n=name: (folder / f"replica-{n}.log").read_text(errors="replace")[-3000:])
-        config = folder / "haproxy.cfg"
-        config.write_text(haproxy_config(port, ports))
-        proxy = subprocess.Popen([HAPROXY, "-f", str(config), "-db"], stdout=stack.enter_context(open(log, "wb")),
-                                 stderr=subprocess.STDOUT)
-        stack.callback(_stop, proxy)
-        wait_http_ok(f"http://127.0.0.1:{port}/_stcore/health", proxy, timeout=30, what="HAProxy",
-                     log_tail=lambda: log.read_text(errors="replace")[-3000:])
+        stack.enter_context(haproxy(port, ports, folder, sticky=True))
         yield
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def replica_of(context: Any) -> str:
@@ -180,7 +139,7 @@ def test_two_replicas_behind_a_sticky_proxy_share_one_history_and_survive_one_dy
     from tests.test_browser_signin import OIDC_PORT, OIDC_PORT_ENV
 
     require_browser()
-    assert Path(HAPROXY).exists(), f"HAProxy is not installed: {INSTALL}"
+    assert Path(HAPROXY).exists(), f"HAProxy is not installed: {INSTALL}"  # (checked here too: a clear failure)
     from services.history import History
 
     name = pg_cluster.database()
