@@ -7,8 +7,12 @@ Chromium signs in through the local OpenID Connect provider on the proxy's addre
 (HAProxy's SERVERID cookie says which); makes an image and a voice take there. A second tab, with the same
 sign-in cookie but the other replica's SERVERID, sees both in that replica's lists — the image through a presigned
 URL of the bucket. Then the first replica is killed (SIGKILL): the first browser reloads onto the other, still
-signed in, and sees its image. (A video job taken over by the surviving replica, and two replicas' Deploy at
-once, are tests/test_job_leases.py and tests/test_shared_state.py: the same replicas, without a browser.)
+signed in, and sees its image.
+
+And a video job: the replicas' target is the SageMaker emulator; Chromium sends a text-to-video job from one
+replica, which is killed while the job is on the async endpoint; the reload lands on the other, whose keeper takes
+the job over when its 2 s lease lapses, polls it to the end, keeps the MP4 in the bucket and plays it in the page
+(a presigned URL). (Two replicas pressing Deploy at once is tests/test_shared_state.py, without a browser.)
 """
 
 from __future__ import annotations
@@ -19,22 +23,28 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.browser_support import settled
+from tests.browser_support import poll, settled
 from tests.haproxy_support import HAPROXY, INSTALL, haproxy
 
 DATABASE_ENV = "OMNI_TEST_REPLICAS_DATABASE"
 REPLICAS = ("a", "b")
 BUCKET = "omni-studio-team"
 SENTENCE = "Two replicas share one history."
+VIDEO_ENDPOINT = "sm-video"
+VIDEO_ON_ENDPOINT_S = 12.0  # an async video job stays on the endpoint this long: the replica that sent it dies meanwhile
+MEDIA_PREFIX = "media"
 RUNNING: dict[str, subprocess.Popen] = {}  # the replicas of the scenario's team studio, by name
 
 
 @contextmanager
-def team_studio(port: int, log: Path) -> Iterator[None]:
-    """The scenario's server (browser_support's `studio_server`): moto, two replicas and HAProxy on `port`."""
+def team_studio(port: int, log: Path, *, sagemaker: bool = False) -> Iterator[None]:
+    """The scenario's server (browser_support's `studio_server`): moto, two replicas and HAProxy on `port`. With
+    `sagemaker`: the replicas' target is the SageMaker emulator (its own offline engine, moto for S3), where an
+    async video endpoint takes VIDEO_ON_ENDPOINT_S per job, and a job's lease is 2 s."""
     from emulator.launch import start_moto
     from offline.launch import free_port, spawn, stop, wait_http_ok
     from tests.test_browser_signin import COOKIE_SECRET, POLICY
@@ -53,10 +63,23 @@ def team_studio(port: int, log: Path) -> Iterator[None]:
                            'client_secret = "local-oidc-secret-not-for-real-use"\n'
                            f'server_metadata_url = "http://127.0.0.1:{os.environ["OMNI_TEST_OIDC_PORT"]}'
                            '/.well-known/openid-configuration"\n')
+        if sagemaker:
+            from emulator.handle import deploy_endpoint, running_emulator
+            from offline.launch import start_engine
+
+            engine = start_engine()
+            stack.callback(engine.stop)
+            emulator = stack.enter_context(running_emulator(engine.url, s3, folder / "emulator"))
+            deploy_endpoint(emulator, VIDEO_ENDPOINT, async_output=f"s3://{BUCKET}/outputs",
+                            environment={"SM_VLLM_MODEL": "Wan-AI/Wan2.1-VACE-1.3B-diffusers"})
+            emulator.configure(delays={"async_s": VIDEO_ON_ENDPOINT_S})
+            creds = {**creds, **emulator.env(), "OMNI_STUDIO_BACKEND": "sagemaker",
+                     "OMNI_STUDIO_VIDEO_ENDPOINT": VIDEO_ENDPOINT, "OMNI_STUDIO_BUCKET": BUCKET,
+                     "OMNI_STUDIO_JOB_LEASE_S": "2"}
         ports = {name: free_port() for name in REPLICAS}
         for name, replica_port in ports.items():
             env = {**os.environ, **creds, "OMNI_STUDIO_DATABASE_URL": os.environ[DATABASE_ENV],
-                   "OMNI_STUDIO_MEDIA_URL": f"s3://{BUCKET}/media", "OMNI_STUDIO_REPLICA": name,
+                   "OMNI_STUDIO_MEDIA_URL": f"s3://{BUCKET}/{MEDIA_PREFIX}", "OMNI_STUDIO_REPLICA": name,
                    "OMNI_STUDIO_DATA_DIR": str(folder / name), "OMNI_STUDIO_STATE_FILE": str(folder / name / "state.json"),
                    "OMNI_STUDIO_CONFIG": "", "OMNI_STUDIO_ACCESS": json.dumps(POLICY),
                    "STREAMLIT_SECRETS_FILES": str(secrets)}
@@ -160,3 +183,67 @@ def test_two_replicas_behind_a_sticky_proxy_share_one_history_and_survive_one_dy
     assert SENTENCE in r["voice_seen"]
     assert r["after_kill_replica"] != r["first_replica"]
     assert "Signed in as Bob Creator" in r["sidebar"] and "A lighthouse two replicas share" in r["after_kill"]
+
+
+_VIDEO_STATE = """
+() => {
+  const v = document.querySelector('[data-testid="stMain"] video');
+  return v ? {readyState: v.readyState, error: v.error ? v.error.code : null, src: v.currentSrc} : null;
+}
+"""
+
+
+def scenario_video(studio) -> dict:
+    """Runs inside the namespace: a video job sent from one replica, that replica killed, the other finishes it."""
+    from tests.test_browser_signin import provider, settled_text, sign_in
+
+    page, out = studio.page, {}
+    with provider(studio):
+        page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+        sign_in(page, "Bob Creator")
+        first = out["first_replica"] = replica_of(page.context)
+        studio.open_page("Video", "video")
+        page.get_by_text("No reference (text only)").click()
+        motion = page.get_by_role("textbox", name="Motion prompt")
+        motion.fill("A slow pan over hills that outlives its replica")
+        with studio.rerun("the rerun that takes the motion prompt"):
+            motion.press("Control+Enter")
+        page.get_by_role("button", name="Generate").click()
+        out["running"] = settled_text(page, lambda text: "running" in text and "outlives its replica" in text,
+                                      timeout=60)
+        RUNNING[first].send_signal(signal.SIGKILL)  # while the job is on the endpoint
+        RUNNING[first].wait(30)
+        studio.goto("video")  # the reload lands on the other replica, which takes the job over when its lease lapses
+        page.get_by_text("Signed in as").first.wait_for(timeout=60_000)
+        out["after_kill_replica"] = replica_of(page.context)
+        state = poll(lambda: page.evaluate(_VIDEO_STATE), lambda v: v is not None and v["readyState"] >= 1, 150,
+                     what="the video the other replica finished, loaded in its player")
+        out["video"] = state
+        out["finished"] = settled_text(page, lambda text: "succeeded" in text, timeout=60)
+    return out
+
+
+scenario_video.studio_server = partial(team_studio, sagemaker=True)
+
+
+def test_a_video_job_whose_replica_dies_is_finished_by_the_other_and_shown_there(pg_cluster, tmp_path) -> None:
+    from services.history import History
+    from tests.browser_support import require_browser, run_browser_scenario
+    from tests.test_browser_signin import OIDC_PORT, OIDC_PORT_ENV
+
+    require_browser()
+    assert Path(HAPROXY).exists(), f"HAProxy is not installed: {INSTALL}"
+    name = pg_cluster.database()
+    try:
+        r = run_browser_scenario("tests.test_browser_replicas:scenario_video", timeout=400,
+                                 env={DATABASE_ENV: pg_cluster.url(name), OIDC_PORT_ENV: str(OIDC_PORT)})
+        history = History(tmp_path / "reader", database_url=pg_cluster.url(name))
+        [job] = history.jobs.list("video")
+        history.close()
+    finally:
+        pg_cluster.drop(name)
+    assert r["after_kill_replica"] != r["first_replica"]
+    assert job.status == "succeeded" and job.owner.startswith(f"{r['after_kill_replica']}:")  # taken over
+    assert job.outputs == ["video.mp4"]
+    assert r["video"]["error"] is None and f"/{BUCKET}/{MEDIA_PREFIX}/{job.id}/video.mp4" in r["video"]["src"]
+    assert "X-Amz-Signature=" in r["video"]["src"]  # the bucket's, presigned
