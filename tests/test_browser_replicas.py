@@ -12,7 +12,11 @@ signed in, and sees its image.
 And a video job: the replicas' target is the SageMaker emulator; Chromium sends a text-to-video job from one
 replica, which is killed while the job is on the async endpoint; the reload lands on the other, whose keeper takes
 the job over when its 2 s lease lapses, polls it to the end, keeps the MP4 in the bucket and plays it in the page
-(a presigned URL). (Two replicas pressing Deploy at once is tests/test_shared_state.py, without a browser.)
+(a presigned URL).
+
+And the Endpoints page: an admin's two tabs, one on each replica, press Deploy at once on the emulator; one
+deploys, the other says who holds the team's lock (the state's advisory lock in PostgreSQL) and, reloaded, shows
+the deployment the other replica is making (tests/test_shared_state.py has the same without a browser).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ VIDEO_ENDPOINT = "sm-video"
 VIDEO_ON_ENDPOINT_S = 12.0  # an async video job stays on the endpoint this long: the replica that sent it dies meanwhile
 MEDIA_PREFIX = "media"
 RUNNING: dict[str, subprocess.Popen] = {}  # the replicas of the scenario's team studio, by name
+EMULATOR: dict[str, Any] = {}  # "handle": the SageMaker emulator of a team studio on SageMaker
+ROLE_ARN = "arn:aws:iam::123456789012:role/omni-studio-team"
 
 
 @contextmanager
@@ -73,9 +79,11 @@ def team_studio(port: int, log: Path, *, sagemaker: bool = False) -> Iterator[No
             deploy_endpoint(emulator, VIDEO_ENDPOINT, async_output=f"s3://{BUCKET}/outputs",
                             environment={"SM_VLLM_MODEL": "Wan-AI/Wan2.1-VACE-1.3B-diffusers"})
             emulator.configure(delays={"async_s": VIDEO_ON_ENDPOINT_S})
+            EMULATOR["handle"] = emulator
             creds = {**creds, **emulator.env(), "OMNI_STUDIO_BACKEND": "sagemaker",
                      "OMNI_STUDIO_VIDEO_ENDPOINT": VIDEO_ENDPOINT, "OMNI_STUDIO_BUCKET": BUCKET,
-                     "OMNI_STUDIO_JOB_LEASE_S": "2"}
+                     "OMNI_STUDIO_JOB_LEASE_S": "2", "OMNI_STUDIO_REGION": emulator.region,
+                     "OMNI_STUDIO_INFRA_POLL_S": "0.5", "SAGEMAKER_EXECUTION_ROLE_ARN": ROLE_ARN}
         ports = {name: free_port() for name in REPLICAS}
         for name, replica_port in ports.items():
             env = {**os.environ, **creds, "OMNI_STUDIO_DATABASE_URL": os.environ[DATABASE_ENV],
@@ -95,6 +103,8 @@ def team_studio(port: int, log: Path, *, sagemaker: bool = False) -> Iterator[No
                          what=f"replica {name}",
                          log_tail=lambda n=name: (folder / f"replica-{n}.log").read_text(errors="replace")[-3000:])
         stack.enter_context(haproxy(port, ports, folder, sticky=True))
+        log.write_text(f"HAProxy on {port} in front of {ports}; the replicas' logs: "
+                       f"{', '.join(str(folder / f'replica-{n}.log') for n in REPLICAS)}\n")
         yield
 
 
@@ -247,3 +257,56 @@ def test_a_video_job_whose_replica_dies_is_finished_by_the_other_and_shown_there
     assert job.outputs == ["video.mp4"]
     assert r["video"]["error"] is None and f"/{BUCKET}/{MEDIA_PREFIX}/{job.id}/video.mp4" in r["video"]["src"]
     assert "X-Amz-Signature=" in r["video"]["src"]  # the bucket's, presigned
+
+
+def scenario_deploy(studio) -> dict:
+    """Runs inside the namespace: an admin's two tabs, one on each replica's Endpoints page, press Deploy at once."""
+    from tests.test_browser_signin import main_text, provider, settled_text, sign_in
+
+    page, out = studio.page, {}
+    with provider(studio):
+        page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+        sign_in(page, "Ann Admin")
+        EMULATOR["handle"].configure(delays={"create_s": 600})  # the first deploy holds the lock while it waits
+        context, tabs = page.context, {}
+        for name in REPLICAS:  # each tab's connection is made to the replica the cookie names as it opens
+            context.add_cookies([{"name": "SERVERID", "value": name, "url": studio.url}])
+            tab = tabs[name] = context.new_page()
+            tab.goto(f"{studio.url}/endpoints")
+            tab.get_by_text("No deployment yet").wait_for(timeout=60_000)
+            tab.get_by_role("button", name="Deploy", exact=True).wait_for(timeout=30_000)
+        for tab in tabs.values():
+            tab.get_by_role("button", name="Deploy", exact=True).click()
+        said = {name: settled_text(tab, lambda text: "is in use" in text or "deploy" in text.lower(), timeout=60)
+                for name, tab in tabs.items()}
+        refused = [name for name, text in said.items() if "is in use: held by" in text]
+        out["refused"] = refused
+        out["refusal"] = said[refused[0]] if refused else ""
+        if refused:  # the refused tab's next run shows the deployment the other replica is making
+            other = tabs[refused[0]]
+            other.reload()
+            out["refused_tab_after"] = settled_text(other, lambda text: "No deployment yet" not in text
+                                                    and "Actions" in text, timeout=60)
+        out["tabs"] = {name: main_text(tab)[:3000] for name, tab in tabs.items()}
+    return out
+
+
+scenario_deploy.studio_server = partial(team_studio, sagemaker=True)
+
+
+def test_two_replicas_endpoints_pages_press_deploy_at_once_one_deploys_the_other_names_it(pg_cluster) -> None:
+    from tests.browser_support import require_browser, run_browser_scenario
+    from tests.test_browser_signin import OIDC_PORT, OIDC_PORT_ENV
+
+    require_browser()
+    assert Path(HAPROXY).exists(), f"HAProxy is not installed: {INSTALL}"
+    name = pg_cluster.database()
+    try:
+        r = run_browser_scenario("tests.test_browser_replicas:scenario_deploy", timeout=400,
+                                 env={DATABASE_ENV: pg_cluster.url(name), OIDC_PORT_ENV: str(OIDC_PORT)})
+    finally:
+        pg_cluster.drop(name)
+    assert len(r["refused"]) == 1, r["tabs"]
+    assert "the deployment state state.json (shared in postgresql+psycopg://" in r["refusal"]
+    assert "held by `python -m infra deploy` from the studio's Endpoints page (pid" in r["refusal"]
+    assert "Actions" in r["refused_tab_after"] and "No deployment yet" not in r["refused_tab_after"]
