@@ -302,6 +302,8 @@ class BrowserStudio:
         return frame.evaluate(_INBOUND_AUDIO_STATS)
 
     def server_log(self) -> str:
+        if not self.log.exists():  # a scenario's own server (studio_server) may keep its logs elsewhere
+            return f"(no {self.log.name})"
         return self.log.read_text(errors="replace")[-5000:]
 
 
