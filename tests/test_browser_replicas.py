@@ -277,8 +277,11 @@ def scenario_deploy(studio) -> dict:
             tab.get_by_role("button", name="Deploy", exact=True).wait_for(timeout=30_000)
         for tab in tabs.values():
             tab.get_by_role("button", name="Deploy", exact=True).click()
-        said = {name: settled_text(tab, lambda text: "is in use" in text or "deploy" in text.lower(), timeout=60)
-                for name, tab in tabs.items()}
+        said = {}
+        for name, tab in tabs.items():  # each tab's own outcome, caught as it is drawn: refused, or deploying
+            tab.get_by_text("is in use: held by").or_(tab.get_by_text("deploy — running")).first.wait_for(
+                timeout=90_000)
+            said[name] = main_text(tab)
         refused = [name for name, text in said.items() if "is in use: held by" in text]
         out["refused"] = refused
         out["refusal"] = said[refused[0]] if refused else ""
