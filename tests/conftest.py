@@ -90,3 +90,22 @@ def _database(request: pytest.FixtureRequest, template: str) -> Iterator[str | N
         yield cluster.url(name)
     finally:
         cluster.drop(name)
+
+
+@pytest.fixture(autouse=True)
+def _video_runners_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The video job runners a test makes stop when it ends. Their lease keepers (services/videos/jobs.py) would
+    otherwise go on looking for lapsed jobs in a database the test has dropped, and say so in the run's output."""
+    from services.videos import jobs as video_jobs
+
+    made: list[video_jobs.VideoJobs] = []
+    init = video_jobs.VideoJobs.__init__
+
+    def tracked(self: video_jobs.VideoJobs, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        made.append(self)
+
+    monkeypatch.setattr(video_jobs.VideoJobs, "__init__", tracked)
+    yield
+    for runner in made:
+        runner.close()
