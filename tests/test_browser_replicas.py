@@ -113,15 +113,53 @@ def replica_of(context: Any) -> str:
     return next(c["value"] for c in context.cookies() if c["name"] == "SERVERID")
 
 
+def sign_in_through_the_proxy(page: Any, who: str) -> str:
+    """Sign `who` in through the local provider (started by the caller); the replica the browser landed on."""
+    from tests.test_browser_signin import sign_in
+
+    page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+    sign_in(page, who)
+    return replica_of(page.context)
+
+
+def run_on_the_team(pg_cluster: Any, scenario: str, *, timeout: float = 400,
+                    read: Any = None) -> tuple[dict, Any]:
+    """Run `scenario` of this module on a team studio of its own database; (its result, `read(database URL)` made
+    before the database is dropped)."""
+    from tests.browser_support import require_browser, run_browser_scenario
+    from tests.test_browser_signin import OIDC_PORT, OIDC_PORT_ENV
+
+    require_browser()
+    assert Path(HAPROXY).exists(), f"HAProxy is not installed: {INSTALL}"
+    name = pg_cluster.database()
+    try:
+        r = run_browser_scenario(f"tests.test_browser_replicas:{scenario}", timeout=timeout,
+                                 env={DATABASE_ENV: pg_cluster.url(name), OIDC_PORT_ENV: str(OIDC_PORT)})
+        return r, (read(pg_cluster.url(name)) if read else None)
+    finally:
+        pg_cluster.drop(name)
+
+
+def jobs_of(kind: str, folder: Path) -> Any:
+    """`read` for run_on_the_team: the team history's jobs of `kind`, as the studio keeps them."""
+    from services.history import History
+
+    def read(url: str) -> list:
+        history = History(folder, database_url=url)
+        try:
+            return history.jobs.list(kind)
+        finally:
+            history.close()
+    return read
+
+
 def scenario(studio) -> dict:
     """Runs inside the namespace (see tests/browser_support.py)."""
-    from tests.test_browser_signin import generate_image, provider, settled_text, sign_in
+    from tests.test_browser_signin import generate_image, provider, settled_text
 
     page, out = studio.page, {}
     with provider(studio):
-        page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
-        sign_in(page, "Bob Creator")
-        first = out["first_replica"] = replica_of(page.context)
+        first = out["first_replica"] = sign_in_through_the_proxy(page, "Bob Creator")
         studio.open_page("Image", "image")
         out["image_made"] = generate_image(page, "A lighthouse two replicas share")
         studio.open_page("Voice", "voice")
@@ -168,22 +206,8 @@ scenario.studio_server = team_studio
 
 
 def test_two_replicas_behind_a_sticky_proxy_share_one_history_and_survive_one_dying(pg_cluster, tmp_path) -> None:
-    from tests.browser_support import require_browser, run_browser_scenario
-    from tests.test_browser_signin import OIDC_PORT, OIDC_PORT_ENV
-
-    require_browser()
-    assert Path(HAPROXY).exists(), f"HAProxy is not installed: {INSTALL}"  # (checked here too: a clear failure)
-    from services.history import History
-
-    name = pg_cluster.database()
-    try:
-        r = run_browser_scenario("tests.test_browser_replicas:scenario", timeout=300,
-                                 env={DATABASE_ENV: pg_cluster.url(name), OIDC_PORT_ENV: str(OIDC_PORT)})
-        history = History(tmp_path / "reader", database_url=pg_cluster.url(name))
-        made_by = [job.owner for job in history.jobs.list("image")]
-        history.close()
-    finally:
-        pg_cluster.drop(name)
+    r, images = run_on_the_team(pg_cluster, "scenario", read=jobs_of("image", tmp_path / "reader"))
+    made_by = [job.owner for job in images]
     assert len(made_by) == 1 and made_by[0].startswith(f"{r['first_replica']}:")  # the image's replica, by name
     assert r["first_replica"] in REPLICAS and r["second_replica"] != r["first_replica"]
     assert "Offline preview" in r["image_made"] and "seed 7" in r["image_made"]
@@ -205,13 +229,11 @@ _VIDEO_STATE = """
 
 def scenario_video(studio) -> dict:
     """Runs inside the namespace: a video job sent from one replica, that replica killed, the other finishes it."""
-    from tests.test_browser_signin import provider, settled_text, sign_in
+    from tests.test_browser_signin import provider, settled_text
 
     page, out = studio.page, {}
     with provider(studio):
-        page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
-        sign_in(page, "Bob Creator")
-        first = out["first_replica"] = replica_of(page.context)
+        first = out["first_replica"] = sign_in_through_the_proxy(page, "Bob Creator")
         studio.open_page("Video", "video")
         page.get_by_text("No reference (text only)").click()
         motion = page.get_by_role("textbox", name="Motion prompt")
@@ -237,21 +259,7 @@ scenario_video.studio_server = partial(team_studio, sagemaker=True)
 
 
 def test_a_video_job_whose_replica_dies_is_finished_by_the_other_and_shown_there(pg_cluster, tmp_path) -> None:
-    from services.history import History
-    from tests.browser_support import require_browser, run_browser_scenario
-    from tests.test_browser_signin import OIDC_PORT, OIDC_PORT_ENV
-
-    require_browser()
-    assert Path(HAPROXY).exists(), f"HAProxy is not installed: {INSTALL}"
-    name = pg_cluster.database()
-    try:
-        r = run_browser_scenario("tests.test_browser_replicas:scenario_video", timeout=400,
-                                 env={DATABASE_ENV: pg_cluster.url(name), OIDC_PORT_ENV: str(OIDC_PORT)})
-        history = History(tmp_path / "reader", database_url=pg_cluster.url(name))
-        [job] = history.jobs.list("video")
-        history.close()
-    finally:
-        pg_cluster.drop(name)
+    r, [job] = run_on_the_team(pg_cluster, "scenario_video", read=jobs_of("video", tmp_path / "reader"))
     assert r["after_kill_replica"] != r["first_replica"]
     assert job.status == "succeeded" and job.owner.startswith(f"{r['after_kill_replica']}:")  # taken over
     assert job.outputs == ["video.mp4"]
@@ -261,12 +269,11 @@ def test_a_video_job_whose_replica_dies_is_finished_by_the_other_and_shown_there
 
 def scenario_deploy(studio) -> dict:
     """Runs inside the namespace: an admin's two tabs, one on each replica's Endpoints page, press Deploy at once."""
-    from tests.test_browser_signin import main_text, provider, settled_text, sign_in
+    from tests.test_browser_signin import main_text, provider, settled_text
 
     page, out = studio.page, {}
     with provider(studio):
-        page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
-        sign_in(page, "Ann Admin")
+        sign_in_through_the_proxy(page, "Ann Admin")
         EMULATOR["handle"].configure(delays={"create_s": 600})  # the first deploy holds the lock while it waits
         context, tabs = page.context, {}
         for name in REPLICAS:  # each tab's connection is made to the replica the cookie names as it opens
@@ -298,17 +305,7 @@ scenario_deploy.studio_server = partial(team_studio, sagemaker=True)
 
 
 def test_two_replicas_endpoints_pages_press_deploy_at_once_one_deploys_the_other_names_it(pg_cluster) -> None:
-    from tests.browser_support import require_browser, run_browser_scenario
-    from tests.test_browser_signin import OIDC_PORT, OIDC_PORT_ENV
-
-    require_browser()
-    assert Path(HAPROXY).exists(), f"HAProxy is not installed: {INSTALL}"
-    name = pg_cluster.database()
-    try:
-        r = run_browser_scenario("tests.test_browser_replicas:scenario_deploy", timeout=400,
-                                 env={DATABASE_ENV: pg_cluster.url(name), OIDC_PORT_ENV: str(OIDC_PORT)})
-    finally:
-        pg_cluster.drop(name)
+    r, _ = run_on_the_team(pg_cluster, "scenario_deploy")
     assert len(r["refused"]) == 1, r["tabs"]
     assert "the deployment state state.json (shared in postgresql+psycopg://" in r["refusal"]
     assert "held by `python -m infra deploy` from the studio's Endpoints page (pid" in r["refusal"]
