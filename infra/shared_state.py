@@ -50,6 +50,7 @@ class SharedState:
         self.engine = engine
         self.where = where  # the database, for messages (no password)
         self._seen: dict[str, int] = {}  # state name -> the version this process's copy has
+        self._read_at: dict[str, float] = {}  # state name -> when `pull` last read it (time.monotonic)
         self._lock = threading.Lock()
 
     # -- the lock ----------------------------------------------------------------------------------
@@ -118,10 +119,15 @@ class SharedState:
             self._seen[path.name] = int(version)
         return int(version)
 
-    def pull(self, path: Path) -> bool:
+    def pull(self, path: Path, *, fresh_for_s: float = 0.0) -> bool:
         """Bring this replica's copy at `path` up to the database's; True when it changed. A state never shared
-        leaves the file as it is."""
+        leaves the file as it is. `fresh_for_s`: a copy brought up to date that recently is left alone (a page run
+        asks several times; the lock asks with 0: always read)."""
         path = Path(path)
+        with self._lock:
+            if time.monotonic() - self._read_at.get(path.name, float("-inf")) < fresh_for_s:
+                return False
+            self._read_at[path.name] = time.monotonic()
         shared = self.read(path.name)
         if shared is None:
             return False

@@ -93,10 +93,13 @@ def shared_storage_problem() -> str | None:
     from services.history import History
 
     try:
-        History.of(settings).close()  # migrates a database this version has not seen yet
+        history = History.of(settings)  # migrates a database this version has not seen yet
     except StudioError as exc:
         return f"studio: will not start: {exc}"
-    problem = storage_problem(settings)
+    try:
+        problem = storage_problem(settings, history)  # the same history: opened once
+    finally:
+        history.close()
     return None if problem is None else f"studio: will not start: {problem}"
 
 

@@ -313,6 +313,9 @@ def _shared_state(*where: str | None):
     return SharedState(h.engine, h.where) if h.dialect == "postgresql" else None
 
 
+STATE_FRESH_S = 1.0  # a page run asks for the deployment several times (sidebar, banner, page): one read serves
+
+
 def sync_deployment_state(s: Settings) -> None:
     """This replica's copy of a shared deployment state brought up to date (one read; nothing on SQLite, nothing
     while this process writes it): what another replica deployed or deleted shows on this page run."""
@@ -323,7 +326,7 @@ def sync_deployment_state(s: Settings) -> None:
     shared = _shared_state(*_where())
     if shared is not None and held_here(s.state_file) is None:
         try:
-            shared.pull(s.state_file)
+            shared.pull(s.state_file, fresh_for_s=STATE_FRESH_S)  # once per page run, not per caller
         except Exception as exc:  # noqa: BLE001 — the page still shows this replica's copy; say why it may be old
             st.warning(f"The deployment as other replicas left it could not be read ({plain(str(exc))}); this "
                        "page shows this replica's copy.", icon="⚠️")

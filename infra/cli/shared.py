@@ -75,9 +75,9 @@ def cmd_state(args: argparse.Namespace) -> int:
                 return 0
             if body is None:
                 raise StateError(f"{shared.where} holds no deployment named {path.name}: nothing to export")
-            if path.exists() and _deployment_id(path.read_text(encoding="utf-8")) != _deployment_id(body) \
-                    and not args.replace:
-                raise UsageError(f"{path} holds another deployment ({_deployment_id(path.read_text(encoding='utf-8'))}); "
+            here = _deployment_id(path.read_text(encoding="utf-8")) if path.exists() else None
+            if here is not None and here != _deployment_id(body) and not args.replace:
+                raise UsageError(f"{path} holds another deployment ({here}); "
                                  "exporting over it would leave its endpoints in no state (pass --replace, or "
                                  "--state-file another path)")
             write_copy(path, body)
