@@ -13,6 +13,7 @@ from ui.eval_views import create_from_form, define_form, evaluation_label, init_
 from ui.workspace_views import by_line, may, share_toggle
 
 NEW = "➕ New evaluation"
+REFRESH_S = 1.0
 state = st.session_state
 
 resources.sidebar()
@@ -63,7 +64,18 @@ share_toggle(store.history, "evaluation", ev.id, ev.user_id, ev.shared)
 manage_section(store, eval_id, name, url)
 
 st.subheader("1 · Run")
-run_section(store, eval_id, resources.settings())
+runs = resources.eval_runs()
+running_at_start = runs.state(store, eval_id).running
+
+
+@st.fragment(run_every=REFRESH_S if running_at_start else None)
+def run_part() -> None:
+    """The run's progress, refreshed while it goes on (on any replica); the page redraws when it starts or ends."""
+    if run_section(store, eval_id, runs) != running_at_start:
+        st.rerun(scope="app")
+
+
+run_part()
 
 st.subheader("2 · Review blind")
 review_section(store, eval_id, ev.modality)

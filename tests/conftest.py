@@ -93,19 +93,20 @@ def _database(request: pytest.FixtureRequest, template: str) -> Iterator[str | N
 
 
 @pytest.fixture(autouse=True)
-def _video_runners_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The video job runners a test makes stop when it ends. Their lease keepers (services/videos/jobs.py) would
-    otherwise go on looking for lapsed jobs in a database the test has dropped, and say so in the run's output."""
+def _runners_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The video job runners and evaluation runners a test makes stop when it ends. Their lease keepers
+    (services/videos/jobs.py, services/eval/runs.py) would otherwise go on looking for lapsed work in a database
+    the test has dropped, and say so in the run's output."""
+    from services.eval import runs as eval_runs
     from services.videos import jobs as video_jobs
 
-    made: list[video_jobs.VideoJobs] = []
-    init = video_jobs.VideoJobs.__init__
+    made: list[video_jobs.VideoJobs | eval_runs.EvalRuns] = []
+    for cls in (video_jobs.VideoJobs, eval_runs.EvalRuns):
+        def tracked(self: object, *args: object, __init=cls.__init__, **kwargs: object) -> None:
+            __init(self, *args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)  # type: ignore[arg-type]
 
-    def tracked(self: video_jobs.VideoJobs, *args: object, **kwargs: object) -> None:
-        init(self, *args, **kwargs)  # type: ignore[arg-type]
-        made.append(self)
-
-    monkeypatch.setattr(video_jobs.VideoJobs, "__init__", tracked)
+        monkeypatch.setattr(cls, "__init__", tracked)
     yield
     for runner in made:
         runner.close()

@@ -216,6 +216,7 @@ def test_speak_prints_the_intelligibility_of_the_take(engine_url: str, tmp_path:
 # ---- the Evaluations page ------------------------------------------------------------------------------------
 def test_page_shows_a_listen_evaluation_without_rating(engine_url: str, recordings: Path,
                                                       monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.test_eval_page import run_to_end
     from tests.test_media_pages import _button, _ok, _open
 
     at = _open(monkeypatch, tmp_path, engine_url, "pages/evaluations.py")
@@ -234,8 +235,7 @@ def test_page_shows_a_listen_evaluation_without_rating(engine_url: str, recordin
     at = _open(monkeypatch, tmp_path, engine_url, "pages/evaluations.py")
     at.selectbox(key="ev_pick_2").set_value(ev.id).run()
     _ok(at)
-    _button(at, "Run").click().run()
-    _ok(at)
+    run_to_end(at, tmp_path)
     text = " ".join(e.value for kind in (at.markdown, at.caption, at.info) for e in kind)
     assert "Blind rating is not needed here" in text and "Reveal the results" not in [b.label for b in at.button]
     assert not [b for b in at.button if b.label in ("1 is better", "Tie")]

@@ -6,6 +6,7 @@ is named and nothing is created."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,20 @@ def _define(at, name: str, prompts: str, variants: list[dict[str, str]]) -> None
     _ok(at)
 
 
+def run_to_end(at, data_dir: Path, label: str = "Run", timeout_s: float = 120.0) -> None:
+    """Press Run (or Continue): the run goes on the studio's runner, off the page (services/eval/runs.py); wait
+    until no evaluation in the history at `data_dir` is being run, then draw the page again."""
+    _button(at, label).click().run()
+    _ok(at)
+    reader = EvalStore(data_dir).history.reader()
+    deadline = time.monotonic() + timeout_s
+    while reader.execute("SELECT COUNT(*) FROM evaluations WHERE run_owner IS NOT NULL").fetchone()[0]:
+        assert time.monotonic() < deadline, f"the evaluation run did not end in {timeout_s:.0f} s"
+        time.sleep(0.1)
+    at.run()
+    _ok(at)
+
+
 def _text(at) -> str:
     return " ".join(e.value for kind in (at.markdown, at.caption, at.success, at.error) for e in kind).replace("\\", "")
 
@@ -43,8 +58,7 @@ def test_define_run_review_blind_reveal_and_export(engine_url: str, monkeypatch:
     store = EvalStore(tmp_path)
     (ev,) = store.list()
     assert (ev["items"], ev["pending"]) == (4, 4)
-    _button(at, "Run").click().run()
-    _ok(at)
+    run_to_end(at, tmp_path)
     assert {i.status for i in store.items(ev["id"])} == {"succeeded"}
     assert "4 of 4 items made" in _text(at)
     # blind: the labels are nowhere on the page while rating
@@ -80,8 +94,7 @@ def test_a_down_target_fails_alone_and_the_run_continues_later(engine_url: str, 
     at = _open(monkeypatch, tmp_path, engine_url, PAGE)
     _define(at, "down", "a cat", [{"label": "here", "settings": 'size = "128x128"'},
                                   {"label": "gone", "target": f"omni:{down}"}])
-    _button(at, "Run").click().run()
-    _ok(at)
+    run_to_end(at, tmp_path)
     store = EvalStore(tmp_path)
     items = {i.variant: i for i in store.items(store.list()[0]["id"])}
     assert items["here"].status == "succeeded" and items["gone"].status == "failed"
@@ -142,8 +155,7 @@ def test_voice_variants_pick_what_the_target_offers_and_a_voice_it_lacks_is_refu
     (ev,) = store.list()
     spec = store.get(ev["id"]).spec
     assert spec.settings("x")["voice"] == "joe" and spec.settings("y")["language"] == "English"
-    _button(at, "Run").click().run()
-    _ok(at)
+    run_to_end(at, tmp_path)
     assert {i.status for i in store.items(ev["id"])} == {"succeeded"}  # the example runs on the target
 
 
@@ -154,8 +166,7 @@ def test_an_evaluation_is_edited_before_it_is_rated_and_deleted(engine_url: str,
                                        {"label": "eight", "settings": 'size = "64x64"\nsteps = 8'}])
     store = EvalStore(tmp_path)
     (ev,) = store.list()
-    _button(at, "Run").click().run()
-    _ok(at)
+    run_to_end(at, tmp_path)
     old = [store.history.media.root / f"eval-{ev['id']}" / i.media for i in store.items(ev["id"])]
     _button(at, "Edit").click().run()
     _ok(at)
@@ -173,7 +184,7 @@ def test_an_evaluation_is_edited_before_it_is_rated_and_deleted(engine_url: str,
     assert {i.status for i in store.items(ev["id"])} == {"pending"} and not any(p.exists() for p in old)
     assert "0 of 4 items made" in _text(at)  # back on the evaluation, to run again
 
-    _button(at, "Run").click().run()
+    run_to_end(at, tmp_path)
     at.text_input(key="ev_rater_input").input("ana")
     _button(at, "Start rating").click().run()
     _button(at, "Tie").click().run()
@@ -184,3 +195,37 @@ def test_an_evaluation_is_edited_before_it_is_rated_and_deleted(engine_url: str,
     _ok(at)
     assert store.list() == [] and not folder.exists()
     assert f"Deleted evaluation {ev['id']}" in _text(at)
+
+
+def test_a_run_left_by_a_replica_that_died_shows_where_it_runs_and_is_carried_on(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A team studio's other replica claimed the run and died before making anything (its claim is on the row,
+    its lease running out): the page shows the run going on there, this replica's runner takes it over when the
+    lease lapses and makes every item, and the page says where it was carried on."""
+    from services.history.base import replica
+
+    monkeypatch.setenv("OMNI_STUDIO_JOB_LEASE_S", "1")
+    at = _open(monkeypatch, tmp_path, engine_url, PAGE)
+    _define(at, "moved", "a red fox\na blue boat", [{"label": "four", "settings": 'size = "64x64"\nsteps = 4'},
+                                                   {"label": "six", "settings": 'size = "64x64"\nsteps = 6'}])
+    store = EvalStore(tmp_path)
+    (ev,) = store.list()
+    now = time.time()
+    with store.history.transaction() as db:  # as replica-a's runner left it when its machine went
+        db.execute("UPDATE evaluations SET run_owner = 'replica-a:4242:1', run_lease_until = ?, run_note = ? WHERE id = ?",
+                   (now + 3, json.dumps({"claimed_at": now, "replica": "replica-a"}), ev["id"]))
+    at.run()
+    _ok(at)
+    assert [p.text.replace("\\", "") for p in at.get("progress")] == ["Generating on replica-a · 0 of 4 made"]
+    assert not any(b.label in ("Run", "Continue (only what is missing)") for b in at.button)
+    assert any(b.label == "Stop (Continue picks up the rest)" for b in at.button)
+    reader = store.history.reader()
+    deadline = time.monotonic() + 90
+    while reader.execute("SELECT run_owner FROM evaluations").fetchone()[0] is not None:
+        assert time.monotonic() < deadline, "the run was not carried on"
+        time.sleep(0.1)
+    at.run()
+    _ok(at)
+    text = _text(at)
+    assert "4 of 4 items made" in text
+    assert f"It was carried on by {replica()} after replica-a stopped answering" in text, text

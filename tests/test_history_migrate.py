@@ -33,7 +33,7 @@ def test_migrate_makes_a_new_database_and_then_has_nothing_to_do(
         tmp_path: Path, new_history_url: str | None, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     out = _cli(monkeypatch, tmp_path, new_history_url, capsys)
-    assert f"migrated from no revision to {head()} (ran 0001, 0002, 0003)" in out
+    assert f"migrated from no revision to {head()} (ran 0001, 0002, 0003, 0004)" in out
     assert "secret" not in out and ("history.sqlite3" in out if new_history_url is None else "postgresql" in out)
     assert _cli(monkeypatch, tmp_path, new_history_url, capsys).endswith(f"at revision {head()}, nothing to do\n")
     h = History(tmp_path, database_url=new_history_url)
@@ -56,7 +56,7 @@ def test_a_migration_that_fails_leaves_nothing_and_the_next_start_completes_it(
     h = History(tmp_path, database_url=new_history_url, migrate=False)
     assert revision(h) is None and not inspect(h.engine).has_table("jobs")  # rolled back whole: nothing made
     again = History(tmp_path, database_url=new_history_url)
-    assert again.migrated == ["0001", "0002", "0003"] and again.jobs.list() == []
+    assert again.migrated == ["0001", "0002", "0003", "0004"] and again.jobs.list() == []
 
 
 _KILLED_HALF_WAY = """
@@ -81,7 +81,7 @@ def test_a_migration_killed_half_way_is_completed_by_the_next_start(tmp_path: Pa
         child.kill()
         child.wait()
     h = History(tmp_path, database_url=new_history_url)
-    assert h.migrated == ["0001", "0002", "0003"] and revision(h) == head()
+    assert h.migrated == ["0001", "0002", "0003", "0004"] and revision(h) == head()
     job = h.jobs.create("video", "after the kill", {}, target="t")
     assert [j.id for j in History(tmp_path, database_url=new_history_url).jobs.list()] == [job.id]
 
@@ -148,7 +148,7 @@ def test_a_database_at_the_first_revision_gains_the_job_leases(tmp_path: Path, h
         db.execute("ALTER TABLE jobs DROP COLUMN lease_until")
         db.execute("UPDATE alembic_version SET version_num = '0001'")
     again = History(tmp_path, database_url=history_url)
-    assert again.migrated == ["0002", "0003"] and revision(again) == head()
+    assert again.migrated == ["0002", "0003", "0004"] and revision(again) == head()
     assert "lease_until" in {c["name"] for c in inspect(again.engine).get_columns("jobs")}
     assert again.jobs.get(job.id).prompt == "before leases"
 
@@ -163,6 +163,23 @@ def test_a_database_at_the_second_revision_gains_the_shared_deployment_state(tmp
         db.execute("DROP TABLE infra_state")
         db.execute("UPDATE alembic_version SET version_num = '0002'")
     again = History(tmp_path, database_url=history_url)
-    assert again.migrated == ["0003"] and revision(again) == head()
+    assert again.migrated == ["0003", "0004"] and revision(again) == head()
     assert "infra_state" in inspect(again.engine).get_table_names()
     assert again.jobs.get(job.id).prompt == "before shared state"
+
+
+def test_a_database_at_the_third_revision_gains_the_evaluation_runs(tmp_path: Path, history_url: str | None) -> None:
+    """A database revision 0003 made before evaluation runs were claimed on their row: 0004 adds the four columns,
+    and the evaluations are kept."""
+    h = History(tmp_path, database_url=history_url)
+    with h.transaction() as db:  # as 0003 left it before this version
+        db.execute("INSERT INTO evaluations (id, name, modality, spec, created_at, user_id) VALUES "
+                   "('ev-old', 'before runs', 'voice', '{}', 1.0, 'local')")
+        for column in ("run_owner", "run_lease_until", "run_stop", "run_note"):
+            db.execute(f"ALTER TABLE evaluations DROP COLUMN {column}")
+        db.execute("UPDATE alembic_version SET version_num = '0003'")
+    again = History(tmp_path, database_url=history_url)
+    assert again.migrated == ["0004"] and revision(again) == head()
+    assert {"run_owner", "run_lease_until", "run_stop", "run_note"} <= {
+        c["name"] for c in inspect(again.engine).get_columns("evaluations")}
+    assert again.reader().execute("SELECT name FROM evaluations WHERE id = 'ev-old'").fetchone()[0] == "before runs"

@@ -20,10 +20,10 @@ from protocol.errors import InvalidInput, StudioError
 from services.eval.export import export_zip, import_ratings_outcome
 from services.eval.pairing import Pair, next_pair, record_rating
 from services.eval.report import render, results, variant_rows, verdicts, wer_lines
-from services.eval.runner import run_items, speech_offer
+from services.eval.runner import speech_offer
+from services.eval.runs import EvalRuns
 from services.eval.spec import SETTINGS, TARGET_KEYS, VARIANT_MODELS, parse_spec, read_prompts_file
 from services.eval.store import EvalStore
-from services.settings import Settings
 from services.targets import option_key, spec_keys
 from ui.media_views import when
 from ui.resources import NO_UPLOADS, plain, settings, uploads_allowed
@@ -271,31 +271,73 @@ def evaluation_label(e: dict[str, Any]) -> str:
     return f"{label} · {by}" if by else label
 
 
-def run_section(store: EvalStore, eval_id: str, settings: Settings) -> None:
-    """Counts by status, Run (or Continue / Retry the failed) with a progress bar, the failed items. Only the
-    evaluation's owner runs it (the service checks again: EvalStore.check_runner)."""
+def run_section(store: EvalStore, eval_id: str, runs: EvalRuns) -> bool:
+    """Counts by status; while a run goes on (on this replica or another) its progress and Stop, else Run (or
+    Continue / Retry the failed) and how the last run ended; the failed items. Only the evaluation's owner runs
+    it (the service checks again: EvalStore.check_runner). Returns whether a run goes on (the page then
+    refreshes this part)."""
+    state = st.session_state
     items = store.items(eval_id)
     done = sum(i.status == "succeeded" for i in items)
     failed = [i for i in items if i.status == "failed"]
-    st.caption(f"{done} of {len(items)} items made · {len(failed)} failed · {len(items) - done - len(failed)} to do")
+    run = runs.state(store, eval_id)
     ev = store.get(eval_id)
-    if done < len(items) and not (store.history.owns(ev) and store.actor.can("evaluate")):
-        st.caption(plain(f"Only {ev.user_id}, who made it, runs its items."))
-    elif done < len(items):
-        label = "Run" if done == 0 and not failed else "Continue (only what is missing)"
-        if st.button(label, type="primary", key="ev_run"):
-            # any click reruns the page, which stops the run at the next item's progress: the rest stays pending
-            st.button("Stop (Continue picks up the rest)", key="ev_stop")
-            bar = st.progress(done / len(items), text="Generating…")
-
-            def progress(p: dict[str, Any]) -> None:
-                bar.progress(p["done"] / p["total"], text=f"{p['done']} of {p['total']} · {p['variant']}: {p['status']}")
-
-            outcome = run_items(store, eval_id, base=settings, on_progress=progress)
-            st.session_state["ev_last_run"] = outcome.to_dict()
-            st.rerun()
+    may_run = store.history.owns(ev) and store.actor.can("evaluate")
+    st.caption(f"{done} of {len(items)} items made · {len(failed)} failed · {len(items) - done - len(failed)} to do")
+    if run.running:
+        moved = (run.note or {}).get("taken_over_from")
+        where = "" if run.replica == runs.replica else f" on {run.replica}"  # another replica of a team studio
+        if moved:
+            where = f" on {run.replica}, carried on after {moved} stopped answering"
+        st.progress(done / max(1, len(items)), text=plain(f"Generating{where} · {done} of {len(items)} made"))
+        if run.stop_asked:
+            st.caption("Stopping after the item being made…")
+        elif may_run:
+            st.button("Stop (Continue picks up the rest)", key="ev_stop", on_click=_stop_run, args=(runs, store, eval_id))
+        else:
+            st.caption(plain(f"{ev.user_id} runs it; this page follows it."))
+    else:
+        if run.note and run.note.get("ended_at"):
+            st.caption(plain(_last_run(run.note)))
+        if done < len(items) and not may_run:
+            st.caption(plain(f"Only {ev.user_id}, who made it, runs its items."))
+        elif done < len(items):
+            st.button("Run" if done == 0 and not failed else "Continue (only what is missing)", type="primary",
+                      key="ev_run", on_click=_start_run, args=(runs, store, eval_id),
+                      help="it runs on the studio, not in this tab: close the page, or come back later")
+    if error := state.pop("ev_run_error", None):
+        st.error(plain(error))
     for item in failed:
         st.error(plain(f"{item.variant} · {item.prompt[:60]}: {item.error}"))
+    return run.running
+
+
+def _last_run(note: dict[str, Any]) -> str:
+    """One line on how the last run ended (and, when its replica stopped answering, where it was carried on)."""
+    parts = [f"{note.get('generated', 0)} made", f"{note.get('failed', 0)} failed"]
+    if note.get("stopped"):
+        parts.append("stopped")
+    line = f"Last run, ended {when(note['ended_at'])}: {', '.join(parts)}."
+    if note.get("error"):
+        line += f" It ended with an error: {note['error']}"
+    if note.get("taken_over_from"):
+        line += (f" It was carried on by {note.get('replica')} after {note['taken_over_from']} stopped answering; "
+                 "what was made before was kept.")
+    return line
+
+
+def _start_run(runs: EvalRuns, store: EvalStore, eval_id: str) -> None:
+    try:
+        runs.start(store, eval_id)
+    except StudioError as exc:
+        st.session_state["ev_run_error"] = str(exc)
+
+
+def _stop_run(runs: EvalRuns, store: EvalStore, eval_id: str) -> None:
+    try:
+        runs.stop(store, eval_id)
+    except StudioError as exc:
+        st.session_state["ev_run_error"] = str(exc)
 
 
 def _media(store: EvalStore, modality: str, item_id: str) -> None:

@@ -481,6 +481,20 @@ def require_history():
 
 
 @st.cache_resource(show_spinner=False)
+def _eval_runs(*where: str | None):
+    from services.eval.runs import EvalRuns
+
+    # the process's evaluation runner: pages start runs with their person's store; it carries on runs whose
+    # process (here, or on another replica of a team studio) is gone
+    return EvalRuns(_history(*where), settings())
+
+
+def eval_runs():
+    """The process's evaluation runner (services/eval/runs.py): runs go on while the page is closed."""
+    return _eval_runs(*_where())
+
+
+@st.cache_resource(show_spinner=False)
 def _video_jobs(name: str, url: str | None, targets: str | None = None):
     from services.videos import VideoJobs
 

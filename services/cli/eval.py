@@ -68,7 +68,8 @@ def _store():
 
 def run(args: argparse.Namespace) -> int:
     from services.cli.common import settings_from_args
-    from services.eval import load_spec, run_items
+    from services.eval import load_spec
+    from services.eval.runs import EvalRuns
 
     spec = load_spec(args.spec, yes=args.yes)  # refused before any backend starts
     base = settings_from_args(args)
@@ -83,12 +84,17 @@ def run(args: argparse.Namespace) -> int:
         extra = f": {p['error']}" if p["error"] else ""
         print(f"[{p['done']}/{p['total']}] {p['variant']} {p['item']} {p['status']}{extra}", file=sys.stderr, flush=True)
 
+    # claimed on the evaluation's row as the studio claims it (services/eval/runs.py): a studio page does not run
+    # it at the same time, and a studio carries it on if this process dies
+    runs = EvalRuns(store.history, base, recover=False)
     try:
-        outcome = run_items(store, ev.id, base=base, on_progress=progress)
+        outcome = runs.run_here(store, ev.id, on_progress=progress)
     except KeyboardInterrupt:
         print(f"interrupted: what was made is kept; continue with `python -m services eval run {args.spec} "
               f"--resume {ev.id}`", file=sys.stderr)
         raise
+    finally:
+        runs.close()
     out = outcome.to_dict()
     if args.json:
         print(json.dumps({"id": out["id"], "items": out["items"], "failed": out["failed"],

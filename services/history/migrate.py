@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 MIGRATIONS = Path(__file__).with_name("migrations")
 # The newest revision (tests/test_history_migrate.py checks it is Alembic's head): opening a current database
 # reads one row and never imports Alembic, which costs every process that opens the history a third of a second.
-HEAD = "0003"
+HEAD = "0004"
 
 
 class Host(Protocol):

@@ -154,6 +154,10 @@ evaluations = Table(
     Column("name", Text, nullable=False), Column("modality", Text, nullable=False),
     Column("spec", Text, nullable=False),  # JSON: the checked SPEC (services/eval/spec.py)
     _t("created_at"),
+    # Its run (services/eval/runs.py): the process running it (replica:pid:start; NULL when none), until when it
+    # holds it, a Stop asked from any replica, and the last run's note (JSON: made, failed, stopped, moved from).
+    Column("run_owner", Text), Column("run_lease_until", Double), Column("run_stop", Integer),
+    Column("run_note", Text),
     *_owner(),
 )
 eval_items = Table(
