@@ -14,7 +14,7 @@ from services.listen import load_audio
 from ui import resources
 from ui.converse_live import ECHO_HINT, START_LABEL, STOP_LABEL, end_call, in_call, live_call
 from ui.converse_compare import compare_section
-from ui.converse_views import conversation_view, converse, kept_conversations, settings_form, setup_of
+from ui.converse_views import conversation_view, converse, cut_notice, kept_conversations, settings_form, setup_of
 from ui.workspace_views import may
 
 REFRESH_S = 0.5
@@ -36,6 +36,7 @@ except StudioError as exc:
     voices = []  # no voice endpoint: native mode needs none, and pipeline mode says so below
 
 can_talk = may("generate")  # else one line why; the kept conversations still show
+cut_notice()  # a call a studio restart (or a replica that went away) cut off: what was kept, said once
 settings = settings_form(voices, endpoints=endpoints)
 setup = None
 try:  # a script's bad line, a reply URL that is not one, an endpoint the mode needs: said once, here
@@ -45,17 +46,22 @@ except StudioError as exc:
 settings_ok = setup is not None
 
 
-def _keep(conv, inputs: list[str], echoes: int = 0) -> None:  # type: ignore[no-untyped-def]
-    """Show the conversation just held and keep it in the history (one line why when it cannot be)."""
+def _keep(conv, inputs: list[str], echoes: int = 0, call=None) -> None:  # type: ignore[no-untyped-def]
+    """Show the conversation just held and keep it in the history (one line why when it cannot be); a live `call`
+    kept as it went is closed with the whole of it."""
     timeline, audio = conv.as_json(), conv.stereo_wav()
     state["converse_last"] = (timeline, audio, None, conv.skipped, conv.reply_label, echoes)
-    if not conv.turns:
-        state["converse_error"] = "No words were heard in any turn, so there is no conversation to keep"
-        return
+    whole = {**settings, **(setup.settings() if setup else {}), "reply": conv.reply_label, "inputs": inputs}
     try:
-        kept = resources.history().conversations.record(
-            timeline, settings={**settings, **(setup.settings() if setup else {}), "reply": conv.reply_label,
-                                "inputs": inputs}, audio=audio)
+        if call is not None:
+            kept = call.close(conv, settings=whole)
+        elif conv.turns:
+            kept = resources.history().conversations.record(timeline, settings=whole, audio=audio)
+        else:
+            kept = None
+        if kept is None:
+            state["converse_error"] = "No words were heard in any turn, so there is no conversation to keep"
+            return
         state["converse_last"] = (timeline, audio, kept.id, conv.skipped, conv.reply_label, echoes)
     except StudioError as exc:
         state["converse_kept_error"] = f"The conversation is shown but not kept: {exc}"
@@ -66,7 +72,7 @@ with live_tab:
     mic, playing = None, False
     if can_talk and setup is not None:
         try:
-            mic, playing = live_call(setup)
+            mic, playing = live_call(setup, settings)
         except StudioError as exc:
             st.error(resources.plain(exc))
         st.caption(f"Press **{START_LABEL}** and allow the microphone; speak, then pause — the agent answers after "
@@ -74,9 +80,9 @@ with live_tab:
                    "headphones: from a loudspeaker the agent hears itself.")
     mic = mic or state.get("converse_microphone")  # a call whose settings just became unusable ends here too
     if mic is not None and not playing and (mic.live is not None or mic.started or mic.error):
-        conv, echoes, why = end_call(mic)
+        conv, echoes, why, call = end_call(mic)
         if conv is not None:
-            _keep(conv, ["microphone"], echoes)
+            _keep(conv, ["microphone"], echoes, call)
         else:
             state["converse_error"] = why
 

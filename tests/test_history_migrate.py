@@ -168,18 +168,21 @@ def test_a_database_at_the_second_revision_gains_the_shared_deployment_state(tmp
     assert again.jobs.get(job.id).prompt == "before shared state"
 
 
-def test_a_database_at_the_third_revision_gains_the_evaluation_runs(tmp_path: Path, history_url: str | None) -> None:
-    """A database revision 0003 made before evaluation runs were claimed on their row: 0004 adds the four columns,
-    and the evaluations are kept."""
+def test_a_database_at_the_third_revision_gains_evaluation_runs_and_live_conversations(tmp_path: Path, history_url: str | None) -> None:
+    """A database revision 0003 made before evaluation runs were claimed on their row and live conversations kept
+    as they went: 0004 adds the columns, and the evaluations are kept."""
     h = History(tmp_path, database_url=history_url)
     with h.transaction() as db:  # as 0003 left it before this version
         db.execute("INSERT INTO evaluations (id, name, modality, spec, created_at, user_id) VALUES "
                    "('ev-old', 'before runs', 'voice', '{}', 1.0, 'local')")
         for column in ("run_owner", "run_lease_until", "run_stop", "run_note"):
             db.execute(f"ALTER TABLE evaluations DROP COLUMN {column}")
+        for column in ("status", "owner", "lease_until"):
+            db.execute(f"ALTER TABLE conversations DROP COLUMN {column}")
         db.execute("UPDATE alembic_version SET version_num = '0003'")
     again = History(tmp_path, database_url=history_url)
     assert again.migrated == ["0004"] and revision(again) == head()
     assert {"run_owner", "run_lease_until", "run_stop", "run_note"} <= {
         c["name"] for c in inspect(again.engine).get_columns("evaluations")}
+    assert {"status", "owner", "lease_until"} <= {c["name"] for c in inspect(again.engine).get_columns("conversations")}
     assert again.reader().execute("SELECT name FROM evaluations WHERE id = 'ev-old'").fetchone()[0] == "before runs"

@@ -5,6 +5,7 @@ on: what the agent is doing, the words being heard, the turns with their timelin
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import streamlit as st
@@ -12,6 +13,7 @@ import streamlit as st
 from protocol.errors import StudioError
 from protocol.limits import PCM_SAMPLE_RATE
 from services.converse.setup import Setup
+from services.converse.kept import KeptCall
 from services.converse.live import LiveConversation
 from services.playback import Playback
 from ui import resources
@@ -19,6 +21,7 @@ from ui.converse_views import figures, transcript_view
 from ui.listen_mic import Microphone, microphone
 from ui.resources import plain
 
+log = logging.getLogger(__name__)
 LIVE_KEY = "converse-live"
 SINK_KEY = "converse-live-sink"
 SOURCE_KEY = "converse-live-pcm"
@@ -32,14 +35,26 @@ ECHO_HINT = ("The agent stopped {n} time(s) when nobody spoke: its own voice is 
              "Use headphones (or turn the loudspeaker down) so it does not interrupt itself.")
 
 
-def live_call(setup: Setup) -> tuple[Microphone, bool]:
+def live_call(setup: Setup, settings: dict[str, Any]) -> tuple[Microphone, bool]:
     """Draw the call's Start/End and connect it: (the session's microphone, whether the call is on). The
     conversation begins at the first frame the browser sends, held as `setup` (the page's setup_of, checked) says
-    on this run — the settings as they are then."""
+    on this run — the settings as they are then — and is kept in the history turn by turn as it goes
+    (services/converse/kept.py), so a studio replica that dies mid-call leaves what was said."""
     state = st.session_state
     mic: Microphone = state.setdefault("converse_microphone", Microphone())
     playback: Playback = state.setdefault("converse_playback", Playback())
-    mic.factory = lambda: LiveConversation(setup.live_runner(playback), resources.loop())
+    store = resources.history().conversations  # this person's, taken here: the call begins on the media thread
+    kept_settings = {**settings, **setup.settings(), "inputs": ["microphone"]}
+
+    def begin() -> LiveConversation:
+        live = LiveConversation(setup.live_runner(playback), resources.loop())
+        try:
+            live.kept = KeptCall(store, live, settings=kept_settings)
+        except StudioError as exc:  # the call goes on; it is kept when it ends, as a recorded one is
+            log.warning("the call is not kept as it goes: %s", exc)
+        return live
+
+    mic.factory = begin
     from streamlit_webrtc import create_pcm_audio_source_track
 
     source = create_pcm_audio_source_track(key=SOURCE_KEY, sample_rate=PCM_SAMPLE_RATE)
@@ -69,18 +84,33 @@ def in_call(mic: Microphone) -> None:
         transcript_view(view["timeline"])
 
 
-def end_call(mic: Microphone) -> tuple[Any, int, str | None]:
-    """The call ended (End, or the browser went away): (the conversation or None, suspected echoes, why not)."""
+def end_call(mic: Microphone) -> tuple[Any, int, str | None, KeptCall | None]:
+    """The call ended (End, or the browser went away): (the conversation or None, suspected echoes, why not, the
+    call's row kept as it went — for the page to close with the whole conversation). A call that ended without a
+    conversation keeps the turns written as it went."""
     live, started, error = mic.take()
+    kept: KeptCall | None = getattr(live, "kept", None)
     if error or live is None:
-        return None, 0, error or "No sound came from the microphone: allow this page to use it and start again"
+        _abandon(kept)
+        return None, 0, error or "No sound came from the microphone: allow this page to use it and start again", None
     live.stop()
     try:
         with st.spinner("Ending: the agent's last reply…"):
             conv = live.result(timeout=120)
     except TimeoutError:
         live.cancel()
-        return None, 0, "The conversation did not end in time (a target stopped answering): start again"
+        _abandon(kept)
+        return None, 0, "The conversation did not end in time (a target stopped answering): start again", None
     except StudioError as exc:  # a target's error on opening, said in one line
-        return None, 0, str(exc)
-    return conv, live.runner.echo_suspects, None
+        _abandon(kept)
+        return None, 0, str(exc), None
+    return conv, live.runner.echo_suspects, None, kept
+
+
+def _abandon(kept: KeptCall | None) -> None:
+    if kept is None:
+        return
+    try:
+        kept.abandon()
+    except StudioError as exc:  # its row stays held by this process until it ends; said in the log
+        log.warning("could not close the conversation kept as it went: %s", exc)

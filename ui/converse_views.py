@@ -25,6 +25,7 @@ from services.listen import ListenAudio
 from ui import resources
 from ui.resources import plain
 from ui.target_views import guard, reply_picker, target_book
+from ui.media_views import when
 from ui.workspace_views import kept_list, share_toggle
 
 MODES = {"pipeline": "Pipeline (listen → reply → speak)", "native": "Native speech-to-speech (the server's session)"}
@@ -197,7 +198,36 @@ def conversation_view(timeline: dict[str, Any], audio: bytes | None, key: str) -
                           file_name="conversation.json", mime="application/json", key=f"{key}-json")
 
 
+def _cut_line(record: Any) -> str:
+    cut = record.cut
+    n = cut.get("turns", len(record.turns))
+    return (f"Cut off at {when(cut['at'])}, when the studio serving it ({cut.get('replica')}) stopped: the "
+            f"{n} turn{'' if n == 1 else 's'} said before {'is' if n == 1 else 'are'} kept; the recording was not.")
+
+
+def cut_notice() -> None:
+    """Calls whose studio process died (a restart, a team studio's replica that went away) are marked cut — any
+    replica's page does it — and their person is told after reconnecting, until they dismiss it."""
+    state = st.session_state
+    try:
+        store = resources.history().conversations
+        store.cut_orphans()
+        cut = store.recently_cut()
+    except StudioError as exc:
+        st.warning(plain(f"Calls cut off by a studio restart cannot be looked for: {exc}"))
+        return
+    seen = state.setdefault("converse_cut_seen", set())
+    for record in cut:
+        if record.id in seen:
+            continue
+        st.warning(plain(f"Your conversation that began {when(record.created_at)} (“{record.title}”) ended "
+                         f"early. {_cut_line(record)} It is under Earlier conversations."), icon="✂️")
+        st.button("Dismiss", key=f"converse-cut-{record.id}", on_click=seen.add, args=(record.id,))
+
+
 def _kept_body(history: Any, record: Any) -> None:
+    if record.cut:
+        st.caption(plain(_cut_line(record)))
     v2v = record.timeline.get("voice_to_voice_ms") or {}
     st.caption(f"{record.mode} · {len(record.turns)} turns · voice-to-voice p50 {_ms(v2v.get('p50'))} "
                f"(n={v2v.get('n', 0)})")

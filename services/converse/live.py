@@ -168,6 +168,7 @@ class LiveConversation:
         self._stopped = False
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._future = loop.submit(runner.hold(queue_source(self._queue, IDLE_S)))
+        self.kept: Any = None  # the studio's KeptCall writing it to the history as it goes (services/converse/kept.py)
 
     def feed(self, frame: Any) -> None:
         """An av.AudioFrame as the browser sent it."""

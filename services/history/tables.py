@@ -143,6 +143,9 @@ conversations = Table(
     _json("settings", "{}"),  # mode, targets, voice, script or system prompt, silence window, …
     Column("audio", Text),  # file name (in media/<id>/) of the stereo WAV; NULL: not kept
     _t("created_at"),
+    # A live one is kept turn by turn by the process holding its call (conversations.py): `live` while it goes on,
+    # `cut` when that process died (what was kept stays), NULL once it ended; `owner` and `lease_until` as a job's.
+    Column("status", Text), Column("owner", Text), Column("lease_until", Double),
     *_owner(),
 )
 Index("conversations_created", conversations.c.created_at.desc())
