@@ -299,6 +299,31 @@ def test_s3_presigned_url_is_sigv4_lives_as_asked_and_serves_the_bytes(s3_env: s
             store.url("rec1", "take.wav", bad)
 
 
+def test_s3_presigned_urls_are_handed_out_again_while_most_of_their_life_is_left(
+        s3_env: str, media_bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page redrawn within a minute gives the browser the same 5-minute URL (its cache shows the image again);
+    after that a new one, so no URL handed out has less than 4 of its 5 minutes left."""
+    from services.media_store import s3 as s3_module
+
+    store = S3MediaStore(media_bucket, "team", region=REGION)
+    store.put("rec1", "take.wav", payload())
+    clock = [1_900_000_000.0]
+    monkeypatch.setattr(s3_module.time, "time", lambda: clock[0])
+    signed: list[dict] = []
+    sign = store.client.generate_presigned_url
+    monkeypatch.setattr(store.client, "generate_presigned_url",
+                        lambda *a, **k: signed.append(k) or sign(*a, **k))
+    first = store.url("rec1", "take.wav")
+    clock[0] += 60.0  # exactly 4/5 of its life left: still handed out
+    assert store.url("rec1", "take.wav") == first and len(signed) == 1
+    saved = parse_qs(urlsplit(store.url("rec1", "take.wav", download_as="t.wav")).query)  # another answer header
+    assert saved["response-content-disposition"] == ['attachment; filename="t.wav"'] and len(signed) == 2  # its own
+    assert store.url("rec1", "take.wav", 90) != first and len(signed) == 3  # another life: its own URL
+    clock[0] += 1.0
+    again = store.url("rec1", "take.wav")
+    assert len(signed) == 4 and parse_qs(urlsplit(again).query)["X-Amz-Expires"] == ["300"]  # signed anew
+
+
 def test_s3_with_a_kms_key_writes_sse_kms_under_that_key(s3_env: str, s3: Any, media_bucket: str) -> None:
     store = S3MediaStore(media_bucket, "team", region=REGION, kms_key_id=KMS_KEY)
     store.put("rec1", "take.wav", b"secret")

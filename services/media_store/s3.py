@@ -9,6 +9,8 @@ few retries, so a page waiting on media learns of an unreachable endpoint in sec
 from __future__ import annotations
 
 import mimetypes
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -35,6 +37,10 @@ MISSING_KEY_CODES = {"NoSuchKey", "404", "NotFound"}
 PAGE_SIZE = 1000  # keys per listing page and per DeleteObjects call (S3's limit for both)
 
 
+REUSE_LIFE = 0.8  # a presigned URL is handed out again while 4/5 of its life is left (a 5-minute URL: 1 minute)
+SIGNED_KEPT = 4096  # URLs kept for reuse, at most
+
+
 class S3MediaStore(MediaStore):
     def __init__(self, bucket: str, prefix: str = "", *, region: str, profile: str | None = None,
                  kms_key_id: str | None = None, endpoint_url: str | None = None,
@@ -48,6 +54,8 @@ class S3MediaStore(MediaStore):
         self._base = f"{self.prefix}/" if self.prefix else ""
         self.page_size = PAGE_SIZE
         self.aws = AwsSession(region, profile)  # ConfigError naming a profile that is not configured
+        self._signed: dict[tuple[str, str | None, int], tuple[str, float]] = {}  # url() reuse: (url, until)
+        self._signed_lock = threading.Lock()
         config = Config(
             region_name=region, signature_version="s3v4", connect_timeout=connect_timeout_s,
             read_timeout=read_timeout_s, retries={"max_attempts": max_attempts, "mode": "standard"},
@@ -153,6 +161,15 @@ class S3MediaStore(MediaStore):
             download_as: str | None = None) -> str:
         key = self.key(record_id, name)
         check_expiry(expires_s)
+        # A URL signed lately is handed out again while at least REUSE_LIFE of its life is left: a page that redraws
+        # (every click) gives the browser the same address, so it shows the image from its cache instead of fetching
+        # it again, and the page signs nothing (bench/history_backends.py, docs/storage.md).
+        now = time.time()
+        cache_key = (key, download_as, expires_s)
+        with self._signed_lock:
+            signed = self._signed.get(cache_key)
+        if signed is not None and signed[1] - now >= expires_s * REUSE_LIFE:
+            return signed[0]
         params = {"Bucket": self.bucket, "Key": key}
         if download_as is not None:  # S3 answers with this header: the browser saves the file under the name
             params["ResponseContentDisposition"] = f'attachment; filename="{plain_name(download_as)}"'
@@ -160,11 +177,18 @@ class S3MediaStore(MediaStore):
         try:
             # without credentials boto3 hands out an unsigned URL, which S3 refuses: say so here instead
             self.aws.credentials()
-            return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_s)
+            url = self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_s)
         except StudioError as exc:
             raise type(exc)(f"{doing}: {exc}") from None
         except Exception as exc:  # noqa: BLE001
             raise self._error(exc, doing, "s3:GetObject") from None
+        with self._signed_lock:
+            if len(self._signed) >= SIGNED_KEPT:  # the lapsed ones go first; if none had, all (signed again)
+                self._signed = {k: v for k, v in self._signed.items() if v[1] - now >= expires_s * REUSE_LIFE}
+                if len(self._signed) >= SIGNED_KEPT:
+                    self._signed.clear()
+            self._signed[cache_key] = (url, now + expires_s)
+        return url
 
     def check(self) -> MediaHealth:
         key = f"{self._base}{PROBE_PREFIX}{uuid.uuid4().hex[:12]}"
