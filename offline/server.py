@@ -1,7 +1,7 @@
 """The embedded offline engine: a FastAPI app speaking vLLM-Omni 0.30's routes on loopback.
 
 Speech routes live in `offline.speech` (a real Piper voice on CPU, with labelled style and cloning previews),
-the voices routes in `offline.voices`, the listen routes (speech recognition: a real pocketsphinx recognizer on
+the voices routes in `offline.voices`, the listen routes (speech recognition: a real Whisper tiny.en recognizer on
 CPU, labelled a preview) in `offline.listen`, image and video routes in `offline.media` (labelled, deterministic
 previews). This module only assembles them.
 """
@@ -57,7 +57,7 @@ def create_app() -> FastAPI:
     async def health() -> HealthResponse:
         return HealthResponse()
 
-    notes = {**PREVIEW_NOTES, **dict.fromkeys(listen.LISTEN_MODELS, listen.PREVIEW_NOTE)}
+    notes = {**PREVIEW_NOTES, **dict.fromkeys(listen.LISTEN_MODELS, app.state.listen.preview_note)}
 
     @app.get("/v1/models")
     async def models() -> JSONResponse:

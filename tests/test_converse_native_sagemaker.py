@@ -22,6 +22,7 @@ from tests.conftest import spoken_turn_files
 pytest.register_assert_rewrite("tests.emulator_support")
 from tests.emulator_support import EmulatorHandle, deploy_endpoint  # noqa: E402
 from tests.cli_support import run_cli
+from protocol.script import words
 
 pytest_plugins = ["tests.emulator_support"]
 
@@ -57,7 +58,7 @@ def test_two_turns_in_the_session_on_an_endpoint(emulator_env: EmulatorHandle, i
     assert body["mode"] == "native"
     turns = body["turns"]
     assert [t["reply_text"].strip() for t in turns] == ["We open at nine in the morning.", "You are most welcome."]
-    assert "open" in turns[0]["user_text"].lower().split() and "thank" in turns[1]["user_text"].lower().split()
+    assert "open" in words(turns[0]["user_text"]) and "thank" in words(turns[1]["user_text"])
     for t in turns:
         assert t["error"] is None and t["interrupted"] is False
         stages = [t["user_speech_end_s"], t["transcript_final_s"], t["reply_first_token_s"], t["first_audio_s"]]

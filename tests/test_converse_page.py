@@ -20,6 +20,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from services.history import History
+from protocol.script import words
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -120,7 +121,7 @@ def test_a_turn_is_answered_timed_downloaded_and_kept(monkeypatch: pytest.Monkey
     assert not at.error, [e.value for e in at.error]
     timeline = json.loads(_download(at, served, "Download the JSON timeline"))
     [turn] = timeline["turns"]
-    assert {"time", "open"} <= set(turn["user_text"].lower().split())
+    assert {"time", "open"} <= set(words(turn["user_text"]))
     assert turn["reply_text"] == "We open at nine in the morning, every day."
     assert turn["user_speech_end_s"] < turn["transcript_final_s"] <= turn["reply_first_token_s"] < turn["first_audio_s"]
     assert timeline["voice_to_voice_ms"]["n"] == 1

@@ -123,7 +123,7 @@ def test_a_spoken_sentence_streams_deltas_then_the_text(engine_url: str, sentenc
     *deltas, done = events
     assert done["type"] == "transcription.done", events
     assert deltas and all(e["type"] == "transcription.delta" and e["delta"] for e in deltas)
-    assert len(deltas) >= 3  # words arrive while the audio does, not all at the end
+    assert len(deltas) >= 2  # words arrive while the audio does, not all at the end (Whisper decodes every 0.5 s)
     assert word_error_rate(SENTENCE, done["text"]) <= 0.2, done["text"]
     assert len("".join(e["delta"] for e in deltas).split()) >= len(done["text"].split()) - 2  # captions keep up
     usage = done["usage"]
@@ -224,7 +224,7 @@ def transcribe(url: str, data: bytes, **fields: str) -> httpx.Response:
 def test_a_file_in_each_format(engine_url: str, two_sentences_wav: bytes) -> None:
     duration = len(pcm_of(two_sentences_wav)) / (RATE * 2)
     r = transcribe(engine_url, two_sentences_wav, model=DEFAULT_LISTEN_MODEL)
-    assert r.status_code == 200 and "pocketsphinx" in r.headers["X-Offline-Preview"]
+    assert r.status_code == 200 and "Whisper tiny.en" in r.headers["X-Offline-Preview"]
     body = r.json()
     assert set(body) == {"text", "usage"} and body["usage"] == {"type": "duration", "seconds": int(np.ceil(duration))}
     assert word_error_rate(f"{SENTENCE} {SECOND}", body["text"]) <= 0.2, body["text"]
@@ -295,7 +295,7 @@ def test_the_engine_answers_while_it_recognizes(engine_url: str, two_sentences_w
 def test_the_models_list_labels_the_recognizer_a_preview(engine_url: str) -> None:
     cards = httpx.get(engine_url + "/v1/models", timeout=10, trust_env=False).json()["data"]
     card = next(c for c in cards if c["id"] == DEFAULT_LISTEN_MODEL)
-    assert card["owned_by"] == "omni-studio-offline" and "pocketsphinx" in card["preview"] and "WER" in card["preview"]
+    assert card["owned_by"] == "omni-studio-offline" and "Whisper tiny.en" in card["preview"] and "WER" in card["preview"]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -165,8 +165,8 @@ BREAKAGES = {  # a mistake made to the real Dockerfile, and what the rules must 
     "loopback": (_sub(r'"0\.0\.0\.0"', '"127.0.0.1"'), "listen on 0.0.0.0"),
     "shell cmd": (_sub(r"(?m)^CMD \[[^\]]*\]", "CMD python scripts/studio.py"), "exec form"),
     "bare streamlit": (_sub(r'"scripts/studio\.py"', '"-m", "streamlit", "run", "app.py"'), "as `make studio` does"),
-    "source first": (lambda t: _sub(r"(?m)^COPY requirements\.txt \./\n", "")(t).replace(
-        "COPY . .", "COPY . .\nCOPY requirements.txt ./"), "after the source"),
+    "source first": (lambda t: _sub(r"(?m)^COPY requirements\.txt requirements-models\.txt \./\n", "")(t).replace(
+        "COPY . .", "COPY . .\nCOPY requirements.txt requirements-models.txt ./"), "after the source"),
     "no image check": (_sub(r"bash scripts/image-build\.sh check /opt/venv \\\n \&\& ", ""), "image-build.sh check"),
 }
 

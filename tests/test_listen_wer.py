@@ -1,7 +1,8 @@
 """Word error rate, checked against values counted by hand (services/listen/wer.py states the normalisation).
 
-WER = (substitutions + deletions + insertions) / words in the reference, after both texts are lower-cased,
-numbers are written as English words, punctuation is removed and whitespace collapsed.
+WER = (substitutions + deletions + insertions) / words in the reference, after both texts are lower-cased, tags are
+removed, numbers are written as English words, contractions and titles are written out, punctuation is removed,
+fillers are dropped and whitespace collapsed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from services.listen.wer import normalise, script_of, wer_counts, word_error_rat
     ("the cat sat on the mat", "the cat on the mat", 1 / 6),  # one deletion
     ("the cat sat", "a dog stood there", 4 / 3),  # three substitutions and an insertion: more than 1
     ("Hello, world!", "hello world", 0.0),  # punctuation and case do not count
-    ("It's 3.5 km", "its three point five km", 0.0),
+    ("It's 3.5 km", "it is three point five km", 0.0),
+    ("It's 3.5 km", "its three point five km", 2 / 6),  # "it is" against "its": a substitution and a deletion
+    ("Mr. John Dashwood", "mister john dashwood", 0.0),
+    ("we can't, we won't", "we can not we will not", 0.0),
+    ("<s> he was not an ill disposed young man </s>", "He was not an ill-disposed young man.", 0.0),
+    ("so I um went [noise] there", "so uh i went there", 0.0),  # fillers and tags, on both sides
     ("1,000 people", "one thousand people", 0.0),
     ("on the 2nd of May", "on the second of may", 0.0),
     ("  spaced   out\ttext ", "spaced out text", 0.0),
@@ -35,9 +41,11 @@ def test_hand_counted_rates(reference: str, hypothesis: str, expected: float) ->
 def test_the_normalisation_is_the_stated_one() -> None:
     assert normalise("The Cat SAT.") == "the cat sat"
     assert normalise("I have 2 dogs") == "i have two dogs"
-    assert normalise("Don't stop—go!") == "dont stop go"
+    assert normalise("Don't stop—go!") == "do not stop go"
     assert normalise("It's 3.5 km, on the 2nd of May; 1,000 people") == (
-        "its three point five km on the second of may one thousand people")
+        "it is three point five km on the second of may one thousand people")
+    assert normalise("At seven o'clock, Mrs. Dashwood's (laughs) I'd say: um, let's go") == (
+        "at seven oclock missus dashwoods i would say let us go")
 
 
 def test_a_reference_in_another_script_or_without_words_is_refused() -> None:

@@ -1,5 +1,6 @@
-"""`ListenEngine`: the engine's recognizer — its workers (offline.listen.recognizer: a pocketsphinx decoder and a
-Silero VAD each), the threads they run on and who holds which.
+"""`ListenEngine`: the engine's recognizer — its workers (offline.listen.whisper: Whisper tiny.en, the default, or
+offline.listen.recognizer: pocketsphinx, by OMNI_ENGINE_RECOGNIZER or `python -m offline --recognizer`; each with
+a Silero VAD of its own), the threads they run on and who holds which.
 
 `create_app` (offline.server) makes one and keeps it on `app.state.listen`; the routes reach it through their
 request, so nothing of it lives at module level and two apps in one process share nothing. Every decode runs on
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,11 +27,15 @@ import numpy as np
 
 from offline.guards import count_setting
 from offline.listen.limits import ListenLimits
+from offline.listen.models import PREVIEW_NOTES
 from offline.listen.recognizer import FileTranscript, Utterances, Worker
+from offline.listen.whisper import ModelMissing, WhisperUtterances, WhisperWorker
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+RECOGNIZER_ENV = "OMNI_ENGINE_RECOGNIZER"
+RECOGNIZERS = ("whisper", "pocketsphinx")  # the first is the default
 DECODERS_ENV = "OMNI_ENGINE_LISTEN_DECODERS"
 THREADS_ENV = "OMNI_ENGINE_LISTEN_THREADS"
 DEFAULT_DECODERS = 4
@@ -70,9 +76,13 @@ class ListenEngine:
     """The recognizer's workers and threads (see the module's doc)."""
 
     def __init__(self, *, decoders: int = DEFAULT_DECODERS, threads: int = DEFAULT_THREADS,
-                 limits: ListenLimits | None = None) -> None:
+                 limits: ListenLimits | None = None, recognizer: str = RECOGNIZERS[0]) -> None:
         if decoders < 1 or threads < 1:
             raise ValueError("the listen engine needs at least one decoder and one thread")
+        if recognizer not in RECOGNIZERS:
+            raise ValueError(f"the recognizer is {' or '.join(RECOGNIZERS)}, not {recognizer!r} ({RECOGNIZER_ENV})")
+        self.recognizer = recognizer
+        self.threads = threads
         self.decoders = decoders
         self.limits = limits or ListenLimits()
         self.duplex_open = 0  # duplex sessions open now (at most limits.duplex_sessions)
@@ -86,7 +96,19 @@ class ListenEngine:
         """Sizes from OMNI_ENGINE_LISTEN_DECODERS / OMNI_ENGINE_LISTEN_THREADS (defaults 4 and 2), limits from
         their OMNI_ENGINE_LISTEN_… settings (offline.listen.limits)."""
         return cls(decoders=count_setting(DECODERS_ENV, DEFAULT_DECODERS),
-                   threads=count_setting(THREADS_ENV, DEFAULT_THREADS), limits=ListenLimits.from_env())
+                   threads=count_setting(THREADS_ENV, DEFAULT_THREADS), limits=ListenLimits.from_env(),
+                   recognizer=(os.environ.get(RECOGNIZER_ENV) or RECOGNIZERS[0]).strip().lower())
+
+    @property
+    def preview_note(self) -> str:
+        """What the recognizer is, with its measured error rate (/v1/models, X-Offline-Preview)."""
+        return PREVIEW_NOTES[self.recognizer]
+
+    def new_worker(self) -> Worker | WhisperWorker:
+        """A worker of the engine's recognizer (the Whisper model itself is loaded once and shared)."""
+        if self.recognizer == "whisper":
+            return WhisperWorker(self.threads)
+        return Worker()
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future:
         return self._threads.submit(fn, *args)
@@ -94,10 +116,14 @@ class ListenEngine:
     def preload(self) -> None:
         """Load the first worker on a listen thread while the engine starts answering."""
         def load() -> None:
-            worker = Worker()
+            try:
+                worker = self.new_worker()
+            except ModelMissing as exc:  # said now; each request says it again, as a 503
+                log.error("listen: %s", exc)
+                return
             with self._idle_lock:
                 self._idle.append(worker)
-            log.info("listen: the pocketsphinx recognizer is loaded")
+            log.info("listen: the %s recognizer is loaded", self.recognizer)
 
         self._threads.submit(load)
 
@@ -115,7 +141,10 @@ class ListenEngine:
             with self._idle_lock:
                 worker = self._idle.pop() if self._idle else None
             if worker is None:
-                worker = await asyncio.wrap_future(self.submit(Worker))
+                try:
+                    worker = await asyncio.wrap_future(self.submit(self.new_worker))
+                except ModelMissing as exc:  # a 503 naming the package to reinstall, as a busy engine's is
+                    raise Busy(f"the engine's recognizer cannot run: {exc}") from None
         except BaseException:
             self._slots.release()
             raise
@@ -145,11 +174,11 @@ class ListenEngine:
         finally:
             lease.release()
 
-    async def stream(self) -> tuple[Lease, Utterances]:
+    async def stream(self) -> tuple[Lease, Utterances | WhisperUtterances]:
         """A lease and the realtime recognition on it (release the lease when the stream ends)."""
         lease = await self.lease()
         try:
-            return lease, await lease.call(Utterances, lease.worker)
+            return lease, await lease.call(lease.worker.stream)
         except BaseException:
             lease.release()
             raise

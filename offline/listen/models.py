@@ -7,11 +7,20 @@ from protocol.listen import DEFAULT_LISTEN_MODEL, is_english, model_not_found_te
 # The engine stands in for the listen endpoint's model; its answers are labelled as the preview they are (in
 # /v1/models and the X-Offline-Preview header: plain ASCII).
 LISTEN_MODELS = (DEFAULT_LISTEN_MODEL,)
-PREVIEW_NOTE = (
-    "Offline preview: pocketsphinx (CMU US English model) with Silero VAD, not Voxtral. English only. Measured on "
-    "this engine's own clean synthetic speech (12 sentences, 114 words): WER 9.6 %, RTF 0.11 on 2 CPU cores; "
-    "real recordings fare worse (see docs/listen.md)."
-)
+PREVIEW_NOTES = {  # by the engine's recognizer (offline.listen.engine: OMNI_ENGINE_RECOGNIZER)
+    "whisper": (
+        "Offline preview: Whisper tiny.en (CTranslate2 int8) with Silero VAD, not Voxtral. English only. Measured "
+        "on 2 CPU cores (bench/listen_accuracy.py): WER 0.0 % on this engine's own voice (12 sentences, 114 words), "
+        "4.2 % on read human speech (5 LibriVox lines, 71 words), RTF 0.06-0.12; spontaneous speech is not "
+        "measured (see docs/listen.md)."
+    ),
+    "pocketsphinx": (
+        "Offline preview: pocketsphinx (CMU US English model) with Silero VAD, not Voxtral. English only. Measured on "
+        "this engine's own clean synthetic speech (12 sentences, 114 words): WER 9.7 %, RTF 0.13 on 2 CPU cores; "
+        "32-34 % on read human speech (5 LibriVox lines, 71 words; see docs/listen.md)."
+    ),
+}
+PREVIEW_NOTE = PREVIEW_NOTES["whisper"]  # the default recognizer's
 
 
 def listen_model_error(model: str | None) -> str | None:
@@ -25,5 +34,5 @@ def language_error(language: str | None) -> str | None:
     """Why the recognizer cannot take `language` (it knows English only), or None."""
     if is_english(language):
         return None
-    return (f"Unsupported language: {language!r}. The offline engine's recognizer (pocketsphinx) understands "
-            "English only: send language 'en' or none")
+    return (f"Unsupported language: {language!r}. The offline engine's recognizer (Whisper tiny.en, or pocketsphinx) "
+            "understands English only: send language 'en' or none")

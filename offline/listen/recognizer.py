@@ -80,7 +80,9 @@ class Cancelled(Exception):
 class Worker:
     """A pocketsphinx decoder and a VAD; used by one thread at a time."""
 
-    def __init__(self) -> None:
+    name = "pocketsphinx"
+
+    def __init__(self, workers: int = 1) -> None:  # noqa: ARG002 — each worker has its own decoder
         from pocketsphinx import Decoder
 
         self.decoder = Decoder(loglevel="FATAL")  # the bundled en-us model: pocketsphinx.get_model_path()
@@ -113,6 +115,9 @@ class Worker:
             self.decoder.process_raw(pcm[at:at + PIECE_BYTES], False, False)
         self.end()
         return self.words()
+
+    def stream(self) -> Utterances:
+        return Utterances(self)
 
     def transcribe(self, samples: np.ndarray, duration_s: float, cancel: threading.Event | None = None) -> FileTranscript:
         probs = self.vad.score(samples)

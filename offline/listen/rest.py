@@ -36,7 +36,7 @@ from starlette.formparsers import MultiPartException
 from offline.decoding import TooLong, decode_mono
 from offline.guards import unless_disconnected
 from offline.listen.engine import Busy, ListenEngine
-from offline.listen.models import PREVIEW_NOTE, language_error, listen_model_error
+from offline.listen.models import language_error, listen_model_error
 from offline.listen.recognizer import Cancelled, FileTranscript
 from protocol.common import ErrorInfo, ErrorResponse
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
@@ -100,9 +100,9 @@ def read_form(form: Any) -> tuple[TranscriptionForm, UploadFile] | JSONResponse:
     return req, upload
 
 
-def answer(req: TranscriptionForm, result: FileTranscript) -> Response:
-    """The transcript in the asked format, labelled as the offline preview."""
-    headers = {PREVIEW_HEADER: PREVIEW_NOTE}
+def answer(req: TranscriptionForm, result: FileTranscript, note: str) -> Response:
+    """The transcript in the asked format, labelled as the offline preview (`note`: the engine's recognizer's)."""
+    headers = {PREVIEW_HEADER: note}
     segments = [TranscriptionSegment(id=i, seek=0, start=s.start, end=s.end, text=s.text,
                                      compression_ratio=round(s.compression_ratio, 3), no_speech_prob=s.no_speech_prob)
                 for i, s in enumerate(result.segments)]
@@ -155,4 +155,4 @@ async def transcribe(request: Request, engine: ListenEngine) -> Response:
         result = None
     if result is None:
         return Response(status_code=499)  # nobody reads it
-    return answer(req, result)
+    return answer(req, result, engine.preview_note)

@@ -20,7 +20,7 @@ from services.listen import Listener, NoSpeech, load_audio, normalise, word_erro
 
 # A voice evaluation's listen target when its SPEC names none (`intelligibility = "offline"`).
 DEFAULT_INTELLIGIBILITY: dict[str, Any] = {"backend": "offline"}
-OFFLINE_LABEL = "the offline engine's recognizer (pocketsphinx, English; a stand-in, not Voxtral)"
+OFFLINE_LABEL = "the offline engine's recognizer (Whisper tiny.en, English; a stand-in, not Voxtral)"
 INTELLIGIBILITY_KEYS = ("backend", "url", "endpoint", "model")
 
 

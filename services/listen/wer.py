@@ -2,10 +2,17 @@
 
 Both texts are normalised the same way before jiwer counts substitutions, deletions and insertions:
 1. lower case;
-2. numbers written as English words with num2words: "2" → "two", "1,000" → "one thousand", "3.5" → "three point
+2. tags removed: <s>, [noise], (laughter) — what transcripts of recordings mark that nobody said;
+3. numbers written as English words with num2words: "2" → "two", "1,000" → "one thousand", "3.5" → "three point
    five", "2nd" → "second";
-3. punctuation removed: apostrophes join ("don't" → "dont"), every other mark separates words;
-4. whitespace collapsed.
+4. contractions expanded ("don't" → "do not", "it's" → "it is", "we'll" → "we will", "I'd" → "i would", "let's" →
+   "let us", "won't" → "will not", "can't" → "can not") and spoken titles written out ("Mr." → "mister", "Mrs." →
+   "missus", "Dr." → "doctor");
+5. punctuation removed: the apostrophes left join ("o'clock" → "oclock"), every other mark separates words
+   ("ill-disposed" → "ill disposed");
+6. fillers dropped (uh, um, er, erm, ah, hmm, mm, mhm): spontaneous speech has them, references rarely agree on
+   them;
+7. whitespace collapsed.
 WER = (S + D + I) / the reference's word count, so it can exceed 1. A reference in another script than the
 transcript (Cyrillic against Latin, say) is refused, since the rate would mean nothing; two languages in the same
 script cannot be told apart here.
@@ -23,6 +30,13 @@ from protocol.errors import InvalidInput
 _ORDINAL = re.compile(r"(?<![\w.])(\d+)(st|nd|rd|th)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w])\d+(?:,\d{3})*(?:\.\d+)?")
 _APOSTROPHES = re.compile(r"['’‘`´]")
+_TAGS = re.compile(r"<[^<>]*>|\[[^\[\]]*\]|\([^()]*\)")
+_WHOLE = {"won't": "will not", "can't": "can not", "shan't": "shall not", "let's": "let us", "ain't": "is not"}
+_ENDINGS = (("n't", " not"), ("'re", " are"), ("'ve", " have"), ("'ll", " will"), ("'m", " am"), ("'d", " would"))
+_IS = frozenset({"it's", "that's", "he's", "she's", "what's", "there's", "here's", "where's", "who's", "how's"})
+_TITLES = {"mr": "mister", "mrs": "missus", "dr": "doctor"}
+_FILLERS = frozenset({"uh", "um", "uhm", "er", "erm", "ah", "hmm", "mm", "mhm"})
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)*\.?")
 
 
 def _spell(match: re.Match[str]) -> str:
@@ -38,14 +52,31 @@ def _spell_ordinal(match: re.Match[str]) -> str:
     return f" {num2words(int(match.group(1)), to='ordinal', lang='en')} "
 
 
+def _expand(match: re.Match[str]) -> str:
+    word = match.group(0)
+    bare = word.rstrip(".")
+    if bare in _TITLES:
+        return _TITLES[bare]
+    if bare in _WHOLE:
+        return _WHOLE[bare] + word[len(bare):]
+    if bare in _IS:
+        return bare[:-2] + " is" + word[len(bare):]
+    for ending, spelled in _ENDINGS:
+        if bare.endswith(ending) and len(bare) > len(ending):
+            return bare[: -len(ending)] + spelled + word[len(bare):]
+    return word
+
+
 def normalise(text: str) -> str:
-    """The text as WER compares it (the four steps in the module's doc)."""
-    text = text.lower()
+    """The text as WER compares it (the seven steps in the module's doc)."""
+    text = _APOSTROPHES.sub("'", text.lower())
+    text = _TAGS.sub(" ", text)
     text = _ORDINAL.sub(_spell_ordinal, text)
     text = _NUMBER.sub(_spell, text)
-    text = _APOSTROPHES.sub("", text)
+    text = _WORD.sub(_expand, text)
+    text = text.replace("'", "")
     text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in text)
-    return " ".join(text.split())
+    return " ".join(w for w in text.split() if w not in _FILLERS)
 
 
 def script_of(text: str) -> str | None:
