@@ -57,7 +57,10 @@ def test_two_scripted_turns_timeline_and_stereo_wav(engine_url: str, inputs: lis
     assert [t["reply_text"] for t in turns] == ["We open at nine in the morning.", "You are most welcome."]
     for t in turns:
         assert set(t) == {"user_text", "reply_text", "user_speech_end_s", "transcript_final_s", "reply_first_token_s",
-                          "first_audio_s", "voice_to_voice_ms", "interrupted", "error"}
+                          "first_audio_s", "voice_to_voice_ms", "interrupted", "error", "eot_rule", "eot_wait_ms",
+                          "eot_probability"}
+        assert t["eot_rule"] in ("learned", "cap", "fallback") and t["eot_wait_ms"] >= 200  # the floor, at least
+        assert t["eot_rule"] != "learned" or t["eot_probability"] >= 0.5
         assert t["error"] is None and t["interrupted"] is False
         assert t["user_speech_end_s"] <= t["transcript_final_s"] <= t["reply_first_token_s"] <= t["first_audio_s"]
         assert t["voice_to_voice_ms"] == pytest.approx((t["first_audio_s"] - t["user_speech_end_s"]) * 1000, abs=0.2)
@@ -192,7 +195,9 @@ def test_the_default_script_is_greeted_back(engine_url: str, tmp_path: Path) -> 
     """The default script's first rule answers a greeting: the ear hears the engine's own "Hello there" as such
     (pocketsphinx heard it as "oh", and every greeting got the script's "Sorry, I did not catch that")."""
     [hello] = spoken_turn_files(engine_url, tmp_path, ["Hello there, can you help me?"])
-    p = converse("--input", str(hello), "--listen-url", engine_url, "--speak-url", engine_url, "--json")
+    p = converse("--input", str(hello), "--listen-url", engine_url, "--speak-url", engine_url, "--json",
+                 "--turn-detector", "silence")  # one turn (the learned detector may take "Hello there," for one)
     assert p.returncode == 0, p.stderr
     [turn] = json.loads(p.stdout)["turns"]
     assert turn["reply_text"] == "Hello! How can I help you today?", turn
+    assert (turn["eot_rule"], turn["eot_wait_ms"], turn["eot_probability"]) == ("silence", 500.0, None)

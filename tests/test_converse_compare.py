@@ -77,8 +77,12 @@ def test_two_setups_hear_the_same_turns_and_are_set_side_by_side(engine_url: str
     b = a.changed(silence_ms=700)
     assert (b.silence_ms, b.script, b.listen) == (700, SCRIPT, engine_url)
     result = asyncio.run(compare(inputs, a, b))
-    for conv in (result.conv_a, result.conv_b):  # the same recordings, sent in the same order
-        assert [pcm for _, pcm in conv.person] == [x.pcm for x in inputs]
+    for conv in (result.conv_a, result.conv_b):  # the same recordings, sent in the same order (each up to its
+        # turn's end as the detector decided it: its speech and the silence waited, the input's own)
+        sent = [pcm for _, pcm in conv.person]
+        assert len(sent) == len(inputs)
+        for pcm, x in zip(sent, inputs, strict=True):  # the input's bytes, then (past its end) only silence
+            assert pcm[:len(x.pcm)] == x.pcm[:len(pcm)] and not any(pcm[len(x.pcm):])
         assert [t.reply_text for t in conv.turns] == REPLIES
     d = result.as_json()
     assert set(d) == {"a", "b", "ratio_p50"}

@@ -129,7 +129,10 @@ def test_a_turn_is_answered_timed_downloaded_and_kept(monkeypatch: pytest.Monkey
     assert metrics["Turns measured (n)"] == "1"
     assert metrics["Voice-to-voice p50"] == f"{timeline['voice_to_voice_ms']['p50']:.0f} ms"
     assert any("We open at nine in the morning" in m.value for m in at.markdown)
-    assert any(c.value.startswith("Timeline from speech ended: final transcript +") for c in at.caption)
+    # the turn's end is a stage of its own: decided by the learned detector (the page's default), then the rest
+    assert turn["eot_rule"] in ("learned", "cap", "fallback") and turn["eot_wait_ms"] >= 200
+    assert any(c.value.startswith(f"Timeline from speech ended: turn decided +{turn['eot_wait_ms']:.0f} ms "
+                                  f"({turn['eot_rule']}") and "→ final transcript +" in c.value for c in at.caption)
     with wave.open(io.BytesIO(_download(at, served, "Download the stereo WAV"))) as w:
         assert w.getnchannels() == 2 and w.getnframes() > 0
         frames = w.readframes(w.getnframes())
@@ -137,6 +140,7 @@ def test_a_turn_is_answered_timed_downloaded_and_kept(monkeypatch: pytest.Monkey
 
     [kept] = History(tmp_path / "data").conversations.list()
     assert kept.timeline == timeline and kept.mode == "pipeline" and kept.settings["silence_ms"] == 500
+    assert (kept.settings["turn_detector"], kept.settings["eot_threshold"]) == ("learned", 0.5)
     assert kept.settings["script"].startswith("# The studio's default script")
 
     again = _open(monkeypatch, tmp_path / "data", engine_url)  # a new session: the conversation is listed

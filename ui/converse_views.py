@@ -66,9 +66,24 @@ def settings_form(voices: list[str], *, endpoints: bool = False) -> dict[str, An
         target = reply_target(kind, "converse_reply_target", "The reply's model")
         st.text_area("System prompt", key="converse_system_prompt", height=80,
                      value="You are a helpful voice assistant. Answer in one or two short sentences.")
-    silence = st.slider("Silence window (ms): the pause that ends your turn", *SILENCE_MS, 500, step=50,
-                        key="converse_silence_ms")
+    detectors = {"learned": "Learned: the end-of-turn model hears when you are done",
+                 "silence": "Silence: a fixed pause ends your turn"}
+    detector = "silence"
+    if mode == "pipeline":
+        detector = st.radio("Turn taking", list(detectors), format_func=detectors.get, key="converse_turn_detector",
+                            horizontal=True, help="Learned (Smart Turn v3.2) scores each pause of 200 ms or more and "
+                            "ends the turn when it hears a finished one — no half-second wait after every sentence, "
+                            "and a pause mid-sentence is not taken for the end; after 1.5 s of silence the turn ends "
+                            "anyway. The silence window below is the rule a pause falls back to.")
+    silence = st.slider("Silence window (ms): the pause that ends your turn" + (
+        " when the model cannot decide in time" if detector == "learned" else ""), *SILENCE_MS, 500, step=50,
+        key="converse_silence_ms")
     with st.expander("Turn taking: the voice detector"):
+        eot = 0.5
+        if detector == "learned":
+            eot = st.slider("End-of-turn threshold: how sure the model must be that you are done (the model's own "
+                            "cut is 0.5; raise it if you are cut off, lower it to be answered sooner)", 0.05, 0.95,
+                            0.5, step=0.05, key="converse_eot_threshold")
         threshold = st.slider("Threshold: how loud is speech (0.5 ≈ −40 dBFS; native mode: the server VAD's own "
                               "threshold). Raise it in a noisy room", 0.05, 0.95, 0.5, step=0.05,
                               key="converse_vad_threshold")
@@ -78,7 +93,8 @@ def settings_form(voices: list[str], *, endpoints: bool = False) -> dict[str, An
             "script": state.get("converse_script") if kind == "script" else None,
             "reply_url": None, "reply_endpoint": None, **target,
             "system_prompt": state.get("converse_system_prompt") if kind != "script" else None,
-            "silence_ms": int(silence), "vad_threshold": float(threshold), "min_speech_ms": int(min_speech)}
+            "silence_ms": int(silence), "vad_threshold": float(threshold), "min_speech_ms": int(min_speech),
+            "turn_detector": detector, "eot_threshold": float(eot)}
 
 
 def reply_kinds(endpoints: bool) -> dict[str, str]:
@@ -120,7 +136,8 @@ def setup_of(backend: Backend, settings: dict[str, Any]) -> Setup:
         "script_name": "the script", "reply_url": settings.get("reply_url"),
         "system_prompt": None if script else settings["system_prompt"] or None, "voice": settings["voice"],
         "silence_ms": settings["silence_ms"], "vad_threshold": settings["vad_threshold"],
-        "min_speech_ms": settings["min_speech_ms"], "guard": guard()}
+        "min_speech_ms": settings["min_speech_ms"], "turn_detector": settings.get("turn_detector", "learned"),
+        "eot_threshold": settings.get("eot_threshold", 0.5), "guard": guard()}
     if not backend.capabilities.deploys_models:  # a server at its URL does it all
         url = backend.target
         return Setup(listen=url, speak=url, url=url, **common)
@@ -166,6 +183,10 @@ def transcript_view(timeline: dict[str, Any]) -> None:
         end = turn.get("user_speech_end_s")
         steps = [f"{label} +{(turn[key] - end) * 1000:.0f} ms" for key, label in STAGES[1:]
                  if end is not None and turn.get(key) is not None]
+        if turn.get("eot_wait_ms") is not None:  # the turn's end, decided: its own stage, first
+            p = turn.get("eot_probability")
+            steps.insert(0, f"turn decided +{turn['eot_wait_ms']:.0f} ms ({turn.get('eot_rule')}"
+                            + (f", p {p:.2f}" if p is not None else "") + ")")
         if steps:
             st.caption("Timeline from speech ended: " + " → ".join(steps) + (
                 "" if "first_audio_played_s" in turn else " (recorded turns are not played as they come: first "

@@ -3,11 +3,15 @@
     python -m services converse --input TURN.wav [--input TURN2.wav ...] [--mode pipeline] [--listen-url U | --listen-endpoint E]
                                 [--reply-url U | --reply-endpoint E | --script FILE] [--reply-model M]
                                 [--speak-url U | --voice-endpoint E] [--region R] [--profile P] [--voice V]
-                                [--system-prompt T] [--silence-ms 500] [--json] [--out conversation.wav]
+                                [--system-prompt T] [--turn-detector learned|silence] [--eot-threshold 0.5]
+                                [--silence-ms 500] [--json] [--out conversation.wav]
     python -m services converse --mode native --input TURN.wav ... [--url U | --endpoint E] [--script FILE | --system-prompt T]
 
-Each input is played as a microphone would send it: at real time to the listen target's /v1/realtime, then the
-silence window; the transcript's final ends the turn; the reply streams (a model at --reply-url over
+Each input is played as a microphone would send it: at real time to the listen target's /v1/realtime, and goes
+through the turn detector as a microphone's audio would (--turn-detector: the end-of-turn model, by default, or the
+silence window): where it decides a pause inside an input is the end of the turn, the agent answers there and the
+rest of the input is the next turn (so a cut-off shows as more turns than inputs); after the speech, the silence
+the detector waited is sent; the transcript's final ends the turn; the reply streams (a model at --reply-url over
 /v1/chat/completions, or the scripted reply of --script FILE, else the studio's default script — scripted,
 never a model) and is fed clause by clause into the speech session at --speak-url; the next input starts when
 the agent's audio has finished. A URL not given is the offline engine, started once. --listen-endpoint and
@@ -17,7 +21,8 @@ invoke_endpoint_with_response_stream, CustomAttributes route=/v1/chat/completion
 come from settings, --region, --profile. docs/converse.md.
 
 --json prints {"mode", "turns": [{"user_text", "reply_text", "user_speech_end_s", "transcript_final_s",
-"reply_first_token_s", "first_audio_s", "voice_to_voice_ms", "interrupted", "error"}], "voice_to_voice_ms":
+"reply_first_token_s", "first_audio_s", "voice_to_voice_ms", "interrupted", "error", "eot_rule", "eot_wait_ms",
+"eot_probability"}], "voice_to_voice_ms":
 {"n", "p50", "p95"}} — seconds on the conversation's clock; the CLI has no playback, so the first audio is when
 the client received it. --out writes a stereo WAV on the same clock: the person left, the agent right (24 kHz).
 
@@ -85,7 +90,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--profile", help="the SageMaker endpoints' AWS profile")
     p.add_argument("--voice", help="the agent's voice (default: the server's)")
     p.add_argument("--system-prompt", help="--reply-url/--reply-endpoint, --mode native: the system prompt")
-    p.add_argument("--silence-ms", type=int, default=500, help="the silence window that ends a turn (200–2000)")
+    p.add_argument("--turn-detector", choices=("learned", "silence"), default="learned",
+                   help="pipeline mode: how a turn's end is decided — the end-of-turn model on the audio (default), or "
+                   "the silence window alone (docs/converse.md, End of turn)")
+    p.add_argument("--eot-threshold", type=float, default=0.5, metavar="P",
+                   help="--turn-detector learned: the probability of a finished turn that ends it (0–1, default 0.5)")
+    p.add_argument("--silence-ms", type=int, default=500, help="the silence window that ends a turn (200–2000; with "
+                   "the learned detector, the rule a pause falls back to)")
     p.add_argument("--barge-in-at", type=float, metavar="S",
                    help="start the next input S seconds after the agent's first audio (a barge-in), not after it ends")
     p.add_argument("--vad-threshold", type=float, default=0.5,
@@ -98,7 +109,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--out", type=Path, help="write the conversation as a stereo WAV (person left, agent right)")
     p.add_argument("--compare", action="append", metavar="KEY=VALUE",
                    help="hold it twice on the same inputs, as given (A) then with KEY changed (B; repeat for more "
-                   "keys: silence-ms, mode, reply-url, reply-model, script, voice, system-prompt), and print both side "
+                   "keys: silence-ms, mode, reply-url, reply-model, script, voice, system-prompt, turn-detector, "
+                   "eot-threshold), and print both side "
                    "by side with B/A of voice-to-voice p50 (--json: {\"a\", \"b\", \"ratio_p50\"})")
     p.set_defaults(func=run)
 
@@ -135,6 +147,8 @@ def _inputs(args: argparse.Namespace) -> tuple[list[ListenAudio], Script | None]
     if not lo <= args.silence_ms <= hi:
         raise InvalidInput(f"--silence-ms {args.silence_ms}: give {lo}–{hi} ms")
     _check_barge_in(args)
+    if not 0.0 <= args.eot_threshold <= 1.0:
+        raise InvalidInput(f"--eot-threshold {args.eot_threshold}: give a probability from 0 to 1 (default 0.5)")
     if args.mode == "native" and args.barge_in_at is not None:
         raise InvalidInput("--barge-in-at is for --mode pipeline: in native mode the server's own voice detection "
                            "cuts the agent off (not yet driven from the command line)")
@@ -187,9 +201,12 @@ def run(args: argparse.Namespace) -> int:
         speak = backend.speech if args.voice_endpoint else speak
         listen_url = f"SageMaker endpoint {args.listen_endpoint}" if args.listen_endpoint else listen_url
         speak_url = f"SageMaker endpoint {args.voice_endpoint}" if args.voice_endpoint else speak_url
+    from services.converse.turn_end import TurnDetection
+
+    detection = TurnDetection(args.turn_detector, silence_ms=args.silence_ms, threshold=args.eot_threshold)
     pipeline = Pipeline(listen, speak, stage, voice=args.voice, silence_ms=args.silence_ms,
                         barge_in_at=args.barge_in_at, vad_threshold=args.vad_threshold,
-                        min_speech_ms=args.min_speech_ms)
+                        min_speech_ms=args.min_speech_ms, turn_detection=detection)
     try:
         conv = asyncio.run(pipeline.run(audios))
     finally:
@@ -291,7 +308,8 @@ def _keep(args: argparse.Namespace, conv, listen_url: str, speak_url: str) -> No
         script = DEFAULT_SCRIPT if args.script is None else args.script.read_text("utf-8").removeprefix("\ufeff")
     settings = {"mode": conv.mode, "listen": listen_url, "reply": conv.reply_label, "reply_url": args.reply_url,
                 "reply_endpoint": args.reply_endpoint, "script": script, "system_prompt": args.system_prompt, "speak": speak_url, "voice": args.voice,
-                "silence_ms": args.silence_ms, "barge_in_at": args.barge_in_at, "vad_threshold": args.vad_threshold,
+                "silence_ms": args.silence_ms, "turn_detector": args.turn_detector, "eot_threshold": args.eot_threshold,
+                "barge_in_at": args.barge_in_at, "vad_threshold": args.vad_threshold,
                 "min_speech_ms": args.min_speech_ms, "inputs": [str(p) for p in args.input]}
     studio = load_settings()
     data_dir = studio.data_dir
@@ -356,7 +374,8 @@ def _run_compare(args: argparse.Namespace, audios: list[ListenAudio]) -> int:
                   script=None if args.reply_url else DEFAULT_SCRIPT if args.script is None else script_text(args.script),
                   script_name="the default script" if args.script is None else str(args.script),
                   reply_url=args.reply_url, reply_model=args.reply_model, system_prompt=args.system_prompt,
-                  voice=args.voice, silence_ms=args.silence_ms).check()
+                  voice=args.voice, silence_ms=args.silence_ms, turn_detector=args.turn_detector,
+                  eot_threshold=args.eot_threshold).check()
         b = a.changed(**changes)
     except InvalidInput as exc:
         raise ArgumentError(str(exc)) from None

@@ -27,6 +27,7 @@ import numpy as np
 
 from protocol.listen import LISTEN_BYTES_PER_S, LISTEN_SAMPLE_RATE
 from services.converse.timeline import FRAME_S, Turn
+from services.converse.turn_end import WINDOW_S, Decision, EndOfTurn, TurnDetection
 from services.speech import PcmChunk, SpeechSession
 
 VAD_DBFS = (-60.0, -20.0)  # the threshold 0 → −60 dBFS, 1 → −20 dBFS, linearly
@@ -87,35 +88,58 @@ def frames_for(ms: float) -> int:
 
 class TurnTaking(VoicedFrames):
     """A live microphone's turns: speech starts at a run of voiced frames lasting `min_speech_ms` (shorter is no
-    speech: a cough) and ends when `silence_ms` of unvoiced frames follow it. `feed` returns the events its piece
-    decided: ("start", onset) and ("end", where the last voiced frame ended), in seconds into the stream."""
+    speech: a cough) and ends when the end-of-turn rule (services/converse/turn_end.py: `detection`, by default the
+    silence window `silence_ms`) says the pause after it is the turn's end. `feed` returns the events its piece
+    decided: ("start", onset) and ("end", where the last voiced frame ended), in seconds into the stream; each end's
+    Decision (its rule, the silence waited, the model's probability) is appended to `decisions`."""
 
     def __init__(self, threshold: float = DEFAULT_VAD_THRESHOLD, min_speech_ms: int = DEFAULT_MIN_SPEECH_MS,
-                 silence_ms: int = 500) -> None:
+                 silence_ms: int = 500, *, detection: TurnDetection | None = None, blocking: bool = False) -> None:
         super().__init__(threshold)
         self.need = frames_for(min_speech_ms)
-        self.quiet_need = frames_for(silence_ms)
+        self.ender = EndOfTurn(detection or TurnDetection("silence", silence_ms=silence_ms), blocking=blocking)
+        self.decisions: list[Decision] = []
         self.speaking = False
         self._run = 0  # voiced frames in a row (before speech starts)
         self._quiet = 0  # unvoiced frames in a row (while speaking)
+        self._turn_start = 0  # the frame the turn being heard began at
+        self._recent = bytearray()  # the last WINDOW_S of audio: what the end-of-turn model hears of the turn
+        self._keep = int(WINDOW_S * LISTEN_BYTES_PER_S)
 
     def feed(self, pcm: bytes) -> list[tuple[str, float]]:
         events: list[tuple[str, float]] = []
-        for voiced in self.frames(pcm):
+        self._recent += pcm
+        if len(self._recent) > self._keep:
+            del self._recent[: len(self._recent) - self._keep]
+        frame_bytes = int(FRAME_S * LISTEN_SAMPLE_RATE) * 2
+        voiced_frames = self.frames(pcm)
+        seen_end = len(self._recent) - len(self._carry)  # where the last whole frame of this piece ends in _recent
+        for i, voiced in enumerate(voiced_frames):
             self.index += 1
             if not self.speaking:
                 self._run = self._run + 1 if voiced else 0
                 if self._run >= self.need:
                     self.speaking, self._quiet = True, 0
+                    self._turn_start = self.index - self._run
+                    self.ender.speech()
                     events.append(("start", (self.index - self._run) * FRAME_S))
             elif voiced:
                 self._quiet = 0
+                self.ender.speech()
             else:
                 self._quiet += 1
-                if self._quiet >= self.quiet_need:
+                at = seen_end - (len(voiced_frames) - 1 - i) * frame_bytes  # this frame's end
+                decided = self.ender.pause(self._quiet * FRAME_S * 1000, self._turn_audio(at, frame_bytes))
+                if decided is not None:
                     self.speaking, self._run = False, 0
+                    self.decisions.append(decided)
                     events.append(("end", (self.index - self._quiet) * FRAME_S))
         return events
+
+    def _turn_audio(self, end: int, frame_bytes: int) -> bytes:
+        """The turn so far (at most WINDOW_S), up to the frame being looked at (ending at `end` in _recent)."""
+        frames_back = self.index - self._turn_start  # frames from the turn's start to this one
+        return bytes(self._recent[max(0, end - frames_back * frame_bytes):end])
 
 
 async def microphone(pcm: bytes, detector: SpeechStart, on_speech: Callable[[float], None], *,

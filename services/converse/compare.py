@@ -98,7 +98,10 @@ async def compare(inputs: list[ListenAudio], a: Setup, b: Setup) -> Comparison:
 
 def _setup_line(s: dict[str, Any]) -> str:
     where = f"at {s['url']}" if s["mode"] == "native" else f"listen {s['listen']}, speak {s['speak']}"
-    return (f"{s['mode']} ({where}), silence window {s['silence_ms']} ms, reply from {s['reply']}, "
+    turns = f"silence window {s['silence_ms']} ms"
+    if s["mode"] == "pipeline" and s.get("turn_detector") == "learned":
+        turns = f"learned end of turn (threshold {s.get('eot_threshold', 0.5):g}; fallback {turns})"
+    return (f"{s['mode']} ({where}), {turns}, reply from {s['reply']}, "
             f"voice {s['voice'] or 'the server default'}")
 
 

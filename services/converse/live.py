@@ -78,7 +78,8 @@ class LivePipeline(Pipeline):
         being heard is committed and answered, and the agent's last reply runs to its end."""
         if self.listener is None:
             self._model = await listen_model(self.listen_url)
-        detector = TurnTaking(self.vad_threshold, self.min_speech_ms, self.silence_ms)
+        detector = TurnTaking(self.vad_threshold, self.min_speech_ms, self.silence_ms, detection=self.turn_detection)
+        self.detector = detector
         messages: list[Message] = []
         mic, mic_start = bytearray(), 0.0
         hearing: asyncio.Queue[bytes | None] | None = None
@@ -98,8 +99,11 @@ class LivePipeline(Pipeline):
                     last = asyncio.create_task(self._turn(
                         lambda t, q=hearing, b=barged: self._hear_live(q, b, t), self.conv, messages, turn=turn,
                         after=last))
-                elif hearing is not None:  # the end: the silence window elapsed
+                elif hearing is not None:  # the end: the rule decided (the silence window, or the model)
                     turn.user_speech_end_s = at_s
+                    decided = detector.decisions[-1]
+                    turn.eot_rule, turn.eot_wait_ms, turn.eot_probability = (decided.rule, decided.wait_ms,
+                                                                             decided.probability)
                     if not sent:
                         hearing.put_nowait(pcm)
                     hearing.put_nowait(None)

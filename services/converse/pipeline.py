@@ -1,5 +1,7 @@
 """Pipeline mode: each recorded input streamed at real time to the listen target, as a microphone would send it
-(the recording, then the silence window), → the transcript's final (the end of the turn) → the reply streamed
+(with a turn detector, services/converse/turn_end.py: each turn the detector finds in it, up to the moment it
+decided the turn was over — a cut-off mid-input makes the rest the next turn; without one: the recording, then the
+silence window), → the transcript's final (the end of the turn) → the reply streamed
 (services/converse/reply.py) → its text fed into a speech session clause by clause as it arrives (so the first
 audio does not wait for the whole reply) → the agent's audio. The next input starts when the agent's audio has
 finished playing (received audio laid end to end from its first chunk); after the last input the conversation ends
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +38,8 @@ from services.converse.bargein import (
 )
 from services.converse.reply import Message, ReplyStage
 from services.converse.timeline import Conversation, Turn, speech_end_s
+from services.converse.turn_end import Decision, TurnDetection
+from services.converse.turn_split import split_turns
 from services.listen import ListenAudio
 from services.listen.client import ws_url_of
 from services.listen.realtime import stream_pcm
@@ -93,7 +98,8 @@ class Pipeline:
 
     def __init__(self, listen: str | Any, speak: str | SpeechClient, reply: ReplyStage, *, voice: str | None = None,
                  silence_ms: int = 500, barge_in_at: float | None = None,
-                 vad_threshold: float = DEFAULT_VAD_THRESHOLD, min_speech_ms: int = DEFAULT_MIN_SPEECH_MS) -> None:
+                 vad_threshold: float = DEFAULT_VAD_THRESHOLD, min_speech_ms: int = DEFAULT_MIN_SPEECH_MS,
+                 turn_detection: TurnDetection | None = None) -> None:
         # a URL, or a SageMaker listen endpoint (services/listen/sagemaker.py: its `outcome` over HTTP/2)
         self.listener = None if isinstance(listen, str) else listen
         self.listen_url = listen.rstrip("/") if isinstance(listen, str) else listen.target
@@ -105,6 +111,9 @@ class Pipeline:
         self.barge_in_at = barge_in_at
         self.vad_threshold = vad_threshold
         self.min_speech_ms = min_speech_ms
+        # None: a recorded input is one turn, ended by the silence window after it (the rule before turn detectors);
+        # else each input goes through the detector as a microphone's audio would (turn_end.split_turns)
+        self.turn_detection = turn_detection
         self._t0 = 0.0
         self._model = DEFAULT_LISTEN_MODEL
         self._speaking: Reply | None = None  # the agent's reply that a barge-in would stop
@@ -119,9 +128,10 @@ class Pipeline:
         messages: list[Message] = []
         self._t0 = time.perf_counter()
         for audio in inputs:
-            if self._speaking is not None:
-                await self._until_next_input(self._speaking, conv, messages)
-            await self._turn(lambda turn, audio=audio: self._hear(audio, conv, turn), conv, messages)
+            for part, decision in await self._parts(audio):
+                if self._speaking is not None:
+                    await self._until_next_input(self._speaking, conv, messages)
+                await self._turn(lambda turn, a=part, d=decision: self._hear(a, conv, turn, d), conv, messages)
         if self._speaking is not None:  # the last reply: all of it received (no need to wait while it would play)
             await self._settle(self._speaking, conv, messages)
         conv.reply_label = self.reply.label  # a model not named was looked up by the first reply: named now
@@ -207,11 +217,24 @@ class Pipeline:
         turn.finish()
         return max(self.clock(), play_end(placed))
 
-    async def _hear(self, audio: ListenAudio, conv: Conversation, turn: Turn) -> str | None:
-        """Stream the input (and the silence window) at real time, as a microphone would, watching it for the
-        person's speech (a barge-in); the transcript's final text, or None when it is empty (no turn). A failure
-        is the turn's error, with the speech end still placed."""
+    async def _parts(self, audio: ListenAudio) -> list[tuple[ListenAudio, Decision | None]]:
+        """The input's turns: itself (no detector), or the pieces the detector's cut-offs make of it."""
+        if self.turn_detection is None:
+            return [(audio, None)]
+        parts = await asyncio.to_thread(split_turns, audio.pcm, self.turn_detection,
+                                        vad_threshold=self.vad_threshold, min_speech_ms=self.min_speech_ms)
+        return [(dataclasses.replace(audio, name=audio.name if p.index == 0 else f"{audio.name} (part {p.index + 1})",
+                                     pcm=p.pcm), p.decision) for p in parts]
+
+    async def _hear(self, audio: ListenAudio, conv: Conversation, turn: Turn,
+                    decision: Decision | None = None) -> str | None:
+        """Stream the input (and the silence after it: the window, or the detector's wait) at real time, as a
+        microphone would, watching it for the person's speech (a barge-in); the transcript's final text, or None
+        when it is empty (no turn). A failure is the turn's error, with the speech end still placed."""
         silence = bytes(int(self.silence_ms / 1000 * LISTEN_BYTES_PER_S) // 2 * 2)
+        if decision is not None:  # the part holds the silence its rule waited
+            turn.eot_rule, turn.eot_wait_ms, turn.eot_probability = decision.rule, decision.wait_ms, decision.probability
+            silence = b""
         sent_at = self.clock()
         end_in_input = speech_end_s(audio.pcm)
         mic = microphone(audio.pcm + silence, SpeechStart(self.vad_threshold, self.min_speech_ms), self._barge_in)

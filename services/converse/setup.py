@@ -27,6 +27,7 @@ from services.converse.bargein import DEFAULT_MIN_SPEECH_MS, DEFAULT_VAD_THRESHO
 from services.converse.native import Native
 from services.converse.pipeline import Pipeline
 from services.converse.reply import ChatReply, ReplyStage, ScriptedReply
+from services.converse.turn_end import TurnDetection
 from services.converse.script import DEFAULT_SCRIPT, parse_script
 
 MODES = ("pipeline", "native")
@@ -34,7 +35,8 @@ SILENCE_MS = Range(200, 2000)  # the silence window that ends a turn
 MIN_SPEECH_MS = Range(20, 2000)
 # What `--compare KEY=VALUE` may change, and the Setup field it is
 CHANGE_KEYS = {"silence-ms": "silence_ms", "mode": "mode", "reply-url": "reply_url", "reply-model": "reply_model",
-               "script": "script", "voice": "voice", "system-prompt": "system_prompt"}
+               "script": "script", "voice": "voice", "system-prompt": "system_prompt",
+               "turn-detector": "turn_detector", "eot-threshold": "eot_threshold"}
 
 
 def _name(target: Any) -> str | None:
@@ -63,6 +65,9 @@ class Setup:
     silence_ms: int = 500
     vad_threshold: float = DEFAULT_VAD_THRESHOLD  # the voice detector's (native: the server VAD's) threshold 0–1
     min_speech_ms: int = DEFAULT_MIN_SPEECH_MS  # shorter speech (a cough) is no turn and interrupts nothing
+    # pipeline: how a turn's end is decided (services/converse/turn_end.py): the end-of-turn model, or the window
+    turn_detector: str = "learned"
+    eot_threshold: float = 0.5
     # The studio's closed set for the person holding the conversation (services/targets.py TargetGuard): the reply
     # URL or endpoint is checked against it before any reply stage is built. None: the command line's own.
     guard: Any = None
@@ -75,6 +80,7 @@ class Setup:
             raise InvalidInput(f"the voice detector's threshold {self.vad_threshold}: give a number between 0 and 1 "
                                "(default 0.5)")
         MIN_SPEECH_MS.check("the minimum speech (ms)", self.min_speech_ms, hint="shorter sounds are not a turn")
+        self.detection()
         if self.mode == "pipeline" and (self.listen is None or self.speak is None):
             raise InvalidInput("pipeline mode needs a listen target and a speech target")
         if self.mode == "native" and not self.url:
@@ -85,6 +91,11 @@ class Setup:
                                "script has neither")
         self.reply()
         return self
+
+    def detection(self) -> TurnDetection:
+        """The turn detector pipeline mode takes turns by (checked: InvalidInput naming a bad kind or threshold)."""
+        return TurnDetection(self.turn_detector, silence_ms=self.silence_ms,  # type: ignore[arg-type]
+                             threshold=self.eot_threshold).check()
 
     def reply(self) -> ReplyStage:
         """A new reply stage (each conversation its own); InvalidInput naming a script's bad line, a bad URL or an
@@ -123,7 +134,8 @@ class Setup:
             return Native(self.url, instructions=instructions, voice=self.voice, silence_ms=self.silence_ms,
                           reply_label=label, vad_threshold=self.vad_threshold)
         return Pipeline(self.listen, self.speak, stage, voice=self.voice, silence_ms=self.silence_ms,
-                        vad_threshold=self.vad_threshold, min_speech_ms=self.min_speech_ms)
+                        vad_threshold=self.vad_threshold, min_speech_ms=self.min_speech_ms,
+                        turn_detection=self.detection())
 
     def live_runner(self, playback: Any) -> Any:
         """A fresh runner for a live conversation — a microphone in, the agent played through `playback`
@@ -138,7 +150,7 @@ class Setup:
                               silence_ms=self.silence_ms, reply_label=label, vad_threshold=self.vad_threshold)
         return LivePipeline(self.listen, self.speak, stage, playback=playback, voice=self.voice,
                             silence_ms=self.silence_ms, vad_threshold=self.vad_threshold,
-                            min_speech_ms=self.min_speech_ms)
+                            min_speech_ms=self.min_speech_ms, turn_detection=self.detection())
 
     def _native(self) -> tuple[str | None, str]:
         """Native mode: the session's instructions (the system prompt, else the script) and what answers."""
@@ -185,7 +197,8 @@ class Setup:
         return out | {"reply": reply, "reply_url": self.reply_url, "reply_endpoint": self.reply_endpoint,
                       "system_prompt": self.system_prompt, "script": self.script, "voice": self.voice,
                       "silence_ms": self.silence_ms, "vad_threshold": self.vad_threshold,
-                      "min_speech_ms": self.min_speech_ms}
+                      "min_speech_ms": self.min_speech_ms, "turn_detector": self.turn_detector,
+                      "eot_threshold": self.eot_threshold}
 
 
 def check_reply_url(url: str | None) -> str:
@@ -216,4 +229,14 @@ def parse_change(text: str) -> tuple[str, Any]:
         return field, int(value)
     if field == "mode" and value not in MODES:
         raise InvalidInput(f"--compare mode={value}: give pipeline or native")
+    if field == "turn_detector" and value not in ("learned", "silence"):
+        raise InvalidInput(f"--compare turn-detector={value}: give learned or silence")
+    if field == "eot_threshold":
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not 0.0 <= number <= 1.0:
+            raise InvalidInput(f"--compare eot-threshold={value}: give a probability from 0 to 1, e.g. 0.7")
+        return field, number
     return field, value

@@ -55,6 +55,12 @@ class Turn:
     error: str | None = None
     barge_in_stop_ms: float | None = None  # interrupted: the person's speech start → the agent's audio stopped
     agent_stop_s: float | None = None  # interrupted: where the agent's audio stopped (the cut)
+    # How the turn's end was decided (services/converse/turn_end.py), where a turn detector took it: its rule
+    # (learned, silence, cap, fallback), the silence waited from the speech end to the decision, the model's
+    # last probability of "complete"
+    eot_rule: str | None = None
+    eot_wait_ms: float | None = None
+    eot_probability: float | None = None
 
     def finish(self) -> Turn:
         heard = self.first_audio_played_s if self.first_audio_played_s is not None else self.first_audio_s
@@ -68,6 +74,10 @@ class Turn:
             del out["barge_in_stop_ms"], out["agent_stop_s"]
         if self.first_audio_played_s is None:  # only a live conversation plays the audio as it comes
             del out["first_audio_played_s"]
+        if self.eot_rule is None:  # no turn detector decided it (an older record, native mode)
+            del out["eot_rule"], out["eot_wait_ms"], out["eot_probability"]
+        elif out["eot_probability"] is not None:
+            out["eot_probability"] = round(out["eot_probability"], 3)
         for key, value in out.items():
             if isinstance(value, float):
                 out[key] = round(value, 1 if key.endswith("_ms") else 4)
