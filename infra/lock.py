@@ -101,6 +101,17 @@ def _since(started: str | None) -> str:
     return f"{moment:%H:%M:%S}" if moment.date() == datetime.now().astimezone().date() else f"{moment:%Y-%m-%d %H:%M:%S}"
 
 
+def _named(read: Callable[[], dict[str, Any]], settle_s: float = 1.0) -> dict[str, Any]:
+    """What the holder wrote — waiting up to `settle_s` for its name: a holder writes it just after it takes the
+    lock (the file after flock, the row after the advisory lock), so one that has just taken it has not yet."""
+    deadline = time.monotonic() + settle_s
+    info = read()
+    while not info.get("command") and time.monotonic() < deadline:
+        time.sleep(0.05)
+        info = read()
+    return info
+
+
 def describe_holder(info: dict[str, Any]) -> str:
     """"`python -m infra deploy` (pid 1234, since 19:42:01)", from what the holder wrote into the lock file."""
     if not info.get("command"):
@@ -167,7 +178,7 @@ class StateLock:
                 holder = None
             except BlockingIOError:
                 os.close(fd)
-                holder = self.holder()
+                holder = _named(self.holder)
             if holder is None and not self._same_file(fd):
                 os.close(fd)  # locked a file the last holder removed: take the one at the path instead
                 continue
@@ -175,7 +186,7 @@ class StateLock:
                 self._conn = self.shared.try_lock(self.state_file.name, info)
                 if self._conn is None:  # another replica holds the team's lock
                     os.close(fd)
-                    holder = self.shared.holder(self.state_file.name)
+                    holder = _named(lambda: self.shared.holder(self.state_file.name))
             if holder is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:

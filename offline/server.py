@@ -65,6 +65,8 @@ def create_app() -> FastAPI:
         for card in body["data"]:
             if (note := notes.get(card["id"])) is not None:
                 card["preview"] = note
+            if card["id"] in listen.LISTEN_MODELS:  # what really answers for it (a client names it, not the model)
+                card["served_by"] = app.state.listen.served_by
         return JSONResponse(body)
 
     app.include_router(speech.router)

@@ -52,6 +52,11 @@ def _keep(conv, inputs: list[str], echoes: int = 0, call=None) -> None:  # type:
     timeline, audio = conv.as_json(), conv.stereo_wav()
     state["converse_last"] = (timeline, audio, None, conv.skipped, conv.reply_label, echoes)
     whole = {**settings, **(setup.settings() if setup else {}), "reply": conv.reply_label, "inputs": inputs}
+    if conv.turns and all(t.error for t in conv.turns):  # nothing was answered: shown, with why, not kept
+        if call is not None:
+            call.discard()
+        state["converse_error"] = f"Every turn failed, so the conversation is not kept: {conv.turns[0].error}"
+        return
     try:
         if call is not None:
             kept = call.close(conv, settings=whole)

@@ -137,7 +137,8 @@ def test_a_live_conversation_with_a_barge_in(tmp_path: Path, engine_url: str) ->
     assert two["reply_text"] == "You are most welcome." and not two["interrupted"]
     assert kept.timeline["voice_to_voice_ms"]["n"] == 2 and kept.audio_bytes()[:4] == b"RIFF"
     assert "(interrupted)" in out["main_after"] and "Voice-to-voice p50" in out["main_after"]
-    assert "Timeline from speech ended: final transcript +" in out["main_after"]
+    # the page's default is the learned end of turn: its decision is the timeline's first stage
+    assert "Timeline from speech ended: turn decided +" in out["main_after"] and "→ final transcript +" in out["main_after"]
 
     # In the browser: the agent's first answer was heard, then silence once the person spoke over it — far
     # shorter than the whole answer (about 8 s of audio) — and then the second answer. Seconds of audio played

@@ -83,9 +83,10 @@ def test_two_scripted_turns_timeline_and_stereo_wav(engine_url: str, inputs: lis
         assert rms(window(*reply, 1)) > 300 and rms(window(*reply, 0)) == 0
 
 
-def test_a_reply_target_that_is_down(engine_url: str, inputs: list[Path]) -> None:
+def test_a_reply_target_that_is_down(engine_url: str, inputs: list[Path], tmp_path: Path) -> None:
     p = converse("--input", str(inputs[0]), "--input", str(inputs[1]), "--listen-url", engine_url, "--speak-url",
-                 engine_url, "--reply-url", "http://127.0.0.1:9", "--json")
+                 engine_url, "--reply-url", "http://127.0.0.1:9", "--json", "--keep",
+                 env={"OMNI_STUDIO_DATA_DIR": str(tmp_path), "OMNI_STUDIO_CONFIG": ""})
     assert p.returncode == 1, p.stderr  # no turn was answered: a target error
     turns = json.loads(p.stdout)["turns"]
     assert len(turns) == 2  # the conversation went on to the second input
@@ -94,6 +95,9 @@ def test_a_reply_target_that_is_down(engine_url: str, inputs: list[Path]) -> Non
         assert t["user_text"] and t["transcript_final_s"] >= t["user_speech_end_s"]  # the stages before it kept
         assert t["reply_first_token_s"] is None and t["first_audio_s"] is None and t["voice_to_voice_ms"] is None
     assert "error: turn 2: cannot reach the reply server" in p.stderr
+    # nothing was answered: not kept (the JSON above has it all)
+    assert "every turn failed, so the conversation is not kept" in p.stderr
+    assert History(tmp_path).conversations.list() == []
 
 
 def test_bad_input_exits_2(inputs: list[Path], tmp_path: Path) -> None:

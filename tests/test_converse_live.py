@@ -115,6 +115,8 @@ def test_two_turns_and_a_barge_in_that_silences_the_track(engine_url: str, turns
     live, track, playback = start(engine_url, loop)
     speak(live, bytes(PIECE * 15) + turns[0])
     quiet_until(live, lambda: playback.pushed_chunks > 0 and live.view()["status"] == "agent")
+    # the first turn's voice-to-voice shows while the call goes on, as soon as its answer plays
+    assert live.view()["timeline"]["voice_to_voice_ms"]["n"] == 1
     speak(live, bytes(PIECE * 20))  # the agent is heard for 400 ms, then the person talks over it
     speak(live, turns[1])
     quiet_until(live, lambda: turns_done(live, 2) and playback.queued_seconds() == 0)

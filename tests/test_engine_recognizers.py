@@ -42,6 +42,7 @@ def test_whisper_hears_read_human_speech_as_its_note_says(engine_url: str) -> No
     for text, wav in librivox():
         heard = asyncio.run(listener.transcribe_file(load_audio(wav, "a LibriVox line")))
         assert "Whisper tiny.en" in (heard.preview or "") and "4.2 %" in heard.preview
+        assert heard.served_by == "Whisper tiny.en (CTranslate2 int8)"  # what ran, not the model it stands in for
         counts.append(wer_counts(text, heard.text))
     words = sum(c.reference_words for c in counts)
     assert words == 71 and sum(c.errors for c in counts) / words <= 0.10, counts
@@ -57,6 +58,7 @@ def test_pocketsphinx_is_selectable_and_names_itself() -> None:
         text, wav = librivox()[1]  # "he was not an ill disposed young man"
         heard = asyncio.run(OmniListen(engine.url).transcribe_file(load_audio(wav, "a LibriVox line")))
         assert "pocketsphinx" in (heard.preview or "") and heard.text  # it ran, and said which it was
+        assert heard.served_by == "pocketsphinx 5 (CMU US English)"
     finally:
         engine.stop()
 

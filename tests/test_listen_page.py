@@ -100,6 +100,8 @@ def test_an_upload_is_transcribed_with_figures_wer_and_downloads_and_kept(
     assert not at.error, [e.value for e in at.error]
     text = next(t.value for t in at.text if word_error_rate(SENTENCE, t.value) <= 0.2)
     assert any("Offline preview" in i.value and "Whisper tiny.en" in i.value.replace("\\", "") for i in at.info)  # the engine's note
+    assert any(c.value.replace("\\", "").startswith("Whisper tiny.en (CTranslate2 int8), standing in for mistralai/")
+               for c in at.caption)  # names what ran
     figures = _metrics(at)
     assert figures["Audio"].endswith(" s") and float(figures["RTF"]) > 0 and figures["WER"].endswith("%")
     assert "First partial" not in figures  # a file has no partials

@@ -143,7 +143,8 @@ def result_view(heard: Heard) -> None:
         st.caption(plain(wer_line(heard.wer)))
     if t.fitting:
         st.caption(plain(t.fitting))
-    st.caption(plain(f"{t.model} on {t.target} ({heard.backend}), {'streamed' if t.route == 'stream' else 'as a file'}"))
+    ran = f"{t.served_by}, standing in for {t.model}," if t.served_by else t.model  # name what actually ran
+    st.caption(plain(f"{ran} on {t.target} ({heard.backend}), {'streamed' if t.route == 'stream' else 'as a file'}"))
     downloads(t, figures, heard.record_id or "transcript", "listen-latest")
     speak_this(t.text, "listen-speak-latest")
     if heard.record_id is not None:
@@ -160,7 +161,8 @@ def transcript_of(r: TranscriptRecord) -> Transcript:
     f = r.figures
     audio_s = float(f.get("audio_s") or 0.0)
     return Transcript(text=r.text, route=r.route, audio_s=audio_s, elapsed_s=float(f.get("rtf") or 0.0) * audio_s,
-                      model=r.model, target=r.target, preview=r.preview, partials=int(f.get("partials") or 0),
+                      model=r.model, target=r.target, preview=r.preview, served_by=f.get("served_by"),
+                      partials=int(f.get("partials") or 0),
                       segments=[Segment(s["start"], s["end"], s["text"]) for s in r.segments],
                       first_partial_ms=f.get("first_partial_ms"), final_ms=f.get("final_ms"))
 
@@ -173,7 +175,8 @@ def summary(r: TranscriptRecord) -> str:
         parts.append(f"RTF {f['rtf']:.3f}")
     if f.get("wer") is not None:
         parts.append(f"WER {f['wer']:.1%}")
-    return " · ".join(parts + [f"{r.model} ({r.backend})" + (" — offline preview" if r.preview else "")])
+    ran = f"{f['served_by']} for {r.model}" if f.get("served_by") else r.model  # what actually ran
+    return " · ".join(parts + [f"{ran} ({r.backend})" + (" — offline preview" if r.preview else "")])
 
 
 def kept_transcripts(skip: str | None = None) -> None:

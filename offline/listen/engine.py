@@ -27,7 +27,7 @@ import numpy as np
 
 from offline.guards import count_setting
 from offline.listen.limits import ListenLimits
-from offline.listen.models import PREVIEW_NOTES
+from offline.listen.models import PREVIEW_NOTES, SERVED_BY
 from offline.listen.recognizer import FileTranscript, Utterances, Worker
 from offline.listen.whisper import ModelMissing, WhisperUtterances, WhisperWorker
 
@@ -98,6 +98,11 @@ class ListenEngine:
         return cls(decoders=count_setting(DECODERS_ENV, DEFAULT_DECODERS),
                    threads=count_setting(THREADS_ENV, DEFAULT_THREADS), limits=ListenLimits.from_env(),
                    recognizer=(os.environ.get(RECOGNIZER_ENV) or RECOGNIZERS[0]).strip().lower())
+
+    @property
+    def served_by(self) -> str:
+        """What answers for the listen model: the recognizer's own name (the /v1/models card's `served_by`)."""
+        return SERVED_BY[self.recognizer]
 
     @property
     def preview_note(self) -> str:

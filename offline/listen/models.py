@@ -21,6 +21,7 @@ PREVIEW_NOTES = {  # by the engine's recognizer (offline.listen.engine: OMNI_ENG
     ),
 }
 PREVIEW_NOTE = PREVIEW_NOTES["whisper"]  # the default recognizer's
+SERVED_BY = {"whisper": "Whisper tiny.en (CTranslate2 int8)", "pocketsphinx": "pocketsphinx 5 (CMU US English)"}
 
 
 def listen_model_error(model: str | None) -> str | None:

@@ -303,6 +303,9 @@ def _keep(args: argparse.Namespace, conv, listen_url: str, speak_url: str) -> No
     if not conv.turns:
         print("note: no turn was heard, so the conversation is not kept", file=sys.stderr)
         return
+    if all(t.error for t in conv.turns):
+        print("note: every turn failed, so the conversation is not kept", file=sys.stderr)
+        return
     script = None
     if args.reply_url is None and args.reply_endpoint is None:
         script = DEFAULT_SCRIPT if args.script is None else args.script.read_text("utf-8").removeprefix("\ufeff")

@@ -78,3 +78,8 @@ class KeptCall:
         are kept as the conversation (None when there were none)."""
         self._end()
         return self.store.close_live(self.id, self._timeline, settings=self.settings)
+
+    def discard(self) -> None:
+        """The call ended with nothing worth keeping (every turn failed): its row is removed."""
+        self._end()
+        self.store.close_live(self.id, {"mode": self.settings.get("mode"), "turns": []}, settings=self.settings)

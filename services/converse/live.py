@@ -60,8 +60,12 @@ class LivePipeline(Pipeline):
         if reply.cut_s is not None:
             return  # cut: what still arrives is never played
         ahead = self.playback.push(chunk.data, chunk.sample_rate, chunk.channels)
-        if ahead is not None and reply.turn.first_audio_played_s is None:
-            reply.turn.first_audio_played_s = self.clock() + ahead
+        turn = reply.turn
+        if turn.first_audio_s is None:
+            turn.first_audio_s = reply.chunks[0][0]
+        if ahead is not None and turn.first_audio_played_s is None:
+            turn.first_audio_played_s = self.clock() + ahead
+            turn.finish()  # its voice-to-voice now, while the call goes on (not when the next turn settles it)
 
     def _barge_in(self, onset: float) -> bool:
         if super()._barge_in(onset):

@@ -43,7 +43,7 @@ class Listener(Protocol):
 
 
 def stream_transcript(out: realtime.StreamOutcome, *, name: str, audio_s: float, model: str, target: str,
-                      preview: str | None) -> Transcript:
+                      preview: str | None, served_by: str | None = None) -> Transcript:
     """A finished stream's Transcript with its figures; NoSpeech when it heard no words."""
     if not out.text:
         raise NoSpeech(name)
@@ -51,7 +51,7 @@ def stream_transcript(out: realtime.StreamOutcome, *, name: str, audio_s: float,
     assert done is not None and first is not None and last is not None
     return Transcript(
         text=out.text, route="stream", audio_s=audio_s, elapsed_s=done - first, model=model,
-        target=target, preview=preview, partials=out.partials, final_ms=(done - last) * 1000,
+        target=target, preview=preview, served_by=served_by, partials=out.partials, final_ms=(done - last) * 1000,
         first_partial_ms=None if out.first_partial_t is None else (out.first_partial_t - first) * 1000,
     )
 
@@ -70,6 +70,7 @@ class OmniListen:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._cards: dict[str, str | None] | None = None  # model id -> its preview note
+        self._served: dict[str, str] = {}  # model id -> what answers for it (a stand-in's own name: the engine's)
 
     async def _models(self, http: httpx.AsyncClient) -> dict[str, str | None]:
         if self._cards is None:
@@ -84,6 +85,8 @@ class OmniListen:
                     models = ModelList.model_validate({"data": raw})
                     cards = {m.id: next((c.get("preview") for c in raw if c.get("id") == m.id), None)
                              for m in models.data}
+                    self._served = {str(c["id"]): str(c["served_by"]) for c in raw
+                                    if isinstance(c, dict) and c.get("id") and c.get("served_by")}
                 except (ValueError, AttributeError, ValidationError):
                     cards = {}
             self._cards = cards
@@ -108,7 +111,8 @@ class OmniListen:
         if not text:
             raise NoSpeech(audio.name)
         return Transcript(text=text, route="file", audio_s=audio.seconds, elapsed_s=elapsed, model=model,
-                          target=self.target, segments=segments, preview=note or preview)
+                          target=self.target, segments=segments, preview=note or preview,
+                          served_by=self._served.get(model))
 
     async def stream(self, audio: ListenAudio, *, model: str | None = None, language: str | None = None,
                      on_partial: realtime.OnPartial | None = None, pace: bool = True) -> Transcript:
@@ -118,7 +122,7 @@ class OmniListen:
                                         on_partial=on_partial, pace=pace, connect_timeout=self.connect_timeout,
                                         answer_timeout=self.timeout)
         return stream_transcript(out, name=audio.name, audio_s=audio.seconds, model=model, target=self.target,
-                                 preview=preview)
+                                 preview=preview, served_by=self._served.get(model))
 
     async def stream_live(self, source: realtime.LiveSource, *, name: str = "microphone", model: str | None = None,
                           language: str | None = None, on_partial: realtime.OnPartial | None = None) -> Transcript:
@@ -128,4 +132,4 @@ class OmniListen:
                                         on_partial=on_partial, connect_timeout=self.connect_timeout,
                                         answer_timeout=self.timeout)
         return stream_transcript(out, name=name, audio_s=out.bytes_sent / LISTEN_BYTES_PER_S, model=model,
-                                 target=self.target, preview=preview)
+                                 target=self.target, preview=preview, served_by=self._served.get(model))

@@ -36,6 +36,7 @@ class Transcript:
     target: str
     segments: list[Segment] = field(default_factory=list)
     preview: str | None = None  # the target's own note when its answers are a stand-in (the offline engine)
+    served_by: str | None = None  # what answered for `model` when it is a stand-in ("Whisper tiny.en (…)")
     first_partial_ms: float | None = None
     final_ms: float | None = None
     partials: int = 0
@@ -54,6 +55,7 @@ class Transcript:
             "audio_s": round(self.audio_s, 3),
             "rtf": None if self.rtf is None else round(self.rtf, 4),
             "model": self.model,
+            **({"served_by": self.served_by} if self.served_by else {}),
             "backend": backend,
             "target": self.target,
         }
