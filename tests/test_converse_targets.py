@@ -192,13 +192,16 @@ def test_a_reply_error_is_its_status_and_a_plain_excerpt(monkeypatch: pytest.Mon
     shown = " ".join(e.value for e in at.error)
     assert f"{internal_url}/v1/chat/completions answered HTTP 500" in shown.replace("\\", "").replace("`", "")
     assert "hunter2" not in shown and "html" not in shown and "stack trace" not in shown
-    [kept] = History(tmp_path / "data").conversations.list()
-    assert "hunter2" not in json.dumps(kept.timeline)
+    # every turn failed: shown (with why), not kept
+    assert "Every turn failed, so the conversation is not kept" in shown
+    assert History(tmp_path / "data").conversations.list() == []
+    timeline = at.session_state["converse_last"][0]
+    assert "hunter2" not in json.dumps(timeline)
 
     handler.answer = (500, "application/json",
                       json.dumps({"error": {"message": "model overloaded " + "x" * 5000 + "\u0007"}}))
     _talk(at, turn_wav)
-    error = History(tmp_path / "data").conversations.list()[0].timeline["turns"][0]["error"]
+    error = at.session_state["converse_last"][0]["turns"][0]["error"]
     assert "answered HTTP 500: model overloaded xxx" in error and error.endswith("…")
     assert len(error) < 500 and "\u0007" not in error
 

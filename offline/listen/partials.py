@@ -40,3 +40,17 @@ class StablePrefix:
         new = final[len(self.sent):]
         self.sent += new
         return new
+
+
+class Captions:
+    """One stream's deltas as text: the words joined, with a space before every delta but the first."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def text(self, new: list[str]) -> str:
+        if not new:
+            return ""
+        out = (" " if self.started else "") + " ".join(new)
+        self.started = True
+        return out

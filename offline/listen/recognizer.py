@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from offline.listen.partials import StablePrefix
+from offline.listen.partials import Captions, StablePrefix
 from offline.listen.vad import (
     MIN_SILENCE_S,
     SPEECH_PROB,
@@ -77,6 +78,23 @@ class Cancelled(Exception):
     """The request's client went away; the rest of the file is not recognized."""
 
 
+def by_regions(vad: WindowedVad, samples: np.ndarray, duration_s: float,
+               hear: Callable[[np.ndarray, np.ndarray], tuple[str, float]],
+               cancel: threading.Event | None = None) -> FileTranscript:
+    """A file recognized region by region (either recognizer): the VAD finds the regions of speech, `hear(region
+    samples, its VAD scores)` gives each one's text and no-speech probability; `cancel` set stops before the next."""
+    probs = vad.score(samples)
+    segments: list[Segment] = []
+    for start, end in speech_regions(probs, duration_s):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"{len(segments)} of the file's speech regions")
+        region = samples[int(start * LISTEN_SAMPLE_RATE):int(end * LISTEN_SAMPLE_RATE)]
+        window = probs[int(start / WINDOW_S):max(int(end / WINDOW_S), int(start / WINDOW_S) + 1)]
+        text, no_speech = hear(region, window)
+        segments.append(Segment(round(start, 3), round(end, 3), text, round(no_speech, 3)))
+    return FileTranscript(segments, duration_s)
+
+
 class Worker:
     """A pocketsphinx decoder and a VAD; used by one thread at a time."""
 
@@ -120,16 +138,10 @@ class Worker:
         return Utterances(self)
 
     def transcribe(self, samples: np.ndarray, duration_s: float, cancel: threading.Event | None = None) -> FileTranscript:
-        probs = self.vad.score(samples)
-        segments: list[Segment] = []
-        for start, end in speech_regions(probs, duration_s):
-            if cancel is not None and cancel.is_set():
-                raise Cancelled(f"{len(segments)} of the file's speech regions")
-            region = samples[int(start * LISTEN_SAMPLE_RATE):int(end * LISTEN_SAMPLE_RATE)]
-            window = probs[int(start / WINDOW_S):max(int(end / WINDOW_S), int(start / WINDOW_S) + 1)]
-            text = " ".join(self.recognize(pcm16(region)))
-            segments.append(Segment(round(start, 3), round(end, 3), text, round(1.0 - float(window.mean()), 3)))
-        return FileTranscript(segments, duration_s)
+        def hear(region: np.ndarray, window: np.ndarray) -> tuple[str, float]:  # no_speech: 1 - the mean VAD score
+            return " ".join(self.recognize(pcm16(region))), 1.0 - float(window.mean())
+
+        return by_regions(self.vad, samples, duration_s, hear, cancel)
 
 
 @dataclass
@@ -147,7 +159,7 @@ class Utterances:
     _speech: bool = False  # the open utterance has had speech in it
     _quiet_s: float = 0.0
     _prefix: StablePrefix = field(default_factory=StablePrefix)
-    _started: bool = False  # a delta was sent (the next one starts with a space)
+    _captions: Captions = field(default_factory=Captions)  # the deltas sent
 
     def __post_init__(self) -> None:
         self.worker.vad.reset()
@@ -187,8 +199,4 @@ class Utterances:
         return self._delta(self._prefix.finish(final))
 
     def _delta(self, new: list[str]) -> str:
-        if not new:
-            return ""
-        text = (" " if self._started else "") + " ".join(new)
-        self._started = True
-        return text
+        return self._captions.text(new)

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from offline.listen.partials import StablePrefix
-from offline.listen.recognizer import Cancelled, FileTranscript, Segment, floats
-from offline.listen.vad import MIN_SILENCE_S, SPEECH_PROB, WINDOW_S, WindowedVad, speech_regions
+from offline.listen.partials import Captions, StablePrefix
+from offline.listen.recognizer import FileTranscript, by_regions, floats
+from offline.listen.vad import MIN_SILENCE_S, SPEECH_PROB, WINDOW_S, WindowedVad
 from protocol.listen import LISTEN_SAMPLE_RATE
 
 log = logging.getLogger(__name__)
@@ -114,15 +114,11 @@ class WhisperWorker:
         return decode(self.model, floats(pcm))[0]
 
     def transcribe(self, samples: np.ndarray, duration_s: float, cancel: threading.Event | None = None) -> FileTranscript:
-        probs = self.vad.score(samples)
-        segments: list[Segment] = []
-        for start, end in speech_regions(probs, duration_s):
-            if cancel is not None and cancel.is_set():
-                raise Cancelled(f"{len(segments)} of the file's speech regions")
-            region = samples[int(start * LISTEN_SAMPLE_RATE):int(end * LISTEN_SAMPLE_RATE)]
+        def hear(region: np.ndarray, _window: np.ndarray) -> tuple[str, float]:  # no_speech: Whisper's own
             words, no_speech = decode(self.model, region)
-            segments.append(Segment(round(start, 3), round(end, 3), " ".join(words), round(no_speech, 3)))
-        return FileTranscript(segments, duration_s)
+            return " ".join(words), no_speech
+
+        return by_regions(self.vad, samples, duration_s, hear, cancel)
 
     def stream(self) -> WhisperUtterances:
         return WhisperUtterances(self)
@@ -145,7 +141,7 @@ class WhisperUtterances:
     _decoded: int = -1  # samples covered by the last decode (-1: none yet)
     _hypothesis: list[str] = field(default_factory=list)
     _prefix: StablePrefix = field(default_factory=StablePrefix)
-    _started: bool = False  # a delta was sent (the next one starts with a space)
+    _captions: Captions = field(default_factory=Captions)  # the deltas sent
     decodes: int = 0  # how many decodes this stream ran (a test's and a bench's figure)
 
     def __post_init__(self) -> None:
@@ -200,8 +196,4 @@ class WhisperUtterances:
         return delta
 
     def _delta(self, new: list[str]) -> str:
-        if not new:
-            return ""
-        text = (" " if self._started else "") + " ".join(new)
-        self._started = True
-        return text
+        return self._captions.text(new)
