@@ -123,8 +123,11 @@ def stop_scenario(studio) -> dict:
     poll(lambda: _main_text(page), lambda t: re.search(r"Generating · [1-9]\d* of 200 made", t) is not None, 120,
          what="the run's progress with an item made ('Generating · N of 200 made')")
     page.get_by_role("button", name="Stop").click()
-    out["after_stop"] = poll(lambda: _main_text(page), lambda t: "Continue (only what is missing)" in t, 120,
-                             what="'Continue (only what is missing)' after Stop")
+    # the run over and the page redrawn whole (while Streamlit swaps the run's progress for its end, a moment shows
+    # one without the other): Continue offered, the last run's line there, no Stop left from the last refresh
+    out["after_stop"] = poll(lambda: _main_text(page), lambda t: "Continue (only what is missing)" in t
+                             and "Last run, ended" in t and "Stop (Continue" not in t, 120,
+                             what="'Continue (only what is missing)' and the last run's line after Stop")
     return out
 
 

@@ -277,10 +277,10 @@ def run_section(store: EvalStore, eval_id: str, runs: EvalRuns) -> bool:
     it (the service checks again: EvalStore.check_runner). Returns whether a run goes on (the page then
     refreshes this part)."""
     state = st.session_state
+    run = runs.state(store, eval_id)  # first: a run that has ended has written all its items before its note
     items = store.items(eval_id)
     done = sum(i.status == "succeeded" for i in items)
     failed = [i for i in items if i.status == "failed"]
-    run = runs.state(store, eval_id)
     ev = store.get(eval_id)
     may_run = store.history.owns(ev) and store.actor.can("evaluate")
     st.caption(f"{done} of {len(items)} items made · {len(failed)} failed · {len(items) - done - len(failed)} to do")
