@@ -60,6 +60,8 @@ def _stop_microphone() -> None:
         state["listen_error"] = f"{backend.target} sent no final text: try again, or use a file"
 
 
+st.text_area("Reference text (optional): what is spoken, for the word error rate", key="listen_reference",
+             height=80)
 file_tab, mic_tab = st.tabs(["From a file", "From the microphone"])
 with file_tab:
     upload = None
@@ -68,6 +70,15 @@ with file_tab:
                                   disabled=not can_listen)
         st.toggle("Stream it at real time (as a microphone would: the partial text grows while it is sent)",
                   key="listen_stream")
+        # the file's own button, in its tab (the microphone's tab has Start/Stop)
+        if can_listen and st.button("Transcribe", type="primary", disabled=upload is None):
+            state["listen_error"] = None
+            try:
+                data = upload.getvalue()
+                _, transcript = transcribe(backend, upload.name, data, stream=bool(state.get("listen_stream")))
+                _finish(upload.name, transcript, data, upload.name, state.get("listen_reference", ""))
+            except StudioError as exc:
+                state["listen_error"] = str(exc)
     else:
         st.caption(f"{resources.NO_UPLOADS} Speak into the microphone instead.")
 with mic_tab:
@@ -80,20 +91,9 @@ with mic_tab:
                    "a file.")
     else:
         playing = False
-st.text_area("Reference text (optional): what is spoken, for the word error rate", key="listen_reference",
-             height=80)
 
 if not playing and (mic.live is not None or mic.started or mic.error):
     _stop_microphone()
-
-if can_listen and resources.uploads_allowed() and st.button("Transcribe", type="primary", disabled=upload is None):
-    state["listen_error"] = None
-    try:
-        data = upload.getvalue()
-        _, transcript = transcribe(backend, upload.name, data, stream=bool(state.get("listen_stream")))
-        _finish(upload.name, transcript, data, upload.name, state.get("listen_reference", ""))
-    except StudioError as exc:
-        state["listen_error"] = str(exc)
 
 if error := state.pop("listen_error", None):
     st.error(resources.plain(error))

@@ -210,3 +210,12 @@ def test_a_microphone_that_sent_nothing_says_so_in_one_line(
     [error] = [e.value for e in at.error]
     assert error.startswith("No sound came from the microphone") and "\n" not in error
     assert History(tmp_path / "data").transcripts.list() == []
+
+
+def test_the_transcribe_button_is_the_file_tabs_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                    engine_url: str, served: dict[str, bytes]) -> None:
+    """The microphone's tab has Start and Stop; Transcribe (the file's) is only under "From a file"."""
+    at = _open(monkeypatch, tmp_path / "data", engine_url)
+    file_tab, mic_tab = at.tabs
+    assert "Transcribe" in [b.label for b in file_tab.button]
+    assert "Transcribe" not in [b.label for b in mic_tab.button]
