@@ -159,6 +159,7 @@ class EndOfTurn:
         self.blocking = blocking
         self.fallbacks = 0  # pauses left to the silence rule (a late score, a model that would not load)
         self.scores = 0
+        self.last_score_ms = 0.0  # how long the last score took (a recording fed faster than real time adds it)
         self.problem: str | None = None  # why the model is not used (it would not load)
         self._model = model
         self._pending: Future[float] | None = None
@@ -217,6 +218,13 @@ class EndOfTurn:
             self.fallbacks += 1
             return False
         self._asked_at = time.perf_counter()
-        self._pending = _scoring.submit(self._model.probability, bytes(turn_pcm[-int(WINDOW_S * 2 * LISTEN_SAMPLE_RATE):]))
+        self._pending = _scoring.submit(self._timed, self._model, bytes(turn_pcm[-int(WINDOW_S * 2 * LISTEN_SAMPLE_RATE):]))
         return True
+
+    def _timed(self, model: Any, pcm: bytes) -> float:
+        started = time.perf_counter()
+        try:
+            return model.probability(pcm)
+        finally:
+            self.last_score_ms = (time.perf_counter() - started) * 1000
 

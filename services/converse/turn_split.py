@@ -5,12 +5,11 @@ more turns than inputs (services/converse/pipeline.py holds each part as its own
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from protocol.listen import LISTEN_SAMPLE_RATE
 from services.converse.bargein import SpeechStart, TurnTaking
-from services.converse.turn_end import Decision, EndOfTurn, EndOfTurnModel, TurnDetection, TurnModelMissing
+from services.converse.turn_end import Decision, TurnDetection
 
 
 @dataclass(frozen=True)
@@ -34,11 +33,10 @@ def split_turns(pcm: bytes, detection: TurnDetection, *, vad_threshold: float, m
     rest = pcm
     while rest:
         taker = TurnTaking(vad_threshold, min_speech_ms, detection=detection, blocking=True)
-        timed = _TimedScores(taker.ender)
+        fed = memoryview(rest + tail)  # once per part: slices of it, not a copy of the whole per frame
         end = None
-        for at in range(0, len(rest) + len(tail), frame):
-            piece = (rest + tail)[at:at + frame]
-            for kind, where in taker.feed(piece):
+        for at in range(0, len(fed), frame):
+            for kind, where in taker.feed(bytes(fed[at:at + frame])):
                 if kind == "end":
                     end = where
             if end is not None:
@@ -50,7 +48,7 @@ def split_turns(pcm: bytes, detection: TurnDetection, *, vad_threshold: float, m
             break
         decision = taker.decisions[-1]
         # live, the turn is decided when the score that ended it comes back: its own time is part of the wait
-        wait_ms = decision.wait_ms + (timed.last_ms if decision.rule == "learned" else 0.0)
+        wait_ms = decision.wait_ms + (taker.ender.last_score_ms if decision.rule == "learned" else 0.0)
         decision = Decision(decision.rule, wait_ms, decision.probability)
         decided_at = int(end * LISTEN_SAMPLE_RATE) * 2 + int(wait_ms / 1000 * LISTEN_SAMPLE_RATE) * 2
         heard = rest[:decided_at]  # the speech and the silence the rule waited (zeros past the input's end)
@@ -62,33 +60,6 @@ def split_turns(pcm: bytes, detection: TurnDetection, *, vad_threshold: float, m
 
 
 FRAME_BYTES = 0.02 * LISTEN_SAMPLE_RATE * 2
-
-
-class _TimedScores:
-    """The time the model's last score took, for a recording fed faster than real time (added to the decided wait)."""
-
-    def __init__(self, ender: EndOfTurn) -> None:
-        self.last_ms = 0.0
-        model = ender._model
-        if ender.detection.kind != "learned":
-            return
-        if model is None:
-            try:
-                model = EndOfTurnModel.shared()
-            except TurnModelMissing as exc:
-                ender.problem = str(exc)
-                return
-        timer = self
-
-        class Timed:
-            def probability(self, pcm: bytes) -> float:
-                started = time.perf_counter()
-                try:
-                    return model.probability(pcm)
-                finally:
-                    timer.last_ms = (time.perf_counter() - started) * 1000
-
-        ender._model = Timed()
 
 
 def _speech_in(pcm: bytes, vad_threshold: float, min_speech_ms: int) -> bool:

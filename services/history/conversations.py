@@ -123,11 +123,8 @@ class ConversationStore:
 
     def list(self, *, limit: int | None = 50) -> list[ConversationRecord]:
         """The actor's conversations and those others shared, newest first (not the calls going on now)."""
-        h = self.history
-        condition, args = h.visible()
-        rows = h.reader().execute(f"SELECT * FROM conversations WHERE {condition} AND (status IS NULL OR status <> "
-                                  f"'live') ORDER BY {h.newest_first}{h.page(limit)}", args).fetchall()
-        return [_record(r, h.media) for r in rows]
+        rows = self.history.visible_rows("conversations", limit, also="status IS NULL OR status <> 'live'")
+        return [_record(r, self.history.media) for r in rows]
 
     # -- a live call, kept as it goes --------------------------------------------------------------------
     def open_live(self, mode: str, *, settings: Mapping[str, Any]) -> str:

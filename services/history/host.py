@@ -142,9 +142,12 @@ class Host:
             return "" if not offset else (" LIMIT -1" if self.dialect == "sqlite" else "") + f" OFFSET {offset}"
         return f" LIMIT {int(limit)}" + (f" OFFSET {offset}" if offset else "")
 
-    def visible_rows(self, table: str, limit: int | None) -> list[Row]:
-        """The rows of the owned `table` the actor sees (their own and the shared ones), newest first."""
+    def visible_rows(self, table: str, limit: int | None, *, also: str = "") -> list[Row]:
+        """The rows of the owned `table` the actor sees (their own and the shared ones), newest first; `also`: a
+        further SQL condition of the table's own (no arguments)."""
         condition, args = self.visible()
+        if also:
+            condition = f"{condition} AND ({also})"
         sql = f"SELECT * FROM {table} WHERE {condition} ORDER BY {self.newest_first}{self.page(limit)}"
         return self.reader().execute(sql, args).fetchall()
 
