@@ -4,7 +4,9 @@ The studio (`app.py` on the offline engine) and Debian Chromium run in a loopbac
 (tests/browser_support.py; needs root, `unshare`, `ip` and /usr/bin/chromium). One run, side by side:
 
 - **speak first**: a fresh visit, Speak pressed without connecting the player (Speak connects it);
-- **connected**: the player already connected, `--runs` utterances, each after the last one has played out.
+- **connected**: the player already connected, `--runs` utterances, each after the last one has played out;
+- **Stop**: a long utterance, Stop clicked while it is loud, and the time from that click until the player's
+  output is quiet (RMS under the ear's threshold for three 5 ms polls in a row), `--runs` times.
 
 For each utterance: the studio's "First audio" (text sent → first chunk received from the engine, on the
 server) and the browser's "First audio heard" (click on Speak → first sound the player played, measured by the
@@ -32,6 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 SENTENCE = "Measured in the browser, this sentence is heard a moment after the studio receives it."
+LONG = ("Stop me while I am speaking. This sentence goes on for a good while, so that the button is pressed in "
+        "the middle of it, and then the player should go quiet at once, not a second later.")
 FIRST = "A fresh visit. Speak connects the player by itself, and this is the first thing it plays."
 
 _JITTER = """
@@ -124,6 +128,50 @@ def _speak_and_measure(studio, player, text: str) -> dict:
             "jitter_target_ms": 1000 * (j1["target"] - j0["target"]) / emitted if emitted else None}
 
 
+_STOP = """
+async ([threshold, timeoutMs]) => {
+  const frame = document.querySelector('iframe[title*="webrtc"]');
+  const stream = frame.contentDocument.querySelector("audio").srcObject;
+  const ctx = new AudioContext(); await ctx.resume();
+  const analyser = ctx.createAnalyser(); analyser.fftSize = 256;
+  ctx.createMediaStreamSource(stream).connect(analyser);
+  const buf = new Float32Array(analyser.fftSize);
+  const rms = () => { analyser.getFloatTimeDomainData(buf); let s = 0; for (const v of buf) s += v * v;
+                      return Math.sqrt(s / buf.length); };
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const begin = performance.now();
+  while (rms() < threshold * 5) { if (performance.now() - begin > timeoutMs) return null; await sleep(5); }
+  const stop = [...document.querySelectorAll("button")].find((b) => b.innerText.trim() === "Stop");
+  const t0 = performance.now(); stop.click();
+  let quiet = 0, first = null;
+  while (performance.now() - t0 < timeoutMs) {
+    if (rms() < threshold) { quiet += 1; first ??= performance.now(); if (quiet >= 3) break; }
+    else { quiet = 0; first = null; }
+    await sleep(5);
+  }
+  ctx.close();
+  return quiet >= 3 ? first - t0 : null;
+}
+"""
+
+
+def _stop_to_silence(studio, text: str) -> float | None:
+    """ms from a click on Stop, while the player is loud, to a quiet output."""
+    from tests.browser_support import poll
+    from ui.voice_player import EAR_THRESHOLD
+
+    page = studio.page
+    box = page.get_by_role("textbox", name="Text")
+    box.fill(text)
+    box.press("Control+Enter")
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Speak").click()
+    page.wait_for_timeout(1500)  # into the sentence
+    ms = page.evaluate(_STOP, [EAR_THRESHOLD, 20_000])
+    poll(page.get_by_role("button", name="Stop").is_disabled, bool, 60)
+    return ms
+
+
 def scenario(studio) -> dict:
     """Runs inside the namespace (tests/browser_support.py)."""
     import os
@@ -135,8 +183,10 @@ def scenario(studio) -> dict:
     player = studio.frame("webrtc")
     first = _speak_and_measure(studio, player, FIRST)
     connected = [_speak_and_measure(studio, player, SENTENCE) for _ in range(runs)]
+    stops = [_stop_to_silence(studio, LONG) for _ in range(runs)]
     log = studio.log.read_text(errors="replace")
-    return {"speak_first": first, "connected": connected, "too_slow_warnings": log.count("callback is too slow")}
+    return {"speak_first": first, "connected": connected, "stop_ms": stops,
+            "too_slow_warnings": log.count("callback is too slow")}
 
 
 def main() -> None:
@@ -154,7 +204,7 @@ def main() -> None:
 
     track = track_latency_ms()
     t0 = time.monotonic()
-    r = run_browser_scenario("bench.voice_heard:scenario", timeout=120 + 60 * args.runs,
+    r = run_browser_scenario("bench.voice_heard:scenario", timeout=180 + 90 * args.runs,
                              env={"VOICE_HEARD_RUNS": str(args.runs)})
     r["wall_s"] = round(time.monotonic() - t0, 1)
     r["track_ms"] = [round(x, 1) for x in track]
@@ -163,20 +213,22 @@ def main() -> None:
         return
     conn = [c for c in r["connected"] if c["heard_ms"] and c["studio_ms"]]
     med = lambda k: statistics.median(c[k] for c in conn if c[k] is not None)  # noqa: E731
+    stops = [s for s in r["stop_ms"] if s is not None]
     f = r["speak_first"]
     print(f"speak first (connects the player): heard {f['heard_ms']:.0f} ms vs studio {f['studio_ms']:.0f} ms "
           f"({f['heard_ms'] / f['studio_ms']:.2f}x)")
     print(f"connected, {len(conn)} utterances, medians: heard {med('heard_ms'):.0f} ms vs studio "
-          f"{med('studio_ms'):.0f} ms ({med('heard_ms') / med('studio_ms'):.2f}x); difference "
-          f"{med('heard_ms') - med('studio_ms'):.0f} ms, of which the jitter buffer {med('jitter_buffer_ms'):.0f} ms "
-          f"(target {med('jitter_target_ms'):.0f} ms)")
+          f"{med('studio_ms'):.0f} ms ({med('heard_ms') / med('studio_ms'):.2f}x); heard − studio "
+          f"{statistics.median(c['heard_ms'] - c['studio_ms'] for c in conn):.0f} ms (goal ≤ 150), of which the "
+          f"jitter buffer {med('jitter_buffer_ms'):.0f} ms (target {med('jitter_target_ms'):.0f} ms)")
     print("per utterance (heard/studio ms, jitter buffer ms): " + ", ".join(
         f"{c['heard_ms']:.0f}/{c['studio_ms']:.0f} ({c['jitter_buffer_ms'] or 0:.0f})" for c in conn))
+    print(f"Stop → silence: median {statistics.median(stops) if stops else float('nan'):.0f} ms (goal ≤ 300; n = "
+          f"{len(stops)}: " + ", ".join("—" if s is None else f"{s:.0f}" for s in r["stop_ms"]) + ")")
     print(f"the track's share, in-process: push → frame out of the Opus encoder, median "
           f"{statistics.median(track):.0f} ms ({', '.join(f'{x:.0f}' for x in track)})")
     print(f"'Audio frame callback is too slow' warnings in the studio's log: {r['too_slow_warnings']}; "
           f"{r['wall_s']} s in all")
-
 
 if __name__ == "__main__":
     main()

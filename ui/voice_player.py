@@ -56,8 +56,10 @@ def voice_player(playback: Playback, ice_servers: list[dict[str, Any]], *, conne
 
 # Runs in the studio's page (a components.v2 component is not sandboxed). Installed once per page: a click on
 # Speak starts a watch that taps the player's <audio> stream (in streamlit-webrtc's iframe, same origin) with
-# an AnalyserNode and reports the time from the click to the first output above the threshold. It first waits
-# for a moment of quiet, so the tail of the previous utterance (Speak clears it) is not taken for the new one.
+# an AnalyserNode and reports the time from the click to the first output above the threshold. On a stream that
+# played before, it first waits for a moment of quiet, so the tail of the previous utterance (Speak clears it) is not
+# taken for the new one; a stream this click connected has no tail (waiting for quiet there missed a first sound
+# that began before the ear's first look, and the page showed no figure).
 _EAR_JS = """
 export default function (component) {
   const { setStateValue, data } = component;
@@ -94,9 +96,11 @@ export default function (component) {
       const stream = audio && audio.srcObject;
       if (!stream || !stream.getAudioTracks().length) return;
       if (tap(stream) < ear.data.threshold) { quiet += 1; return; }
-      if (quiet < 3) { quiet = 0; return; }
+      // a stream that played nothing yet (this click connected the player) has no tail to wait out
+      if (quiet < 3 && stream === ear.played) { quiet = 0; return; }
       clearInterval(ear.timer);
       ear.source.disconnect();  // heard: stop tapping the stream until the next click
+      ear.played = stream;
       ear.stream = null;
       ear.last = { ms: Math.round(now - t0), seq };  // also readable by a benchmark (bench/voice_heard.py)
       ear.send("heard", ear.last);
