@@ -37,7 +37,7 @@ endif
 ## The project's modules are byte-compiled first (under a second): with PYTHONDONTWRITEBYTECODE set, as on this
 ## machine, every process the tests start (a CLI, an engine, a studio) would otherwise compile them from source.
 TEST_WORKERS ?= 4
-COMPILE := $(PY) -m compileall -q -j 0 app.py pages ui services offline emulator infra protocol scripts bench tests >/dev/null
+COMPILE := $(PY) -m compileall -q -j 0 app.py pages ui services offline emulator infra protocol hearing scripts bench tests >/dev/null
 test: setup-dev
 	@$(COMPILE)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)

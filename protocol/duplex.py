@@ -31,6 +31,7 @@ OUTPUT_SAMPLE_RATE = PCM_SAMPLE_RATE
 THRESHOLD = 0.5
 SILENCE_MS = 500
 PREFIX_PADDING_MS = 300
+EOT_THRESHOLD = 0.5  # semantic_vad: the end-of-turn model's probability that ends a turn
 MIN_SPEECH_MS = 100  # speech shorter than this is not a turn (and does not interrupt)
 
 
@@ -46,11 +47,19 @@ class _Event(BaseModel):
 
 # -- client → server ------------------------------------------------------------------------------------------
 class TurnDetection(BaseModel):
+    """`server_vad`: a turn ends after `silence_duration_ms` below the VAD's `threshold`. `semantic_vad` (the OpenAI
+    Realtime name for a turn decided by what was said; the offline engine's end-of-turn model, hearing/turn_end.py):
+    at each pause the model scores the turn and it ends once the score reaches `eot_threshold`, or after 1.5 s of
+    silence whatever it says; `silence_duration_ms` is then the window a pause falls back to when the model cannot
+    score it. `eot_threshold` is the offline engine's own field, sent only with semantic_vad (vLLM-Omni 0.30 knows
+    server_vad only and refuses keys it does not know)."""
+
     model_config = ConfigDict(extra="ignore")
-    type: Literal["server_vad"] = "server_vad"
+    type: Literal["server_vad", "semantic_vad"] = "server_vad"
     threshold: float = Field(THRESHOLD, ge=0.0, le=1.0)
     silence_duration_ms: int = Field(SILENCE_MS, ge=0, le=10_000)
     prefix_padding_ms: int = Field(PREFIX_PADDING_MS, ge=0, le=5_000)
+    eot_threshold: float | None = Field(None, ge=0.0, le=1.0)  # semantic_vad; None: EOT_THRESHOLD
 
 
 class SessionConfig(BaseModel):

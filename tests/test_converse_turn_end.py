@@ -1,4 +1,4 @@
-"""End of turn (services/converse/turn_end.py) on the engine's own voice: a sentence with an 800 ms pause after a word
+"""End of turn (hearing/turn_end.py) on the engine's own voice: a sentence with an 800 ms pause after a word
 that cannot end it ("I was wondering if … you could help me with my booking") — the silence rule cuts it in two
 (two turns from one input), the learned model keeps it whole; the same through `converse --json`; a model that is
 missing leaves every pause to the silence rule, counted; a threshold outside 0–1 is refused; a turn longer than the
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from protocol.audio import wav_bytes
-from services.converse import turn_end
-from services.converse.turn_end import EndOfTurn, EndOfTurnModel, TurnDetection, TurnModelMissing
+from hearing import turn_end
+from hearing.turn_end import EndOfTurn, EndOfTurnModel, TurnDetection, TurnModelMissing
 from services.converse.turn_split import split_turns
 from services.listen import load_audio
 from services.listen.sample import spoken_sample_at
@@ -94,3 +94,81 @@ def test_a_turn_longer_than_the_window_is_scored_on_its_last_8_s(paused: bytes) 
     last = long[-int(8 * 16_000) * 2:]
     assert model.probability(long) == pytest.approx(model.probability(last), abs=1e-6)
     assert 0.0 <= model.probability(np.zeros(100, "<i2").tobytes()) <= 1.0  # shorter than the window: padded
+
+
+def test_the_engine_s_duplex_session_takes_turns_by_the_learned_rule(engine_url: str, paused: bytes) -> None:
+    """Native mode's server: the engine's duplex session with `semantic_vad` (the learned rule) hears the paused
+    sentence, sent at real time as a microphone would, as one turn; with `server_vad` (500 ms) as two."""
+    import asyncio
+    import base64
+    import time
+
+    from websockets.asyncio.client import connect
+
+    url = engine_url.replace("http://", "ws://").rstrip("/") + "/v1/realtime?duplex=1"
+    chunk = 3200  # 100 ms
+
+    async def stops(detection: dict) -> int:
+        async with connect(url, max_size=None) as ws:
+            await ws.send(json.dumps({"type": "session.update", "session": {"turn_detection": detection}}))
+            stopped = 0
+
+            async def read() -> None:
+                nonlocal stopped
+                while True:
+                    event = json.loads(await ws.recv())
+                    stopped += event["type"] == "input_audio_buffer.speech_stopped"
+
+            reader = asyncio.create_task(read())
+            audio = paused + bytes(16_000 * 2 * 2)  # then 2 s of silence: the last turn ends too
+            t0 = time.perf_counter()
+            for i, at in enumerate(range(0, len(audio), chunk)):
+                await ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                          "audio": base64.b64encode(audio[at:at + chunk]).decode()}))
+                await asyncio.sleep(max(0.0, t0 + (i + 1) * 0.1 - time.perf_counter()))  # real time
+            await asyncio.sleep(0.5)
+            reader.cancel()
+            return stopped
+
+    assert asyncio.run(stops({"type": "server_vad", "silence_duration_ms": 500})) == 2
+    assert asyncio.run(stops({"type": "semantic_vad", "silence_duration_ms": 500, "eot_threshold": 0.5})) == 1
+
+
+def test_a_server_without_the_learned_rule_is_asked_again_for_its_silence_window() -> None:
+    """vLLM-Omni 0.30 knows server_vad only and refuses the rest: native mode then opens with the silence window
+    and says so; server_vad never carries the engine's own eot_threshold key."""
+    import asyncio
+
+    from services.converse.native import Native
+
+    sent: list[dict] = []
+
+    class Refusing:  # a SessionOpener's channel that refuses semantic_vad, as a strict server would
+        target = "ws://strict"
+
+        async def open(self):  # type: ignore[no-untyped-def]
+            return self
+
+        async def send(self, text: str) -> None:
+            sent.append(json.loads(text))
+
+        async def recv(self) -> str:
+            detection = sent[-1]["session"]["turn_detection"]
+            if detection["type"] != "server_vad":
+                return json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                                                              "code": "invalid_event", "message": "unknown type"}})
+            return json.dumps({"type": "session.updated", "session": {}})
+
+        async def close(self) -> None:
+            pass
+
+    native = Native(Refusing(), silence_ms=600, end_of_turn=0.5)
+
+    async def open_() -> None:
+        channel = await native._connect()
+        await native._open(channel)
+
+    asyncio.run(open_())
+    assert [m["session"]["turn_detection"]["type"] for m in sent] == ["semantic_vad", "server_vad"]
+    assert "eot_threshold" not in sent[-1]["session"]["turn_detection"]
+    assert "refused the learned end of turn" in native.turn_note and "600 ms of silence" in native.turn_note

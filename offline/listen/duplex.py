@@ -2,7 +2,8 @@
 stand-in for vLLM-Omni's: a scripted reply spoken by the Piper voice, never a model.
 
 The first `session.update` opens it (`session.created`, `session.updated`): its `turn_detection` (server_vad:
-threshold, silence_duration_ms, prefix_padding_ms) drives the listen engine's Silero VAD (offline/listen/turns.py,
+threshold, silence_duration_ms, prefix_padding_ms; or semantic_vad: the end-of-turn model decides, with
+eot_threshold) drives the listen engine's Silero VAD (offline/listen/turns.py,
 minimum speech 100 ms); its `instructions` are the scripted reply's rules (protocol/script.py; none → the
 default script; a bad line is an `error` naming it). Then, for each turn in the appended audio (16 kHz PCM16):
 `input_audio_buffer.speech_started` / `speech_stopped` → the recognizer hears the turn (from prefix_padding_ms
@@ -199,8 +200,9 @@ class DuplexSession:
 
     async def update(self, update: SessionUpdate, event_id: str | None) -> None:
         if update.session.turn_detection is None:
-            await self.error("unsupported_turn_detection", "turn_detection: give {\"type\": \"server_vad\"}; the "
-                             "offline engine has no model to decide turns", event_id)
+            await self.error("unsupported_turn_detection", "turn_detection: give {\"type\": \"server_vad\"} or "
+                             "{\"type\": \"semantic_vad\"}; the offline engine decides the turns itself (it takes "
+                             "no input_audio_buffer.commit)", event_id)
             return
         try:
             if update.session.instructions and update.session.instructions.strip():
@@ -209,7 +211,7 @@ class DuplexSession:
             await self.error("invalid_instructions", f"{exc} (the offline engine's instructions are its scripted "
                              "reply's rules: PATTERN => REPLY)", event_id)
             return
-        self.detector.settings = update.session.turn_detection
+        self.detector.configure(update.session.turn_detection)
         first = self.config is None
         self.config = update
         body = {"id": self.session_id, "object": "realtime.session", **update.session.model_dump(),
@@ -237,7 +239,7 @@ class DuplexSession:
             return
         scored, self.unscored = floats(bytes(self.unscored)), bytearray()
         probs = await asyncio.wrap_future(self.listen.submit(self.vad.feed, scored))
-        for what, at_ms in self.detector.feed(probs):
+        for what, at_ms in self.detector.feed(probs, self._turn_pcm):
             if what == "started":
                 await self._started(at_ms)
             else:
@@ -251,6 +253,12 @@ class DuplexSession:
             drop = max(0, len(self.audio) - keep)
             del self.audio[:drop]
             self.audio_base += drop
+
+    def _turn_pcm(self, end_ms: int) -> bytes:
+        """The turn being spoken, from its start to `end_ms` (what the end-of-turn model scores)."""
+        lo = max(0, self.turn_start_ms * LISTEN_BYTES_PER_S // 1000 // 2 * 2 - self.audio_base)
+        hi = max(lo, end_ms * LISTEN_BYTES_PER_S // 1000 // 2 * 2 - self.audio_base)
+        return bytes(self.audio[lo:hi])
 
     async def _started(self, at_ms: int) -> None:
         self.item_id, self.turn_start_ms = _id("item"), at_ms

@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         speak = backend.speech if args.voice_endpoint else speak
         listen_url = f"SageMaker endpoint {args.listen_endpoint}" if args.listen_endpoint else listen_url
         speak_url = f"SageMaker endpoint {args.voice_endpoint}" if args.voice_endpoint else speak_url
-    from services.converse.turn_end import TurnDetection
+    from hearing.turn_end import TurnDetection
 
     detection = TurnDetection(args.turn_detector, silence_ms=args.silence_ms, threshold=args.eot_threshold)
     pipeline = Pipeline(listen, speak, stage, voice=args.voice, silence_ms=args.silence_ms,

@@ -27,7 +27,7 @@ import numpy as np
 
 from protocol.listen import LISTEN_BYTES_PER_S, LISTEN_SAMPLE_RATE
 from services.converse.timeline import FRAME_S, Turn
-from services.converse.turn_end import WINDOW_S, Decision, EndOfTurn, TurnDetection
+from hearing.turn_end import WINDOW_S, Decision, EndOfTurn, TurnDetection
 from services.speech import PcmChunk, SpeechSession
 
 VAD_DBFS = (-60.0, -20.0)  # the threshold 0 → −60 dBFS, 1 → −20 dBFS, linearly
@@ -88,7 +88,7 @@ def frames_for(ms: float) -> int:
 
 class TurnTaking(VoicedFrames):
     """A live microphone's turns: speech starts at a run of voiced frames lasting `min_speech_ms` (shorter is no
-    speech: a cough) and ends when the end-of-turn rule (services/converse/turn_end.py: `detection`, by default the
+    speech: a cough) and ends when the end-of-turn rule (hearing/turn_end.py: `detection`, by default the
     silence window `silence_ms`) says the pause after it is the turn's end. `feed` returns the events its piece
     decided: ("start", onset) and ("end", where the last voiced frame ended), in seconds into the stream; each end's
     Decision (its rule, the silence waited, the model's probability) is appended to `decisions`."""

@@ -23,6 +23,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Protocol
@@ -41,6 +42,8 @@ from protocol.listen import LISTEN_BYTES_PER_S
 from services.converse.timeline import Conversation, Turn, speech_end_s
 from services.listen import ListenAudio
 from services.listen.client import ws_url_of
+
+log = logging.getLogger(__name__)
 
 CHUNK_S = 0.1
 CHUNK = int(CHUNK_S * LISTEN_BYTES_PER_S) // 2 * 2
@@ -81,13 +84,19 @@ class Native:
 
     def __init__(self, target: str | SessionOpener, *, instructions: str | None = None, voice: str | None = None,
                  silence_ms: int = 500, reply_label: str = "the server's speech-to-speech session",
-                 vad_threshold: float | None = None, open_timeout_s: float = OPEN_TIMEOUT_S) -> None:
+                 vad_threshold: float | None = None, open_timeout_s: float = OPEN_TIMEOUT_S,
+                 end_of_turn: float | None = None) -> None:
+        """`end_of_turn`: ask the server to decide turns with its end-of-turn model at that threshold (`semantic_vad`,
+        the offline engine's); a server that refuses it decides them by the silence window, said in `turn_note`."""
         self._opener = None if isinstance(target, str) else target
         self.open_timeout_s = open_timeout_s
         self.url = ws_url_of(target) + f"?{DUPLEX_QUERY}=1" if isinstance(target, str) else target.target
+        learned = {} if end_of_turn is None else {"type": "semantic_vad", "eot_threshold": end_of_turn}
         self.update = SessionUpdate(session=SessionConfig(
             instructions=instructions, voice=voice, turn_detection=TurnDetection(
-                silence_duration_ms=silence_ms, **({} if vad_threshold is None else {"threshold": vad_threshold}))))
+                silence_duration_ms=silence_ms, **({} if vad_threshold is None else {"threshold": vad_threshold}),
+                **learned)))
+        self.turn_note = ""  # set when the server refused the learned end of turn
         self.reply_label = reply_label
         self._t0 = 0.0
         self._mic = b""  # what the microphone still has to send before silence
@@ -156,6 +165,16 @@ class Native:
                 code, message = error_of(event)
                 if code == UNSUPPORTED_CODE:
                     raise NoDuplexSession(NO_DUPLEX_TEXT)
+                detection = self.update.session.turn_detection
+                if detection is not None and detection.type == "semantic_vad":  # a server with server_vad only
+                    silence = detection.silence_duration_ms
+                    self.turn_note = (f"the server refused the learned end of turn ({message}); its turns end after "
+                                      f"{silence} ms of silence")
+                    log.warning("native mode: %s", self.turn_note)
+                    self.update.session.turn_detection = detection.model_copy(
+                        update={"type": "server_vad", "eot_threshold": None})
+                    await channel.send(self.update.model_dump_json(exclude_none=True))
+                    continue
                 raise StreamError(f"{self.url} refused the session: {message} ({code})")
             if kind == "session.updated":
                 return

@@ -1,5 +1,5 @@
 """Pipeline mode: each recorded input streamed at real time to the listen target, as a microphone would send it
-(with a turn detector, services/converse/turn_end.py: each turn the detector finds in it, up to the moment it
+(with a turn detector, hearing/turn_end.py: each turn the detector finds in it, up to the moment it
 decided the turn was over — a cut-off mid-input makes the rest the next turn; without one: the recording, then the
 silence window), → the transcript's final (the end of the turn) → the reply streamed
 (services/converse/reply.py) → its text fed into a speech session clause by clause as it arrives (so the first
@@ -38,7 +38,7 @@ from services.converse.bargein import (
 )
 from services.converse.reply import Message, ReplyStage
 from services.converse.timeline import Conversation, Turn, speech_end_s
-from services.converse.turn_end import Decision, TurnDetection
+from hearing.turn_end import Decision, TurnDetection
 from services.converse.turn_split import split_turns
 from services.listen import ListenAudio
 from services.listen.client import ws_url_of

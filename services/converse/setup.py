@@ -27,7 +27,7 @@ from services.converse.bargein import DEFAULT_MIN_SPEECH_MS, DEFAULT_VAD_THRESHO
 from services.converse.native import Native
 from services.converse.pipeline import Pipeline
 from services.converse.reply import ChatReply, ReplyStage, ScriptedReply
-from services.converse.turn_end import TurnDetection
+from hearing.turn_end import TurnDetection
 from services.converse.script import DEFAULT_SCRIPT, parse_script
 
 MODES = ("pipeline", "native")
@@ -65,7 +65,7 @@ class Setup:
     silence_ms: int = 500
     vad_threshold: float = DEFAULT_VAD_THRESHOLD  # the voice detector's (native: the server VAD's) threshold 0–1
     min_speech_ms: int = DEFAULT_MIN_SPEECH_MS  # shorter speech (a cough) is no turn and interrupts nothing
-    # pipeline: how a turn's end is decided (services/converse/turn_end.py): the end-of-turn model, or the window
+    # pipeline: how a turn's end is decided (hearing/turn_end.py): the end-of-turn model, or the window
     turn_detector: str = "learned"
     eot_threshold: float = 0.5
     # The studio's closed set for the person holding the conversation (services/targets.py TargetGuard): the reply
@@ -132,7 +132,7 @@ class Setup:
             assert self.url is not None
             instructions, label = self._native()
             return Native(self.url, instructions=instructions, voice=self.voice, silence_ms=self.silence_ms,
-                          reply_label=label, vad_threshold=self.vad_threshold)
+                          reply_label=label, vad_threshold=self.vad_threshold, end_of_turn=self._server_end_of_turn())
         return Pipeline(self.listen, self.speak, stage, voice=self.voice, silence_ms=self.silence_ms,
                         vad_threshold=self.vad_threshold, min_speech_ms=self.min_speech_ms,
                         turn_detection=self.detection())
@@ -147,10 +147,19 @@ class Setup:
         if self.mode == "native":
             instructions, label = self._native()
             return LiveNative(self.url, playback=playback, instructions=instructions, voice=self.voice,
-                              silence_ms=self.silence_ms, reply_label=label, vad_threshold=self.vad_threshold)
+                              silence_ms=self.silence_ms, reply_label=label, vad_threshold=self.vad_threshold,
+                              end_of_turn=self._server_end_of_turn())
         return LivePipeline(self.listen, self.speak, stage, playback=playback, voice=self.voice,
                             silence_ms=self.silence_ms, vad_threshold=self.vad_threshold,
                             min_speech_ms=self.min_speech_ms, turn_detection=self.detection())
+
+    def _server_end_of_turn(self) -> float | None:
+        """Native mode: the threshold to ask the server's learned end of turn for (semantic_vad), None for its
+        silence window. Only the offline engine has one; a SageMaker endpoint runs vLLM-Omni, which knows
+        server_vad only and refuses what it does not know, so it is never asked."""
+        if self.turn_detector != "learned" or not isinstance(self.url, str):
+            return None
+        return self.eot_threshold
 
     def _native(self) -> tuple[str | None, str]:
         """Native mode: the session's instructions (the system prompt, else the script) and what answers."""

@@ -55,7 +55,7 @@ class Turn:
     error: str | None = None
     barge_in_stop_ms: float | None = None  # interrupted: the person's speech start → the agent's audio stopped
     agent_stop_s: float | None = None  # interrupted: where the agent's audio stopped (the cut)
-    # How the turn's end was decided (services/converse/turn_end.py), where a turn detector took it: its rule
+    # How the turn's end was decided (hearing/turn_end.py), where a turn detector took it: its rule
     # (learned, silence, cap, fallback), the silence waited from the speech end to the decision, the model's
     # last probability of "complete"
     eot_rule: str | None = None

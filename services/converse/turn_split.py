@@ -1,5 +1,5 @@
 """A recorded input taken as a microphone would send it, through the same end-of-turn rule as a live one
-(services/converse/turn_end.py): `split_turns` cuts it where the rule ends a turn, so a cut-off mid-input shows as
+(hearing/turn_end.py): `split_turns` cuts it where the rule ends a turn, so a cut-off mid-input shows as
 more turns than inputs (services/converse/pipeline.py holds each part as its own turn).
 """
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from protocol.listen import LISTEN_SAMPLE_RATE
 from services.converse.bargein import SpeechStart, TurnTaking
-from services.converse.turn_end import Decision, TurnDetection
+from hearing.turn_end import Decision, TurnDetection
 
 
 @dataclass(frozen=True)
