@@ -415,10 +415,14 @@ def ice_servers() -> list[dict]:
 
 
 _MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|<>~$"
-# What Markdown (GitHub's flavour, as Streamlit renders it) links by itself: URLs, www. names, e-mail addresses.
+# What Markdown (GitHub's flavour, as Streamlit renders it) would change: links it makes by itself (URLs, www. names,
+# e-mail addresses) and the arrows it draws.
 # Escapes do not stop such a link, they show inside it (http://127\.0\.0\.1): these go in code spans.
-_LINKISH = re.compile(r"(?:\b[A-Za-z][A-Za-z0-9+.-]*://|\bwww\.)[^\s<>()\[\]{}'\"`]*[^\s<>()\[\]{}'\"`.,;:!?]"
-                      r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_VERBATIM = re.compile(r"(?:\b[A-Za-z][A-Za-z0-9+.-]*://|\bwww\.)[^\s<>()\[\]{}'\"`]*[^\s<>()\[\]{}'\"`.,;:!?]"
+                      r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+                      # Streamlit's Markdown turns these, standing alone, into → ← ↔ — ≥ ≤ ≈, escaped or not (a script
+                      # error quoting a mistyped `->` showed "→", hiding the typo it named)
+                      r"|(?<!\S)(?:<->|->|<-|--|>=|<=|~=)(?!\S)")
 
 
 def _escaped(text: str) -> str:
@@ -427,9 +431,10 @@ def _escaped(text: str) -> str:
 
 def plain(text: str) -> str:
     """`text` for st.markdown/st.error/st.caption, so user or server text shows as typed: Markdown's specials
-    escaped, and what Markdown would turn into a link (a URL, an e-mail address) as inline code."""
+    escaped, and what Markdown would turn into a link (a URL, an e-mail address) or an arrow (`->`) as inline
+    code."""
     text, out, at = str(text), [], 0
-    for m in _LINKISH.finditer(text):
+    for m in _VERBATIM.finditer(text):
         out += [_escaped(text[at:m.start()]), code(m.group())]
         at = m.end()
     return "".join(out) + _escaped(text[at:])
