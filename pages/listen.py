@@ -107,9 +107,9 @@ def utterance_panel() -> None:
     if playing:
         hearing(mic)
     elif (last := state.get("listen_last")) is not None:
-        result_view(last)
+        result_view(last, listener)
 
 
 utterance_panel()
 last: Heard | None = state.get("listen_last")
-kept_transcripts(skip=None if last is None else last.record_id)
+kept_transcripts(skip=None if last is None else last.record_id, listener=listener)

@@ -40,8 +40,8 @@ def _main_text(page) -> str:  # type: ignore[no-untyped-def]
 
 
 def _captured_s(caption: str) -> float:
-    """The seconds of microphone audio the studio has received, from "4.2 s of speech sent so far; …"."""
-    match = re.match(r"([0-9.]+) s of speech sent so far", caption)
+    """The seconds of microphone audio the studio has received, from "4.2 s of audio sent so far; …"."""
+    match = re.match(r"([0-9.]+) s of audio sent so far", caption)
     return float(match.group(1)) if match else -1.0
 
 
@@ -59,7 +59,7 @@ def scenario(studio) -> dict:  # type: ignore[no-untyped-def]
     hearing, final_heading = page.get_by_text("Hearing…"), page.get_by_text("Transcript — microphone")
     expect(hearing).to_be_visible(timeout=60_000)
     partial = page.locator('[data-testid="stText"]').first
-    sent = page.get_by_text("s of speech sent so far").first
+    sent = page.get_by_text("s of audio sent so far").first
     out["partial"] = poll(lambda: partial.inner_text().strip(), lambda t: t not in ("", "…"), 90, step=0.1,
                           what="the partial transcript under 'Hearing…' (before Stop)")
     # The order of events, read at once: the partial text is shown while the page is still hearing the microphone,

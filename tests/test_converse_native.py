@@ -86,7 +86,8 @@ def no_duplex_server() -> Iterator[tuple[str, list[dict]]]:
 
 def test_a_server_without_the_session_exits_1(inputs: list[Path], no_duplex_server: tuple[str, list[dict]]) -> None:
     url, received = no_duplex_server
-    p = converse("--input", str(inputs[0]), "--url", url, "--vad-threshold", "0.7", "--silence-ms", "800")
+    p = converse("--input", str(inputs[0]), "--url", url, "--vad-threshold", "0.7", "--silence-ms", "800",
+                 "--turn-detector", "silence")
     assert p.returncode == 1, p.stderr
     assert "this server has no speech-to-speech session; use --mode pipeline" in p.stderr
     [update] = received  # what it asked for: the server VAD's threshold and silence window as given

@@ -139,6 +139,22 @@ def test_streamed_at_real_time_with_its_stream_figures(
     assert kept.route == "stream" and word_error_rate(SENTENCE, kept.text) <= 0.2
     assert kept.figures["partials"] == int(figures["Partials"]) and kept.figures["final_ms"] is not None
 
+    # A stream gives no cue times: no SRT/VTT until "Time for subtitles" hears the kept recording as a file
+    assert [d.proto.label for d in at.download_button][:2] == ["Download TXT", "Download JSON"]
+    [time_it] = [b for b in at.button if b.label == "⏱ Time for subtitles"]
+    time_it.click().run()
+    _ok(at)
+    assert not at.error, [e.value for e in at.error]
+    assert [d.proto.label for d in at.download_button][:4] == \
+        ["Download TXT", "Download SRT", "Download VTT", "Download JSON"]
+    assert _download(at, served, "Download SRT").decode().startswith("1\n00:00:0")
+    [timed] = History(tmp_path / "data").transcripts.list()
+    assert timed.segments and timed.segments[0]["start"] < 1.0 and timed.figures["segments_from"] == "file"
+    assert timed.text == kept.text  # the streamed text stays the transcript's
+    at.run()  # the next run: timed once, no button
+    assert not [b for b in at.button if b.label == "⏱ Time for subtitles"]
+    assert [d.proto.label for d in at.download_button][:2] == ["Download TXT", "Download SRT"]
+
 
 def test_speak_this_puts_the_text_on_the_voice_page(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str, sentence_wav: bytes,

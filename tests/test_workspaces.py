@@ -457,3 +457,21 @@ def test_an_evaluation_is_edited_or_deleted_by_its_owner_or_an_admin_only(tmp_pa
     assert alice.update(ev.id, parse_spec(spec_dict(name="renamed"))).name == "renamed"
     ada.delete(ev.id)
     assert alice.list() == []
+
+
+def test_a_streamed_transcripts_subtitle_times_are_kept_by_its_owner_or_an_admin_only(
+        tmp_path: Path, history_url: str | None) -> None:
+    history = History(tmp_path, database_url=history_url)
+    alice, bob = history.acting_as(ALICE), history.acting_as(BOB)
+    kept = alice.transcripts.record("call me back", source="microphone", route="stream", model="m", backend="omni",
+                                    target="t", audio=b"RIFF....", audio_name="microphone.wav")
+    alice.set_shared("transcript", kept.id, True)
+    cues = [{"start": 0.2, "end": 1.4, "text": "Call me back."}]
+    with pytest.raises(Forbidden, match="only the one who made it"):
+        bob.transcripts.time_segments(kept.id, cues)
+    with pytest.raises(InvalidInput, match="no speech was timed"):
+        alice.transcripts.time_segments(kept.id, [])
+    assert bob.transcripts.get(kept.id).segments == []  # nothing changed
+    timed = alice.transcripts.time_segments(kept.id, cues)
+    assert timed.segments == cues and timed.figures["segments_from"] == "file" and timed.text == "call me back"
+    assert history.acting_as(ADA).transcripts.time_segments(kept.id, cues).segments == cues  # an admin may

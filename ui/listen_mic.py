@@ -102,4 +102,4 @@ def hearing(mic: Microphone) -> None:
     else:
         st.markdown("**Hearing…**")
         st.text(live.partial or "…")
-        st.caption(f"{live.captured_s:.1f} s of speech sent so far; press **{STOP_LABEL}** to end the utterance")
+        st.caption(f"{live.captured_s:.1f} s of audio sent so far; press **{STOP_LABEL}** to end the utterance")

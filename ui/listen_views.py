@@ -6,7 +6,7 @@ beside each, as the Voice page keeps its takes."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import streamlit as st
@@ -114,6 +114,34 @@ def metrics(f: dict[str, Any]) -> None:
         col.metric(label, value, help=help_)
 
 
+SUBTITLES_HELP = ("A stream gives the words, not when they were said: this hears the kept recording again as a file "
+                  "on the current target for its times, and keeps them. The subtitles' words are then the file "
+                  "route's, which may differ a little from the streamed text.")
+
+
+def subtitle_times(listener: Any, record_id: str | None, t: Transcript, key: str) -> Transcript:
+    """A streamed transcript kept with its recording has no cue times: "Time for subtitles" hears the recording as
+    a file (`listener.transcribe_file`) and keeps its segments with the record. `t` with the segments, if any."""
+    if t.segments or t.route != "stream" or record_id is None or listener is None:
+        return t
+    if not st.button("⏱ Time for subtitles", key=key, help=SUBTITLES_HELP):
+        return t
+    try:
+        history = resources.history()
+        record = history.transcripts.get(record_id)
+        data = record.audio_bytes()
+        if not data:
+            raise InvalidInput("this transcript's recording was not kept, so it cannot be timed")
+        with st.spinner("Hearing the recording as a file for its times…"):
+            timed = resources.loop().run(listener.transcribe_file(load_audio(data, record.audio or "recording.wav")))
+        record = history.transcripts.time_segments(
+            record_id, [{"start": s.start, "end": s.end, "text": s.text} for s in timed.segments])
+    except StudioError as exc:
+        st.error(plain(exc))
+        return t
+    return replace(t, segments=[Segment(s["start"], s["end"], s["text"]) for s in record.segments])
+
+
 def downloads(t: Transcript, figures: dict[str, Any], stem: str, key: str) -> None:
     """TXT, SRT and VTT (when there are segments), JSON (the figures, as `python -m services listen --json`)."""
     kinds = [(".txt", "text/plain")] + ([(".srt", "application/x-subrip"), (".vtt", "text/vtt")] if t.segments else [])
@@ -130,8 +158,9 @@ def speak_this(text: str, key: str) -> None:
         st.switch_page(VOICE_PAGE)
 
 
-def result_view(heard: Heard) -> None:
-    """The latest transcript: the preview note, the text, the figures, the WER, the downloads, Speak this."""
+def result_view(heard: Heard, listener: Any = None) -> None:
+    """The latest transcript: the preview note, the text, the figures, the WER, the downloads (with "Time for
+    subtitles" for a stream, through `listener`), Speak this."""
     t = heard.transcript
     st.markdown(f"**Transcript** — {plain(heard.source)}")
     if t.preview:
@@ -145,7 +174,8 @@ def result_view(heard: Heard) -> None:
         st.caption(plain(t.fitting))
     ran = f"{t.served_by}, standing in for {t.model}," if t.served_by else t.model  # name what actually ran
     st.caption(plain(f"{ran} on {t.target} ({heard.backend}), {'streamed' if t.route == 'stream' else 'as a file'}"))
-    downloads(t, figures, heard.record_id or "transcript", "listen-latest")
+    t = heard.transcript = subtitle_times(listener, heard.record_id, t, "listen-time-latest")
+    downloads(t, heard.figures(), heard.record_id or "transcript", "listen-latest")
     speak_this(t.text, "listen-speak-latest")
     if heard.record_id is not None:
         try:
@@ -179,14 +209,14 @@ def summary(r: TranscriptRecord) -> str:
     return " · ".join(parts + [f"{ran} ({r.backend})" + (" — offline preview" if r.preview else "")])
 
 
-def kept_transcripts(skip: str | None = None) -> None:
+def kept_transcripts(skip: str | None = None, listener: Any = None) -> None:
     """Earlier transcripts from the history (not `skip`, shown above): each with its summary, the recording,
-    the downloads, Speak this and, on one's own, the share toggle."""
-    kept_list("Transcripts", "transcripts", lambda history, n: history.transcripts.list(limit=n), _kept_transcript,
-              skip)
+    the downloads (and "Time for subtitles", through `listener`), Speak this and, on one's own, the share toggle."""
+    kept_list("Transcripts", "transcripts", lambda history, n: history.transcripts.list(limit=n),
+              lambda history, r: _kept_transcript(history, r, listener), skip)
 
 
-def _kept_transcript(history: Any, r: TranscriptRecord) -> None:
+def _kept_transcript(history: Any, r: TranscriptRecord, listener: Any = None) -> None:
     st.caption(plain(summary(r)))
     try:
         audio = r.audio_bytes()
@@ -195,6 +225,8 @@ def _kept_transcript(history: Any, r: TranscriptRecord) -> None:
     else:
         if audio:
             st.audio(audio)
-    downloads(transcript_of(r), {"text": r.text, "segments": r.segments, **r.figures}, r.id, f"listen-{r.id}")
+    t = subtitle_times(listener if history.owns(r) else None, r.id, transcript_of(r), f"listen-time-{r.id}")
+    segments = [{"start": s.start, "end": s.end, "text": s.text} for s in t.segments]
+    downloads(t, {"text": r.text, **r.figures, "segments": segments}, r.id, f"listen-{r.id}")
     speak_this(r.text, f"listen-speak-{r.id}")
     share_toggle(history, "transcript", r.id, r.user_id, r.shared)

@@ -91,8 +91,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--voice", help="the agent's voice (default: the server's)")
     p.add_argument("--system-prompt", help="--reply-url/--reply-endpoint, --mode native: the system prompt")
     p.add_argument("--turn-detector", choices=("learned", "silence"), default="learned",
-                   help="pipeline mode: how a turn's end is decided — the end-of-turn model on the audio (default), or "
-                   "the silence window alone (docs/converse.md, End of turn)")
+                   help="how a turn's end is decided — the end-of-turn model on the audio (default; native mode asks "
+                   "the server for it: the offline engine has it), or the silence window alone (docs/converse.md, End "
+                   "of turn)")
     p.add_argument("--eot-threshold", type=float, default=0.5, metavar="P",
                    help="--turn-detector learned: the probability of a finished turn that ends it (0–1, default 0.5)")
     p.add_argument("--silence-ms", type=int, default=500, help="the silence window that ends a turn (200–2000; with "
@@ -287,8 +288,12 @@ def _run_native(args: argparse.Namespace, audios: list[ListenAudio], script: Scr
         label = (f"the session's scripted reply ({script.name}) on the offline engine, not a model" if offline
                  else f"the session at {where}, instructed with "
                  + (script.name if args.script is None else f"the script {script.name}"))
+    # the learned end of turn is asked of the server (semantic_vad) — never of a SageMaker endpoint: vLLM-Omni knows
+    # server_vad only (services/converse/setup.py, Setup._server_end_of_turn)
+    learned = args.turn_detector == "learned" and args.endpoint is None
     native = Native(target, instructions=instructions, voice=args.voice, silence_ms=args.silence_ms,
-                    reply_label=label, vad_threshold=args.vad_threshold)
+                    reply_label=label, vad_threshold=args.vad_threshold,
+                    end_of_turn=args.eot_threshold if learned else None)
     conv = asyncio.run(native.run(audios))
     if args.keep:
         _keep(args, conv, where, where)

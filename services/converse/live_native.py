@@ -124,7 +124,9 @@ class LiveNative(Native):
                 await self._started(channel, self._clock_of(event.get("audio_start_ms")))
             elif kind == "input_audio_buffer.speech_stopped" and self._hearing is not None:
                 self._speaking = False
-                self._hearing.user_speech_end_s = self._clock_of(event.get("audio_end_ms"))
+                end = self._hearing.user_speech_end_s = self._clock_of(event.get("audio_end_ms"))
+                self._hearing.eot_rule = self.turn_rule  # the server decided the turn here
+                self._hearing.eot_wait_ms = max(0.0, (at - end) * 1000)
             elif kind == "conversation.item.input_audio_transcription.completed":
                 self._heard(str(event.get("transcript") or "").strip(), at)
             elif self._answer is not None and kind.startswith("response."):

@@ -105,6 +105,12 @@ class Native:
     def clock(self) -> float:
         return time.perf_counter() - self._t0
 
+    @property
+    def turn_rule(self) -> str:
+        """How the server was asked to end turns (and agreed): "learned" (semantic_vad) or "silence"."""
+        detection = self.update.session.turn_detection
+        return "learned" if detection is not None and detection.type == "semantic_vad" else "silence"
+
     @contextlib.asynccontextmanager
     async def session(self, *workers: Callable[[Channel], Coroutine[Any, Any, None]]) -> AsyncIterator[Channel]:
         """The session, open: connected, `session.update` answered, the clock started, the server's events read
@@ -234,7 +240,10 @@ class Native:
                 raise StreamError(f"no answer from {self.url} within {ANSWER_TIMEOUT_S:.0f} s of the input's "
                                   "end") from None
             kind = event.get("type")
-            if kind == "conversation.item.input_audio_transcription.completed":
+            if kind == "input_audio_buffer.speech_stopped" and turn.eot_rule is None:  # the server decided the turn
+                turn.eot_rule = self.turn_rule
+                turn.eot_wait_ms = max(0.0, (at - (turn.user_speech_end_s or at)) * 1000)
+            elif kind == "conversation.item.input_audio_transcription.completed":
                 turn.user_text = str(event.get("transcript") or "").strip()
                 turn.transcript_final_s = at
                 if not turn.user_text:

@@ -74,7 +74,7 @@ class Turn:
             del out["barge_in_stop_ms"], out["agent_stop_s"]
         if self.first_audio_played_s is None:  # only a live conversation plays the audio as it comes
             del out["first_audio_played_s"]
-        if self.eot_rule is None:  # no turn detector decided it (an older record, native mode)
+        if self.eot_rule is None:  # no turn detector decided it (an older record)
             del out["eot_rule"], out["eot_wait_ms"], out["eot_probability"]
         elif out["eot_probability"] is not None:
             out["eot_probability"] = round(out["eot_probability"], 3)

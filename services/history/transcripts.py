@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import InvalidInput
-from services.access import LOCAL, require
-from services.history.base import read_kept
+from services.access import LOCAL, Forbidden, require
+from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
 
 if TYPE_CHECKING:
     from services.media_store import MediaStore
@@ -98,6 +98,27 @@ class TranscriptStore:
                 (record_id, text, source, route, model, backend, target, json.dumps([dict(s) for s in segments]),
                  json.dumps(dict(figures or {})), reference, preview, names[0] if names else None,
                  float(created_at or time.time()), history.actor.id))
+        return self.get(record_id)
+
+    def time_segments(self, record_id: str, segments: Sequence[Mapping[str, Any]]) -> TranscriptRecord:
+        """Keep cue times for a streamed transcript — a realtime stream gives words, not when they were said, so
+        the Listen page hears the kept recording again as a file for them ("Time for subtitles"). Its figures say
+        so (`segments_from: "file"`: the cues' words are the file route's). Only its owner, or an admin, may."""
+        history = self.history
+        require(history.actor, "generate")
+        if not segments:
+            raise InvalidInput("no speech was timed in the recording, so there are no subtitles to keep")
+        record = self.get(record_id)
+        if not history.owns(record) and history.actor.role != "admin":
+            raise Forbidden(f"{history.actor.label} may not change {record.user_id}'s transcript: only the one who "
+                            "made it (or an admin) may")
+        figures = {**record.figures, "segments_from": "file"}
+        try:
+            with history.transaction() as db:
+                db.execute("UPDATE transcripts SET segments = ?, figures = ? WHERE id = ?",
+                           (json.dumps([dict(s) for s in segments]), json.dumps(figures), record_id))
+        except DB_ERRORS as exc:
+            raise HistoryError(f"cannot keep the subtitles' times in {history.where} ({reason(exc)})") from None
         return self.get(record_id)
 
     def list(self, *, limit: int | None = 50) -> list[TranscriptRecord]:
