@@ -144,16 +144,18 @@ class TurnTaking(VoicedFrames):
 
 async def microphone(pcm: bytes, detector: SpeechStart, on_speech: Callable[[float], None], *,
                      chunk_s: float = 0.1) -> AsyncIterator[bytes]:
-    """`pcm` sent as a microphone sends it: `chunk_s` pieces at real time (piece i at start + i·chunk_s, as
-    services/listen's paced sender does). Each piece goes through `detector`; when it finds speech,
+    """`pcm` sent as a microphone sends it: `chunk_s` pieces at real time, each once it has been spoken (piece i,
+    audio from i·chunk_s, at start + (i + 1)·chunk_s, as services/listen's paced sender does; sent at its start, a
+    recording ran a piece ahead of a microphone and its timeline showed the final transcript before the turn was
+    decided). Each piece goes through `detector`; when it finds speech,
     `on_speech(onset)` (onset: time.perf_counter() where the speech started) is called when the clock reaches the
     moment the deciding frame was spoken."""
     step = max(2, int(chunk_s * LISTEN_BYTES_PER_S) // 2 * 2)
     loop = asyncio.get_running_loop()
     start = time.perf_counter()
     for i, at in enumerate(range(0, len(pcm), step)):
-        await asyncio.sleep(max(0.0, start + i * step / LISTEN_BYTES_PER_S - time.perf_counter()))
         piece = pcm[at:at + step]
+        await asyncio.sleep(max(0.0, start + (at + len(piece)) / LISTEN_BYTES_PER_S - time.perf_counter()))
         yield piece
         found = detector.feed(piece)
         if found is not None:

@@ -248,9 +248,13 @@ class Pipeline:
             turn.user_speech_end_s = sent_at + end_in_input
             conv.turns.append(turn)
             raise
-        start = self.clock(out.first_audio_t) if out.first_audio_t is not None else sent_at
+        start = self.clock(out.audio_start_t) if out.audio_start_t is not None else sent_at
         conv.person.append((start, audio.pcm))
         turn.user_speech_end_s = start + end_in_input
+        if decision is not None:  # the detector's own speech end: the part ends where it decided, `wait` after it
+            # (speech_end_s's energy rule places the end later, in the voice's fading tail: the timeline then showed
+            # the final transcript before the turn was decided)
+            turn.user_speech_end_s = start + len(audio.pcm) / LISTEN_BYTES_PER_S - decision.wait_ms / 1000
         if not out.text:
             conv.skipped.append(audio.name)
             return None

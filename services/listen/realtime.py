@@ -46,6 +46,7 @@ class StreamOutcome:
     partial_text: str = ""
     partials: int = 0
     first_audio_t: float | None = None
+    audio_start_t: float | None = None  # when the first audio sent began to be spoken (sent once spoken: earlier)
     last_audio_t: float | None = None
     first_partial_t: float | None = None
     done_t: float | None = None
@@ -125,10 +126,11 @@ async def _send_audio(ws, pcm: bytes | LiveSource, out: StreamOutcome, chunk_s: 
 async def _paced(ws, pcm: bytes, out: StreamOutcome, chunk_s: float, pace: bool) -> None:  # type: ignore[no-untyped-def]
     step = max(2, int(chunk_s * LISTEN_BYTES_PER_S) // 2 * 2)
     start = time.perf_counter()
-    for i, at in enumerate(range(0, len(pcm), step)):
-        if pace:
-            await asyncio.sleep(max(0.0, start + i * step / LISTEN_BYTES_PER_S - time.perf_counter()))
-        await _append(ws, pcm[at:at + step], out)
+    for at in range(0, len(pcm), step):
+        piece = pcm[at:at + step]
+        if pace:  # each piece once it has been spoken, as a microphone delivers it
+            await asyncio.sleep(max(0.0, start + (at + len(piece)) / LISTEN_BYTES_PER_S - time.perf_counter()))
+        await _append(ws, piece, out)
     await ws.send(dumps(InputAudioBufferCommit(final=True)))
 
 
@@ -138,6 +140,7 @@ async def _append(ws, chunk: bytes, out: StreamOutcome) -> None:  # type: ignore
     out.last_audio_t = time.perf_counter()
     if out.first_audio_t is None:
         out.first_audio_t = out.last_audio_t
+        out.audio_start_t = out.last_audio_t - len(chunk) / LISTEN_BYTES_PER_S
 
 
 async def _live(ws, source: LiveSource, out: StreamOutcome) -> None:  # type: ignore[no-untyped-def]
