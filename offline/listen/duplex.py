@@ -42,11 +42,11 @@ import uuid
 from fastapi import WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ValidationError
 
+from hearing.vad import WINDOW, WindowedVad
 from offline.listen.engine import Busy, ListenEngine
 from offline.listen.limits import BUSY_CODE, IDLE_CODE, TURN_LIMIT_CODE, SessionClock
 from offline.listen.recognizer import floats
 from offline.listen.turns import WINDOW_MS, TurnDetector
-from offline.listen.vad import WINDOW, WindowedVad
 from protocol.common import loads
 from protocol.duplex import (
     ConversationItemTruncate,

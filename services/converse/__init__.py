@@ -5,7 +5,7 @@ speech-to-speech session), from recorded turns or live from a microphone.
 - script.py      parse_script(text) -> Script: the scripted reply's rules (`PATTERN => REPLY`, `default`, `#`)
 - reply.py       ReplyStage: ChatReply (any OpenAI-compatible streaming /v1/chat/completions) and ScriptedReply
 - timeline.py    Turn, Conversation: the stages on one clock, voice-to-voice p50/p95 with n, the stereo WAV
-- bargein.py     the energy voice detector (SpeechStart, TurnTaking), microphone(), Reply: barge-in stops the agent
+- bargein.py     the voice detector (Silero) (SpeechStart, TurnTaking), microphone(), Reply: barge-in stops the agent
 - pipeline.py    Pipeline.run(recorded turns) -> Conversation
 - native.py      Native: the duplex session (a WebSocket URL, or any channel a SessionOpener opens)
 - live.py        LivePipeline, LiveConversation: a live microphone in, the agent played as it comes

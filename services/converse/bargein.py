@@ -1,12 +1,13 @@
 """Barge-in in pipeline mode: the person's voice detected in what the microphone sends, and the agent's reply that
 it stops.
 
-The detector is an energy detector (services may not import the offline engine's models, so no Silero here): a
-20 ms frame of 16 kHz PCM16 is voice when its RMS is above `vad_dbfs(threshold)`, the threshold 0–1 mapped
-linearly onto −60…−20 dBFS (the default 0.5 is −40 dBFS, the level `speech_end_s` uses). It is not a
-probability as Silero's 0.5 is. Speech starts at the first frame of a run of voiced frames at least
-`min_speech_ms` long (default 100 ms): a cough shorter than that is no speech. The run is decided when its last
-needed frame has been spoken — on the clock, where that frame ends in the input as sent.
+The detector is the Silero VAD (hearing/vad.py, the model the offline engine hears by): it scores each 32 ms
+window with the probability that it is speech, and a 20 ms frame is voice when the newest window that has ended by
+the frame's end scored at least `threshold` (default 0.5, Silero's own cut). A room's hum, a fan or a tone is not
+voice however loud — the energy rule this replaced (an RMS level) took them for speech, so a noisy room never let a
+turn end. Speech starts at the first frame of a run of voiced frames at least `min_speech_ms` long (default
+100 ms): a cough shorter than that is no speech. The run is decided when its last needed frame has been spoken —
+on the clock, where that frame ends in the input as sent.
 
 `Reply` is the agent's answer in progress: its speech session, the audio chunks as they arrive, and — when the
 person barges in — the cut: playback stops there (nothing of the agent's audio is placed after it), the reply
@@ -25,29 +26,29 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hearing.turn_end import WINDOW_S, Decision, EndOfTurn, TurnDetection
+from hearing.vad import SPEECH_PROB, WINDOW, WindowedVad
 from protocol.listen import LISTEN_BYTES_PER_S, LISTEN_SAMPLE_RATE
 from services.converse.timeline import FRAME_S, Turn
-from hearing.turn_end import WINDOW_S, Decision, EndOfTurn, TurnDetection
 from services.speech import PcmChunk, SpeechSession
 
-VAD_DBFS = (-60.0, -20.0)  # the threshold 0 → −60 dBFS, 1 → −20 dBFS, linearly
-DEFAULT_VAD_THRESHOLD = 0.5
+DEFAULT_VAD_THRESHOLD = SPEECH_PROB
 DEFAULT_MIN_SPEECH_MS = 100
 
 
-def vad_dbfs(threshold: float) -> float:
-    lo, hi = VAD_DBFS
-    return lo + (hi - lo) * threshold
-
-
 class VoicedFrames:
-    """Fed PCM piece by piece: whether each complete 20 ms frame is voice (its RMS above the level)."""
+    """Fed PCM piece by piece: whether each complete 20 ms frame is voice (see the module's doc)."""
 
     def __init__(self, threshold: float = DEFAULT_VAD_THRESHOLD) -> None:
-        self.level = 10 ** (vad_dbfs(threshold) / 20)
+        self.threshold = threshold
+        self._vad = WindowedVad()
         self._frame_bytes = int(FRAME_S * LISTEN_SAMPLE_RATE) * 2
+        self._frame_samples = self._frame_bytes // 2
         self._carry = b""
         self.index = 0  # frames seen
+        self._framed = 0  # frames scored (== index, counted here for the windows' arithmetic)
+        self._windows = 0  # VAD windows scored
+        self._last = 0.0  # the newest window's probability
 
     def frames(self, pcm: bytes) -> list[bool]:
         data = self._carry + pcm
@@ -55,8 +56,19 @@ class VoicedFrames:
         self._carry = data[n * self._frame_bytes:]
         if n == 0:
             return []
-        samples = np.frombuffer(data[: n * self._frame_bytes], dtype="<i2").astype(np.float64) / 32768.0
-        return [bool(v) for v in np.sqrt((samples.reshape(n, -1) ** 2).mean(axis=1)) > self.level]
+        samples = np.frombuffer(data[: n * self._frame_bytes], dtype="<i2").astype(np.float32) / 32768.0
+        probs = self._vad.feed(samples)
+        before, out = self._windows, []
+        for j in range(n):
+            done = (self._framed + j + 1) * self._frame_samples // WINDOW  # windows ended by this frame's end
+            if done > before:
+                self._last = float(probs[done - before - 1])
+            out.append(done > 0 and self._last >= self.threshold)
+        self._framed += n
+        self._windows += probs.size
+        if probs.size:
+            self._last = float(probs[-1])
+        return out
 
 
 class SpeechStart(VoicedFrames):

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from hearing.turn_end import Decision, TurnDetection
 from protocol.errors import StudioError
 from protocol.listen import DEFAULT_LISTEN_MODEL, LISTEN_BYTES_PER_S
 from protocol.limits import SPEECH_UNIT_MAX_CHARS, SPEECH_UNIT_MAX_WORDS
@@ -38,7 +39,6 @@ from services.converse.bargein import (
 )
 from services.converse.reply import Message, ReplyStage
 from services.converse.timeline import Conversation, Turn, speech_end_s
-from hearing.turn_end import Decision, TurnDetection
 from services.converse.turn_split import split_turns
 from services.listen import ListenAudio
 from services.listen.client import ws_url_of

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from hearing.turn_end import TurnDetection
 from protocol.errors import InvalidInput
 from protocol.limits import Range
 from protocol.sagemaker import ENDPOINT_NAME
@@ -27,7 +28,6 @@ from services.converse.bargein import DEFAULT_MIN_SPEECH_MS, DEFAULT_VAD_THRESHO
 from services.converse.native import Native
 from services.converse.pipeline import Pipeline
 from services.converse.reply import ChatReply, ReplyStage, ScriptedReply
-from hearing.turn_end import TurnDetection
 from services.converse.script import DEFAULT_SCRIPT, parse_script
 
 MODES = ("pipeline", "native")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hearing.turn_end import Decision, TurnDetection
 from protocol.listen import LISTEN_SAMPLE_RATE
 from services.converse.bargein import SpeechStart, TurnTaking
-from hearing.turn_end import Decision, TurnDetection
 
 
 @dataclass(frozen=True)
