@@ -12,7 +12,7 @@ from protocol.errors import StudioError
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
 from services.listen import load_audio
 from ui import resources
-from ui.converse_live import ECHO_HINT, START_LABEL, STOP_LABEL, end_call, in_call, live_call
+from ui.converse_live import ECHO_HINT, HEARD_KEY, START_LABEL, STOP_LABEL, end_call, heard_line, in_call, live_call
 from ui.converse_compare import compare_section
 from ui.converse_views import conversation_view, converse, cut_notice, kept_conversations, settings_form, setup_of
 from ui.workspace_views import may
@@ -86,6 +86,7 @@ with live_tab:
     mic = mic or state.get("converse_microphone")  # a call whose settings just became unusable ends here too
     if mic is not None and not playing and (mic.live is not None or mic.started or mic.error):
         conv, echoes, why, call = end_call(mic)
+        state["converse_last_heard"] = state.get(HEARD_KEY)  # what the browser heard of this call
         if conv is not None:
             _keep(conv, ["microphone"], echoes, call)
         else:
@@ -106,6 +107,7 @@ with recorded_tab:
             inputs = [load_audio(f.getvalue(), name=f.name) for f in uploads or []]
             with st.spinner("Talking: each turn at real time…"):
                 _keep(converse(setup, inputs), [f.name for f in uploads or []])
+            state["converse_last_heard"] = None  # recorded turns are not played in the browser
         except StudioError as exc:
             state["converse_error"] = str(exc)
         except TimeoutError:
@@ -134,6 +136,7 @@ def conversation_panel() -> None:
         st.caption(resources.plain(f"No words heard in {name}: no reply, no turn."))
     if echoes:
         st.warning(ECHO_HINT.format(n=echoes))
+    heard_line(state.get("converse_last_heard") or [])
     conversation_view(timeline, audio, key="converse-last")
 
 

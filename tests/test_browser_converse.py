@@ -14,6 +14,7 @@ the wall clock, which load stretches.
 from __future__ import annotations
 
 import os
+import re
 import wave
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def scenario(studio) -> dict:  # type: ignore[no-untyped-def]
     # them and the script run is over, so the text read is the whole result, not a page half redrawn.
     expect(page.locator('[data-testid="stChatMessage"]').filter(has_text="(interrupted)")).to_be_visible(timeout=60_000)
     studio.settled("the result's script run to be over")
-    out["main_after"] = page.locator('[data-testid="stMain"]').inner_text()[:6000]
+    out["main_after"] = page.locator('[data-testid="stMain"]').inner_text()[:12000]
     page.set_viewport_size({"width": 1400, "height": 2400})
     page.get_by_text("This conversation").scroll_into_view_if_needed()  # the result: figures and both turns
     page.screenshot(path=SCREENSHOT)
@@ -137,6 +138,9 @@ def test_a_live_conversation_with_a_barge_in(tmp_path: Path, engine_url: str) ->
     assert two["reply_text"] == "You are most welcome." and not two["interrupted"]
     assert kept.timeline["voice_to_voice_ms"]["n"] == 2 and kept.audio_bytes()[:4] == b"RIFF"
     assert "(interrupted)" in out["main_after"] and "Voice-to-voice p50" in out["main_after"]
+    # the browser's own ear (ui/call_ear.py): from the microphone's last sound to the agent's first, per answer
+    heard = re.search(r"Heard in this browser: voice-to-voice p50 (\d+) ms \(n (\d+)\)", out["main_after"])
+    assert heard and int(heard.group(1)) > 0 and int(heard.group(2)) >= 1, out["main_after"][-1500:]
     # the page's default is the learned end of turn: its decision is the timeline's first stage
     assert "Timeline from speech ended: turn decided +" in out["main_after"] and "→ final transcript +" in out["main_after"]
 

@@ -16,13 +16,16 @@ from services.converse.setup import Setup
 from services.converse.kept import KeptCall
 from services.converse.live import LiveConversation
 from services.playback import Playback
+from services.load.stats import percentile
 from ui import resources
+from ui.call_ear import heard_voice_to_voice
 from ui.converse_views import figures, transcript_view
 from ui.listen_mic import Microphone, microphone
 from ui.resources import plain
 
 log = logging.getLogger(__name__)
 LIVE_KEY = "converse-live"
+HEARD_KEY = "converse_heard_ms"  # the call ear's figures (ui/call_ear.py), one per answer
 SINK_KEY = "converse-live-sink"
 SOURCE_KEY = "converse-live-pcm"
 START_LABEL = "🎙 Start the conversation"
@@ -59,6 +62,7 @@ def live_call(setup: Setup, settings: dict[str, Any]) -> tuple[Microphone, bool]
 
     source = create_pcm_audio_source_track(key=SOURCE_KEY, sample_rate=PCM_SAMPLE_RATE)
     playback.attach(source)
+    state[HEARD_KEY] = heard_voice_to_voice()  # drawn before Start: it catches the microphone as the call opens
     playing = microphone(mic, resources.ice_servers(), key=LIVE_KEY, sink_key=SINK_KEY,
                          labels=(START_LABEL, STOP_LABEL), source=source)
     return mic, playing
@@ -81,7 +85,16 @@ def in_call(mic: Microphone) -> None:
         st.warning(ECHO_HINT.format(n=view["echo_suspects"]))
     if view["timeline"]["turns"]:
         figures(view["timeline"])
+        heard_line(st.session_state.get(HEARD_KEY) or [])
         transcript_view(view["timeline"])
+
+
+def heard_line(heard: list[int]) -> None:
+    """The browser's own voice-to-voice (ui/call_ear.py): what the person heard, past the network and the jitter
+    buffer — p50 by the studio's one percentile method, with n."""
+    if heard:
+        st.caption(f"Heard in this browser: voice-to-voice p50 {percentile(heard, 50):.0f} ms (n {len(heard)}) — "
+                   "from your last sound to the agent's first, as your microphone and speaker had them")
 
 
 def end_call(mic: Microphone) -> tuple[Any, int, str | None, KeptCall | None]:
