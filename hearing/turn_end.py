@@ -24,6 +24,7 @@ import importlib.util
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
@@ -33,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 
 from protocol.errors import InvalidInput, StudioError
-from protocol.listen import LISTEN_SAMPLE_RATE
+from protocol.listen import LISTEN_BYTES_PER_S, LISTEN_SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,9 @@ class Decision:
 
 class EndOfTurn:
     """One conversation's end-of-turn rule, fed the pauses of its microphone: `speech()` when a voiced frame comes,
-    `pause(quiet_ms, turn_pcm)` on each silent one — a Decision when the turn is over, else None. `blocking`: wait
+    `pause(quiet_ms, turn_pcm)` on each silent one — a Decision when the turn is over, else None. `turn_pcm` (the
+    turn so far, 16 kHz PCM16) may be a function giving it: it is then read only when a score is asked, not on every
+    silent frame. `blocking`: wait
     for each score where it is asked (a recording fed faster than real time); else scores run on the scoring
     thread and are picked up by a later frame."""
 
@@ -175,7 +178,7 @@ class EndOfTurn:
         self._pending, self._fallback, self._last = None, False, None
         self._next_ms = self.detection.floor_ms
 
-    def pause(self, quiet_ms: float, turn_pcm: bytes) -> Decision | None:
+    def pause(self, quiet_ms: float, turn_pcm: bytes | Callable[[], bytes]) -> Decision | None:
         d = self.detection
         if d.kind == "silence" or self._fallback:
             if quiet_ms >= d.silence_ms:
@@ -206,7 +209,7 @@ class EndOfTurn:
             return self.pause(quiet_ms, turn_pcm)
         return None
 
-    def _ask(self, turn_pcm: bytes) -> bool:
+    def _ask(self, turn_pcm: bytes | Callable[[], bytes]) -> bool:
         """Send the turn so far to be scored; False (and the silence rule for this pause) when there is no model."""
         if self._model is None and self.problem is None:
             try:
@@ -218,7 +221,8 @@ class EndOfTurn:
             self.fallbacks += 1
             return False
         self._asked_at = time.perf_counter()
-        self._pending = _scoring.submit(self._timed, self._model, bytes(turn_pcm[-int(WINDOW_S * 2 * LISTEN_SAMPLE_RATE):]))
+        audio = turn_pcm() if callable(turn_pcm) else turn_pcm
+        self._pending = _scoring.submit(self._timed, self._model, bytes(audio[-int(WINDOW_S * LISTEN_BYTES_PER_S):]))
         return True
 
     def _timed(self, model: Any, pcm: bytes) -> float:

@@ -84,7 +84,7 @@ def keep(heard: Heard, audio: bytes | None, audio_name: str) -> str | None:
     try:
         record = resources.history().transcripts.record(
             t.text, source=heard.source, route=t.route, model=t.model, backend=heard.backend, target=t.target,
-            segments=[{"start": s.start, "end": s.end, "text": s.text} for s in t.segments], figures=figures,
+            segments=[s.as_json() for s in t.segments], figures=figures,
             reference=heard.reference, preview=t.preview, audio=audio, audio_name=audio_name)
     except StudioError as exc:
         return f"This transcript shows here but could not be kept in the history: {exc}"
@@ -135,11 +135,11 @@ def subtitle_times(listener: Any, record_id: str | None, t: Transcript, key: str
         with st.spinner("Hearing the recording as a file for its times…"):
             timed = resources.loop().run(listener.transcribe_file(load_audio(data, record.audio or "recording.wav")))
         record = history.transcripts.time_segments(
-            record_id, [{"start": s.start, "end": s.end, "text": s.text} for s in timed.segments])
+            record_id, [s.as_json() for s in timed.segments])
     except StudioError as exc:
         st.error(plain(exc))
         return t
-    return replace(t, segments=[Segment(s["start"], s["end"], s["text"]) for s in record.segments])
+    return replace(t, segments=[Segment.of(s) for s in record.segments])
 
 
 def downloads(t: Transcript, figures: dict[str, Any], stem: str, key: str) -> None:
@@ -193,7 +193,7 @@ def transcript_of(r: TranscriptRecord) -> Transcript:
     return Transcript(text=r.text, route=r.route, audio_s=audio_s, elapsed_s=float(f.get("rtf") or 0.0) * audio_s,
                       model=r.model, target=r.target, preview=r.preview, served_by=f.get("served_by"),
                       partials=int(f.get("partials") or 0),
-                      segments=[Segment(s["start"], s["end"], s["text"]) for s in r.segments],
+                      segments=[Segment.of(s) for s in r.segments],
                       first_partial_ms=f.get("first_partial_ms"), final_ms=f.get("final_ms"))
 
 
@@ -226,7 +226,7 @@ def _kept_transcript(history: Any, r: TranscriptRecord, listener: Any = None) ->
         if audio:
             st.audio(audio)
     t = subtitle_times(listener if history.owns(r) else None, r.id, transcript_of(r), f"listen-time-{r.id}")
-    segments = [{"start": s.start, "end": s.end, "text": s.text} for s in t.segments]
-    downloads(t, {"text": r.text, **r.figures, "segments": segments}, r.id, f"listen-{r.id}")
+    downloads(t, {"text": r.text, **r.figures, "segments": [s.as_json() for s in t.segments]}, r.id,
+              f"listen-{r.id}")
     speak_this(r.text, f"listen-speak-{r.id}")
     share_toggle(history, "transcript", r.id, r.user_id, r.shared)

@@ -53,8 +53,13 @@ class Segment:
 
     @property
     def compression_ratio(self) -> float:
-        raw = self.text.encode("utf-8")
-        return len(raw) / len(zlib.compress(raw)) if raw else 0.0
+        return compression_ratio(self.text)
+
+
+def compression_ratio(text: str) -> float:
+    """How well `text` compresses (zlib): Whisper's test for a decoder going round in a loop (above 2.4)."""
+    raw = text.encode("utf-8")
+    return len(raw) / len(zlib.compress(raw)) if raw else 0.0
 
 
 @dataclass(frozen=True)

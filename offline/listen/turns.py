@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hearing.turn_end import Decision, EndOfTurn
+from hearing.turn_end import EndOfTurn
 from hearing.turn_end import TurnDetection as EndOfTurnRule
 from hearing.vad import WINDOW_S
 from protocol.duplex import EOT_THRESHOLD, MIN_SPEECH_MS, TurnDetection
@@ -32,7 +32,6 @@ class TurnDetector:
     _quiet: int = 0
     _last_voiced: int = 0
     end_of_turn: EndOfTurn | None = None  # semantic_vad: the learned rule (made when the settings ask for it)
-    decisions: list[Decision] = field(default_factory=list)  # how each turn's end was decided (semantic_vad)
 
     def configure(self, settings: TurnDetection) -> None:
         """The session's `turn_detection` (each session.update)."""
@@ -74,10 +73,8 @@ class TurnDetector:
             self._quiet += 1
             end_ms = round((self._last_voiced + 1) * WINDOW_MS)
             if self.end_of_turn is not None and turn_pcm is not None:
-                decision = self.end_of_turn.pause(self._quiet * WINDOW_MS, turn_pcm(end_ms))
-                if decision is None:
+                if self.end_of_turn.pause(self._quiet * WINDOW_MS, lambda e=end_ms: turn_pcm(e)) is None:
                     continue
-                self.decisions.append(decision)
             elif self._quiet < quiet_max:
                 continue
             self.speaking, self._run = False, 0

@@ -59,4 +59,3 @@ def _cut(region: tuple[float, float], probs: np.ndarray) -> list[tuple[float, fl
         pieces.append((start, cut))
         start = cut
     return pieces + [(start, end)]
-

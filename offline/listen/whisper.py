@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ import numpy as np
 
 from hearing.vad import SPEECH_PROB, WINDOW_S, WindowedVad
 from offline.listen.partials import Captions, StablePrefix
-from offline.listen.recognizer import FileTranscript, by_regions, floats
+from offline.listen.recognizer import FileTranscript, by_regions, compression_ratio, floats
 from offline.listen.vad import MIN_SILENCE_S
 from protocol.listen import LISTEN_SAMPLE_RATE
 
@@ -146,8 +145,8 @@ def _looped(words: list[str], seconds: float) -> bool:
     compresses like a repetition (faster-whisper's own fallback test, ratio 2.4)."""
     if len(words) > WORDS_PER_S * seconds + 4:
         return True
-    text = " ".join(words).encode()
-    return len(text) > 40 and len(text) / len(zlib.compress(text)) > 2.4
+    text = " ".join(words)
+    return len(text) > 40 and compression_ratio(text) > 2.4
 
 
 def _decoding(model: Any) -> tuple[Any, list[int], list[int]]:
@@ -236,8 +235,14 @@ class WhisperUtterances:
     def _keep_preroll(self) -> None:
         keep = int(PREROLL_S * LISTEN_SAMPLE_RATE)
         if self._samples > keep:
-            audio = np.concatenate(self._audio)[-keep:] if len(self._audio) > 1 else self._audio[0][-keep:]
+            audio = self._joined()[-keep:]
             self._audio, self._samples = [audio], audio.size
+
+    def _joined(self) -> np.ndarray:
+        """The open utterance's audio as one array (kept so: the next join copies only what came since)."""
+        if len(self._audio) > 1:
+            self._audio = [np.concatenate(self._audio)]
+        return self._audio[0]
 
     def finish(self) -> tuple[str, str]:
         """The stream is over: the last utterance is closed. Its last delta ("" for none) and the whole text
@@ -247,9 +252,8 @@ class WhisperUtterances:
         return delta, " ".join(self.words) if self.heard_speech else ""
 
     def _decode(self) -> list[str]:
-        audio = np.concatenate(self._audio) if len(self._audio) > 1 else self._audio[0]
-        self._audio = [audio]
-        self._hypothesis = decode(self.worker.model, audio[: self._speech_end + int(0.2 * LISTEN_SAMPLE_RATE)])[0]
+        audio = self._joined()[: self._speech_end + int(0.2 * LISTEN_SAMPLE_RATE)]
+        self._hypothesis = decode(self.worker.model, audio)[0]
         self._decoded = self._speech_end
         self.decodes += 1
         return self._hypothesis

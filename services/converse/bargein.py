@@ -46,8 +46,7 @@ class VoicedFrames:
         self._frame_samples = self._frame_bytes // 2
         self._carry = b""
         self.index = 0  # frames seen
-        self._framed = 0  # frames scored (== index, counted here for the windows' arithmetic)
-        self._windows = 0  # VAD windows scored
+        self._framed = 0  # frames scored (the subclasses' `index` moves as they walk them)
         self._last = 0.0  # the newest window's probability
 
     def frames(self, pcm: bytes) -> list[bool]:
@@ -57,17 +56,15 @@ class VoicedFrames:
         if n == 0:
             return []
         samples = np.frombuffer(data[: n * self._frame_bytes], dtype="<i2").astype(np.float32) / 32768.0
+        before = self._framed * self._frame_samples // WINDOW  # windows scored before these frames
         probs = self._vad.feed(samples)
-        before, out = self._windows, []
+        out = []
         for j in range(n):
             done = (self._framed + j + 1) * self._frame_samples // WINDOW  # windows ended by this frame's end
             if done > before:
                 self._last = float(probs[done - before - 1])
             out.append(done > 0 and self._last >= self.threshold)
         self._framed += n
-        self._windows += probs.size
-        if probs.size:
-            self._last = float(probs[-1])
         return out
 
 
@@ -123,7 +120,7 @@ class TurnTaking(VoicedFrames):
         self._recent += pcm
         if len(self._recent) > self._keep:
             del self._recent[: len(self._recent) - self._keep]
-        frame_bytes = int(FRAME_S * LISTEN_SAMPLE_RATE) * 2
+        frame_bytes = self._frame_bytes
         voiced_frames = self.frames(pcm)
         seen_end = len(self._recent) - len(self._carry)  # where the last whole frame of this piece ends in _recent
         for i, voiced in enumerate(voiced_frames):
@@ -141,17 +138,17 @@ class TurnTaking(VoicedFrames):
             else:
                 self._quiet += 1
                 at = seen_end - (len(voiced_frames) - 1 - i) * frame_bytes  # this frame's end
-                decided = self.ender.pause(self._quiet * FRAME_S * 1000, self._turn_audio(at, frame_bytes))
+                decided = self.ender.pause(self._quiet * FRAME_S * 1000, lambda end=at: self._turn_audio(end))
                 if decided is not None:
                     self.speaking, self._run = False, 0
                     self.decisions.append(decided)
                     events.append(("end", (self.index - self._quiet) * FRAME_S))
         return events
 
-    def _turn_audio(self, end: int, frame_bytes: int) -> bytes:
+    def _turn_audio(self, end: int) -> bytes:
         """The turn so far (at most WINDOW_S), up to the frame being looked at (ending at `end` in _recent)."""
         frames_back = self.index - self._turn_start  # frames from the turn's start to this one
-        return bytes(self._recent[max(0, end - frames_back * frame_bytes):end])
+        return bytes(self._recent[max(0, end - frames_back * self._frame_bytes):end])
 
 
 async def microphone(pcm: bytes, detector: SpeechStart, on_speech: Callable[[float], None], *,

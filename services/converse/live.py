@@ -83,7 +83,6 @@ class LivePipeline(Pipeline):
         if self.listener is None:
             self._model = await listen_model(self.listen_url)
         detector = TurnTaking(self.vad_threshold, self.min_speech_ms, self.silence_ms, detection=self.turn_detection)
-        self.detector = detector
         messages: list[Message] = []
         mic, mic_start = bytearray(), 0.0
         hearing: asyncio.Queue[bytes | None] | None = None

@@ -236,7 +236,11 @@ class Pipeline:
             turn.eot_rule, turn.eot_wait_ms, turn.eot_probability = decision.rule, decision.wait_ms, decision.probability
             silence = b""
         sent_at = self.clock()
-        end_in_input = speech_end_s(audio.pcm)
+        if decision is None:  # where the speech ends in the input: the energy rule's (no detector)
+            end_in_input = speech_end_s(audio.pcm)
+        else:  # the detector's own: the part ends where it decided, its wait after the speech (speech_end_s's energy
+            # rule would place it later, in the voice's fading tail, and the final transcript before the decision)
+            end_in_input = len(audio.pcm) / LISTEN_BYTES_PER_S - decision.wait_ms / 1000
         mic = microphone(audio.pcm + silence, SpeechStart(self.vad_threshold, self.min_speech_ms), self._barge_in)
         try:
             if self.listener is not None:
@@ -251,10 +255,6 @@ class Pipeline:
         start = self.clock(out.audio_start_t) if out.audio_start_t is not None else sent_at
         conv.person.append((start, audio.pcm))
         turn.user_speech_end_s = start + end_in_input
-        if decision is not None:  # the detector's own speech end: the part ends where it decided, `wait` after it
-            # (speech_end_s's energy rule places the end later, in the voice's fading tail: the timeline then showed
-            # the final transcript before the turn was decided)
-            turn.user_speech_end_s = start + len(audio.pcm) / LISTEN_BYTES_PER_S - decision.wait_ms / 1000
         if not out.text:
             conv.skipped.append(audio.name)
             return None

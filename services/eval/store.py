@@ -124,9 +124,7 @@ class EvalStore:
         an admin)."""
         require(self.actor, "evaluate")
         ev = self.get(eval_id)
-        if not self.history.owns(ev) and self.actor.role != "admin":
-            raise Forbidden(f"{self.actor.label} may not {doing} {ev.user_id}'s evaluation {eval_id}: only the one "
-                            "who made it (or an admin) may")
+        self.history.check_changeable(ev, doing, f"evaluation {eval_id}")
         return ev
 
     def update(self, eval_id: str, spec: EvalSpec, *, targets: Any = None, offer: Any = None) -> Evaluation:

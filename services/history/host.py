@@ -113,6 +113,13 @@ class Host:
         """Whether `record` (a Job, VoiceRecord, LoadReportRecord, SpeechTake, Evaluation) is the actor's to change."""
         return self.sees_everything or record.user_id == self.actor.id
 
+    def check_changeable(self, record: Any, doing: str, what: str) -> None:
+        """Forbidden unless the actor may change `record` (a Job, TranscriptRecord, Evaluation…): it is theirs, or
+        they are an admin. `doing` and `what` name the change and the record in the refusal."""
+        if not self.owns(record) and self.actor.role != "admin":
+            raise Forbidden(f"{self.actor.label} may not {doing} {record.user_id}'s {what}: only the one who made it "
+                            "(or an admin) may")
+
     def mine(self) -> tuple[str, ...]:
         """Whose records the actor sees as their own: theirs, and for an admin also `local`'s (made before sign-in
         was turned on, which nobody else could see or share)."""

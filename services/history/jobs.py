@@ -331,9 +331,7 @@ class JobStore:
         actor = self.history.actor
         require(actor, "generate")
         job = self.get(job_id)
-        if not self.history.owns(job) and actor.role != "admin":
-            raise Forbidden(f"{actor.label} may not {doing} {job.user_id}'s {job.kind} {job_id}: only the one "
-                            "who made it (or an admin) may")
+        self.history.check_changeable(job, doing, f"{job.kind} {job_id}")
         return job
 
     def rename(self, job_id: str, title: str | None) -> Job:

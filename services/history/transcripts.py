@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.errors import InvalidInput
-from services.access import LOCAL, Forbidden, require
+from services.access import LOCAL, require
 from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
 
 if TYPE_CHECKING:
@@ -109,9 +109,7 @@ class TranscriptStore:
         if not segments:
             raise InvalidInput("no speech was timed in the recording, so there are no subtitles to keep")
         record = self.get(record_id)
-        if not history.owns(record) and history.actor.role != "admin":
-            raise Forbidden(f"{history.actor.label} may not change {record.user_id}'s transcript: only the one who "
-                            "made it (or an admin) may")
+        history.check_changeable(record, "change", f"transcript {record_id}")
         figures = {**record.figures, "segments_from": "file"}
         try:
             with history.transaction() as db:

@@ -20,6 +20,15 @@ class Segment:
     end: float
     text: str
 
+    def as_json(self) -> dict[str, Any]:
+        """As the JSON, the figures and the history keep it: {"start", "end", "text"}."""
+        return {"start": self.start, "end": self.end, "text": self.text}
+
+    @classmethod
+    def of(cls, kept: dict[str, Any]) -> Segment:
+        """A segment as `as_json` wrote it."""
+        return cls(kept["start"], kept["end"], kept["text"])
+
 
 @dataclass
 class Transcript:
@@ -51,7 +60,7 @@ class Transcript:
         """The object `python -m services listen --json` prints (and writes as .json)."""
         out: dict[str, Any] = {
             "text": self.text,
-            "segments": [{"start": s.start, "end": s.end, "text": s.text} for s in self.segments],
+            "segments": [s.as_json() for s in self.segments],
             "audio_s": round(self.audio_s, 3),
             "rtf": None if self.rtf is None else round(self.rtf, 4),
             "model": self.model,
