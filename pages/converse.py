@@ -22,7 +22,7 @@ state = st.session_state
 resources.sidebar()
 st.title("Converse")
 st.caption("Talk to a voice agent and measure the silence after you stop: each turn's timeline (your speech ended → "
-           "the final transcript → the reply's first token → the agent's first audio) and voice-to-voice p50/p95 "
+           "the turn decided → the final transcript → the reply's first token → the agent's first audio) and voice-to-voice p50/p95 "
            "over the conversation.")
 
 backend = resources.require_backend("The conversation's backend")
@@ -80,8 +80,8 @@ with live_tab:
             mic, playing = live_call(setup, settings)
         except StudioError as exc:
             st.error(resources.plain(exc))
-        st.caption(f"Press **{START_LABEL}** and allow the microphone; speak, then pause — the agent answers after "
-                   f"the silence window. Talk over it to interrupt. **{STOP_LABEL}** keeps the conversation. Use "
+        st.caption(f"Press **{START_LABEL}** and allow the microphone; speak, then pause — the agent answers when "
+                   f"your turn is over (Turn taking, above). Talk over it to interrupt. **{STOP_LABEL}** keeps the conversation. Use "
                    "headphones: from a loudspeaker the agent hears itself.")
     mic = mic or state.get("converse_microphone")  # a call whose settings just became unusable ends here too
     if mic is not None and not playing and (mic.live is not None or mic.started or mic.error):

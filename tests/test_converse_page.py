@@ -102,6 +102,18 @@ def test_the_settings_show_with_their_defaults(monkeypatch: pytest.MonkeyPatch, 
     assert at.text_area(key="converse_system_prompt") and not at.main.text_input  # no address to type
 
 
+def test_native_mode_on_the_engine_offers_the_learned_turn_taking_and_asks_its_session_for_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str) -> None:
+    at = _open(monkeypatch, tmp_path / "data", engine_url)
+    at.radio(key="converse_mode").set_value("native").run()
+    assert at.radio(key="converse_turn_detector").value == "learned"  # offered in native mode on a URL target
+    from services.converse.setup import Setup
+
+    runner = Setup(mode="native", url=engine_url, turn_detector="learned", eot_threshold=0.6).check().runner()
+    detection = runner.update.session.turn_detection
+    assert (detection.type, detection.eot_threshold) == ("semantic_vad", 0.6)
+
+
 def test_a_bad_script_line_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine_url: str,
                                     turn_wav: bytes) -> None:
     at = _open(monkeypatch, tmp_path / "data", engine_url)

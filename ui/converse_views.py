@@ -69,12 +69,14 @@ def settings_form(voices: list[str], *, endpoints: bool = False) -> dict[str, An
     detectors = {"learned": "Learned: the end-of-turn model hears when you are done",
                  "silence": "Silence: a fixed pause ends your turn"}
     detector = "silence"
-    if mode == "pipeline":
+    if mode == "pipeline" or not endpoints:  # native mode: the offline engine's session has the model too; a
+        # SageMaker endpoint's vLLM-Omni knows the silence window only (services/converse/setup.py)
         detector = st.radio("Turn taking", list(detectors), format_func=detectors.get, key="converse_turn_detector",
                             horizontal=True, help="Learned (Smart Turn v3.2) scores each pause of 200 ms or more and "
                             "ends the turn when it hears a finished one — no half-second wait after every sentence, "
                             "and a pause mid-sentence is not taken for the end; after 1.5 s of silence the turn ends "
-                            "anyway. The silence window below is the rule a pause falls back to.")
+                            "anyway. The silence window below is the rule a pause falls back to. In native mode the "
+                            "server decides, asked for its learned rule (a server without one uses the window).")
     silence = st.slider("Silence window (ms): the pause that ends your turn" + (
         " when the model cannot decide in time" if detector == "learned" else ""), *SILENCE_MS, 500, step=50,
         key="converse_silence_ms")

@@ -10,8 +10,8 @@ LISTEN_MODELS = (DEFAULT_LISTEN_MODEL,)
 PREVIEW_NOTES = {  # by the engine's recognizer (offline.listen.engine: OMNI_ENGINE_RECOGNIZER)
     "whisper": (
         "Offline preview: Whisper tiny.en (CTranslate2 int8) with Silero VAD, not Voxtral. English only. Measured "
-        "on 2 CPU cores (bench/listen_accuracy.py): WER 0.0 % on this engine's own voice (12 sentences, 114 words), "
-        "4.2 % on read human speech (5 LibriVox lines, 71 words), RTF 0.06-0.12; spontaneous speech is not "
+        "on 2 CPU cores (bench/listen_accuracy.py): WER 0.9 % on this engine's own voice (12 sentences, 114 words), "
+        "4.2 % on read human speech (5 LibriVox lines, 71 words), RTF 0.02-0.04; spontaneous speech is not "
         "measured (see docs/listen.md)."
     ),
     "pocketsphinx": (
