@@ -11,7 +11,7 @@ reply's first token, the first agent audio received (the client has no playback:
 Each turn detector in turn on the same audio (hearing/turn_end.py: learned, the default, and the silence window).
 Reported per detector: voice-to-voice p50/p95 (speech end → first agent audio, the end-of-turn wait included) with
 n, the same minus each turn's end-of-turn wait (the studio's own part: the recognizer's final, the reply, the first
-speech chunk), and each stage's median, so the slowest stage shows; then learned / silence. Percentiles: services/load/stats.py's one
+speech chunk), and each stage's median, so the slowest stage shows; then learned / silence. Percentiles: services/stats.py's one
 method. Goal on this 2-core machine: the studio's own part ≤ 300 ms p50.
 
 Then the barge-in stop, live (services/converse/live.py, as the Converse page talks): a microphone fed at real
@@ -82,7 +82,7 @@ def barge_ins(url: str, wavs: list[bytes], count: int) -> dict:
     from services.converse.reply import ScriptedReply
     from services.converse.script import parse_script
     from services.listen import load_audio
-    from services.load.stats import percentile
+    from services.stats import percentile
     from services.playback import Playback
     from services.runtime import BackgroundLoop
 
@@ -144,7 +144,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from offline.launch import shared_engine
-    from services.load.stats import percentile
+    from services.stats import percentile
 
     url = shared_engine().url
     wavs = synthesize(url)[:TURNS]

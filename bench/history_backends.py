@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from services.access import Principal  # noqa: E402
 from services.history import History  # noqa: E402
-from services.load.stats import percentile  # noqa: E402
+from services.stats import percentile  # noqa: E402
 
 
 def client(data_dir: str, url: str | None, who: str, ops: int, start_at: float, results) -> None:

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from offline.launch import free_port, spawn, stop, wait_http_ok  # noqa: E402
-from services.load.stats import percentile  # noqa: E402
+from services.stats import percentile  # noqa: E402
 from tests.haproxy_support import HAPROXY, haproxy  # noqa: E402
 
 GALLERY_PAGE = 24  # images the gallery's first page shows (ui/gallery_views.PAGE_SIZE)

@@ -12,7 +12,7 @@ input so drift hits both alike. A paused input the detector cut in two is a **fa
 half a sentence); a complete input cut in two is one too.
 
 Reported per detector: false cut-offs (n of 6 paused, n of 6 complete), voice-to-voice p50/p95 over the complete
-turns (speech end → first agent audio received; nearest rank, services/load/stats.py) with n, and the end-of-turn
+turns (speech end → first agent audio received; nearest rank, services/stats.py) with n, and the end-of-turn
 wait (speech end → turn decided) p50 with n; then learned / silence of voice-to-voice p50. Goals (#34): learned
 cuts at most 1 of 6 paused turns where silence cuts most, voice-to-voice p50 ≤ 0.85× the silence detector's.
 
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from offline.launch import start_engine
-    from services.load.stats import percentile
+    from services.stats import percentile
 
     engine = start_engine()
     try:

@@ -90,9 +90,9 @@ def test_more_ratings_to_separate_by_hand():
     assert stats.intervals_overlap(stats.wilson(0.75, 4), stats.wilson(0.25, 4))
 
 
-def test_percentiles_reuse_the_load_definition_and_cost_per_item():
-    from services.load import stats as load_stats
-    assert stats.percentile is load_stats.percentile
+def test_percentiles_reuse_the_shared_definition_and_cost_per_item():
+    from services import stats as shared_stats
+    assert stats.percentile is shared_stats.percentile
     # nearest rank: 5 values, p50 → ⌈2.5⌉ = 3rd = 3.0; p95 → ⌈4.75⌉ = 5th = 10.0
     s = stats.summary([1.0, 10.0, 2.0, 3.0, 4.0, None])
     assert (s["n"], s["p50"], s["p95"]) == (5, 3.0, 10.0)

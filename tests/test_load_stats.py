@@ -19,9 +19,8 @@ from services.load import (
     is_throttling,
     parse_levels,
     parse_slo,
-    percentile,
-    summary,
 )
+from services.stats import percentile, summary
 
 
 # ---- percentiles: nearest-rank, x[ceil(p/100 * n)] of the sorted values ---------------------------------

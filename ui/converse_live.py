@@ -16,7 +16,7 @@ from services.converse.setup import Setup
 from services.converse.kept import KeptCall
 from services.converse.live import LiveConversation
 from services.playback import Playback
-from services.load.stats import percentile
+from services.stats import percentile
 from ui import resources
 from ui.call_ear import heard_voice_to_voice
 from ui.converse_views import figures, transcript_view

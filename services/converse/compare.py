@@ -8,7 +8,7 @@
 
 The two setups run one after the other on this machine, so one does not slow the other. Each side's figures:
 voice-to-voice {n, p50, p95} exactly as `Conversation.voice_to_voice()` gives it, and per stage the median
-(nearest-rank p50, services/load/stats.py, with its n) of the transcript's final, the reply's first token and the
+(nearest-rank p50, services/stats.py, with its n) of the transcript's final, the reply's first token and the
 agent's first audio, each in ms from where the person's speech ended, over the turns that reached that stage (the
 first audio's median is the voice-to-voice p50 by definition). `ratio_p50` is B's voice-to-voice p50 over A's
 (None when either has none); each row of the table has its own B/A the same way.
@@ -23,7 +23,7 @@ from protocol.errors import InvalidInput
 from services.converse.setup import Setup
 from services.converse.timeline import Conversation
 from services.listen import ListenAudio
-from services.load.stats import percentile
+from services.stats import percentile
 
 # The stages a turn's timeline passes, after the person's speech ended: (the figure's key, its words, the turn's field)
 STAGES = (("transcript_final", "final transcript", "transcript_final_s"),

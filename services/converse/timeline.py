@@ -8,7 +8,7 @@ whose RMS is above SPEECH_END_DBFS, placed where that input was sent (its first 
 "received"), in a live conversation `first_audio_played_s` (when the studio's WebRTC track starts playing it:
 received + the audio queued ahead of it; the browser's jitter buffer, tens of ms, comes after) and
 `voice_to_voice_ms` = first audio played (else received) − speech end. voice-to-voice {n, p50, p95} over the turns that
-have it, with services.load.stats' one percentile method (nearest-rank).
+have it, with services.stats' one percentile method (nearest-rank).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from protocol.audio import wav_bytes
 from protocol.limits import PCM_SAMPLE_RATE
 from protocol.listen import LISTEN_SAMPLE_RATE
-from services.load.stats import PERCENTILE_METHOD, percentile
+from services.stats import PERCENTILE_METHOD, percentile
 
 SPEECH_END_DBFS = -40.0  # a 20 ms frame with an RMS above this (relative to full scale) is the person speaking
 FRAME_S = 0.02

@@ -23,7 +23,7 @@ Every figure comes with its sample size, because a win rate of 3 ratings says le
   N ratings each) stop overlapping; "more" is N minus the smaller of the two current counts. None when the
   rates are equal (no number of ratings separates them at those rates) or when N would exceed 100 000.
   It is an estimate under that assumption, not a promise: the rates move as ratings come in.
-- **Median and p95** use the nearest-rank percentile of services/load/stats.py (the one definition).
+- **Median and p95** use the nearest-rank percentile of services/stats.py (the one definition).
 - **Cost per item** = the summed known cost of a variant's items / the number of those items; None when no
   item's cost is known.
 - **Corpus word error rate** (listen evaluations, and a voice evaluation's intelligibility) = Σ errors / Σ
@@ -42,7 +42,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
-from services.load.stats import PERCENTILE_METHOD, percentile, summary
+from services.stats import PERCENTILE_METHOD, percentile, summary
 
 Z95 = 1.959964
 WINNERS = ("a", "b", "tie")

@@ -14,7 +14,7 @@
 - runner.py   run_sweep (closed loop per level, through the studio's own clients), SweepRun (for a UI
               thread), is_throttling
 - report.py   Sample, LevelReport, LoadReport: every figure computed from the recorded samples
-- stats.py    percentile (nearest-rank, the one definition) and summary {n, p50, p95, max}
+- percentile, summary and PERCENTILE_METHOD come from services/stats.py (nearest-rank, the one definition)
 - converse.py load converse: each request one whole conversation over recorded turns (run_conversations through
               the runner's run_levels), how many conversations hold a voice-to-voice SLO, its target priced
               (describe_conversations); imported from there, not here (it builds on services/converse)
@@ -47,7 +47,7 @@ from services.load.report import (
     Sample,
 )
 from services.load.runner import Progress, SweepRun, is_throttling, run_sweep
-from services.load.stats import PERCENTILE_METHOD, percentile, summary
+from services.stats import PERCENTILE_METHOD, percentile, summary
 from services.load.target import LoadTarget, describe_target
 
 __all__ = [

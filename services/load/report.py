@@ -1,4 +1,4 @@
-"""A load sweep's report: the raw per-request samples and every figure computed from them (services/load/stats.py).
+"""A load sweep's report: the raw per-request samples and every figure computed from them (services/stats.py).
 
     report.to_dict()          # the JSON the CLI prints (--json) and writes (--out), and the history keeps
     LoadReport.from_dict(d)   # a saved report read back; its figures are recomputed from its samples
@@ -38,7 +38,7 @@ from typing import Any
 
 from protocol.catalog import family
 from services.load.plan import CONVERSE, LOAD_KINDS, Slo, load_figures, unit_family
-from services.load.stats import PERCENTILE_METHOD, percentile, summary
+from services.stats import PERCENTILE_METHOD, percentile, summary
 
 REPORT_VERSION = 1
 # Each load kind's throughput and cost figure and the unit a cost is quoted per: the catalog's (protocol/catalog.py).

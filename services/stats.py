@@ -1,4 +1,4 @@
-"""The statistics of a load sweep, computed one way everywhere (the CLI, the report, the Capacity page).
+"""Percentiles and summaries, computed one way everywhere: load sweeps, conversations, evaluations, benchmarks.
 
 Percentiles use the **nearest-rank** definition: for n values sorted ascending, x[1] ≤ … ≤ x[n], the p-th
 percentile (0 < p ≤ 100) is x[⌈p/100 · n⌉], and the 0th is x[1]. It is always one of the recorded values (no
