@@ -85,7 +85,7 @@ def main() -> int:
 
 def run(args: argparse.Namespace, settings, direct_url: str | None) -> int:
     backend = create_backend(settings)
-    client = backend.videos
+    client = backend.client("video")
     request = VideoRequest(PROMPT, reference=_reference(), seed=77).validated()  # published defaults otherwise
     body = encode_request(request)
     url = backend.target if backend.name in ("offline", "omni") else direct_url

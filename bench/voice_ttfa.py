@@ -154,7 +154,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     from services.settings import load_settings
 
     with sagemaker_stack({"voice": ROLE_PROFILES["voice"].model_id}) as stack:
-        bidi = create_backend(load_settings().with_overrides(**stack.settings)).speech
+        bidi = create_backend(load_settings().with_overrides(**stack.settings)).client("voice")
         return await measure(args, stack.engine_url, bidi)
 
 

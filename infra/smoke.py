@@ -142,18 +142,18 @@ def smoke_listen(backend: Backend, out_dir: Path, *, recording: bytes | None = N
     """Transcribe a short recording of SMOKE_TEXT as a file; passes when text comes back."""
     from services.listen import load_audio, spoken_sample, word_error_rate
 
-    if backend.listen is None:
-        return SmokeCheck("listen", False, f"{backend.label} has no listen route")
     source = "the voice check's recording" if recording else "the offline engine's voice"
     audio = load_audio(recording or spoken_sample(SMOKE_TEXT), name="smoke speech")
 
+    listener = backend.client("listen")
+
     async def listen() -> Any:
-        return await asyncio.wait_for(backend.listen.transcribe_file(audio), timeout_s)
+        return await asyncio.wait_for(listener.transcribe_file(audio), timeout_s)
 
     try:
         transcript = asyncio.run(listen())
     except TimeoutError:
-        return SmokeCheck("listen", False, f"no transcript from {backend.listen.target} within {timeout_s:.0f} s")
+        return SmokeCheck("listen", False, f"no transcript from {listener.target} within {timeout_s:.0f} s")
     path = out_dir / LISTEN_FILE
     path.write_text(transcript.text + "\n", encoding="utf-8")
     wer = word_error_rate(SMOKE_TEXT, transcript.text)
@@ -275,7 +275,7 @@ def smoke_voice(backend: Backend, out_dir: Path, *, timeout_s: float = VOICE_TIM
     errors: list[str] = []
 
     async def speak() -> tuple[bytes, dict[str, Any]]:
-        session = backend.speech.open(speech_config(**extra))
+        session = backend.client("voice").open(speech_config(**extra))
         async with session:
             async for event in session.speak(SMOKE_TEXT):
                 if isinstance(event, AudioStart):
@@ -291,7 +291,7 @@ def smoke_voice(backend: Backend, out_dir: Path, *, timeout_s: float = VOICE_TIM
     try:
         wav, figures = asyncio.run(asyncio.wait_for(speak(), timeout_s))
     except TimeoutError:
-        return SmokeCheck("voice", False, f"no complete utterance from {backend.speech.target} within {timeout_s:.0f} s")
+        return SmokeCheck("voice", False, f"no complete utterance from {backend.client('voice').target} within {timeout_s:.0f} s")
     pcm_bytes = int(figures.get("bytes") or 0)
     path = out_dir / VOICE_FILE
     if wav and pcm_bytes:
@@ -320,7 +320,7 @@ def smoke_image(backend: Backend, out_dir: Path) -> tuple[SmokeCheck, bytes | No
 
     from services.images import ImageRequest
 
-    result = backend.images.generate(ImageRequest(IMAGE_PROMPT, size="512x512", steps=SMOKE_STEPS, seed=7,
+    result = backend.client("image").generate(ImageRequest(IMAGE_PROMPT, size="512x512", steps=SMOKE_STEPS, seed=7,
                                                   output_format="png"))
     data = result.image
     try:
@@ -344,7 +344,7 @@ def smoke_video(backend: Backend, out_dir: Path, *, reference: bytes | None = No
 
     request = VideoRequest(VIDEO_PROMPT, steps=SMOKE_STEPS, seed=7, reference=reference,
                            reference_name="smoke image" if reference else None)
-    result = backend.videos.generate(request, timeout_s=timeout_s)  # checks the MP4 (decodes every frame)
+    result = backend.client("video").generate(request, timeout_s=timeout_s)  # checks the MP4 (decodes every frame)
     path = out_dir / VIDEO_FILE
     path.write_bytes(result.mp4)
     info = result.info

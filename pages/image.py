@@ -56,7 +56,7 @@ def _generate() -> None:
                                seed=optional_seed(state["image_seed"]),
                                n=int(state["image_n"]))
         with st.spinner("Generating…"):
-            job = record_image(backend.images, history, request)
+            job = record_image(backend.client("image"), history, request)
         state["image_last"] = job.id
     except StudioError as exc:
         state["image_error"] = str(exc)

@@ -23,7 +23,7 @@ st.caption("Upload a recording or speak into the microphone: the text comes back
            "given the text that is spoken, its word error rate. Every transcript is kept below.")
 
 backend = resources.require_backend("The listen backend")
-listener = backend.listen
+listener = backend.client("listen")
 if listener is None:
     st.error(f"{backend.label} has no listen route: choose the offline engine, a vLLM server or SageMaker in the "
              "sidebar")

@@ -51,7 +51,7 @@ def _start_speaking() -> None:
     state["voice_connect"] = not state.get("voice_player_on", False)
     playback = state["voice_playback"]
     try:
-        speech = resources.backend().speech
+        speech = resources.backend().client("voice")
         config = speech.check(build_config(state, current_reference(state)))  # what the model can do, first
         playback.start_utterance()  # a new utterance: drop what the previous one still had queued
         state["voice_run_label"] = describe(state)
@@ -101,7 +101,7 @@ with right:  # first: whether the player is connected decides whether queued spe
 
 with left:
     st.text_area("Text", value=SAMPLE_TEXT, height=150, key="voice_text", persist_state="session")
-    mode = mode_picker(task_types, backend.capabilities.deploys_models, demo=resources.settings().demo is not None, note=backend.speech.note())
+    mode = mode_picker(task_types, backend.capabilities.deploys_models, demo=resources.settings().demo is not None, note=backend.client("voice").note())
     if backend.capabilities.previews:
         st.caption(PREVIEW)
     mode_fields(mode, backend, voices, languages)

@@ -2,7 +2,7 @@
 
     from services import create_backend
     backend = create_backend(load_settings())      # offline engine, a vLLM-Omni URL, or SageMaker AI
-    backend.speech, backend.images, backend.videos
+    backend.client("voice"), backend.client("image"), backend.client("video")
 
 Sub-packages by modality (speech/, images/, videos/), each with its transports behind one interface;
 aws.py (the one AWS session maker), sagemaker.py (the SageMaker assembly), history, settings, playback,

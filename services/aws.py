@@ -24,6 +24,7 @@ from botocore.config import Config
 
 from protocol.common import error_text, plain_excerpt
 from protocol.errors import BackendUnreachable, ConfigError, ServerError, StudioError
+from protocol.sagemaker import model_id_of_container
 
 USER_AGENT_EXTRA = "omni-studio"
 # AWS error codes by what a person must do about them (infra/aws.py uses the same sets).
@@ -197,3 +198,18 @@ def missing_endpoint(role: str) -> ConfigError:
         f"(or {role}_endpoint in studio.toml), or deploy it with `{command}`, which writes the state "
         "file the studio reads"
     )
+
+
+def endpoint_model(aws: AwsSession, endpoint: str) -> str:
+    """The model id behind `endpoint` (describe endpoint → config → model): the container's served model name
+    or SM_VLLM_MODEL (protocol.sagemaker.model_id_of_container)."""
+    sm = aws.client("sagemaker")
+    doing = f"looking up the model behind endpoint {endpoint}"
+    try:
+        config_name = sm.describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
+        variants = sm.describe_endpoint_config(EndpointConfigName=config_name)["ProductionVariants"]
+        model = sm.describe_model(ModelName=variants[0]["ModelName"])
+    except (bx.BotoCoreError, bx.ClientError) as exc:
+        raise aws_error(exc, doing, profile=aws.profile) from None
+    container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
+    return model_id_of_container(container.get("Environment")) or "unknown"

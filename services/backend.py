@@ -1,4 +1,4 @@
-"""One backend object per target bundles the three clients: `speech`, `images`, `videos`.
+"""One backend object per target: its families' clients, built when first asked for (services/base.py).
 
 Targets: the embedded offline engine (a vLLM-Omni URL on 127.0.0.1 that the app started), any vLLM-Omni
 server by URL, or SageMaker AI. Pages ask the backend; they never branch on which backend it is.
@@ -6,7 +6,7 @@ server by URL, or SageMaker AI. Pages ask the backend; they never branch on whic
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -15,10 +15,6 @@ from services.base import Backend, BackendHealth
 from services.history import History
 from services.kinds import BackendName
 from services.settings import Settings
-
-if TYPE_CHECKING:
-    pass
-
 
 def omni_health(url: str, timeout: float = 3.0) -> BackendHealth:
     """`GET /health` on a vLLM-Omni server."""
@@ -32,24 +28,12 @@ def omni_health(url: str, timeout: float = 3.0) -> BackendHealth:
 
 
 def omni_backend(url: str, settings: Settings, *, name: BackendName = "omni", close: Any = None) -> Backend:
-    """The three native vLLM-Omni clients against one server URL, and its voice library."""
-    from services import images, speech, videos
-    from services.listen import OmniListen
-    from services.speech.voices import OmniVoices
+    """A vLLM-Omni server's backend: each family's native client against `url`, built when first asked for."""
+    from services import families
 
-    return Backend(
-        name=name,
-        target=url,
-        speech=speech.omni_client(url, settings),
-        images=images.omni_client(url, settings),
-        videos=videos.omni_client(url, settings),
-        # the offline engine's port changes with every start: its voices are recorded under one name
-        voices=OmniVoices(url, lambda: History.of(settings), record_target="offline engine" if name == "offline" else None,
-                          timeout=settings.request_timeout_s, connect_timeout=settings.connect_timeout_s),
-        listen=OmniListen(url, timeout=settings.request_timeout_s, connect_timeout=settings.connect_timeout_s),
-        _health=lambda: omni_health(url),
-        _close=close,
-    )
+    parts = families.ServerParts(url=url, settings=settings, kind=name, history=lambda: History.of(settings))
+    return Backend(name=name, target=url, _build=lambda part: families.build(part, name, parts),
+                   _health=lambda: omni_health(url), _close=close)
 
 
 def create_backend(settings: Settings) -> Backend:

@@ -1,25 +1,19 @@
-"""What a backend is: the three clients (`speech`, `images`, `videos`) of one target, its voice library
-(`voices`: saved voices for cloning, services/speech/voices.py), its listener (`listen`: speech recognition,
-services/listen; None where the target has none yet), its health and its label.
+"""What a backend is: one target (the offline engine, a vLLM-Omni server, SageMaker AI) and the clients its
+families have there, each built the first time it is asked for: `backend.client("listen")` builds the listener
+and nothing else. The family modules (services/families) say how each client is built on each kind of target.
 
-What the target's voice model can do is `backend.speech.task_types()` (CustomVoice, VoiceDesign, Base).
+What the target's voice model can do is `backend.client("voice").task_types()` (CustomVoice, VoiceDesign, Base).
 
-The factory that builds one is services/backend.py; the SageMaker assembly is services/sagemaker.py.
+The factory that builds a backend is services/backend.py; the SageMaker assembly is services/sagemaker.py.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.kinds import BackendName, Capabilities, kind
-
-if TYPE_CHECKING:
-    from services.images import ImageClient
-    from services.listen import Listener
-    from services.speech import SpeechClient
-    from services.speech.voices import VoiceLibrary
-    from services.videos import VideoClient
 
 
 @dataclass(frozen=True)
@@ -34,13 +28,24 @@ class BackendHealth:
 class Backend:
     name: BackendName
     target: str  # where requests go, for display: a URL, or "SageMaker us-east-1: voice=…, image=…"
-    speech: SpeechClient
-    images: ImageClient
-    videos: VideoClient
-    voices: VoiceLibrary
-    listen: Listener | None = None
+    _build: Any = field(repr=False)  # (client name) -> the client, built on this target
     _health: Any = field(repr=False, default=None)  # () -> BackendHealth
     _close: Any = field(repr=False, default=None)  # () -> None
+    _made: dict[str, Any] = field(repr=False, default_factory=dict)
+    _lock: threading.Lock = field(repr=False, default_factory=threading.Lock)
+
+    def client(self, name: str) -> Any:
+        """The client called `name` (a family's name, or another a family registers, e.g. "voices"), built once
+        on first use. ConfigError when the target has none."""
+        with self._lock:
+            if name not in self._made:
+                self._made[name] = self._build(name)
+            return self._made[name]
+
+    def built(self) -> tuple[str, ...]:
+        """The clients built so far (what using the backend has cost)."""
+        with self._lock:
+            return tuple(self._made)
 
     @property
     def label(self) -> str:

@@ -201,7 +201,7 @@ def compare_images(variants: list[ImageVariant], *, settings: Settings, history:
     when their role may not generate); outcomes in the variants' order. One variant's failure (its target down, a
     refusal) is its outcome's error; the others go on."""
     require(history.actor, "generate")
-    return _compare(variants, "image", lambda backend, v: record_image(backend.images, history, v.request),
+    return _compare(variants, "image", lambda backend, v: record_image(backend.client("image"), history, v.request),
                     settings=settings, default=default, build=build, actor=history.actor,
                     book=TargetBook(settings, history), on_progress=on_progress)
 
@@ -214,7 +214,7 @@ def compare_videos(variants: list[VideoVariant], *, settings: Settings, history:
     require(history.actor, "generate")
 
     def run(backend: Backend, v: Variant) -> Job:
-        jobs = VideoJobs(backend.videos, history, recover=False)
+        jobs = VideoJobs(backend.client("video"), history, recover=False)
         job = jobs.wait(jobs.start(v.request).id, timeout_s)
         if job.status != "succeeded":
             raise StudioError(job.error or f"the video job is {job.status}")
@@ -237,7 +237,7 @@ def compare_voices(variants: list[VoiceVariant], *, settings: Settings, default:
 
     def run(backend: Backend, v: Variant, outcome: Outcome) -> None:
         started = time.perf_counter()
-        utterance = asyncio.run(backend.speech.say(speech_config(**v.options), v.request))
+        utterance = asyncio.run(backend.client("voice").say(speech_config(**v.options), v.request))
         if not utterance.ok:
             raise StudioError(str(utterance.error))
         stats = utterance.stats

@@ -1,15 +1,9 @@
-"""The SageMaker AI backend: the three endpoints of one vLLM-Omni DLC image, behind the studio's clients.
+"""The SageMaker AI backend: the endpoints of one vLLM-Omni DLC image, behind the studio's clients.
 
-- speech: the HTTP/2 bidirectional stream (`services._sagemaker_speech.Http2SpeechTransport`) to the
-  realtime voice endpoint's `v1/audio/speech/stream`;
-- voices: uploads through `invoke_endpoint` with `CustomAttributes="route=/v1/audio/voices"` and the multipart
-  body (services/speech/voices.py); listed from the studio's own records, as SageMaker forwards only POSTs;
-- images: `invoke_endpoint` with the JSON body and `CustomAttributes="route=/v1/images/generations"`;
-- videos: `invoke_endpoint_async` with the video studio's multipart body — inline when it is at most
-  128 000 bytes, else uploaded to `s3://<bucket>/<prefix>/requests/<id>.multipart` (server-side
-  encryption; KMS when a key is configured) and passed as `InputLocation`; the output and failure objects
-  are polled with backoff and the MP4 read the moment it exists; the request object is removed after.
-  Handles are resumable: a restarted studio polls the same objects again.
+How each family's client speaks to its endpoint is in its module (services/families/<family>.py): the HTTP/2
+bidirectional stream for voice and listen streams, `invoke_endpoint` with the route in CustomAttributes for images,
+voices and files, `invoke_endpoint_async` through S3 for videos. This module resolves where requests go and
+assembles the backend; the clients share one AWS session and one HTTP/2 connection per event loop.
 
 Endpoint names, region, bucket and prefix come from the settings, or else from the infra state file
 (`python -m infra deploy` writes it). Credentials come from boto3's chain; `AWS_ENDPOINT_URL_<SERVICE>`
@@ -18,43 +12,29 @@ and `AWS_CA_BUNDLE` are honoured by boto3 and by the HTTP/2 transport (the local
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import botocore.exceptions as bx
 
-from protocol.errors import BackendUnreachable, ConfigError, InvalidInput, ServerError
+from protocol.errors import ConfigError, InvalidInput, ServerError
 from protocol.limits import STATE_FILE_MAX_BYTES
 from protocol.sagemaker import (
     DEFAULT_ROLES,
     ROLES,
     DeploymentStateFile,
     StateFileInvalid,
-    model_id_of_container,
     parse_state_file,
     voice_model_of,
 )
-from protocol.speech import QWEN3_TTS_LANGUAGES, QWEN3_TTS_SPEAKERS, TaskType, task_types_for_model
-from services.aws import AwsSession, aws_error, http2_endpoint, missing_endpoint, validate_region
+from services.aws import AwsSession, aws_error, http2_endpoint, validate_region
 from services.base import Backend, BackendHealth
 from services.endpoint_view import describe_endpoint
 from services.files import read_user_file
 from services.history import History
-from services.images import ImageClient
-from services.images.sagemaker import SageMakerImageTransport
 from services.settings import Settings
-from services.speech import SpeechClient
-from services.speech.sagemaker_http2 import (
-    SPEECH_INVOCATION_PATH,
-    Http2Clients,
-    Http2SpeechTransport,
-)
-from services.listen.sagemaker import SageMakerListen
-from services.speech.voices import SageMakerVoices
-from services.videos import VideoClient
-from services.videos.sagemaker import SageMakerVideoTransport
+from services.speech.sagemaker_http2 import Http2Clients
 
 
 @dataclass(frozen=True)
@@ -115,74 +95,6 @@ def resolve_targets(settings: Settings) -> SageMakerTargets:
     )
 
 
-UNKNOWN_MODEL = "unknown"
-
-
-class SageMakerCatalog:
-    """Voices, languages and task types of the voice endpoint's model: the state file's `voice_model` when it
-    names this endpoint's model, else its container's model id (control plane describes, read once).
-
-    SageMaker only forwards POSTs to a container, so vLLM-Omni's `GET /v1/audio/voices` is out of reach;
-    the model id names the speakers. "default" (the model's own default speaker) always comes first."""
-
-    def __init__(self, aws: AwsSession, endpoint: str | None, model: str | None = None) -> None:
-        self.aws = aws
-        self.endpoint = endpoint
-        self._model: str | None = model
-        self._lock = threading.Lock()
-        self.problem: str | None = None  # what could not be read, when the model id is unknown
-
-    def model_id(self) -> str:
-        """The model id, looked up once when neither the settings nor the state file say; "unknown" when the
-        control plane cannot be read (credentials that may only invoke): `problem` then says what and why."""
-        if self.endpoint is None:
-            raise missing_endpoint("voice")
-        with self._lock:
-            if self._model is None:
-                try:
-                    self._model = endpoint_model(self.aws, self.endpoint)
-                except (ServerError, BackendUnreachable) as exc:  # denied, or no control plane: invoking may work
-                    self._model = UNKNOWN_MODEL
-                    self.problem = (f"could not read which model endpoint {self.endpoint} serves ({exc}); every "
-                                    "Qwen3-TTS voice and language is offered and sent as chosen — set voice_model "
-                                    "in the settings to name it")
-            return self._model
-
-    @property
-    def known(self) -> bool:
-        return self.model_id() != UNKNOWN_MODEL
-
-    def voices(self) -> list[str]:
-        model = self.model_id().lower()
-        if not self.known or ("qwen3-tts" in model and "customvoice" in model):
-            return ["default", *QWEN3_TTS_SPEAKERS]
-        return ["default"]
-
-    def languages(self) -> list[str]:
-        return list(QWEN3_TTS_LANGUAGES) if not self.known or "qwen3-tts" in self.model_id().lower() else ["Auto"]
-
-    def task_types(self) -> tuple[TaskType, ...]:
-        return task_types_for_model(self.model_id()) if self.known else ("CustomVoice",)
-
-    def deploy_hint(self, models: list[str]) -> str:
-        return f"deploy one as the voice endpoint: `python -m infra deploy --voice-model {models[-1]}`"
-
-
-def endpoint_model(aws: AwsSession, endpoint: str) -> str:
-    """The model id behind `endpoint` (describe endpoint → config → model): the container's served model name
-    or SM_VLLM_MODEL (protocol.sagemaker.model_id_of_container)."""
-    sm = aws.client("sagemaker")
-    doing = f"looking up the model behind endpoint {endpoint}"
-    try:
-        config_name = sm.describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
-        variants = sm.describe_endpoint_config(EndpointConfigName=config_name)["ProductionVariants"]
-        model = sm.describe_model(ModelName=variants[0]["ModelName"])
-    except (bx.BotoCoreError, bx.ClientError) as exc:
-        raise aws_error(exc, doing, profile=aws.profile) from None
-    container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
-    return model_id_of_container(container.get("Environment")) or "unknown"
-
-
 def sagemaker_health(aws: AwsSession, targets: SageMakerTargets) -> BackendHealth:
     """DescribeEndpoint for each configured endpoint: all InService is healthy."""
     configured = {role: name for role, name in targets.endpoints.items() if name}
@@ -211,40 +123,15 @@ def sagemaker_health(aws: AwsSession, targets: SageMakerTargets) -> BackendHealt
 
 def sagemaker_backend(settings: Settings) -> Backend:
     """The SageMaker backend for the settings (and the infra state file when names are not set)."""
+    from services import families
+
     targets = resolve_targets(settings)
     aws = AwsSession(targets.region, targets.profile, connect_timeout=settings.connect_timeout_s,
                      read_timeout=max(settings.request_timeout_s, 60.0))
-    voice = targets.endpoints["voice"]
     uri = http2_endpoint(targets.region)
-    clients = Http2Clients(aws, uri)  # sessions share one HTTP/2 connection per event loop
-
-    def speech_transport() -> Http2SpeechTransport:
-        if voice is None:
-            raise missing_endpoint("voice")
-        return Http2SpeechTransport(aws, voice, path=SPEECH_INVOCATION_PATH, endpoint_uri=uri,
-                                    connect_timeout=settings.connect_timeout_s,
-                                    receive_timeout=settings.request_timeout_s, clients=clients)
-
-    def listen_transport(path: str) -> Http2SpeechTransport:
-        assert targets.endpoints["listen"] is not None
-        return Http2SpeechTransport(aws, targets.endpoints["listen"], path=path, endpoint_uri=uri,
-                                    connect_timeout=settings.connect_timeout_s,
-                                    receive_timeout=settings.request_timeout_s, clients=clients)
-
-    return Backend(
-        name="sagemaker",
-        target=targets.label(),
-        speech=SpeechClient(speech_transport, SageMakerCatalog(aws, voice, targets.voice_model),
-                            target=f"SageMaker endpoint {voice} ({targets.region})" if voice else "SageMaker (no voice endpoint)"),
-        images=ImageClient(SageMakerImageTransport(aws, targets.endpoints["image"])),
-        videos=VideoClient(SageMakerVideoTransport(aws, targets.endpoints["video"], bucket=targets.bucket,
-                                                   prefix=targets.prefix, kms_key=targets.kms_key)),
-        voices=SageMakerVoices(aws, voice, lambda: History.of(settings)),  # opened on first use
-        # the listen endpoint: files through invoke_endpoint, streams on the same HTTP/2 client as speech
-        listen=SageMakerListen(aws, targets.endpoints["listen"], transport=listen_transport,
-                               lookup_model=lambda: endpoint_model(aws, str(targets.endpoints["listen"])),
-                               timeout=settings.request_timeout_s),
-        _health=lambda: sagemaker_health(aws, targets),
-    )
-
-
+    parts = families.SageMakerParts(aws=aws, targets=targets, settings=settings, uri=uri,
+                                    http2=Http2Clients(aws, uri),  # sessions share one HTTP/2 connection per loop
+                                    history=lambda: History.of(settings))
+    return Backend(name="sagemaker", target=targets.label(),
+                   _build=lambda part: families.build(part, "SageMaker", parts),
+                   _health=lambda: sagemaker_health(aws, targets))

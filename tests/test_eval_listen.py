@@ -256,12 +256,15 @@ def test_a_voice_takes_listen_target_and_its_line(engine_url: str, monkeypatch: 
     from services.eval.listening import OFFLINE_LABEL, intelligibility_line, take_listener
     from services.listen import OmniListen
 
+    def backend(name: str, listen: object) -> types.SimpleNamespace:
+        return types.SimpleNamespace(name=name, client=lambda part: {"listen": listen}[part])
+
     own = OmniListen(engine_url)
-    assert take_listener(types.SimpleNamespace(name="omni", listen=own)) == (own, f"the listen route of {engine_url}")
-    assert take_listener(types.SimpleNamespace(name="offline", listen=own)) == (own, OFFLINE_LABEL)
+    assert take_listener(backend("omni", own)) == (own, f"the listen route of {engine_url}")
+    assert take_listener(backend("offline", own)) == (own, OFFLINE_LABEL)
     monkeypatch.setattr(offline.launch, "shared_engine", lambda: types.SimpleNamespace(url=engine_url))
-    for listen in (None, types.SimpleNamespace(endpoint=None, target="SageMaker (no listen endpoint)")):
-        listener, label = take_listener(types.SimpleNamespace(name="sagemaker", listen=listen))
+    for listen in (types.SimpleNamespace(endpoint=None, target="SageMaker (no listen endpoint)"),):
+        listener, label = take_listener(backend("sagemaker", listen))
         assert isinstance(listener, OmniListen) and listener.target == engine_url and label == OFFLINE_LABEL
     heard = {"wer": 0.125, "errors": 1, "words": 8, "transcript": "open the door", "heard_by": "X"}
     assert intelligibility_line(heard) == ("Intelligibility: WER 12.5 % (1 error / 8 words) — heard: "

@@ -57,7 +57,7 @@ class _GatedImages:
 def gated_factory(gate: threading.Semaphore):  # noqa: ANN201
     def factory(settings: Settings) -> Any:
         backend = create_backend(settings)
-        backend.images = _GatedImages(backend.images, gate)
+        backend._made["image"] = _GatedImages(backend.client("image"), gate)
         return backend
     return factory
 

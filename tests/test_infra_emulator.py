@@ -556,7 +556,7 @@ def test_deploy_with_a_voice_model_records_it_shows_it_and_resume_keeps_it(emula
                                                                              capsys: pytest.CaptureFixture[str]):
     from protocol.sagemaker import model_id_of_container, parse_state_file, voice_model_of
     from services.aws import AwsSession
-    from services.sagemaker import endpoint_model
+    from services.aws import endpoint_model
 
     code = infra_main(["deploy", "voice", "image", "--voice-model", VOICE_DESIGN, "--smoke-dir", str(tmp_path),
                        "--state-file", str(state_file), "--role-arn", ROLE_ARN, *CLI_FAST])

@@ -20,7 +20,8 @@ from infra.deploy import WaitSettings, deploy
 from infra.errors import UsageError
 from infra.model import DeployOptions
 from infra.state import DeploymentState
-from infra.ttl import parse_at, parse_ttl
+from infra.ttl import parse_at
+from infra.ttl_choice import parse_ttl
 
 if TYPE_CHECKING:
     from tests.emulator_support import EmulatorHandle
@@ -322,7 +323,7 @@ def test_video_scales_to_zero_and_the_studios_job_waits_through_the_start(emulat
     # The studio submits a video: it waits, saying why, while an instance starts; then the video arrives.
     backend = deployment_backend(state)
     history = History(tmp_path / "data")
-    jobs = VideoJobs(backend.videos, history)
+    jobs = VideoJobs(backend.client("video"), history)
     try:
         job = jobs.start(VideoRequest(prompt="waves rolling onto a beach", width=96, height=64, frames=5, fps=8,
                                       steps=4, seed=3))

@@ -77,7 +77,7 @@ from services.settings import load_settings
 from services.videos import VideoJobs, VideoRequest
 settings = load_settings()
 history = History.of(settings)
-jobs = VideoJobs(create_backend(settings).videos, history)
+jobs = VideoJobs(create_backend(settings).client("video"), history)
 job = jobs.start(VideoRequest("a slow pan over hills", width=96, height=64, frames=9, steps=4, seed=4))
 for _ in range(500):
     if history.jobs.get(job.id).handle:
@@ -110,7 +110,7 @@ def test_replica_b_finishes_the_video_job_replica_a_left_and_its_mp4_is_in_the_b
                                             "media_url": f"s3://{bucket}/team-media", "job_lease_s": 2.0})
         b_history = History.of(settings)
         assert b_history.jobs.get(job_id).status == "running" and a_owner.startswith("replica-a:")
-        jobs = VideoJobs(create_backend(settings).videos, b_history)
+        jobs = VideoJobs(create_backend(settings).client("video"), b_history)
         try:  # at once, or when A's lease lapses (how soon depends on how long B took to start)
             deadline = time.monotonic() + 60
             while job_id not in jobs.resumed and time.monotonic() < deadline:

@@ -135,8 +135,8 @@ def test_a_file_over_the_invoke_limit_is_cut_at_silences_and_joined(listen_endpo
     assert first_end < boundary < first_end + 1.5  # cut in the silence between the sentences
     backend = create_backend(settings())
     try:
-        backend.listen.max_bytes = limit
-        transcript = asyncio.run(backend.listen.transcribe_file(audio))
+        backend.client("listen").max_bytes = limit
+        transcript = asyncio.run(backend.client("listen").transcribe_file(audio))
     finally:
         backend.close()
     assert transcript.fitting and "cut at silences into 2 pieces" in transcript.fitting
@@ -155,7 +155,7 @@ def test_a_live_source_over_the_bidirectional_stream(listen_endpoint: str, sente
 
     backend = create_backend(settings())
     try:
-        heard = asyncio.run(backend.listen.stream_live(frames()))
+        heard = asyncio.run(backend.client("listen").stream_live(frames()))
     finally:
         backend.close()
     assert word_error_rate(SENTENCE, heard.text) <= 0.2, heard.text

@@ -54,7 +54,7 @@ def settings(**over: Any) -> Settings:
 
 
 def say(backend: Any, text: str = TEXT, voice: str | None = "default") -> Any:
-    return asyncio.run(asyncio.wait_for(backend.speech.say(speech_config(voice, split_granularity="sentence"), text), 90))
+    return asyncio.run(asyncio.wait_for(backend.client("voice").say(speech_config(voice, split_granularity="sentence"), text), 90))
 
 
 def loud(pcm: bytes) -> bool:
@@ -91,7 +91,7 @@ def big_reference() -> bytes:
 # -- speech ---------------------------------------------------------------------------------------
 def test_speech_streams_several_sentences_over_http2(emulator_env: EmulatorHandle, voice: str) -> None:
     backend = create_backend(settings())
-    voices, languages = backend.speech.voices(), backend.speech.languages()
+    voices, languages = backend.client("voice").voices(), backend.client("voice").languages()
     assert voices[0] == "default" and "vivian" in voices and "English" in languages  # from the endpoint's model
     u = say(backend)
     assert u.ok, u.error
@@ -119,7 +119,7 @@ def test_unknown_voice_is_the_servers_message_and_the_session_stays_usable(emula
     backend = create_backend(settings())
 
     async def scenario() -> tuple[Any, Any]:
-        async with backend.speech.open(speech_config("nobody-by-that-name")) as session:
+        async with backend.client("voice").open(speech_config("nobody-by-that-name")) as session:
             bad = await session.say("One sentence.")
             await session.configure(speech_config("default"))
             good = await session.say("Now with the default voice.")
@@ -146,7 +146,7 @@ def test_missing_credentials_name_what_to_do(emulator_env: EmulatorHandle, voice
     u = say(backend)
     assert isinstance(u.error, ConfigError) and "no AWS credentials" in str(u.error) and "aws sso login" in str(u.error)
     with pytest.raises(ConfigError, match="no AWS credentials"):
-        backend.images.generate(ImageRequest("a lighthouse", size="128x96"))
+        backend.client("image").generate(ImageRequest("a lighthouse", size="128x96"))
     assert not backend.health().ok and "no AWS credentials" in backend.health().detail
 
 
@@ -179,16 +179,16 @@ def test_stream_cut_mid_audio_keeps_the_audio(emulator_env: EmulatorHandle, voic
 def test_image_through_invoke_endpoint(emulator_env: EmulatorHandle) -> None:
     deploy_endpoint(emulator_env, "sm-image", environment={"SM_VLLM_MODEL": "black-forest-labs/FLUX.2-klein-4B"})
     backend = create_backend(settings())
-    result = backend.images.generate(ImageRequest("a lighthouse at dawn", size="128x96", seed=11))
+    result = backend.client("image").generate(ImageRequest("a lighthouse at dawn", size="128x96", seed=11))
     assert result.format == "png" and result.image.startswith(b"\x89PNG\r\n\x1a\n")
     with Image.open(io.BytesIO(result.image)) as im:
         assert im.size == (128, 96)
     assert result.seed == 11 and result.model_s is not None and result.request_s > 0
     with pytest.raises(ServerError) as refused:  # the engine's own words, carried by ModelError
-        backend.images.generate(ImageRequest("a lighthouse", size="128x96", model="not-the-model"))
+        backend.client("image").generate(ImageRequest("a lighthouse", size="128x96", model="not-the-model"))
     assert "Model mismatch" in str(refused.value) and refused.value.status == 400
     with pytest.raises(ConfigError, match="OMNI_STUDIO_IMAGE_ENDPOINT"):
-        create_backend(settings(image_endpoint=None)).images.generate(ImageRequest("x", size="128x96"))
+        create_backend(settings(image_endpoint=None)).client("image").generate(ImageRequest("x", size="128x96"))
 
 
 def solid(color: tuple[int, int, int], size: tuple[int, int] = (300, 200)) -> bytes:
@@ -208,17 +208,17 @@ def test_image_edit_through_invoke_endpoint(emulator_env: EmulatorHandle, tmp_pa
     deploy_endpoint(emulator_env, "sm-image", environment={"SM_VLLM_MODEL": "black-forest-labs/FLUX.2-klein-4B"})
     backend = create_backend(settings())
     refs = (EditReference(solid((230, 20, 20)), "red.png"), EditReference(solid((20, 30, 230)), "blue.png"))
-    result = backend.images.edit(ImageEditRequest("make them friends", refs, size="256x128", seed=5))
+    result = backend.client("image").edit(ImageEditRequest("make them friends", refs, size="256x128", seed=5))
     assert result.fitting is None and result.preview and result.seed == 5
     with Image.open(io.BytesIO(result.image)) as im:  # the multipart body crossed the emulator as it was
         assert im.size == (256, 128)
         px = np.asarray(im.convert("RGB"), dtype=int)
     assert px[:, :128, 0].mean() > 150 > px[:, :128, 2].mean() and px[:, 128:, 2].mean() > 150 > px[:, 128:, 0].mean()
     with pytest.raises(ServerError) as refused:  # the engine's own words, carried by ModelError
-        backend.images.edit(ImageEditRequest("x", refs[:1], size="64x64", model="not-the-model"))
+        backend.client("image").edit(ImageEditRequest("x", refs[:1], size="64x64", model="not-the-model"))
     assert "Model mismatch" in str(refused.value) and refused.value.status == 400
     with pytest.raises(ConfigError, match="OMNI_STUDIO_IMAGE_ENDPOINT"):
-        create_backend(settings(image_endpoint=None)).images.edit(ImageEditRequest("x", refs[:1]))
+        create_backend(settings(image_endpoint=None)).client("image").edit(ImageEditRequest("x", refs[:1]))
 
 
 def test_image_edit_over_6_mb_is_fitted_and_says_so(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
@@ -231,9 +231,9 @@ def test_image_edit_over_6_mb_is_fitted_and_says_so(emulator_env: EmulatorHandle
     _, raw = prepare_edit(unfitted)  # what a vLLM-Omni URL gets: the files as they are
     assert len(raw) > REALTIME_PAYLOAD_MAX_BYTES
     with pytest.raises(ServerError) as too_large:  # SageMaker refuses it as it is
-        backend.images.transport.edit(raw.body, raw.content_type)
+        backend.client("image").transport.edit(raw.body, raw.content_type)
     assert too_large.value.status == 413 and str(REALTIME_PAYLOAD_MAX_BYTES) in str(too_large.value)
-    job = record_edit(backend.images, History(tmp_path), unfitted)
+    job = record_edit(backend.client("image"), History(tmp_path), unfitted)
     assert job.status == "succeeded", job.error
     fitting = job.meta["fitting"]
     assert fitting.startswith("3 references") and "sent as JPEG q" in fitting and "SageMaker's 6 MB limit" in fitting
@@ -247,7 +247,7 @@ def test_image_edit_over_6_mb_is_fitted_and_says_so(emulator_env: EmulatorHandle
 # -- video ----------------------------------------------------------------------------------------
 def test_small_video_request_goes_inline(emulator_env: EmulatorHandle, bucket: str, video: str) -> None:
     backend = create_backend(settings(bucket=bucket))
-    result = backend.videos.generate(VideoRequest("waves on a beach", width=96, height=64, frames=5, fps=8, steps=4, seed=3),
+    result = backend.client("video").generate(VideoRequest("waves on a beach", width=96, height=64, frames=5, fps=8, steps=4, seed=3),
                                      timeout_s=60)
     assert result.body_bytes <= ASYNC_INLINE_LIMIT
     assert result.info.frames == 5 and (result.info.width, result.info.height) == (96, 64)
@@ -257,7 +257,7 @@ def test_small_video_request_goes_inline(emulator_env: EmulatorHandle, bucket: s
 
 def test_large_video_request_goes_through_s3_and_is_cleaned_up(emulator_env: EmulatorHandle, bucket: str, video: str) -> None:
     backend = create_backend(settings(bucket=bucket, prefix="studio-x"))
-    client = backend.videos
+    client = backend.client("video")
     request, body = client.prepare(VideoRequest("the camera pushes in", width=640, height=368, frames=5, steps=4,
                                                 reference=big_reference(), seed=9))
     assert len(body) > ASYNC_INLINE_LIMIT
@@ -274,7 +274,7 @@ def test_large_video_request_goes_through_s3_and_is_cleaned_up(emulator_env: Emu
 
 
 def test_large_request_without_a_bucket_says_what_to_set(emulator_env: EmulatorHandle, video: str) -> None:
-    client = create_backend(settings()).videos
+    client = create_backend(settings()).client("video")
     _, body = client.prepare(VideoRequest("x", width=640, height=368, frames=5, steps=4, reference=big_reference()))
     with pytest.raises(ConfigError, match="OMNI_STUDIO_BUCKET"):
         client.submit(body)
@@ -282,7 +282,7 @@ def test_large_request_without_a_bucket_says_what_to_set(emulator_env: EmulatorH
 
 def test_failure_object_text_is_recorded_on_the_job(emulator_env: EmulatorHandle, bucket: str, video: str, tmp_path: Path) -> None:
     history = History(tmp_path / "data")
-    jobs = VideoJobs(create_backend(settings(bucket=bucket)).videos, history)
+    jobs = VideoJobs(create_backend(settings(bucket=bucket)).client("video"), history)
     job = jobs.start(VideoRequest("waves", width=96, height=64, frames=5, steps=4, model="not-the-video-model"))
     done = jobs.wait(job.id, timeout=60)
     assert done.status == "failed" and "Model mismatch" in (done.error or "") and "failures/" in (done.error or "")
@@ -296,7 +296,7 @@ from services.history import History
 from services.settings import load_settings
 from services.videos import VideoJobs, VideoRequest
 history = History(sys.argv[1])
-jobs = VideoJobs(create_backend(load_settings()).videos, history)
+jobs = VideoJobs(create_backend(load_settings()).client("video"), history)
 job = jobs.start(VideoRequest("a slow pan over hills", width=96, height=64, frames=9, steps=4, seed=4))
 for _ in range(500):
     if history.jobs.get(job.id).handle:
@@ -319,7 +319,7 @@ def test_jobs_survive_a_restart_and_are_polled_again(emulator_env: EmulatorHandl
     job_id = child.stdout.split()[-1]
     history = History(tmp_path / "data")
     assert history.jobs.get(job_id).status == "running"
-    jobs = VideoJobs(create_backend(settings(bucket=bucket)).videos, history)
+    jobs = VideoJobs(create_backend(settings(bucket=bucket)).client("video"), history)
     assert jobs.resumed == [job_id]
     finished = jobs.wait(job_id, timeout=60)
     assert finished.status == "succeeded", finished.error
@@ -332,7 +332,7 @@ def test_poll_timeout_marks_the_job_without_losing_it(emulator_env: EmulatorHand
     # An async endpoint whose config points at a bucket that does not exist: the output never appears.
     deploy_endpoint(emulator_env, "sm-video", async_output=f"s3://{bucket}-gone/outputs")
     history = History(tmp_path / "data")
-    jobs = VideoJobs(create_backend(settings(bucket=bucket)).videos, history, job_timeout_s=1.5)
+    jobs = VideoJobs(create_backend(settings(bucket=bucket)).client("video"), history, job_timeout_s=1.5)
     job = jobs.start(VideoRequest("waves", width=96, height=64, frames=5, steps=4))
     done = jobs.wait(job.id, timeout=30)
     assert done.status == "failed" and "no result" in (done.error or "") and "may still finish" in (done.error or "")
@@ -341,7 +341,7 @@ def test_poll_timeout_marks_the_job_without_losing_it(emulator_env: EmulatorHand
 
 def test_s3_access_denied_is_named(emulator_env: EmulatorHandle, bucket: str, video: str) -> None:
     backend = create_backend(settings(bucket=bucket))
-    transport = backend.videos.transport
+    transport = backend.client("video").transport
     s3 = transport.aws.client("s3")
     with Stubber(s3) as stub:
         stub.add_client_error("put_object", service_error_code="AccessDenied", service_message="Access Denied",
@@ -441,31 +441,31 @@ def test_a_cloning_endpoint_takes_a_voice_upload_and_speaks_with_it(emulator_env
 
     deploy_endpoint(emulator_env, "sm-clone", environment={"SM_VLLM_MODEL": BASE_MODEL})
     backend = create_backend(settings(voice_endpoint="sm-clone", data_dir=str(tmp_path)))
-    assert backend.speech.task_types() == ("Base",)
+    assert backend.client("voice").task_types() == ("Base",)
     name = f"sm-{uuid.uuid4().hex[:6]}"
-    saved = backend.voices.add(name, voice_reference(), "consent-sm-1", ref_text="What it says.", who="tester")
+    saved = backend.client("voices").add(name, voice_reference(), "consent-sm-1", ref_text="What it says.", who="tester")
     assert (saved.name, saved.consent_id, saved.source) == (name, "consent-sm-1", "record")
     # it reached the container (the engine behind the emulator) through InvokeEndpoint
     assert name in {v.name for v in OmniVoices(engine_url, History(tmp_path / "other")).list()}
-    (listed,) = backend.voices.list()  # the studio's own record: SageMaker cannot list
+    (listed,) = backend.client("voices").list()  # the studio's own record: SageMaker cannot list
     assert (listed.name, listed.consent_id, listed.who) == (name, "consent-sm-1", "tester")
-    assert backend.voices.notice and "cannot be deleted" in backend.voices.notice
+    assert backend.client("voices").notice and "cannot be deleted" in backend.client("voices").notice
 
-    config = backend.speech.check(speech_config(name, task_type="Base", split_granularity="sentence"))
-    u = asyncio.run(asyncio.wait_for(backend.speech.say(config, "A cloned voice over HTTP/2."), 90))
+    config = backend.client("voice").check(speech_config(name, task_type="Base", split_granularity="sentence"))
+    u = asyncio.run(asyncio.wait_for(backend.client("voice").say(config, "A cloned voice over HTTP/2."), 90))
     assert u.ok, u.error
     assert loud(u.pcm)
 
     with pytest.raises(InvalidInput, match="already saved"):
-        backend.voices.add(name.upper(), voice_reference(), "consent-sm-2")
-    said = backend.voices.delete(name)
+        backend.client("voices").add(name.upper(), voice_reference(), "consent-sm-2")
+    said = backend.client("voices").delete(name)
     assert "cannot delete" in said and "stays on SageMaker endpoint sm-clone" in said
-    assert backend.voices.list() == []
+    assert backend.client("voices").list() == []
     (kept,) = History(tmp_path).voices.list(include_removed=True)
     assert (kept.removal, kept.consent_id, kept.target) == ("forgotten", "consent-sm-1", f"sagemaker:{emulator_env.region}/sm-clone")
     assert name in {v.name for v in OmniVoices(engine_url, History(tmp_path / "other")).list()}  # still there
     with pytest.raises(InvalidInput, match="no record"):
-        backend.voices.delete(name)
+        backend.client("voices").delete(name)
 
 
 def test_a_refused_upload_is_the_containers_message_and_leaves_no_record(emulator_env: EmulatorHandle,
@@ -475,14 +475,14 @@ def test_a_refused_upload_is_the_containers_message_and_leaves_no_record(emulato
     from services.speech import SageMakerVoices
 
     deploy_endpoint(emulator_env, "sm-clone", environment={"SM_VLLM_MODEL": BASE_MODEL})
-    voices = create_backend(settings(voice_endpoint="sm-clone", data_dir=str(tmp_path))).voices
+    voices = create_backend(settings(voice_endpoint="sm-clone", data_dir=str(tmp_path))).client("voices")
     assert isinstance(voices, SageMakerVoices)
     # a sample the container refuses (its MIME type), sent past the client's own checks
     body, content_type = encode_multipart_formdata(
         {"name": "x", "consent": "c", "audio_sample": ("x.txt", b"not audio", "text/plain")})
     with pytest.raises(ServerError, match="Unsupported MIME type: text/plain"):
         voices._upload(body, content_type)
-    missing = create_backend(settings(voice_endpoint="never-created", data_dir=str(tmp_path))).voices
+    missing = create_backend(settings(voice_endpoint="never-created", data_dir=str(tmp_path))).client("voices")
     with pytest.raises(ServerError, match="never-created"):
         missing.add("someone", voice_reference(), "consent-x")
     assert History(tmp_path).voices.list(include_removed=True) == []  # nothing saved, nothing recorded
@@ -492,9 +492,9 @@ def test_a_task_type_the_voice_endpoint_lacks_names_the_deploy_command(emulator_
     from protocol.errors import InvalidInput
 
     backend = create_backend(settings())
-    assert backend.speech.task_types() == ("CustomVoice",)
+    assert backend.client("voice").task_types() == ("CustomVoice",)
     with pytest.raises(InvalidInput) as err:
-        backend.speech.check(speech_config(task_type="VoiceDesign", instructions="a calm voice"))
+        backend.client("voice").check(speech_config(task_type="VoiceDesign", instructions="a calm voice"))
     message = str(err.value)
     assert f"serves {VOICE_MODEL}" in message and "not VoiceDesign" in message
     assert "python -m infra deploy --voice-model Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign" in message
@@ -506,9 +506,9 @@ def test_the_state_files_voice_model_says_what_the_endpoint_can_do(emulator_env:
     state.write_text(json.dumps({"region": emulator_env.region, "endpoint_names": {"voice": "sm-design"},
                                  "voice_model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"}))
     from_state = create_backend(settings(voice_endpoint=None, state_file=str(state)))
-    assert from_state.speech.task_types() == ("VoiceDesign",)  # no such endpoint: read from the file, not SageMaker
+    assert from_state.client("voice").task_types() == ("VoiceDesign",)  # no such endpoint: read from the file, not SageMaker
     # an endpoint named in the settings is not the state file's: its own model counts
-    assert create_backend(settings(state_file=str(state))).speech.task_types() == ("CustomVoice",)
+    assert create_backend(settings(state_file=str(state))).client("voice").task_types() == ("CustomVoice",)
 
 
 def test_cli_voices_on_sagemaker(emulator_env: EmulatorHandle, tmp_path: Path) -> None:
@@ -547,16 +547,16 @@ def test_credentials_that_may_only_invoke_still_speak_with_vivian(emulator_env: 
     try:
         backend = create_backend(settings())
         try:
-            assert "vivian" in backend.speech.voices()
-            assert "could not read which model endpoint sm-voice serves" in backend.speech.note()
-            assert "AccessDenied" in backend.speech.note() or "access denied" in backend.speech.note()
+            assert "vivian" in backend.client("voice").voices()
+            assert "could not read which model endpoint sm-voice serves" in backend.client("voice").note()
+            assert "AccessDenied" in backend.client("voice").note() or "access denied" in backend.client("voice").note()
             utterance = say(backend, "Only allowed to invoke.", voice="vivian")
             assert utterance.ok and loud(utterance.pcm), utterance.error
         finally:
             backend.close()
         named = create_backend(settings(voice_model=VOICE_MODEL))
         try:
-            assert named.speech.note() is None and "vivian" in named.speech.voices()
+            assert named.client("voice").note() is None and "vivian" in named.client("voice").voices()
         finally:
             named.close()
         spoken = run_cli(

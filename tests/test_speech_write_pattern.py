@@ -82,7 +82,7 @@ def test_config_text_and_input_done_leave_in_one_write_over_http2(emulator_env: 
         "connect_timeout_s": 5.0, "request_timeout_s": 30.0, "state_file": "/nonexistent/state.json"}))
 
     async def go() -> tuple[CountingWriter, list[Any], SpeechSession]:
-        session = backend.speech.open(speech_config("default", split_granularity="sentence"))
+        session = backend.client("voice").open(speech_config("default", split_granularity="sentence"))
         async with session:
             publisher = session.transport._stream.input_stream
             spy = CountingWriter(publisher._writer)
@@ -177,7 +177,7 @@ def no_delay_of_new_connections(peers: set[tuple[str, int]], before: set[tuple[i
 def sagemaker_speech(voice: str) -> Any:
     return create_backend(Settings.model_validate({
         "backend": "sagemaker", "voice_endpoint": voice, "image_endpoint": "sm-image", "video_endpoint": "sm-video",
-        "connect_timeout_s": 5.0, "request_timeout_s": 30.0, "state_file": "/nonexistent/state.json"})).speech
+        "connect_timeout_s": 5.0, "request_timeout_s": 30.0, "state_file": "/nonexistent/state.json"})).client("voice")
 
 
 async def no_delay_after_saying(speech: Any, before: set[tuple[int, int]]) -> list[int]:

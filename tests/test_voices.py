@@ -183,49 +183,49 @@ def unique(prefix: str) -> str:
 
 
 def say(backend: Any, config: Any, text: str = "A saved voice, speaking again.") -> Any:
-    return asyncio.run(asyncio.wait_for(backend.speech.say(backend.speech.check(config), text), 60))
+    return asyncio.run(asyncio.wait_for(backend.client("voice").say(backend.client("voice").check(config), text), 60))
 
 
 def test_a_voice_is_saved_with_its_consent_listed_spoken_and_deleted(engine_url: str, tmp_path: Path) -> None:
     backend = backend_for(engine_url, tmp_path)
     name = unique("Anna")
-    saved = backend.voices.add(name, load_reference(reference(6.0)), " consent-0412 ", ref_text=TRANSCRIPT,
+    saved = backend.client("voices").add(name, load_reference(reference(6.0)), " consent-0412 ", ref_text=TRANSCRIPT,
                                speaker_description="warm narrator", who="tester")
     assert (saved.name, saved.consent_id, saved.who, saved.source) == (name, "consent-0412", "tester", "server")
-    listed = {v.name: v for v in backend.voices.list()}
+    listed = {v.name: v for v in backend.client("voices").list()}
     assert listed[name].consent_id == "consent-0412" and listed[name].who == "tester"  # the server's list + the record
     assert listed[name].ref_text == TRANSCRIPT and listed[name].speaker_description == "warm narrator"
     (record,) = History(tmp_path).voices.list(engine_url, name=name)
     assert (record.consent_id, record.who, record.ref_text) == ("consent-0412", "tester", TRANSCRIPT)
-    assert name.lower() in [v.lower() for v in backend.speech.voices()]
+    assert name.lower() in [v.lower() for v in backend.client("voice").voices()]
 
     u = say(backend, speech_config(name, task_type="Base"))
     assert u.ok, u.error
     assert u.stats.bytes > 4000
 
-    said = backend.voices.delete(name.upper())  # names match in any case, as on vLLM-Omni
+    said = backend.client("voices").delete(name.upper())  # names match in any case, as on vLLM-Omni
     assert "deleted" in said and name.upper() in said
-    assert name not in {v.name for v in backend.voices.list()}
+    assert name not in {v.name for v in backend.client("voices").list()}
     (kept,) = History(tmp_path).voices.list(engine_url, name=name, include_removed=True)
     assert kept.removal == "deleted" and kept.consent_id == "consent-0412"  # the consent trail stays
     with pytest.raises(InvalidInput, match=f"there is no saved voice '{name.upper()}'"):
-        backend.voices.delete(name.upper())
+        backend.client("voices").delete(name.upper())
     with pytest.raises(InvalidInput, match="no saved voice"):
-        backend.speech.check(speech_config(name, task_type="Base"))
+        backend.client("voice").check(speech_config(name, task_type="Base"))
 
 
 def test_a_name_that_exists_is_refused_and_the_voice_kept(engine_url: str, tmp_path: Path) -> None:
     backend = backend_for(engine_url, tmp_path)
     name = unique("twice")
-    backend.voices.add(name, reference(5.0, seed=1), "consent-a", who="tester")
+    backend.client("voices").add(name, reference(5.0, seed=1), "consent-a", who="tester")
     with pytest.raises(InvalidInput, match="already exists"):
-        backend.voices.add(name.upper(), reference(5.0, seed=2), "consent-b")
-    (voice,) = [v for v in backend.voices.list() if v.name == name]
+        backend.client("voices").add(name.upper(), reference(5.0, seed=2), "consent-b")
+    (voice,) = [v for v in backend.client("voices").list() if v.name == name]
     assert voice.consent_id == "consent-a"  # not replaced (vLLM-Omni itself would replace it)
     assert [r.consent_id for r in History(tmp_path).voices.list(engine_url)] == ["consent-a"]
     with pytest.raises(InvalidInput, match="'joe' is a preset voice"):
-        backend.voices.add("joe", reference(), "consent-c")
-    backend.voices.delete(name)
+        backend.client("voices").add("joe", reference(), "consent-c")
+    backend.client("voices").delete(name)
 
 
 def test_no_consent_no_upload(engine_url: str, tmp_path: Path) -> None:
@@ -233,12 +233,12 @@ def test_no_consent_no_upload(engine_url: str, tmp_path: Path) -> None:
     name = unique("noconsent")
     for consent in ("", "   "):
         with pytest.raises(InvalidInput, match="consent"):
-            backend.voices.add(name, reference(), consent)
+            backend.client("voices").add(name, reference(), consent)
     with pytest.raises(InvalidInput, match="the reference is 1.5 s"):
-        backend.voices.add(name, reference(1.5), "consent-d")  # raw bytes are checked like any reference
+        backend.client("voices").add(name, reference(1.5), "consent-d")  # raw bytes are checked like any reference
     with pytest.raises(InvalidInput, match="Invalid voice name"):
-        backend.voices.add("a/b", reference(), "consent-e")
-    assert name not in {v.name for v in backend.voices.list()}
+        backend.client("voices").add("a/b", reference(), "consent-e")
+    assert name not in {v.name for v in backend.client("voices").list()}
     assert History(tmp_path).voices.list(include_removed=True) == []
 
 
@@ -250,9 +250,9 @@ def test_the_servers_refusal_is_its_message_and_leaves_no_record(tmp_path: Path,
     engine = start_engine()
     try:
         backend = backend_for(engine.url, tmp_path)
-        backend.voices.add("first", reference(), "consent-1")
+        backend.client("voices").add("first", reference(), "consent-1")
         with pytest.raises(ServerError) as err:
-            backend.voices.add("second", reference(), "consent-2")
+            backend.client("voices").add("second", reference(), "consent-2")
         assert "Uploaded voice limit reached (1)" in str(err.value)
         assert [r.name for r in History(tmp_path).voices.list(include_removed=True)] == ["first"]
     finally:
@@ -262,9 +262,9 @@ def test_the_servers_refusal_is_its_message_and_leaves_no_record(tmp_path: Path,
 def test_the_offline_engine_records_its_voices_under_one_name(engine_url: str, tmp_path: Path) -> None:
     backend = backend_for(engine_url, tmp_path, name="offline")
     name = unique("offline")
-    backend.voices.add(name, reference(), "consent-f")
+    backend.client("voices").add(name, reference(), "consent-f")
     assert [r.target for r in History(tmp_path).voices.list(name=name)] == ["offline engine"]  # its port changes
-    backend.voices.delete(name)
+    backend.client("voices").delete(name)
 
 
 def test_voice_design_and_a_reference_clone_speak_on_the_offline_engine(engine_url: str, tmp_path: Path) -> None:

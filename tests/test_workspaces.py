@@ -175,7 +175,7 @@ print(job.id)
 
 # -- voices: saved with consent, as someone ------------------------------------------------------------------
 def test_saved_voices_are_their_savers_until_shared(engine_url: str, tmp_path: Path, history_url: str | None) -> None:
-    library = backend_for(engine_url, tmp_path).voices
+    library = backend_for(engine_url, tmp_path).client("voices")
     history = History(tmp_path / "data", database_url=history_url)
     name = unique("Alice")
     before = {v.name for v in library.list()}

@@ -147,7 +147,7 @@ def setup_of(backend: Backend, settings: dict[str, Any]) -> Setup:
     where = _endpoints(resources.backend_choice())
     if (missing := where.missing(settings["mode"])) is not None:
         raise missing
-    return Setup(listen=backend.listen if where.listen else None, speak=backend.speech if where.voice else None,
+    return Setup(listen=backend.client("listen") if where.listen else None, speak=backend.client("voice") if where.voice else None,
                  url=where.session(), reply_endpoint=settings.get("reply_endpoint"), aws=where.aws, **common)
 
 

@@ -115,7 +115,7 @@ def run_edit(backend: Backend, history: History, picks: dict[str, Pick]) -> None
             guidance=optional_number(state["edit_guidance"], "guidance", IMAGE_GUIDANCE, blank="the model's default"),
             seed=optional_seed(state["edit_seed"]))
         with st.spinner("Editing…"):
-            state["edit_last"] = record_edit(backend.images, history, request).id
+            state["edit_last"] = record_edit(backend.client("image"), history, request).id
     except StudioError as exc:
         state["edit_error"] = str(exc)
 

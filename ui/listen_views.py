@@ -44,7 +44,7 @@ def transcribe(backend: Any, name: str, data: bytes, *, stream: bool) -> tuple[L
     growing under it). Raises StudioError with a one-line reason."""
     bar = st.progress(0.0, text=f"Reading {name}…")
     audio = load_audio(data, name)
-    listener, loop = backend.listen, resources.loop()
+    listener, loop = backend.client("listen"), resources.loop()
     if not stream:
         bar.progress(0.3, text=f"{name} read ({audio.seconds:.1f} s of audio): transcribing on {backend.target}…")
         transcript = loop.run(listener.transcribe_file(audio))

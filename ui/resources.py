@@ -261,7 +261,7 @@ def ttl_text(f: dict) -> str:
     """"; deletes itself in 2 h 10 min" (the soonest TTL schedule), or "; **no TTL**" when an endpoint has none."""
     from datetime import UTC, datetime
 
-    from infra.ttl import format_left, parse_iso
+    from infra.ttl_choice import format_left, parse_iso
 
     if f.get("without_ttl"):
         return f"; **no TTL** on {f['without_ttl']}: runs until deleted"
@@ -347,7 +347,7 @@ def audit_entries(limit: int = 50) -> list:
 
 @st.cache_data(ttl=30, show_spinner=False)
 def _speech_catalog(name: str, url: str | None, targets: str | None = None) -> tuple[list[str], list[str]]:
-    speech = _backend(name, url, targets).speech
+    speech = _backend(name, url, targets).client("voice")
     return speech.voices(), speech.languages()
 
 
@@ -361,7 +361,7 @@ def speech_catalog() -> tuple[list[str], list[str]]:
 
 @st.cache_data(ttl=30, show_spinner=False)
 def _speech_task_types(name: str, url: str | None, targets: str | None = None) -> tuple[str, ...]:
-    return tuple(_backend(name, url, targets).speech.task_types())
+    return tuple(_backend(name, url, targets).client("voice").task_types())
 
 
 def speech_task_types() -> tuple[str, ...]:
@@ -384,7 +384,7 @@ NO_UPLOADS = "This demo studio takes no uploads (its `uploads` setting is off)."
 
 @st.cache_data(ttl=30, show_spinner=False)
 def _saved_voices(name: str, url: str | None, targets: str | None, actor) -> list:
-    return _backend(name, url, targets).voices.acting(_history(*_where()).acting_as(actor)).list()
+    return _backend(name, url, targets).client("voices").acting(_history(*_where()).acting_as(actor)).list()
 
 
 def saved_voices() -> list:
@@ -395,7 +395,7 @@ def saved_voices() -> list:
 
 def voices():
     """The chosen backend's voice library, saving and deleting as this session's person."""
-    return backend().voices.acting(history())
+    return backend().client("voices").acting(history())
 
 
 def forget_saved_voices() -> None:
@@ -505,7 +505,7 @@ def _video_jobs(name: str, url: str | None, targets: str | None = None):
 
     # the process's runner: resumes what its transport can poll again, for whoever started it; pages start jobs
     # with their person's history (`start(request, history=history())`)
-    return VideoJobs(_backend(name, url, targets).videos, _history(*_where()))
+    return VideoJobs(_backend(name, url, targets).client("video"), _history(*_where()))
 
 
 def video_jobs():

@@ -3,9 +3,9 @@
 - *Preset voice* (CustomVoice): a voice of the model, with optional style instructions ("warm, slow, smiling").
 - *Design a voice* (VoiceDesign): a voice made from a description; the description is required.
 - *Clone a voice* (Base): a reference recording (recorded in the browser or uploaded), used once as `ref_audio`
-  or saved as a named voice (`backend.voices`) and picked later under *A saved voice*.
+  or saved as a named voice (`backend.client("voices")`) and picked later under *A saved voice*.
 
-Only the modes the target's model has (`backend.speech.task_types()`) are offered; one caption names the model
+Only the modes the target's model has (`backend.client("voice").task_types()`) are offered; one caption names the model
 to deploy for the others. Cloning needs the speaker's consent: a ticked checkbox and the id of their consent
 recording, or a clone neither speaks nor is saved. The reference is checked by services.speech.load_reference
 and its problems are shown in that service's words; the recording itself never goes into a message or a log.
@@ -142,8 +142,8 @@ def _new_clone_fields() -> None:
 
 
 def _saved_fields(backend: Backend, saved: list[SavedVoice], problem: str | None) -> None:
-    if backend.voices.notice:
-        st.caption(plain(backend.voices.notice))
+    if backend.client("voices").notice:
+        st.caption(plain(backend.client("voices").notice))
     if problem:
         st.error(plain(f"The saved voices cannot be listed: {problem}"))
     elif not saved:
@@ -154,7 +154,7 @@ def _saved_fields(backend: Backend, saved: list[SavedVoice], problem: str | None
         name = c1.selectbox("Saved voices", list(by_name), key="voice_saved", persist_state=KEEP)
         v, actor = by_name.get(name), auth.principal()
         theirs = v is not None and owner_of(v.user_id) is not None and actor.role != "admin"  # for them to remove
-        c2.button("Delete" if backend.voices.server_lists else "Forget", key="voice_delete", on_click=delete_voice,
+        c2.button("Delete" if backend.client("voices").server_lists else "Forget", key="voice_delete", on_click=delete_voice,
                   disabled=theirs or not actor.can("clone_voice"))
         if v is not None:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(v.created_at)) if v.created_at else "unknown"

@@ -198,8 +198,8 @@ def run(args: argparse.Namespace) -> int:
     listen, speak = listen_url, speak_url
     backend = _sagemaker(args)
     if backend is not None:
-        listen = backend.listen if args.listen_endpoint else listen
-        speak = backend.speech if args.voice_endpoint else speak
+        listen = backend.client("listen") if args.listen_endpoint else listen
+        speak = backend.client("voice") if args.voice_endpoint else speak
         listen_url = f"SageMaker endpoint {args.listen_endpoint}" if args.listen_endpoint else listen_url
         speak_url = f"SageMaker endpoint {args.voice_endpoint}" if args.voice_endpoint else speak_url
     from hearing.turn_end import TurnDetection

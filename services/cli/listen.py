@@ -80,10 +80,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise ArgumentError(str(exc)) from None
     try:
-        if backend.listen is None:
-            raise ArgumentError(f"{backend.label} has no listen route: use --backend offline, --url or "
-                                "--backend sagemaker")
-        transcript = asyncio.run(_listen(backend.listen, audio, args))
+        transcript = asyncio.run(_listen(backend.client("listen"), audio, args))
     except InvalidInput as exc:  # what the target heard: no speech
         raise ArgumentError(str(exc)) from None
     finally:

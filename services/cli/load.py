@@ -356,8 +356,8 @@ def run_converse(args: argparse.Namespace) -> int:
         settings = settings.with_overrides(backend="sagemaker", **{f"{r}_endpoint": n for r, n in endpoints.items()})
         backend = create_backend(settings)
     try:
-        setup = replace(setup, listen=backend.listen if args.listen_endpoint else args.listen_url or engine,
-                        speak=backend.speech if args.voice_endpoint else args.speak_url or engine).check()
+        setup = replace(setup, listen=backend.client("listen") if args.listen_endpoint else args.listen_url or engine,
+                        speak=backend.client("voice") if args.voice_endpoint else args.speak_url or engine).check()
         names = setup.settings()
         where = f"listen {names['listen']} · reply {names['reply']} · speak {names['speak']}"
         urls = tuple(u for u in (args.listen_url, args.speak_url) if u)

@@ -128,8 +128,8 @@ def run_image(args: argparse.Namespace) -> int:
     fitting = None
     try:
         if args.no_history:
-            result = (backend.images.edit(request) if isinstance(request, ImageEditRequest)
-                      else backend.images.generate(request))
+            result = (backend.client("image").edit(request) if isinstance(request, ImageEditRequest)
+                      else backend.client("image").generate(request))
             images, params, timings = result.images, result.request.params(), result.timings()
             preview, job_id, fitting = result.preview, None, result.fitting
             if result.references:
@@ -139,8 +139,8 @@ def run_image(args: argparse.Namespace) -> int:
             from services.images import record_edit, record_image
 
             history = History.of(settings)
-            job = (record_edit(backend.images, history, request) if isinstance(request, ImageEditRequest)
-                   else record_image(backend.images, history, request))
+            job = (record_edit(backend.client("image"), history, request) if isinstance(request, ImageEditRequest)
+                   else record_image(backend.client("image"), history, request))
             images = [job.read(name) for name in job.outputs]
             params, timings, preview, job_id = job.params, job.timings, bool(job.meta.get("preview")), job.id
             fitting = job.meta.get("fitting")
@@ -152,7 +152,7 @@ def run_image(args: argparse.Namespace) -> int:
     if args.json:
         extra = {"edit": True, "fitting": fitting} if isinstance(request, ImageEditRequest) else {}
         print(json.dumps({**_json_outcome(saved), "params": params, "timings": timings, "preview": preview,
-                          "out": written, "job_id": job_id, "backend": backend.name, "target": backend.images.target,
+                          "out": written, "job_id": job_id, "backend": backend.name, "target": backend.client("image").target,
                           **extra}))
     elif written:
         model = f", model {timings['model_s']:.2f} s" if "model_s" in timings else ""
@@ -201,7 +201,7 @@ def run_video(args: argparse.Namespace) -> int:
     written = saved.path
     if args.json:
         print(json.dumps({**_json_outcome([saved]), **figures, "out": written, "backend": backend.name,
-                          "target": backend.videos.target}))
+                          "target": backend.client("video").target}))
     elif written:
         t, v = figures["timings"], figures["video"]
         model = f", model {t['model_s']:.2f} s, overhead {t['overhead_s']:.2f} s" if "model_s" in t else ""
@@ -212,7 +212,7 @@ def run_video(args: argparse.Namespace) -> int:
 
 def _video(backend, settings, request: VideoRequest, args: argparse.Namespace) -> dict[str, Any]:
     if args.no_history:
-        r = backend.videos.generate(request, timeout_s=args.timeout)
+        r = backend.client("video").generate(request, timeout_s=args.timeout)
         info = {"frames": r.info.frames, "width": r.info.width, "height": r.info.height, "fps": r.info.fps,
                 "duration_s": round(r.info.duration_s, 4)}
         return {"mp4": r.mp4, "params": r.request.params() | {"body_bytes": r.body_bytes}, "timings": r.timings(),
@@ -220,7 +220,7 @@ def _video(backend, settings, request: VideoRequest, args: argparse.Namespace) -
     from services.history import History
     from services.videos import VideoJobs
 
-    jobs = VideoJobs(backend.videos, History.of(settings), job_timeout_s=args.timeout, recover=False)
+    jobs = VideoJobs(backend.client("video"), History.of(settings), job_timeout_s=args.timeout, recover=False)
     saved: list[Saved] = []
     # --out is written first, from the worker, before the history's copy: a full data disk loses only that copy
     job = jobs.wait(jobs.start(request, deliver=lambda mp4: saved.append(

@@ -82,13 +82,13 @@ def run(args: argparse.Namespace) -> int:
                            ref_text=args.ref_text, initial_codec_chunk_frames=args.first_chunk_frames)
     backend = backend_from_args(args)
     try:
-        backend.speech.check(config)  # a task type the model lacks: which model to deploy, before speaking
-        if note := backend.speech.note():  # e.g. credentials that may invoke the endpoint but not describe it
+        backend.client("voice").check(config)  # a task type the model lacks: which model to deploy, before speaking
+        if note := backend.client("voice").note():  # e.g. credentials that may invoke the endpoint but not describe it
             print(f"note: {note}", file=sys.stderr)
-        session = backend.speech.open(config, on_audio=None if args.json else _first_audio_notice(args.out))
+        session = backend.client("voice").open(config, on_audio=None if args.json else _first_audio_notice(args.out))
         interrupted = False
         try:
-            utterance = asyncio.run(backend.speech.say(config, text, session=session))
+            utterance = asyncio.run(backend.client("voice").say(config, text, session=session))
         except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C: keep what arrived (written below)
             interrupted = True
             stats = session.snapshot()

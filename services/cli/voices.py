@@ -62,7 +62,7 @@ def run_list(args: argparse.Namespace) -> int:
 
     backend = backend_from_args(args)
     try:
-        library = backend.voices
+        library = backend.client("voices")
         voices = library.list()
     finally:
         backend.close()
@@ -102,9 +102,9 @@ def run_add(args: argparse.Namespace) -> int:
     reference = _reference(args.audio)
     backend = backend_from_args(args)
     try:
-        saved: SavedVoice = backend.voices.add(args.name, reference, args.consent, ref_text=args.ref_text,
+        saved: SavedVoice = backend.client("voices").add(args.name, reference, args.consent, ref_text=args.ref_text,
                                                speaker_description=args.description, who=args.who)
-        target = backend.voices.target
+        target = backend.client("voices").target
     finally:
         backend.close()
     if args.json:
@@ -121,8 +121,8 @@ def run_delete(args: argparse.Namespace) -> int:
 
     backend = backend_from_args(args)
     try:
-        said = backend.voices.delete(args.name)
-        target = backend.voices.target
+        said = backend.client("voices").delete(args.name)
+        target = backend.client("voices").target
     finally:
         backend.close()
     if args.json:

@@ -46,7 +46,8 @@ from services.converse.reply import (
     check_event_stream,
     now,
 )
-from services.sagemaker import endpoint_model, resolve_targets
+from services.aws import endpoint_model
+from services.sagemaker import resolve_targets
 from services.settings import Settings
 from services.speech.sagemaker_http2 import Http2SpeechTransport
 

@@ -112,8 +112,8 @@ def hear_take(listener: Listener, wav: bytes, text: str, model: str | None = Non
 def offline_listener(backend: Any) -> Listener:
     """The offline engine's recognizer: the backend's own when it is the offline engine, else the engine this
     process shares (started once, offline.launch)."""
-    if backend is not None and backend.name == "offline" and backend.listen is not None:
-        return backend.listen
+    if backend is not None and backend.name == "offline":
+        return backend.client("listen")
     from offline.launch import shared_engine
     from services.listen import OmniListen
     return OmniListen(shared_engine().url)
@@ -122,8 +122,8 @@ def offline_listener(backend: Any) -> Listener:
 def take_listener(backend: Any) -> tuple[Listener, str]:
     """The listen target a Voice take is heard by, and its label: the backend's own listen route when it has one,
     else the offline engine's recognizer (a stand-in, labelled so)."""
-    listen = backend.listen
-    if listen is None or getattr(listen, "endpoint", "") is None:  # no route, or a deployment without its endpoint
+    listen = backend.client("listen")
+    if getattr(listen, "endpoint", "") is None:  # a deployment without its listen endpoint
         return offline_listener(backend), OFFLINE_LABEL
     return listen, OFFLINE_LABEL if backend.name == "offline" else f"the listen route of {listen.target}"
 

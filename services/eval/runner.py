@@ -63,9 +63,9 @@ def generate(backend: Any, modality: str, prompt: str, settings: dict[str, Any],
     request = build_request(modality, prompt, settings)
     if modality == "listen":
         from services.eval.listening import transcribe
-        return transcribe(backend.listen, recording or b"", name, prompt, settings)
+        return transcribe(backend.client("listen"), recording or b"", name, prompt, settings)
     if modality == "voice":
-        utterance = asyncio.run(backend.speech.say(request, prompt))
+        utterance = asyncio.run(backend.client("voice").say(request, prompt))
         if not utterance.ok:
             raise StudioError(str(utterance.error))
         st = utterance.stats
@@ -73,9 +73,9 @@ def generate(backend: Any, modality: str, prompt: str, settings: dict[str, Any],
                    "audio_seconds": st.audio_seconds}
         return utterance.wav(), figures
     if modality == "image":
-        result = backend.images.generate(request)
+        result = backend.client("image").generate(request)
         return result.images[0], {"latency_s": time.perf_counter() - started, **result.timings()}
-    result = backend.videos.generate(request)
+    result = backend.client("video").generate(request)
     return result.mp4, {"latency_s": time.perf_counter() - started, **result.timings()}
 
 
@@ -183,7 +183,7 @@ class _Hearer:
                 self.problem = f"the intelligibility target: {exc}"
         if self.problem is not None:
             return {"intel_error": self.problem}
-        return hear_take(self.backend.listen, wav, text, self.setting.get("model"))
+        return hear_take(self.backend.client("listen"), wav, text, self.setting.get("model"))
 
     def close(self) -> None:
         if self.backend is not None:
@@ -202,7 +202,7 @@ def speech_offer(base: Settings, *, backend_factory: Callable[[Settings], Any] |
         backend = None
         try:
             backend = factory(variant_settings(base, "voice", settings))
-            return list(backend.speech.voices()), list(backend.speech.languages())
+            return list(backend.client("voice").voices()), list(backend.client("voice").languages())
         except StudioError:
             return None
         finally:

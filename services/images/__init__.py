@@ -6,18 +6,18 @@
 - transports.py  the interface (generate, edit, payload_limit); vLLM-Omni over httpx; a mock
 - sagemaker.py   invoke_endpoint with the container route in CustomAttributes
 
-Editing, for a page or a script (backend.images is an ImageClient on every backend):
+Editing, for a page or a script (backend.client("image") is an ImageClient on every backend):
 
     refs = (EditReference.from_job(gallery_job),                # a gallery image: its job id is recorded
             EditReference(uploaded_bytes, name="sketch.png"))   # an upload: checked like every image
-    job = record_edit(backend.images, history, ImageEditRequest("make them friends", refs, seed=7))
+    job = record_edit(backend.client("image"), history, ImageEditRequest("make them friends", refs, seed=7))
     job.output_files()                     # the edited image(s), (name, bytes): an "image" job, so the gallery and
                                            # "Use for video" take it like any other
     job.params["references"]               # name, job_id, format, size, what was sent, per reference
     job.input_file("reference-1.png")      # the reference files kept with the job (bytes)
     job.meta["edit"], job.meta["fitting"]  # True; what was done to fit the references, or None
 
-    result = backend.images.edit(request)  # the same without the history: an ImageResult with
+    result = backend.client("image").edit(request)  # the same without the history: an ImageResult with
                                            # .images, .width, .height, .seed, .fitting, .references
 
 - 1 to 4 references (protocol.limits.IMAGE_EDIT_REFERENCES); each one is refused with InvalidInput naming

@@ -15,7 +15,7 @@
                  into stream_live on a background loop; partial text and the result read from the page's thread
 - sample.py      spoken_sample(text): the offline engine's voice saying it (the infra smoke test's speech)
 
-A backend's listener is `backend.listen` (None where the target has no listen route yet).
+A backend's listener is `backend.client("listen")`.
 """
 
 from protocol.listen import TranscriptionUnsupported

@@ -3,7 +3,7 @@ any rate, layout and sample format), made 16 kHz mono PCM16 with PyAV's resample
 listener's live stream (`Listener.stream_live`) on a background loop; the partial text and the figures are read
 from any thread (a page's refresh).
 
-    live = LiveListening(backend.listen, loop)   # the session opens now
+    live = LiveListening(backend.client("listen"), loop)   # the session opens now
     live.feed(frame)                             # from the WebRTC thread, per frame
     live.partial, live.captured_s                # from the page, while it is spoken
     live.stop(); transcript = live.result(60)    # the final commit, then the final text

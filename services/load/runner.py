@@ -43,7 +43,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import InvalidInput, StudioError
+from protocol.errors import StudioError
 from services.access import require
 from services.base import Backend
 from services.load.plan import LoadPlan, image_request, video_request
@@ -122,13 +122,13 @@ class _Requests:
             return await self._listen()
         loop = asyncio.get_running_loop()
         if m == "image":
-            result = await loop.run_in_executor(self.pool, self.backend.images.generate, image_request(self.plan.work))
+            result = await loop.run_in_executor(self.pool, self.backend.client("image").generate, image_request(self.plan.work))
             return {"images": len(result.images), "bytes": sum(len(i) for i in result.images)}
-        result = await loop.run_in_executor(self.pool, self.backend.videos.generate, video_request(self.plan.work))
+        result = await loop.run_in_executor(self.pool, self.backend.client("video").generate, video_request(self.plan.work))
         return {"video_s": _r(result.info.duration_s), "bytes": len(result.mp4)}
 
     async def _voice(self) -> dict[str, Any]:
-        speech = self.backend.speech
+        speech = self.backend.client("voice")
         session = speech.open(self.config)
         utterance = await speech.say(self.config, self.plan.work["text"], session=session)
         st = utterance.stats
@@ -140,9 +140,9 @@ class _Requests:
 
 
     async def _listen(self) -> dict[str, Any]:
-        assert self.backend.listen is not None and self.recording is not None
+        assert self.recording is not None
         audio = self.recording
-        t = await self.backend.listen.stream(audio, language=self.plan.work.get("language"))
+        t = await self.backend.client("listen").stream(audio, language=self.plan.work.get("language"))
         return {"final_ms": _r(t.final_ms, 2), "first_partial_ms": _r(t.first_partial_ms, 2), "partials": t.partials,
                 "audio_s": _r(audio.seconds), "rtf": _r(t.rtf), "bytes": len(audio.pcm)}
 
@@ -156,9 +156,6 @@ def _spoken(text: str, url: str | None) -> ListenAudio:
 
 async def listen_recording(backend: Backend, plan: LoadPlan, target: LoadTarget) -> ListenAudio:
     """What every stream of a listen sweep sends: the plan's recording, or its sentence in the offline voice."""
-    if backend.listen is None:
-        raise InvalidInput(f"{target.target} has no listen route in the studio; a listen sweep needs a target that "
-                           "transcribes (the offline engine, a vLLM server, or a SageMaker listen endpoint)")
     if plan.recording is not None:
         return plan.recording
     url = target.target if target.kind == "offline engine" else None

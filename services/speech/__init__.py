@@ -12,7 +12,7 @@
 - reference.py       load_reference(bytes) -> ReferenceAudio: a cloning reference checked (length 3–30 s, not
                      silent, not clipped, ≤ 10 MB, audio at all) and made mono 24 kHz WAV; `.data_url()` is the
                      `ref_audio` of a Base request, `.wav` the `audio_sample` of a saved voice
-- voices.py          the voice library of a target (`backend.voices`): add(name, reference, consent_id, …),
+- voices.py          the voice library of a target (`backend.client("voices")`): add(name, reference, consent_id, …),
                      list(), delete(name); OmniVoices (REST) and SageMakerVoices (uploads only, the studio's records)
 
 What a target's voice can do: `client.task_types()` (CustomVoice, VoiceDesign, Base, from its model);

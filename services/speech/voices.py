@@ -1,17 +1,17 @@
-"""Saved voices for cloning: one voice library per target, `backend.voices`.
+"""Saved voices for cloning: one voice library per target, `backend.client("voices")`.
 
     ref = load_reference(recording)                         # checked, mono 24 kHz WAV (services/speech/reference.py)
-    saved = backend.voices.add("anna", ref, consent_id="consent-0412", ref_text="What she says in it.")
-    backend.voices.list()                                   # [SavedVoice]
-    backend.speech ... speech_config(voice="anna", task_type="Base")   # speak with it
-    backend.voices.delete("anna")                           # what was done, in words
+    saved = backend.client("voices").add("anna", ref, consent_id="consent-0412", ref_text="What she says in it.")
+    backend.client("voices").list()                                   # [SavedVoice]
+    backend.client("voice") ... speech_config(voice="anna", task_type="Base")   # speak with it
+    backend.client("voices").delete("anna")                           # what was done, in words
 
 Cloning someone's voice needs their consent: every `add` takes the id of the speaker's consent recording
 (refused when empty) and is recorded in the studio's history (services/history, `history.voices`: target, name,
 consent id, who, when, transcript) before anything is uploaded. A name the target already has is refused
 before the upload (vLLM-Omni would silently replace that voice).
 
-The records are a person's (services/history): `backend.voices.acting(history)` is the library as the
+The records are a person's (services/history): `backend.client("voices").acting(history)` is the library as the
 person that history acts for — saving needs a role that may clone voices (Forbidden before anything is
 uploaded), the list shows their voices, the shared ones and those no studio record names, and removing a voice
 is for the one who saved it (or an admin).

@@ -1,0 +1,27 @@
+"""Image (FLUX.2-klein): realtime generations and edits — its clients on each target.
+
+A server: `POST /v1/images/generations` and `/v1/images/edits`. SageMaker: `invoke_endpoint` with the route in
+CustomAttributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.families.parts import Build, FamilyCode, SageMakerParts, ServerParts
+
+
+def _server(p: ServerParts) -> Any:
+    from services.images import omni_client
+
+    return omni_client(p.url, p.settings)
+
+
+def _sagemaker(p: SageMakerParts) -> Any:
+    from services.images import ImageClient
+    from services.images.sagemaker import SageMakerImageTransport
+
+    return ImageClient(SageMakerImageTransport(p.aws, p.endpoint("image")))
+
+
+FAMILY = FamilyCode(name="image", clients={"image": Build(_server, _sagemaker)})
