@@ -49,7 +49,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
-from offline import previews
+from offline import previews, video_preview
 from offline.guards import render_unless_disconnected
 from protocol.catalog import family
 from protocol.common import ErrorInfo, ErrorResponse, loads
@@ -556,9 +556,9 @@ async def _video_from_form(form: Any, request: Request) -> Response:
     try:
         mp4 = await render_unless_disconnected(
             request.receive, f"video render ({width}x{height}, {frames} frames)",
-            lambda cancel: previews.render_video(req.prompt, seed, width, height, frames, fps, reference, stages,
-                                                 cancel, steps=req.num_inference_steps,
-                                                 guidance=req.guidance_scale),
+            lambda cancel: video_preview.render_video(req.prompt, seed, width, height, frames, fps, reference,
+                                                      stages, cancel, steps=req.num_inference_steps,
+                                                      guidance=req.guidance_scale),
         )
     except Exception as exc:  # noqa: BLE001 - vLLM-Omni answers any generation failure with a 500 and its text
         return _error(f"Video generation failed: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)

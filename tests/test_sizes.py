@@ -34,7 +34,6 @@ PENDING = {
     "infra/ttl.py",
     "infra/upgrade.py",
     "offline/media.py",
-    "offline/previews.py",
     "offline/voices.py",
     "protocol/speech.py",
     "services/cli/converse.py",
