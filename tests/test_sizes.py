@@ -33,7 +33,6 @@ PENDING = {
     "infra/sweep.py",
     "infra/ttl.py",
     "infra/upgrade.py",
-    "offline/media.py",
     "offline/voices.py",
     "protocol/speech.py",
     "services/cli/converse.py",
