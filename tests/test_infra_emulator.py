@@ -478,7 +478,9 @@ def test_deploy_runs_the_smoke_test_over_sagemaker(emulator_env: EmulatorHandle,
     import av
     from PIL import Image
 
-    from infra.smoke import IMAGE_FILE, VIDEO_FILE, VOICE_FILE
+    from services.smoke.image import IMAGE_FILE
+    from services.smoke.video import VIDEO_FILE
+    from services.smoke.voice import VOICE_FILE
 
     out = tmp_path / "smoke"
     code = infra_main(["deploy", "--state-file", str(state_file), "--role-arn", ROLE_ARN, "--smoke-dir", str(out),

@@ -448,7 +448,7 @@ def test_the_smoke_test_asks_for_the_task_type_the_voice_model_serves():
 
     import numpy as np
 
-    from infra.smoke import SMOKE_VOICE_DESCRIPTION, _voice_config, smoke_reference_wav
+    from services.smoke.voice import SMOKE_VOICE_DESCRIPTION, _voice_config, smoke_reference_wav
 
     assert _voice_config(None) == ({}, "")
     assert _voice_config("CustomVoice")[0] == {"task_type": "CustomVoice"}

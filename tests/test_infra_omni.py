@@ -1,4 +1,4 @@
-"""The omni family's smoke check (infra/smoke.py `smoke_omni`): a one-turn native conversation — vLLM-Omni's duplex
+"""The omni family's smoke check (services/smoke/omni.py): a one-turn native conversation — vLLM-Omni's duplex
 session — with the endpoint after `infra deploy --with omni`, on the local emulator (real boto3, the real HTTP/2
 bidirectional stream over TLS) whose container is the offline engine. It passes with the transcript, the scripted
 reply and the agent's audio in the stereo WAV; status, cost and `infra smoke` show it. It fails with one line
@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from infra.cli import main as infra_main
-from infra.smoke import OMNI_FILE, SMOKE_TEXT, smoke_omni
+from services.smoke import SMOKE_TEXT
+from services.smoke.omni import OMNI_FILE, smoke_session
 from infra.state import DeploymentState
 from protocol.script import DEFAULT_SCRIPT, parse_script
 from services.listen.sample import spoken_sample_at
@@ -187,7 +188,7 @@ def test_a_container_without_the_duplex_session_fails_the_smoke_naming_it(
 ])
 def test_a_session_that_does_not_answer_fully_fails_naming_what_did_not_come(
         duplex_server: str, turn: bytes, tmp_path: Path, mode: str, expected: str) -> None:
-    check = smoke_omni(f"{duplex_server}/{mode}", tmp_path, recording=turn, timeout_s=3)
+    check = smoke_session(f"{duplex_server}/{mode}", tmp_path, recording=turn, timeout_s=3)
     assert not check.ok and check.role == "omni"
     assert check.detail.startswith(expected), check.detail
     assert "\n" not in check.detail
@@ -197,7 +198,7 @@ def test_a_session_that_does_not_answer_fully_fails_naming_what_did_not_come(
 
 
 def test_an_unreachable_session_fails_naming_it(turn: bytes, tmp_path: Path) -> None:
-    check = smoke_omni("http://127.0.0.1:9", tmp_path, recording=turn, timeout_s=20)
+    check = smoke_session("http://127.0.0.1:9", tmp_path, recording=turn, timeout_s=20)
     assert not check.ok
     assert check.detail.startswith("no session: cannot reach the speech-to-speech session at "
                                    "ws://127.0.0.1:9/v1/realtime?duplex=1"), check.detail

@@ -14,7 +14,11 @@ import pytest
 from PIL import Image
 
 from infra.cli import main as infra_main
-from infra.smoke import IMAGE_FILE, MIN_AUDIO_BYTES, VIDEO_FILE, VOICE_FILE, run_smoke
+from infra.smoke import run_smoke
+from services.smoke import MIN_AUDIO_BYTES
+from services.smoke.image import IMAGE_FILE
+from services.smoke.video import VIDEO_FILE
+from services.smoke.voice import VOICE_FILE
 from services.backend import omni_backend
 from services.settings import Settings
 

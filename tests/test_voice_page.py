@@ -277,7 +277,7 @@ def test_a_run_whose_browser_session_is_gone_is_cancelled(fault_page: AppTest, m
 # ---------------------------------------------------------------------------------------------------
 # the models' full range: modes per task type, style, design, cloning with consent, saved voices
 def _reference_wav(seconds: float = 6.0) -> bytes:
-    from infra.smoke import smoke_reference_wav
+    from services.smoke.voice import smoke_reference_wav
 
     return smoke_reference_wav(seconds)  # voiced and speech-like: passes the silence and clipping checks
 

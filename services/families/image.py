@@ -24,4 +24,10 @@ def _sagemaker(p: SageMakerParts) -> Any:
     return ImageClient(SageMakerImageTransport(p.aws, p.endpoint("image")))
 
 
-FAMILY = FamilyCode(name="image", clients={"image": Build(_server, _sagemaker)})
+def _smoke(backend: Any, ctx: Any) -> Any:
+    from services.smoke.image import smoke_image
+
+    return smoke_image(backend, ctx)
+
+
+FAMILY = FamilyCode(name="image", smoke=_smoke, clients={"image": Build(_server, _sagemaker)})

@@ -30,4 +30,10 @@ def _sagemaker(p: SageMakerParts) -> Any:
                            timeout=p.settings.request_timeout_s)
 
 
-FAMILY = FamilyCode(name="listen", clients={"listen": Build(_server, _sagemaker)})
+def _smoke(backend: Any, ctx: Any) -> Any:
+    from services.smoke.listen import smoke_listen
+
+    return smoke_listen(backend, ctx)
+
+
+FAMILY = FamilyCode(name="listen", smoke=_smoke, clients={"listen": Build(_server, _sagemaker)})

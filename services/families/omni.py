@@ -3,6 +3,15 @@ services/converse (native mode), not held by a backend, so it registers no clien
 
 from __future__ import annotations
 
+from typing import Any
+
 from services.families.parts import FamilyCode
 
-FAMILY = FamilyCode(name="omni")
+
+def _smoke(backend: Any, ctx: Any) -> Any:
+    from services.smoke.omni import smoke_omni
+
+    return smoke_omni(backend, ctx)
+
+
+FAMILY = FamilyCode(name="omni", smoke=_smoke)

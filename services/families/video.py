@@ -26,4 +26,10 @@ def _sagemaker(p: SageMakerParts) -> Any:
                                                kms_key=t.kms_key))
 
 
-FAMILY = FamilyCode(name="video", clients={"video": Build(_server, _sagemaker)})
+def _smoke(backend: Any, ctx: Any) -> Any:
+    from services.smoke.video import smoke_video
+
+    return smoke_video(backend, ctx)
+
+
+FAMILY = FamilyCode(name="video", smoke=_smoke, clients={"video": Build(_server, _sagemaker)})

@@ -50,7 +50,13 @@ def _voices_sagemaker(p: SageMakerParts) -> Any:
     return SageMakerVoices(p.aws, p.endpoint("voice"), p.history)
 
 
+def _smoke(backend: Any, ctx: Any) -> Any:
+    from services.smoke.voice import smoke_voice
+
+    return smoke_voice(backend, ctx)
+
+
 FAMILY = FamilyCode(
-    name="voice",
+    name="voice", smoke=_smoke,
     clients={"voice": Build(_server, _sagemaker), "voices": Build(_voices_server, _voices_sagemaker)},
 )
