@@ -172,7 +172,8 @@ class ActionRunner:
 
     def extend(self, ttl: str, *, actor: Principal, yes: bool = False) -> Action:
         """`python -m infra extend --ttl` (infra/ttl.py): every remaining endpoint deletes itself at now + ttl."""
-        from infra.ttl import extend_deployment, iso
+        from infra.extend import extend_deployment
+        from infra.ttl_choice import iso
 
         def work(action: Action) -> tuple[bool, str]:
             report = extend_deployment(self.state_file, ttl, yes=yes, progress=lambda text: self._line(action, text))

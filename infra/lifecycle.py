@@ -17,7 +17,9 @@ from infra.errors import UsageError
 from infra.model import DeployOptions, EndpointSpec, Role
 from infra.scaling import apply_scaling, check_max_instances, plan_scaling, scaling_label
 from infra.state import DeploymentState
-from infra.ttl import COSTS_NOTHING, TtlChoice, check_scheduler_role, ensure_ttl, iso, parse_iso, parse_ttl, plan_ttl
+from infra.ttl import COSTS_NOTHING, ensure_ttl, plan_ttl
+from infra.ttl_choice import TtlChoice, iso, parse_iso, parse_ttl
+from infra.ttl_role import check_scheduler_role
 
 # What to say, as deploy's Progress(role, step, message): deploy passes it in (this module never imports
 # deploy, which imports this one).

@@ -300,7 +300,8 @@ def studio_fleet(ctx: AwsContext, *, prices: PriceTable | None = None) -> Studio
                     found.append((tags[TAG_DEPLOYMENT], status))
     except AWS_ERRORS as exc:
         raise translate(exc, "list the studio's endpoints") from None
-    from infra.ttl import fleet_ttls, iso  # each endpoint's TTL schedule, for the banner
+    from infra.ttl import fleet_ttls  # each endpoint's TTL schedule, for the banner
+    from infra.ttl_choice import iso
 
     deletions: dict[str, str | None] = {}
     for dep in {d for d, _ in found}:
@@ -351,7 +352,8 @@ def delete_orphans(ctx: AwsContext, orphans: list[Orphan], *, wait: WaitSettings
     except AWS_ERRORS as exc:
         report.errors.append(translate(exc, "delete orphaned endpoint configs and models", retry=DELETE_AGAIN))
     # Then what deleted the endpoints by their TTL: schedule groups (with their schedules) and roles.
-    from infra.ttl import delete_role, delete_schedule_group
+    from infra.ttl import delete_schedule_group
+    from infra.ttl_role import delete_role
 
     try:
         for o in orphans:

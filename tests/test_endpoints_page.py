@@ -271,7 +271,7 @@ def test_time_to_live_instances_and_extend_on_the_page(emulator_env: EmulatorHan
 def test_the_banner_says_when_endpoints_delete_themselves_or_that_they_never_will() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from infra.ttl import iso
+    from infra.ttl_choice import iso
     from ui.resources import ttl_text
 
     soon = iso(datetime.now(UTC) + timedelta(hours=2, minutes=10, seconds=30))

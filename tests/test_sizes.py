@@ -31,7 +31,6 @@ PENDING = {
     "infra/model.py",
     "infra/smoke.py",
     "infra/sweep.py",
-    "infra/ttl.py",
     "infra/upgrade.py",
     "offline/voices.py",
     "protocol/speech.py",

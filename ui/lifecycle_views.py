@@ -13,7 +13,7 @@ from infra.lifecycle import LifecycleStatus, ttl_line
 from infra.model import DEFAULT_TTL
 from infra.scaling import MAX_INSTANCES
 from infra.state import DeploymentState
-from infra.ttl import parse_ttl
+from infra.ttl_choice import parse_ttl
 from protocol.errors import StudioError
 from ui.resources import plain
 

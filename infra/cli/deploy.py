@@ -207,7 +207,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
-    from infra.ttl import extend_deployment, format_left
+    from infra.extend import extend_deployment
+    from infra.ttl_choice import format_left
 
     report = extend_deployment(args.state_file or default_state_file(), args.ttl, region=args.region,
                                profile=args.profile, yes=args.yes, scheduler_role_arn=args.scheduler_role_arn,
