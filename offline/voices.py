@@ -13,8 +13,8 @@ Texts and checks follow vllm_omni/entrypoints/openai (api_server.py's voice rout
 upload_voice / upload_voice_embedding / delete_voice): names are trimmed and must not be empty, `.`/`..`, or
 hold `/`, `\\` or NUL; samples are at most 10 MB, of an audio MIME type (a generic
 `application/octet-stream` is resolved from the file name), 1–30 s long once decoded; embeddings are a
-non-empty JSON list of at most 4096 finite numbers; names match case-insensitively; uploading a name again
-replaces that voice.
+non-empty JSON list of at most 4096 finite numbers (those two checks: offline/voice_sources.py); names match
+case-insensitively; uploading a name again replaces that voice.
 
 Deliberate differences: the engine keeps voices in memory (and, when `OMNI_ENGINE_VOICES_DIR` names a folder,
 also there, so they survive a restart); a re-upload that fails keeps the voice it would have replaced
@@ -24,27 +24,22 @@ ogg/opus, aac/mp4, webm). A voice is heard as a preview (offline.styles): a reco
 measured at upload and the Piper voice is shifted to it.
 
 `ref_audio` in a speech request must be a data URL (`data:audio/wav;base64,...`): the engine fetches nothing,
-so http(s) and file URLs are refused with a message saying so.
+so http(s) and file URLs are refused with a message saying so (offline/voice_sources.py reads it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import hashlib
 import json
 import logging
-import math
 import os
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
@@ -52,8 +47,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
 from offline import styles
-from offline.decoding import DECODE_RATE, decode_mono
 from offline.voice import DEFAULT_VOICE, VOICE_NAMES
+from offline.voice_sources import VoiceError, embedding_error, measure
 from protocol.common import ErrorInfo, ErrorResponse
 from protocol.limits import VOICE_SAMPLE_MAX_BYTES
 from protocol.speech import (
@@ -71,115 +66,11 @@ log = logging.getLogger(__name__)
 VOICES_DIR_ENV = "OMNI_ENGINE_VOICES_DIR"
 MAX_UPLOADED_ENV = "SPEAKER_MAX_UPLOADED"  # vLLM-Omni's variable for the cap
 DEFAULT_MAX_UPLOADED = 1000
-REF_AUDIO_MIN_S = 1.0  # vLLM-Omni's bounds on a reference / voice sample
-REF_AUDIO_MAX_S = 30.0
-MAX_EMBEDDING_LENGTH = 4096
-EMBEDDING_DIMS = {"0.6B": 1024, "1.7B": 2048}
 _EXTENSION_MIME = (
     (".wav", "audio/wav"), (".mp3", "audio/mpeg"), (".mpeg", "audio/mpeg"), (".flac", "audio/flac"),
     (".ogg", "audio/ogg"), (".aac", "audio/aac"), (".webm", "audio/webm"), (".mp4", "audio/mp4"),
 )
 _ALLOWED_TEXT = "{" + ", ".join(repr(m) for m in sorted(VOICE_SAMPLE_MIME_TYPES)) + "}"
-
-
-class VoiceError(ValueError):
-    """An upload or reference vLLM-Omni would refuse; the message is its text."""
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Decoding and measuring a recording
-@dataclass(frozen=True)
-class Reference:
-    """A decoded voice reference: how long it is and its median pitch (None: nothing voiced was found)."""
-
-    duration_s: float
-    median_f0: float | None
-
-
-def decode_audio(content: bytes) -> tuple[np.ndarray, int, float]:
-    """Mono float32 samples at 16 kHz (at most REF_AUDIO_MAX_S + 1 s of them), the rate, and the full duration.
-
-    Any container and codec PyAV reads (offline.decoding); a ValueError says why the bytes are not audio.
-    """
-    samples, duration = decode_mono(content, keep_s=REF_AUDIO_MAX_S + 1.0)
-    if duration == 0:
-        raise ValueError("the file holds no audio samples")
-    return samples, DECODE_RATE, duration
-
-
-def check_duration(duration: float) -> None:
-    """vLLM-Omni's bounds on a reference's length, in its words."""
-    if duration < REF_AUDIO_MIN_S:
-        raise VoiceError(
-            f"Reference audio too short ({duration:.1f}s). At least {REF_AUDIO_MIN_S:.0f}s of clear speech is required."
-        )
-    if duration > REF_AUDIO_MAX_S:
-        raise VoiceError(
-            f"Reference audio too long ({duration:.1f}s). Maximum {REF_AUDIO_MAX_S:.0f}s supported — use a shorter clip."
-        )
-
-
-def measure(content: bytes, *, what: str) -> Reference:
-    """Decode and measure a recording (blocking: call it in a worker thread)."""
-    try:
-        samples, rate, duration = decode_audio(content)
-    except ValueError as exc:
-        raise VoiceError(f"Could not decode {what}: {exc}") from None
-    check_duration(duration)
-    return Reference(duration_s=duration, median_f0=styles.median_f0(samples, rate))
-
-
-# ref_audio data URLs: decoded and measured once each (a session sends the same one with every unit)
-_REFERENCE_CACHE_SIZE = 32
-_reference_cache: OrderedDict[str, Reference] = OrderedDict()
-
-
-def ref_audio_format_error(ref_audio: str) -> str | None:
-    """Why `ref_audio` is not a reference this engine can use, or None."""
-    if ref_audio.startswith("data:"):
-        return None
-    if ref_audio.startswith(("http://", "https://", "file://")):
-        return (
-            "The offline engine does not fetch ref_audio from URLs or files; send the recording itself as a "
-            "base64 data URL (data:audio/wav;base64,...)"
-        )
-    # vLLM-Omni's wording for anything else
-    return "ref_audio must be a URL (http/https), base64 data URL (data:...), or file URI (file://...)"
-
-
-def _data_url_bytes(url: str) -> bytes:
-    header, sep, payload = url.partition(",")
-    if not sep:
-        raise VoiceError("ref_audio is not a valid data URL: it has no ',' before the data")
-    if not header.endswith(";base64"):
-        raise VoiceError("ref_audio data URL must be base64-encoded (data:audio/wav;base64,...)")
-    try:
-        return base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise VoiceError(f"ref_audio data URL does not hold valid base64: {exc}") from None
-
-
-async def reference_from_data_url(ref_audio: str) -> Reference:
-    """The measured reference of a `ref_audio` data URL (cached by content)."""
-    if (error := ref_audio_format_error(ref_audio)) is not None:
-        raise VoiceError(error)
-    key = hashlib.sha256(ref_audio.encode("utf-8", "surrogatepass")).hexdigest()
-    if (cached := _reference_cache.get(key)) is not None:
-        _reference_cache.move_to_end(key)
-        return cached
-    content = _data_url_bytes(ref_audio)
-    reference = await asyncio.to_thread(measure, content, what="ref_audio")
-    _reference_cache[key] = reference
-    while len(_reference_cache) > _REFERENCE_CACHE_SIZE:
-        _reference_cache.popitem(last=False)
-    return reference
-
-
-def no_pitch_message(what: str) -> str:
-    return (
-        f"{what} has no voiced speech the offline engine can measure (no pitch found in it); "
-        "use a recording of clear speech without long silences or loud noise"
-    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -189,28 +80,6 @@ class StoredVoice:
     info: UploadedVoice
     median_f0: float | None = None  # a recording's measured pitch
     embedding_style: styles.Style | None = None  # an embedding's fixed preview pitch
-
-
-def embedding_error(embedding: Any) -> str | None:
-    """vLLM-Omni's checks of a decoded `speaker_embedding` upload (its words), or None."""
-    if not isinstance(embedding, list) or not embedding:
-        return "'speaker_embedding' must be a non-empty list of numbers"
-    if len(embedding) > MAX_EMBEDDING_LENGTH:
-        return f"'speaker_embedding' exceeds maximum length ({MAX_EMBEDDING_LENGTH} elements)"
-    if not all(isinstance(x, int | float) for x in embedding):
-        return "'speaker_embedding' must contain only numeric values"
-    if not all(math.isfinite(x) for x in embedding):
-        return "'speaker_embedding' values must be finite (no NaN or Inf)"
-    return embedding_dim_error(len(embedding))
-
-
-def embedding_dim_error(dim: int, model: str | None = None) -> str | None:
-    """The embedding size the loaded model takes (the named model's, or any Qwen3-TTS size)."""
-    sizes = [d for size, d in EMBEDDING_DIMS.items() if model is None or f"-{size}-" in model]
-    if dim in sizes or not sizes:
-        return None
-    expected = " or ".join(str(d) for d in sizes)
-    return f"speaker_embedding has {dim} dimensions; expected {expected} for the loaded Qwen3-TTS model"
 
 
 class VoiceStore:

@@ -32,7 +32,6 @@ PENDING = {
     "infra/smoke.py",
     "infra/sweep.py",
     "infra/upgrade.py",
-    "offline/voices.py",
     "protocol/speech.py",
     "services/cli/converse.py",
     "services/cli/load.py",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from offline import voices
+from offline import voice_sources, voices
 from offline.splitter import strip_blank
 from offline.styles import (
     Style,
@@ -110,20 +110,20 @@ def check_speech(ask: SpeechAsk, text: str, store: voices.VoiceStore) -> str | N
         if not ask.speaker_embedding:
             return "'speaker_embedding' must be a non-empty list of floats"
         x_vector_only = True  # an embedding implies x-vector-only cloning
-        if (error := voices.embedding_dim_error(len(ask.speaker_embedding), ask.model)) is not None:
+        if (error := voice_sources.embedding_dim_error(len(ask.speaker_embedding), ask.model)) is not None:
             return error
     if task == "Base":
         if ask.voice is None:
             if ask.ref_audio is None and ask.speaker_embedding is None:
                 return "Base task requires 'ref_audio' or 'speaker_embedding' for voice cloning"
-            if ask.ref_audio is not None and (error := voices.ref_audio_format_error(ask.ref_audio)):
+            if ask.ref_audio is not None and (error := voice_sources.ref_audio_format_error(ask.ref_audio)):
                 return error
             if (error := _needs_ref_text(ask, x_vector_only)) is not None:
                 return error
         elif store.get(ask.voice) is None:  # a built-in speaker: the reference must come with the request
             if ask.ref_audio is None:
                 return f"Base task with built-in speaker '{ask.voice.lower()}' requires 'ref_audio' for voice cloning"
-            if (error := voices.ref_audio_format_error(ask.ref_audio)) is not None:
+            if (error := voice_sources.ref_audio_format_error(ask.ref_audio)) is not None:
                 return error
             if (error := _needs_ref_text(ask, x_vector_only)) is not None:
                 return error
@@ -169,18 +169,19 @@ async def _style(ask: SpeechAsk, store: voices.VoiceStore, engine: VoiceEngine) 
         return style if speaker is None else combined(speaker, style)
     if ask.ref_audio is not None:
         try:
-            reference = await voices.reference_from_data_url(ask.ref_audio)
-        except voices.VoiceError as exc:
+            reference = await voice_sources.reference_from_data_url(ask.ref_audio)
+        except voice_sources.VoiceError as exc:
             raise SpeechInputError(str(exc)) from None
         if reference.median_f0 is None:
-            raise SpeechInputError(voices.no_pitch_message("ref_audio"))
+            raise SpeechInputError(voice_sources.no_pitch_message("ref_audio"))
         return style_for_pitch(reference.median_f0, await engine.median_f0(), source="the ref_audio recording")
     stored = store.get(ask.voice)
     if stored is not None:
         if stored.embedding_style is not None:
             return replace(stored.embedding_style, source=f"uploaded voice '{stored.info.name}' (embedding)")
         if stored.median_f0 is None:
-            raise SpeechInputError(voices.no_pitch_message(f"The recording of uploaded voice '{stored.info.name}'"))
+            what = f"The recording of uploaded voice '{stored.info.name}'"
+            raise SpeechInputError(voice_sources.no_pitch_message(what))
         return style_for_pitch(stored.median_f0, await engine.median_f0(),
                                source=f"uploaded voice '{stored.info.name}'")
     if ask.speaker_embedding:
