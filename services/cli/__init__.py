@@ -1,10 +1,9 @@
 """`python -m services <command>` — the services layer's command-line face.
 
-Commands: `speak` (services/cli/speech.py), `voices` (services/cli/voices.py: list/add/delete saved voices),
-`listen` (services/cli/listen.py: transcribe a recording), `converse` (services/cli/converse.py: talk to a voice
-agent),
-`image` and `video` (services/cli/media.py), `load` (services/cli/load.py: load sweeps), `eval` (services/cli/eval.py: blind evaluations),
-`history` (services/cli/history.py: migrate, list or copy the history). Each command
+Commands (`COMMANDS`): the families' own — `speak` and `voices` (services/cli/speech.py, voices.py), `listen`
+(services/cli/listen.py), `image` and `video` (services/cli/media.py) — and the studio's tools: `converse` (talk to
+a voice agent), `load` (load sweeps), `eval` (blind evaluations), `history` (migrate, list or copy the history).
+Each command
 module exposes `register(subparsers, common)`, where `common` is the parent parser holding the shared
 backend options, and sets `func(args) -> int` (the exit code) on its subparser.
 """
@@ -34,39 +33,59 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def _command_module(command: str) -> ModuleType | None:
     """The module registering `command`, or None for a word that is no command."""
-    if command == "speak":
-        from services.cli import speech
-        return speech
-    if command == "voices":
-        from services.cli import voices
-        return voices
-    if command == "listen":
-        from services.cli import listen
-        return listen
-    if command == "converse":
-        from services.cli import converse
-        return converse
-    if command == "image" or command == "video":
-        from services.cli import media
-        return media
-    if command == "load":
-        from services.cli import load
-        return load
-    if command == "eval":
-        from services.cli import eval as evaluation
-        return evaluation
-    if command == "history":
-        from services.cli import history
-        return history
-    return None
+    load = COMMANDS.get(command)
+    return load() if load is not None else None
+
+
+def _speech() -> ModuleType:
+    from services.cli import speech
+    return speech
+
+
+def _voices() -> ModuleType:
+    from services.cli import voices
+    return voices
+
+
+def _media() -> ModuleType:
+    from services.cli import media
+    return media
+
+
+def _listen() -> ModuleType:
+    from services.cli import listen
+    return listen
+
+
+def _converse() -> ModuleType:
+    from services.cli import converse
+    return converse
+
+
+def _load() -> ModuleType:
+    from services.cli import load
+    return load
+
+
+def _eval() -> ModuleType:
+    from services.cli import eval as evaluation
+    return evaluation
+
+
+def _history() -> ModuleType:
+    from services.cli import history
+    return history
+
+
+# Each command's word and the module that registers it, in the order `--help` lists them: the families' own
+# commands, then the studio's tools. (Each module is imported only when its command runs.)
+COMMANDS = {"speak": _speech, "voices": _voices, "listen": _listen, "converse": _converse, "image": _media,
+            "video": _media, "load": _load, "eval": _eval, "history": _history}
 
 
 def _every_command_module() -> tuple[ModuleType, ...]:
-    """Every command's module, in the order `--help` lists the commands."""
-    from services.cli import converse, history, listen, load, media, speech, voices
-    from services.cli import eval as evaluation
-
-    return (speech, voices, listen, converse, media, load, evaluation, history)
+    """Every command's module, once each, in the order `--help` lists the commands."""
+    return tuple(dict.fromkeys(load() for load in COMMANDS.values()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,4 +67,4 @@ class FamilyCode:
     clients: Mapping[str, Build] = field(default_factory=dict)
     evaluation: Any = None  # services/eval: its variant, generation and rating
     load: Any = None  # services/load: its unit of work and figures
-    smoke: Any = None  # infra/smoke.py: what a deployed endpoint is sent, and what passes
+    smoke: Any = None  # (backend, SmokeContext) -> SmokeCheck: services/smoke/<family>.py, run by infra/smoke.py
