@@ -28,8 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from emulator.stack import sagemaker_stack  # noqa: E402
 from infra.delete import delete_deployment  # noqa: E402
-from infra.deploy import WaitSettings, deploy  # noqa: E402
+from infra.deploy import deploy  # noqa: E402
 from infra.model import DeployOptions  # noqa: E402
+from infra.progress import WaitSettings  # noqa: E402
 from emulator.handle import ROLE_ARN  # noqa: E402
 
 TARGET = 1.1

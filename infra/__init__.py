@@ -18,14 +18,8 @@ from infra.delete import (
     delete_deployment,
     deletion_plan,
 )
-from infra.deploy import (
-    DeployResult,
-    EndpointOutcome,
-    Progress,
-    WaitSettings,
-    deploy,
-    resume,
-)
+from infra.converge import EndpointOutcome
+from infra.deploy import DeployResult, deploy, resume
 from infra.errors import InfraError
 from infra.model import (
     DEFAULT_VOICE_MODEL,
@@ -40,6 +34,7 @@ from infra.model import (
 )
 from infra.price_list import refresh_prices
 from infra.pricing import PriceTable, load_prices
+from infra.progress import Progress, WaitSettings
 from infra.quotas import QuotaReport, check_quotas
 from infra.smoke import SmokeReport, deployment_backend, record_smoke, run_smoke
 from infra.state import DEFAULT_STATE_FILE, DeploymentState

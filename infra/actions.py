@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from infra.delete import delete_deployment
-from infra.deploy import Progress, WaitSettings, deploy, format_duration, resume
+from infra.deploy import deploy, resume
 from infra.errors import InfraError, StateLocked
 from infra.lock import Shared, StateLock, adopt
 from infra.model import DeployOptions, Role, deploy_command, shell_command
+from infra.progress import Progress, WaitSettings, format_duration
 from infra.smoke import SmokeCheck, smoke_deployment
 from infra.state import DeploymentState
 from infra.upgrade import DEFAULT_BAKE_S, rollback, upgrade

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from infra.aws import AWS_ERRORS, AwsContext, error_message, is_not_found, translate
-from infra.deploy import Progress, ProgressCallback, WaitSettings, format_duration
 from infra.errors import EndpointFailed, InfraError, StateError
 from infra.lock import locked
 from infra.model import Role
+from infra.progress import Progress, ProgressCallback, WaitSettings, format_duration
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from services.endpoint_view import GONE, describe_endpoint
 

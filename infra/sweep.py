@@ -30,10 +30,10 @@ from infra.delete import (
     delete_resource,
     verify_gone,
 )
-from infra.deploy import Progress, ProgressCallback, WaitSettings
 from infra.errors import InfraError
 from infra.model import TAG_DEPLOYMENT, TAG_ROLE
 from infra.pricing import PriceTable, load_prices
+from infra.progress import Progress, ProgressCallback, WaitSettings
 from infra.scaling import DIMENSION, Names, is_gone, resource_id
 from infra.scaling import NAMESPACE as SCALING_NAMESPACE
 from infra.state import DeploymentState

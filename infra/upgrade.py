@@ -34,12 +34,6 @@ from typing import Any
 
 from infra import versions as vs
 from infra.aws import AWS_ERRORS, AwsContext, error_code, error_message, translate
-from infra.deploy import (
-    Progress,
-    ProgressCallback,
-    WaitSettings,
-    format_duration,
-)
 from infra.errors import (
     CredentialsError,
     EndpointFailed,
@@ -50,6 +44,7 @@ from infra.errors import (
 )
 from infra.lock import locked
 from infra.model import ROLES, EndpointSpec, Role
+from infra.progress import Progress, ProgressCallback, WaitSettings, format_duration
 from infra.quotas import check_quotas
 from infra.state import DEFAULT_STATE_FILE, DeploymentState, ResourceRecord, utc_now
 from protocol.errors import StudioError

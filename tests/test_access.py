@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from streamlit.testing.v1 import AppTest
 
 from infra.actions import ActionRunner
-from infra.deploy import WaitSettings
 from infra.model import DeployOptions
+from infra.progress import WaitSettings
 from services.access import LOCAL, AccessPolicy, BadToken, Forbidden, Principal, cli_principal, require
 from services.audit import AuditLog
 from services.history import History

@@ -17,10 +17,11 @@ import pytest
 
 from infra.cli import main as infra_main
 from infra.delete import delete_deployment
-from infra.deploy import Progress, WaitSettings, deploy, resume
+from infra.deploy import deploy, resume
 from infra.errors import CredentialsError, QuotaShortfall, StateError
 from infra.model import TAG_DEPLOYMENT, DeployOptions
 from infra.pricing import load_prices
+from infra.progress import Progress, WaitSettings
 from infra.state import DeploymentState
 from infra.status import deployment_status
 from infra.sweep import delete_orphans, find_orphans

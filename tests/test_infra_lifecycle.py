@@ -16,9 +16,10 @@ import pytest
 
 from infra.cli import main as infra_main
 from infra.delete import delete_deployment
-from infra.deploy import WaitSettings, deploy
+from infra.deploy import deploy
 from infra.errors import UsageError
 from infra.model import DeployOptions
+from infra.progress import WaitSettings
 from infra.state import DeploymentState
 from infra.ttl import parse_at
 from infra.ttl_choice import parse_ttl

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from infra.cli import main as infra_main
-from infra.deploy import Progress, WaitSettings, deploy
+from infra.deploy import deploy
 from infra.model import DeployOptions
+from infra.progress import Progress, WaitSettings
 from infra.state import DeploymentState
 
 if TYPE_CHECKING:

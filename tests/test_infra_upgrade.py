@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from infra.cli import main as infra_main
-from infra.deploy import Progress, WaitSettings
 from infra.model import DeployOptions
+from infra.progress import Progress, WaitSettings
 from infra.state import DeploymentState
 from infra.upgrade import upgrade
 

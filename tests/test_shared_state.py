@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from infra.actions import ActionRunner
-from infra.deploy import WaitSettings
 from infra.errors import StateLocked
 from infra.lock import StateLock, adopt
 from infra.model import DeployOptions
+from infra.progress import WaitSettings
 from infra.shared_state import SharedState
 from infra.state import DeploymentState
 from services.access import Principal

@@ -27,7 +27,6 @@ PENDING = {
     "emulator/exec.py",
     "emulator/oidc.py",
     "emulator/registry.py",
-    "infra/deploy.py",
     "infra/model.py",
     "infra/smoke.py",
     "infra/sweep.py",

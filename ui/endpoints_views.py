@@ -16,9 +16,9 @@ from infra import (
     deployment_status,
     voice_model_label,
 )
-from infra.deploy import format_duration
 from infra.model import ROLE_PROFILES, gpu_fit_line
 from infra.pool_prices import deployment_pool_prices
+from infra.progress import format_duration
 from protocol.errors import StudioError
 from protocol.speech import VOICE_MODELS
 from services.pricing import usd

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from infra.deploy import Progress, WaitSettings, format_duration
 from infra.model import DEFAULT_ROLES, ROLES, Role
+from infra.progress import Progress, WaitSettings, format_duration
 from infra.state import DEFAULT_STATE_FILE
 from services.pricing import usd
 

@@ -21,9 +21,9 @@ from infra.cli.common import (
     role_arg,
     table,
 )
-from infra.deploy import format_duration
 from infra.errors import UsageError
 from infra.model import ROLES, DeployOptions, pools_and_models, voice_model_label
+from infra.progress import format_duration
 from infra.state import DeploymentState
 from protocol.errors import StudioError
 
