@@ -51,7 +51,7 @@ from offline.voice import DEFAULT_VOICE, VOICE_NAMES
 from offline.voice_sources import VoiceError, embedding_error, measure
 from protocol.common import ErrorInfo, ErrorResponse
 from protocol.limits import VOICE_SAMPLE_MAX_BYTES
-from protocol.speech import (
+from protocol.voices import (
     VOICE_SAMPLE_FIELD,
     VOICE_SAMPLE_MIME_TYPES,
     VOICES_PATH,

@@ -235,7 +235,7 @@ def png(width: int, height: int, color: str) -> bytes:
 
 
 def voice_upload(name: str) -> tuple[bytes, str]:
-    from protocol.speech import VoiceUploadForm
+    from protocol.voices import VoiceUploadForm
 
     form = VoiceUploadForm(name=name, consent=f"consent-{name}", ref_text="Hello, this is my voice.")
     return urllib3.encode_multipart_formdata({**form.form_fields(), "audio_sample": ("sample.wav", voiced_wav(), "audio/wav")})
@@ -383,7 +383,7 @@ def test_a_route_the_container_lacks_is_its_own_404_as_a_model_error(emulator: E
 def test_a_voice_sample_uploaded_through_invoke_endpoint_lands_in_the_container(emulator: EmulatorHandle) -> None:
     """SageMaker forwards only POSTs: the upload goes through InvokeEndpoint with route=/v1/audio/voices. Whatever
     the container answers comes back as it would straight; once the engine stores voices, the voice is there."""
-    from protocol.speech import VoiceUploadResponse, voice_path
+    from protocol.voices import VoiceUploadResponse, voice_path
 
     deploy_endpoint(emulator, "voice-clone", environment={"SM_VLLM_MODEL": "Qwen/Qwen3-TTS-12Hz-0.6B-Base"})
     rt = emulator.client("sagemaker-runtime")

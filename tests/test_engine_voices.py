@@ -30,9 +30,8 @@ from websockets.asyncio.client import connect
 from offline.server import create_app
 from offline.voices import VoiceStore
 from protocol.limits import VOICE_SAMPLE_MAX_BYTES
-from protocol.speech import (
-    QWEN3_TTS_SPEAKERS,
-    SPEECH_STREAM_PATH,
+from protocol.speech import QWEN3_TTS_SPEAKERS, SPEECH_STREAM_PATH
+from protocol.voices import (
     VOICES_PATH,
     UploadedVoice,
     VoiceDeleteResponse,

@@ -31,7 +31,6 @@ PENDING = {
     "infra/smoke.py",
     "infra/sweep.py",
     "infra/upgrade.py",
-    "protocol/speech.py",
     "services/cli/converse.py",
     "services/cli/load.py",
     "services/settings.py",

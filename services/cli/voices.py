@@ -24,7 +24,7 @@ from pathlib import Path
 
 from protocol.errors import InvalidInput
 from protocol.limits import REFERENCE_AUDIO_FILE_MAX_BYTES
-from protocol.speech import voice_name_error
+from protocol.voices import voice_name_error
 from services.speech import SavedVoice
 from services.files import read_user_file
 from services.speech.reference import ReferenceAudio, load_reference

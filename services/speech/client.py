@@ -29,13 +29,12 @@ from protocol.speech import (
     OFFLINE_TASK_TYPES,
     QWEN3_TTS_LANGUAGES,
     SPEECH_STREAM_PATH,
-    VOICES_PATH,
     SessionConfig,
     TaskType,
-    VoicesResponse,
     models_for_task,
     task_types_for_model,
 )
+from protocol.voices import VOICES_PATH, VoicesResponse
 from services.access import Principal, require
 from services.speech.session import (
     OnAudio,

@@ -41,7 +41,7 @@ from protocol.common import error_text
 from protocol.errors import BackendUnreachable, InvalidInput, ServerError
 from protocol.limits import INSTRUCTIONS_MAX_CHARS
 from protocol.sagemaker import route_attribute
-from protocol.speech import (
+from protocol.voices import (
     VOICE_SAMPLE_FIELD,
     VOICES_PATH,
     VoiceDeleteResponse,
