@@ -3,7 +3,7 @@
 Speech routes live in `offline.speech` (a real Piper voice on CPU, with labelled style and cloning previews),
 the voices routes in `offline.voices`, the listen routes (speech recognition: a real Whisper tiny.en recognizer on
 CPU, labelled a preview) in `offline.listen`, image and video routes in `offline.media` (labelled, deterministic
-previews). This module only assembles them.
+previews), sound generation in `offline.sound` (a labelled procedural sound). This module only assembles them.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from fastapi.responses import JSONResponse
 
 from protocol.catalog import FAMILIES, family
 from protocol.common import HealthResponse, ModelCard, ModelList
+from protocol.sound import SOUND_MODEL
 
 ENGINE_NAME = "omni-studio-offline"
-# The models the engine stands in for: each family's default, named as the DLC endpoints name them.
-MODELS = [f.default_model for f in FAMILIES]
+# The models the engine stands in for: each family's default, named as the DLC endpoints name them, and the sound
+# model, which the engine serves whether or not the catalog has its family yet (once it has, it is listed once).
+MODELS = list(dict.fromkeys([*(f.default_model for f in FAMILIES), SOUND_MODEL]))
 
 
 # What each stand-in really is, on its card in /v1/models (a client can show it next to the output).
@@ -34,7 +36,7 @@ PREVIEW_NOTES = {
 
 
 def create_app() -> FastAPI:
-    from offline import listen, media, speech, voices
+    from offline import listen, media, sound, speech, voices
     from offline.guards import BodyLimit
     from offline.voice import VoiceEngine
 
@@ -57,7 +59,8 @@ def create_app() -> FastAPI:
     async def health() -> HealthResponse:
         return HealthResponse()
 
-    notes = {**PREVIEW_NOTES, **dict.fromkeys(listen.LISTEN_MODELS, app.state.listen.preview_note)}
+    notes = {**PREVIEW_NOTES, SOUND_MODEL: sound.PREVIEW_NOTE,
+             **dict.fromkeys(listen.LISTEN_MODELS, app.state.listen.preview_note)}
 
     @app.get("/v1/models")
     async def models() -> JSONResponse:
@@ -73,4 +76,5 @@ def create_app() -> FastAPI:
     app.include_router(voices.router)
     app.include_router(listen.router)
     app.include_router(media.router)
+    app.include_router(sound.router)
     return app

@@ -106,6 +106,19 @@ VIDEO_GUIDANCE = Range(0.0, 20.0)
 
 SEED = Range(0, 2**32 - 1)  # image and video seeds
 
+# -- sound (POST /v1/audio/generate, Stable Audio Open 1.0) ------------------------------------------------
+SOUND_SAMPLE_RATE = 44_100  # Hz: the model's VAE rate; every answer is this rate, stereo
+SOUND_CHANNELS = 2
+# The model always renders one window of 1024 latents x 2048 samples (its DiT's sample_size x the Oobleck VAE's
+# hop) and cuts the clip out of it: 2,097,152 frames, 47.55 s ("up to 47 s" on the model card). A longer clip is
+# refused by vLLM-Omni's pipeline ("Requested audio length (…s) exceeds maximum (…s)").
+SOUND_WINDOW_FRAMES = 1024 * 2048
+# audio_length in seconds. The low end is exclusive: vLLM-Omni's request model says gt=0 (a clip has length).
+SOUND_SECONDS = Range(0.0, SOUND_WINDOW_FRAMES / SOUND_SAMPLE_RATE)
+SOUND_STEPS = Range(1, 1000)  # num_inference_steps: vLLM-Omni's bounds (the pipeline's default is 50)
+SOUND_GUIDANCE = Range(0.0, 1000.0)  # guidance_scale: vLLM-Omni's bounds (default 7.0; at most 1 turns CFG off)
+SOUND_SEED = Range(-(2**63), 2**63 - 1)  # vLLM-Omni takes any 64-bit seed here (torch's manual_seed)
+
 # -- uploads and references ------------------------------------------------------------------------------
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # an image file larger than this is refused before decoding
 MAX_PIXELS = 40_000_000  # ~8K x 5K; more is refused from the header alone (decompression bombs)
