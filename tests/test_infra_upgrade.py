@@ -273,7 +273,7 @@ def test_versions_in_the_state_file_round_trip_and_damage_is_named(tmp_path: Pat
     from infra import versions as vs
     from infra.errors import StateError
     from infra.model import plan
-    from infra.upgrade import _switch
+    from infra.version_update import switch_version
 
     spec = plan(DeployOptions(roles=["voice"], role_arn=ROLE_ARN), account="123456789012", creator="me",
                 region="eu-west-1", now=datetime(2026, 12, 2, tzinfo=UTC), deployment_id="261202-000000-abcd")
@@ -286,7 +286,7 @@ def test_versions_in_the_state_file_round_trip_and_damage_is_named(tmp_path: Pat
                           "status": "in service", "strategy": "blue/green", "smoke": None, "detail": None,
                           "resources_deleted": False})
     h["versions"][0]["status"] = "superseded"
-    _switch(state, "voice", 2)
+    switch_version(state, "voice", 2)
     again = DeploymentState.load(path)
     assert again.spec.endpoint("voice").config_name == f"{base}-v2"
     assert again.spec.image_uri_of(again.spec.endpoint("voice")).endswith("/vllm:omni-v1.7")

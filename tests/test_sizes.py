@@ -30,7 +30,6 @@ PENDING = {
     "infra/model.py",
     "infra/smoke.py",
     "infra/sweep.py",
-    "infra/upgrade.py",
     "services/cli/converse.py",
     "services/cli/load.py",
     "services/settings.py",
