@@ -1,6 +1,8 @@
 """Streaming speech: `SpeechClient` → `SpeechSession` over a `SpeechTransport`.
 
-- session.py         SpeechSession, PcmChunk, Utterance, speech_config
+- session.py         SpeechSession: one connection, any number of utterances
+- config.py          speech_config: a session.config built and checked before anything is sent
+- events.py          PcmChunk, SpeechEvent, Utterance: what a session yields and returns
 - recording.py       SessionStats and the thread-safe recording (figures, PCM) of a session's utterance
 - client.py          SpeechClient (open sessions, list voices/languages), SpeechRun (watched from a UI thread)
 - transport.py       the four-method transport interface
@@ -32,16 +34,12 @@ from services.speech.client import (
     SpeechRuns,
     omni_client,
 )
+from services.speech.config import speech_config
+from services.speech.events import PcmChunk, SpeechEvent, Utterance
 from services.speech.mock import MockPeer, MockTransport
 from services.speech.reference import ReferenceAudio, load_reference
 from services.speech.recording import SessionStats
-from services.speech.session import (
-    PcmChunk,
-    SpeechEvent,
-    SpeechSession,
-    Utterance,
-    speech_config,
-)
+from services.speech.session import SpeechSession
 from services.speech.text import SpeakableText, require_text, speakable
 from services.speech.transport import SpeechTransport
 from services.speech.voices import OmniVoices, SageMakerVoices, SavedVoice, VoiceLibrary

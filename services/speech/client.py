@@ -36,12 +36,9 @@ from protocol.speech import (
 )
 from protocol.voices import VOICES_PATH, VoicesResponse
 from services.access import Principal, require
-from services.speech.session import (
-    OnAudio,
-    SessionStats,
-    SpeechSession,
-    Utterance,
-)
+from services.speech.events import OnAudio, Utterance
+from services.speech.recording import SessionStats
+from services.speech.session import SpeechSession
 from services.speech.text import speakable
 from services.speech.transport import SpeechTransport
 from services.speech.websocket import WebSocketTransport

@@ -19,7 +19,8 @@ writes each waiting behind the last one's ACK (Nagle against delayed ACKs, ~40 m
 text behind it goes out alone after CONFIG_HOLD_S, well inside the server's wait for it. A background reader takes every frame off the transport the
 moment it arrives, updates the `Recording` (services/speech/recording.py: figures and PCM), and hands each PCM chunk to `on_audio`
 (playback) before the caller even looks at it. The client and `SpeechRun` (one utterance watched from a UI
-thread) are in services/speech/client.py.
+thread) are in services/speech/client.py, `speech_config` in services/speech/config.py, and what the session
+yields and returns (`PcmChunk`, `SpeechEvent`, `Utterance`) in services/speech/events.py.
 """
 
 from __future__ import annotations
@@ -27,22 +28,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import AsyncIterator
+from typing import Any
 
-from pydantic import ValidationError
-
-from protocol.audio import wav_bytes
 from protocol.common import dumps
 from protocol.errors import InvalidInput, ServerError, StreamError, StudioError
-from protocol.limits import (
-    FIRST_CHUNK_FRAMES,
-    INSTRUCTIONS_MAX_CHARS,
-    MAX_INPUT_TEXT_MESSAGE_BYTES,
-    PCM_CHANNELS,
-    PCM_SAMPLE_RATE,
-)
+from protocol.limits import MAX_INPUT_TEXT_MESSAGE_BYTES, PCM_CHANNELS, PCM_SAMPLE_RATE
 from protocol.speech import (
     AudioDone,
     AudioStart,
@@ -53,150 +44,18 @@ from protocol.speech import (
     SessionClose,
     SessionConfig,
     SessionDone,
-    SplitGranularity,
-    TaskType,
     parse_server_event,
 )
-from services.speech.reference import ReferenceAudio
+from services.speech.config import streaming_config
+from services.speech.events import OnAudio, PcmChunk, SpeechEvent, Utterance
 from services.speech.recording import Recording, SessionStats, TtfaFrom
 from services.speech.text import speakable, split_for_input
 from services.speech.transport import SpeechTransport
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class PcmChunk:
-    """One binary frame of streamed audio: s16le PCM at `sample_rate` (from the unit's audio.start)."""
-
-    data: bytes
-    utterance_index: int
-    sentence_index: int
-    sample_rate: int = PCM_SAMPLE_RATE
-    channels: int = PCM_CHANNELS
-    type: Literal["pcm"] = "pcm"
-
-
-SpeechEvent = AudioStart | PcmChunk | AudioDone | SessionDone | ErrorEvent
-
-
-@dataclass
-class Utterance:
-    """What one utterance produced: text, voice, figures, the audio (also when it ended badly), the error."""
-
-    text: str
-    voice: str | None
-    language: str | None
-    stats: SessionStats
-    pcm: bytes
-    error: StudioError | None = None
-    created_at: float = field(default_factory=time.time)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def wav(self) -> bytes:
-        return wav_bytes(self.pcm, self.stats.sample_rate, self.stats.channels)
-
-    def raise_for_error(self) -> Utterance:
-        if self.error is not None:
-            raise self.error
-        return self
-
-
-def speech_config(
-    voice: str | None = None,
-    language: str | None = None,
-    *,
-    split_granularity: SplitGranularity = "clause",
-    task_type: TaskType | None = None,
-    instructions: str | None = None,
-    ref_audio: ReferenceAudio | str | None = None,
-    ref_text: str | None = None,
-    initial_codec_chunk_frames: int | None = None,
-    **extra: Any,
-) -> SessionConfig:
-    """A `session.config` for streamed PCM: response_format pcm, stream_audio true, clause splitting.
-
-    What the voice does (docs/protocols.md, "Speech stream"; the model decides which task types exist):
-    - CustomVoice (the default): a preset `voice`; `instructions` set its style ("slow and warm").
-    - VoiceDesign: a voice made from `instructions`, the description ("a calm, low female voice"); required.
-    - Base (cloning): `ref_audio` — a ReferenceAudio (services.speech.load_reference) or its data: URL — with
-      `ref_text`, its transcript (without one only the timbre is taken: x_vector_only_mode); or `voice`, the
-      name of a saved voice (services.speech.voices). A reference without a task type means Base.
-    `initial_codec_chunk_frames` trades first audio for smoothness: smaller is earlier, larger is smoother.
-    Every rule is checked here, before anything is sent: InvalidInput naming what to fix.
-    """
-    instructions = (instructions or "").strip() or None
-    ref_text = (ref_text or "").strip() or None
-    voice = (voice or "").strip() or None
-    if isinstance(ref_audio, ReferenceAudio):
-        ref_audio = ref_audio.data_url()
-    elif ref_audio is not None and not (isinstance(ref_audio, str) and ref_audio.startswith("data:audio/")):
-        raise InvalidInput("the reference must be a recording (services.speech.load_reference) or its "
-                           "data:audio/wav;base64,… URL")
-    if task_type is None and (ref_audio or ref_text):
-        task_type = "Base"
-    if instructions is not None and len(instructions) > INSTRUCTIONS_MAX_CHARS:
-        what = "voice description is" if task_type == "VoiceDesign" else "instructions are"
-        raise InvalidInput(f"the {what} {len(instructions)} characters; the limit is {INSTRUCTIONS_MAX_CHARS}: "
-                           "shorten them")
-    if task_type == "VoiceDesign":
-        if instructions is None:
-            raise InvalidInput("VoiceDesign makes a voice from a description: describe the voice in the instructions, "
-                               "e.g. \"a calm, low female voice with a slight British accent\"")
-        voice = None  # the description is the voice
-    if task_type == "Base":
-        if voice == "default":
-            voice = None
-        if ref_audio is None and voice is None:
-            raise InvalidInput("cloning (Base) needs a reference: a recording of 3–30 s of the speaker (with its "
-                               "transcript for the best clone), or the name of a saved voice")
-        if ref_audio is not None and ref_text is None:
-            extra.setdefault("x_vector_only_mode", True)  # no transcript: the speaker's timbre only
-    elif ref_audio is not None or ref_text is not None:
-        raise InvalidInput(f"a reference recording and its transcript are for cloning (Base), not {task_type}: "
-                           "choose Base, or leave the reference out")
-    if initial_codec_chunk_frames is not None:
-        FIRST_CHUNK_FRAMES.check("first-chunk frames", initial_codec_chunk_frames,
-                                 hint="smaller gives earlier first audio, larger smoother audio")
-    try:
-        return SessionConfig(
-            voice=voice,
-            language=language or None,
-            response_format="pcm",
-            stream_audio=True,
-            split_granularity=split_granularity,
-            task_type=task_type,
-            instructions=instructions,
-            ref_audio=ref_audio,
-            ref_text=ref_text,
-            initial_codec_chunk_frames=initial_codec_chunk_frames,
-            **extra,
-        )
-    except ValidationError as exc:
-        raise InvalidInput("; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
-                                     for e in exc.errors(include_url=False))) from None
-
-
-def _streaming(config: SessionConfig | None) -> SessionConfig:
-    """The session needs streamed PCM; any other audio settings of the caller are kept."""
-    if config is None:
-        return speech_config()
-    if config.stream_audio and config.response_format == "pcm":
-        return config
-    if config.speed != 1.0:
-        raise InvalidInput(f"speed must be 1.0 for streamed speech (got {config.speed}); leave speed unset")
-    return config.model_copy(update={"response_format": "pcm", "stream_audio": True})
-
-
 _END = object()
-
 CONFIG_HOLD_S = 1.0  # a session.config waits this long for the first text to leave with (servers wait 10 s)
-
-
-OnAudio = Callable[[PcmChunk], None]
 
 
 def _end_error(item: Any, stats: SessionStats, server_errors: list[str]) -> StudioError:
@@ -222,7 +81,7 @@ class SpeechSession:
     def __init__(self, transport: SpeechTransport, config: SessionConfig | None = None, *,
                  on_audio: OnAudio | None = None) -> None:
         self.transport = transport
-        self.config = _streaming(config)
+        self.config = streaming_config(config)
         self.on_audio = on_audio
         self.max_message_bytes = MAX_INPUT_TEXT_MESSAGE_BYTES  # per input.text (lowered in tests)
         self._recording = Recording()  # figures and audio, read from other threads (the UI)
@@ -262,7 +121,7 @@ class SpeechSession:
         """Send a new `session.config` (voice, language, ...) for the next utterance."""
         if self._utterance_open:
             raise InvalidInput("finish the current utterance before changing the voice or language")
-        self.config = _streaming(config)
+        self.config = streaming_config(config)
         await self._send_config()
 
     async def _send_config(self) -> None:
