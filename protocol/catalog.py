@@ -146,6 +146,15 @@ FAMILIES: tuple[Family, ...] = (
         item_nouns=("conversation", "conversations"), media_suffix=".wav",
         default_model="Qwen/Qwen3-Omni-30B-A3B-Instruct", default_pool=MULTI_GPU_POOL,
         startup_timeout_s=3600, invocations_target=10.0, opt_in=True, page=False),
+    Family(
+        name="sound", title="Sound", icon="🔊", blurb="Sound — Stable Audio Open: effects, ambiences and music",
+        routes=("/v1/audio/generate",),
+        serving="realtime", unit="audio second", price_unit="generated minute",
+        price_unit_size=60, throughput_key="audio_s_per_min", throughput_title="audio seconds generated per minute",
+        throughput_window_s=60, cost_key="usd_per_generated_minute", load_noun="sound generations",
+        item_nouns=("sound", "sounds"), media_suffix=".wav",
+        default_model="stabilityai/stable-audio-open-1.0", default_pool=LARGE_GPU_POOL,
+        startup_timeout_s=1800, records="jobs", invocations_target=6.0, opt_in=True),
 )
 
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
@@ -195,6 +204,11 @@ MODELS: tuple[Model, ...] = (
           source="≈ 35B parameters in all components — MoE thinker (30B, 3B active), talker, audio and vision "
                  "encoders, code2wav — and Apache-2.0 from the Qwen3-Omni model card; weights at bf16 (computed: "
                  "35 × 2 = 70 GB) and need by the catalog's rule (70 × 1.2 + 1 = 85 GB), so multi-GPU types only"),
+    Model(id="stabilityai/stable-audio-open-1.0", family="sound", task_types=("generate",), params_b=1.3,
+          weights_gb=2.6, gpu_need_gb=computed_need_gb(2.6), licence="Stability AI Community License",
+          source="≈ 1.3B parameters in all components — a 1.06B DiT, a T5-base text encoder (0.11B) and the Oobleck "
+                 "VAE (0.16B) — from the Stable Audio Open paper and model card (rounded; not checked here); weights "
+                 "at bf16 and need by the catalog's rule"),
 )
 MODELS_BY_ID: dict[str, Model] = {m.id: m for m in MODELS}
 

@@ -234,6 +234,7 @@ class Settings(BaseSettings):
     video_endpoint: str | None = None
     listen_endpoint: str | None = None  # opt-in (`python -m infra deploy --with listen`)
     omni_endpoint: str | None = None  # opt-in (`python -m infra deploy --with omni`): Qwen3-Omni, multi-GPU
+    sound_endpoint: str | None = None  # opt-in (`python -m infra deploy --with sound`): Stable Audio Open
     # SageMaker endpoints serving streaming /v1/chat/completions that Converse's reply may use, besides the omni
     # endpoint: an admin names them here (the closed set of targets, services/targets.py).
     chat_endpoints: list[str] = Field(default_factory=list)

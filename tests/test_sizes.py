@@ -28,7 +28,6 @@ PENDING = {
     "emulator/oidc.py",
     "emulator/registry.py",
     "infra/model.py",
-    "infra/smoke.py",
     "infra/sweep.py",
     "services/cli/converse.py",
     "services/cli/load.py",

@@ -1,7 +1,7 @@
 """`python -m services <command>` — the services layer's command-line face.
 
 Commands (`COMMANDS`): the families' own — `speak` and `voices` (services/cli/speech.py, voices.py), `listen`
-(services/cli/listen.py), `image` and `video` (services/cli/media.py) — and the studio's tools: `converse` (talk to
+(services/cli/listen.py), `image` and `video` (services/cli/media.py), `sound` (services/cli/sound.py) — and the studio's tools: `converse` (talk to
 a voice agent), `load` (load sweeps), `eval` (blind evaluations), `history` (migrate, list or copy the history).
 Each command
 module exposes `register(subparsers, common)`, where `common` is the parent parser holding the shared
@@ -57,6 +57,11 @@ def _listen() -> ModuleType:
     return listen
 
 
+def _sound() -> ModuleType:
+    from services.cli import sound
+    return sound
+
+
 def _converse() -> ModuleType:
     from services.cli import converse
     return converse
@@ -80,7 +85,7 @@ def _history() -> ModuleType:
 # Each command's word and the module that registers it, in the order `--help` lists them: the families' own
 # commands, then the studio's tools. (Each module is imported only when its command runs.)
 COMMANDS = {"speak": _speech, "voices": _voices, "listen": _listen, "converse": _converse, "image": _media,
-            "video": _media, "load": _load, "eval": _eval, "history": _history}
+            "video": _media, "sound": _sound, "load": _load, "eval": _eval, "history": _history}
 
 
 def _every_command_module() -> tuple[ModuleType, ...]:

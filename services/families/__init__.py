@@ -24,9 +24,9 @@ __all__ = ["Build", "FamilyCode", "SageMakerParts", "ServerParts", "REGISTRY", "
 def _registry() -> dict[str, FamilyCode]:
     """Each family module, imported by name here (so the layer rules see the imports), in catalog order; a
     catalog family without a module, or a module the catalog does not know, is an error at import."""
-    from services.families import image, listen, omni, video, voice
+    from services.families import image, listen, omni, sound, video, voice
 
-    found = {f.name: f for f in (m.FAMILY for m in (voice, image, video, listen, omni))}
+    found = {f.name: f for f in (m.FAMILY for m in (voice, image, video, listen, omni, sound))}
     missing, unknown = set(FAMILY_NAMES) - set(found), set(found) - set(FAMILY_NAMES)
     if missing or unknown:
         raise LookupError(f"services/families: no module for {sorted(missing)}; not in the catalog: {sorted(unknown)}")

@@ -1,0 +1,36 @@
+"""Sound (Stable Audio Open 1.0): a prompt in, a 44.1 kHz stereo clip out, through vLLM-Omni's
+`POST /v1/audio/generate` — its clients on each target and its smoke check.
+
+A server: JSON to the route, the audio file back. SageMaker: the same body through `invoke_endpoint` with
+`route=/v1/audio/generate` in CustomAttributes on the realtime sound endpoint (`infra deploy --with sound`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.families.parts import Build, FamilyCode, SageMakerParts, ServerParts
+
+
+def _server(p: ServerParts) -> Any:
+    from services.sound import SoundClient
+    from services.sound.transports import OmniSoundTransport
+
+    return SoundClient(OmniSoundTransport(p.url, timeout=max(p.settings.request_timeout_s, 300.0),
+                                          connect_timeout=p.settings.connect_timeout_s))
+
+
+def _sagemaker(p: SageMakerParts) -> Any:
+    from services.sound import SoundClient
+    from services.sound.transports import SageMakerSoundTransport
+
+    return SoundClient(SageMakerSoundTransport(p.aws, p.endpoint("sound")))
+
+
+def _smoke(backend: Any, ctx: Any) -> Any:
+    from services.smoke.sound import smoke_sound
+
+    return smoke_sound(backend, ctx)
+
+
+FAMILY = FamilyCode(name="sound", smoke=_smoke, clients={"sound": Build(_server, _sagemaker)})
