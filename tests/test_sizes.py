@@ -29,7 +29,6 @@ PENDING = {
     "emulator/registry.py",
     "infra/model.py",
     "infra/sweep.py",
-    "services/cli/converse.py",
     "services/cli/load.py",
     "services/settings.py",
     "services/speech/sagemaker_http2.py",

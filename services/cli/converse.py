@@ -47,12 +47,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 
-from protocol.errors import ConfigError, InvalidInput, StudioError
+from protocol.errors import ConfigError, InvalidInput
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
-from services.cli.common import ArgumentError, check_out, save_output
+from services.cli import converse_report
+from services.cli.common import ArgumentError, check_out
 from services.converse.script import DEFAULT_SCRIPT, SCRIPT_MAX_CHARS, Script, parse_script
 from services.files import read_user_file
 from services.listen import ListenAudio, load_audio
@@ -215,8 +215,8 @@ def run(args: argparse.Namespace) -> int:
             backend.close()
     conv.reply_label = stage.label  # a model not named is looked up by the first reply: the label names it now
     if args.keep:
-        _keep(args, conv, listen_url, speak_url)
-    return _report(args, conv)
+        converse_report.keep(args, conv, listen_url, speak_url)
+    return converse_report.report(args, conv)
 
 
 def _settings(args: argparse.Namespace, **over: str | None):  # type: ignore[no-untyped-def]
@@ -296,65 +296,8 @@ def _run_native(args: argparse.Namespace, audios: list[ListenAudio], script: Scr
                     end_of_turn=args.eot_threshold if learned else None)
     conv = asyncio.run(native.run(audios))
     if args.keep:
-        _keep(args, conv, where, where)
-    return _report(args, conv)
-
-
-def _keep(args: argparse.Namespace, conv, listen_url: str, speak_url: str) -> None:  # type: ignore[no-untyped-def]
-    """--keep: the conversation in the studio's history (its timeline, settings and stereo WAV), the id on stderr."""
-    from services.history import History
-    from services.settings import load_settings
-
-    if not conv.turns:
-        print("note: no turn was heard, so the conversation is not kept", file=sys.stderr)
-        return
-    if all(t.error for t in conv.turns):
-        print("note: every turn failed, so the conversation is not kept", file=sys.stderr)
-        return
-    script = None
-    if args.reply_url is None and args.reply_endpoint is None:
-        script = DEFAULT_SCRIPT if args.script is None else args.script.read_text("utf-8").removeprefix("\ufeff")
-    settings = {"mode": conv.mode, "listen": listen_url, "reply": conv.reply_label, "reply_url": args.reply_url,
-                "reply_endpoint": args.reply_endpoint, "script": script, "system_prompt": args.system_prompt, "speak": speak_url, "voice": args.voice,
-                "silence_ms": args.silence_ms, "turn_detector": args.turn_detector, "eot_threshold": args.eot_threshold,
-                "barge_in_at": args.barge_in_at, "vad_threshold": args.vad_threshold,
-                "min_speech_ms": args.min_speech_ms, "inputs": [str(p) for p in args.input]}
-    studio = load_settings()
-    data_dir = studio.data_dir
-    record = History.of(studio).conversations.record(conv.as_json(), settings=settings, audio=conv.stereo_wav())
-    print(f"note: kept as {record.id} in the history at {data_dir}", file=sys.stderr)
-
-
-def _report(args: argparse.Namespace, conv) -> int:  # type: ignore[no-untyped-def]
-    print(f"note: the reply comes from {conv.reply_label}", file=sys.stderr)
-    for name in conv.skipped:
-        print(f"note: no words heard in {name}: no reply, no turn", file=sys.stderr)
-    for i, turn in enumerate(conv.turns, start=1):
-        if turn.error:
-            print(f"error: turn {i}: {turn.error}", file=sys.stderr)
-    problem = None
-    if args.out is not None:
-        problem = save_output(args.out, conv.stereo_wav(), suffix=".wav").problem
-    if args.json:
-        print(json.dumps(conv.as_json(), ensure_ascii=False))
-    else:
-        for i, turn in enumerate(conv.turns, start=1):
-            v2v = "—" if turn.voice_to_voice_ms is None else f"{turn.voice_to_voice_ms:.0f} ms"
-            print(f"turn {i}: you: {turn.user_text!r}\n        agent: {turn.reply_text.strip()!r} (voice-to-voice {v2v})")
-        s = conv.voice_to_voice()
-        print(f"voice-to-voice over {s['n']} turns: p50 {s['p50']} ms, p95 {s['p95']} ms (nearest-rank)")
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 1
-    answered = any(t.error is None and t.first_audio_s is not None for t in conv.turns)
-    if conv.turns and not answered:  # a failed target, or replies with nothing in them: either way no answer
-        raise _TargetFailed(next((t.error for t in conv.turns if t.error), None)
-                            or "no turn was answered: every reply was empty (no text, so no audio)")
-    return 0
-
-
-class _TargetFailed(StudioError):
-    exit_code = 1
+        converse_report.keep(args, conv, where, where)
+    return converse_report.report(args, conv)
 
 
 def _run_compare(args: argparse.Namespace, audios: list[ListenAudio]) -> int:
@@ -390,7 +333,7 @@ def _run_compare(args: argparse.Namespace, audios: list[ListenAudio]) -> int:
     result = asyncio.run(compare(audios, a, b))
     print(json.dumps(result.as_json(), ensure_ascii=False) if args.json else render(result))
     if (problem := failure(result)) is not None:
-        raise _TargetFailed(problem)
+        raise converse_report.TargetFailed(problem)
     return 0
 
 
