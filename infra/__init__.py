@@ -21,6 +21,7 @@ from infra.delete import (
 from infra.converge import EndpointOutcome
 from infra.deploy import DeployResult, deploy, resume
 from infra.errors import InfraError
+from infra.fleet import StudioFleet, studio_fleet
 from infra.model import (
     DEFAULT_VOICE_MODEL,
     DeploymentSpec,
@@ -40,13 +41,7 @@ from infra.smoke import SmokeReport, deployment_backend, record_smoke, run_smoke
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from infra.cost import CostReport, cost_of_types, deployment_cost
 from infra.status import StatusReport, deployment_status
-from infra.sweep import (
-    StudioFleet,
-    SweepReport,
-    delete_orphans,
-    find_orphans,
-    studio_fleet,
-)
+from infra.sweep import SweepReport, delete_orphans, find_orphans
 
 __all__ = [
     "DEFAULT_STATE_FILE", "DEFAULT_VOICE_MODEL", "CostReport", "DeleteReport", "Deletion", "DeployOptions", "DeployResult",

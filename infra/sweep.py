@@ -31,6 +31,7 @@ from infra.delete import (
     verify_gone,
 )
 from infra.errors import InfraError
+from infra.fleet import studio_tags
 from infra.model import TAG_DEPLOYMENT, TAG_ROLE
 from infra.pricing import PriceTable, load_prices
 from infra.progress import Progress, ProgressCallback, WaitSettings
@@ -127,18 +128,6 @@ def _alarm_and_scaling_names(state: DeploymentState) -> set[tuple[str, str]]:
     return names
 
 
-def _studio_tags(sm: Any, arn: str) -> dict[str, str] | None:
-    try:
-        tags: dict[str, str] = {}
-        for page in sm.get_paginator("list_tags").paginate(ResourceArn=arn):
-            tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
-    except AWS_ERRORS as exc:
-        if is_not_found(exc):
-            return None  # gone between the list and the tags
-        raise
-    return tags if TAG_DEPLOYMENT in tags else None
-
-
 def find_orphans(ctx: AwsContext, state_files: Iterable[Path], *, prices: PriceTable | None = None,
                  progress: ProgressCallback | None = None) -> SweepReport:
     progress = progress or (lambda _: None)
@@ -160,7 +149,7 @@ def find_orphans(ctx: AwsContext, state_files: Iterable[Path], *, prices: PriceT
                     name, arn = item[f"{prefix}Name"], item[f"{prefix}Arn"]
                     if kind == "endpoint":
                         existing.add(name.lower())
-                    tags = _studio_tags(sm, arn)
+                    tags = studio_tags(sm, arn)
                     if tags is None:
                         continue
                     seen += 1
@@ -246,68 +235,6 @@ def _scaling_and_alarms(ctx: AwsContext, known: set[tuple[str, str]], existing: 
     except AWS_ERRORS as exc:
         notes.append(f"scalable targets not listed: {translate(exc, 'list Application Auto Scaling targets')}")
     return found
-
-
-@dataclass
-class StudioFleet:
-    """Every studio-tagged endpoint in a region, known or not: what the cost banner shows."""
-
-    region: str
-    endpoints: list[tuple[str, EndpointStatus]]  # (deployment id, status)
-    prices: PriceTable
-    # endpoint name -> when its TTL schedule deletes it (ISO, UTC), None: no schedule (infra/ttl.py)
-    deletions: dict[str, str | None] = field(default_factory=dict)
-
-    @property
-    def running(self) -> list[EndpointStatus]:
-        return [e for _, e in self.endpoints if e.billing]
-
-    @property
-    def usd_per_hour(self) -> float:
-        return sum(e.usd_per_hour or 0.0 for e in self.running)
-
-    @property
-    def cost_so_far_usd(self) -> float:
-        return sum(e.cost_so_far_usd or 0.0 for e in self.running)
-
-    def to_dict(self) -> dict[str, Any]:
-        live = [e.endpoint_name for _, e in self.endpoints if e.status not in ("gone", "Failed", "Deleting")]
-        times = sorted(t for n in live if (t := self.deletions.get(n)))
-        # InService at 0 instances (the video endpoint idles there): up, free, and not "running" — the banner
-        # names them, or "2 running" reads wrong beside 3 endpoints InService
-        idle = [e.role or e.endpoint_name for _, e in self.endpoints if e.status == "InService" and not e.billing]
-        unpriced = sorted({e.instance_type or "unknown" for e in self.running if e.usd_per_hour is None})
-        return {"region": self.region, "running": len(self.running), "idle": idle,
-                "usd_per_hour": round(self.usd_per_hour, 4), "unpriced": unpriced,
-                "cost_so_far_usd": round(self.cost_so_far_usd, 4),
-                "endpoints": [{"deployment_id": d, **e.to_dict(), "deletes_at": self.deletions.get(e.endpoint_name)}
-                              for d, e in self.endpoints],
-                "soonest_deletion": times[0] if times else None,
-                "without_ttl": sum(1 for n in live if self.deletions and self.deletions.get(n) is None)}
-
-
-def studio_fleet(ctx: AwsContext, *, prices: PriceTable | None = None) -> StudioFleet:
-    """List the region's endpoints and keep the studio's (tagged), with status and running cost."""
-    prices = prices or load_prices()
-    sm = ctx.sagemaker
-    found: list[tuple[str, EndpointStatus]] = []
-    try:
-        for page in sm.get_paginator("list_endpoints").paginate(PaginationConfig={"PageSize": 100}):
-            for item in page.get("Endpoints", []):
-                tags = _studio_tags(sm, item["EndpointArn"])
-                if tags is not None:
-                    status = describe_endpoint_status(ctx, item["EndpointName"], prices, role=tags.get(TAG_ROLE))
-                    found.append((tags[TAG_DEPLOYMENT], status))
-    except AWS_ERRORS as exc:
-        raise translate(exc, "list the studio's endpoints") from None
-    from infra.ttl import fleet_ttls  # each endpoint's TTL schedule, for the banner
-    from infra.ttl_choice import iso
-
-    deletions: dict[str, str | None] = {}
-    for dep in {d for d, _ in found}:
-        names = [e.endpoint_name for d, e in found if d == dep]
-        deletions |= {n: None if t is None else iso(t) for n, t in fleet_ttls(ctx, dep, names).items()}
-    return StudioFleet(ctx.region, found, prices, deletions)
 
 
 def delete_orphans(ctx: AwsContext, orphans: list[Orphan], *, wait: WaitSettings = WaitSettings(),

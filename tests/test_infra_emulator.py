@@ -454,7 +454,7 @@ def test_missing_credentials_and_bad_options_are_named(emulator_env: EmulatorHan
 
 
 def test_fleet_lists_every_studio_endpoint_with_its_cost(emulator_env: EmulatorHandle, state_file: Path):
-    from infra.sweep import studio_fleet
+    from infra.fleet import studio_fleet
     from tests.emulator_support import deploy_endpoint
 
     assert deploy(options(roles=["voice", "image"]), state_file=state_file, wait=FAST).ok

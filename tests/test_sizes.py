@@ -28,7 +28,6 @@ PENDING = {
     "emulator/oidc.py",
     "emulator/registry.py",
     "infra/model.py",
-    "infra/sweep.py",
     "services/cli/load.py",
     "services/settings.py",
     "services/speech/sagemaker_http2.py",

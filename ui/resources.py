@@ -236,9 +236,9 @@ ENDPOINTS_PAGE = "pages/endpoints.py"
 
 @st.cache_data(ttl=30, show_spinner=False)
 def _fleet(region: str, profile: str | None, state_stamp: float | None) -> dict | None:
-    """Studio-tagged endpoints in the region (infra's sweep listing), or None when AWS cannot be asked."""
+    """Studio-tagged endpoints in the region (infra's fleet listing), or None when AWS cannot be asked."""
     from infra.aws import AwsContext
-    from infra.sweep import studio_fleet
+    from infra.fleet import studio_fleet
 
     try:
         return studio_fleet(AwsContext(region, profile)).to_dict()
