@@ -1,7 +1,7 @@
 """`python -m services <command>` — the services layer's command-line face.
 
 Commands (`COMMANDS`): the families' own — `speak` and `voices` (services/cli/speech.py, voices.py), `listen`
-(services/cli/listen.py), `image` and `video` (services/cli/media.py), `sound` (services/cli/sound.py) — and the studio's tools: `converse` (talk to
+(services/cli/listen.py), `image` and `video` (services/cli/media.py), `sound` (services/cli/sound.py) — and the studio's tools: `clip` (a video with a narration and a soundtrack), `converse` (talk to
 a voice agent), `load` (load sweeps), `eval` (blind evaluations), `history` (migrate, list or copy the history).
 Each command
 module exposes `register(subparsers, common)`, where `common` is the parent parser holding the shared
@@ -62,6 +62,11 @@ def _sound() -> ModuleType:
     return sound
 
 
+def _clip() -> ModuleType:
+    from services.cli import clip
+    return clip
+
+
 def _converse() -> ModuleType:
     from services.cli import converse
     return converse
@@ -85,7 +90,7 @@ def _history() -> ModuleType:
 # Each command's word and the module that registers it, in the order `--help` lists them: the families' own
 # commands, then the studio's tools. (Each module is imported only when its command runs.)
 COMMANDS = {"speak": _speech, "voices": _voices, "listen": _listen, "converse": _converse, "image": _media,
-            "video": _media, "sound": _sound, "load": _load, "eval": _eval, "history": _history}
+            "video": _media, "sound": _sound, "clip": _clip, "load": _load, "eval": _eval, "history": _history}
 
 
 def _every_command_module() -> tuple[ModuleType, ...]:
