@@ -88,7 +88,7 @@ class OldPattern:
     socket keeps Nagle's algorithm (the CRT's default)."""
 
     def __init__(self, client) -> None:
-        from services.speech.sagemaker_http2 import Http2Clients
+        from services.speech.http2_clients import Http2Clients
 
         self.client = client
         model = client._transport_factory()
@@ -105,7 +105,7 @@ class OldPattern:
 
     async def keep_apart(self) -> None:
         """The new pattern's client must not set TCP_NODELAY on this connection's socket."""
-        from services.speech.sagemaker_http2 import sockets_to
+        from services.speech.http2_clients import sockets_to
 
         new = self.client._transport_factory().clients
         new.leave_alone(sockets_to(await self.clients.peers()))

@@ -34,7 +34,7 @@ from services.endpoint_view import describe_endpoint
 from services.files import read_user_file
 from services.history import History
 from services.settings import Settings
-from services.speech.sagemaker_http2 import Http2Clients
+from services.speech.http2_clients import Http2Clients
 
 
 @dataclass(frozen=True)

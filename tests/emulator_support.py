@@ -43,7 +43,7 @@ from emulator.launch import start_moto
 # The HTTP/2 SDK against the emulator
 def crt_transport(handle: EmulatorHandle) -> Any:
     """A CRT HTTP/2 transport that trusts the emulator's CA (the SDK's own trusts only the system store)."""
-    from services.speech.sagemaker_http2 import crt_transport as make
+    from services.speech.http2_clients import crt_transport as make
 
     return make(handle.ca_file)
 

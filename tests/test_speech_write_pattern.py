@@ -25,7 +25,8 @@ from services.settings import Settings
 from services.speech import session as session_module
 from services.speech import speech_config
 from services.speech.mock import MockPeer, MockTransport
-from services.speech.sagemaker_http2 import Http2SpeechTransport, sockets_to
+from services.speech.http2_clients import sockets_to
+from services.speech.sagemaker_http2 import Http2SpeechTransport
 from services.speech.session import SpeechSession
 
 pytest.register_assert_rewrite("tests.emulator_support")

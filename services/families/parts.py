@@ -11,7 +11,8 @@ if TYPE_CHECKING:
     from services.aws import AwsSession
     from services.history import History
     from services.settings import Settings
-    from services.speech.sagemaker_http2 import Http2Clients, Http2SpeechTransport
+    from services.speech.http2_clients import Http2Clients
+    from services.speech.sagemaker_http2 import Http2SpeechTransport
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@
 - transport.py       the four-method transport interface
 - websocket.py       vLLM-Omni's `/v1/audio/speech/stream` (and the offline engine)
 - sagemaker_http2.py SageMaker's HTTP/2 bidirectional stream
+- http2_clients.py   its connections: one SDK client per event loop, credentials, TLS trust, TCP_NODELAY
 - mock.py            a scripted in-memory server for tests
 - text.py            speakable(text): the one check of a voice request's text; pieces under the message limit
 - audio.py           WAV, envelope and waveform pictures
