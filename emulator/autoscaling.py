@@ -42,7 +42,7 @@ from starlette.responses import Response
 from emulator import forward
 from emulator.clock import Clock
 from emulator.errors import AwsError, json_protocol_response
-from emulator.registry import EndpointRecord
+from emulator.records import EndpointRecord
 
 # The Emulator (emulator/core.py) is typed loosely: core creates the lifecycle, so importing it back would
 # close an import cycle (tests/test_layers.py).

@@ -33,7 +33,7 @@ from emulator import versions
 from emulator.core import Emulator
 from emulator.errors import AwsError, rest_json_response
 from emulator.eventstream import exception_event, payload_parts
-from emulator.registry import EndpointRecord
+from emulator.records import EndpointRecord
 from emulator.runtime import model_error, pick_variant, serving_endpoint
 
 log = logging.getLogger("emulator")

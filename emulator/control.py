@@ -14,13 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator import shapes, versions
+from emulator.capacity import quota_name
 from emulator.errors import AwsError, validation
-from emulator.registry import (
-    Deployment,
-    EndpointRecord,
-    Registry,
-    quota_name,
-)
+from emulator.records import Deployment, EndpointRecord
+from emulator.registry import Registry
 
 SAGEMAKER = "sagemaker"
 SERVICE_QUOTAS = "service-quotas"

@@ -14,7 +14,8 @@ from botocore.config import Config as BotoConfig
 from emulator.auth import Caller, CredentialMeter, caller_from_headers
 from emulator.config import EmulatorConfig
 from emulator.errors import AwsError
-from emulator.registry import Deployment, EndpointRecord, Registry
+from emulator.records import Deployment, EndpointRecord
+from emulator.registry import Registry
 from emulator.versions import container_url
 
 log = logging.getLogger("emulator")

@@ -1,13 +1,13 @@
 """The emulator's SageMaker resources and their life cycle.
 
-Models and endpoint configs are plain records. Endpoints move through real statuses on timers:
-Creating -> InService | Failed, Updating -> InService (rolled back with a FailureReason when the
-update fails), Deleting -> gone. An endpoint whose variant has `InstancePools` provisions ONE instance
-type: the first entry, by priority, that has capacity (see `Faults.capacity_unavailable`); DescribeEndpoint
-reports it as `ProductionVariants[].InstancePools[].CurrentInstanceCount`, as SageMaker does.
+Models and endpoint configs are plain records (emulator/records.py). Endpoints move through real statuses on
+timers: Creating -> InService | Failed, Updating -> InService (rolled back with a FailureReason when the update
+fails), Deleting -> gone. An endpoint whose variant has `InstancePools` provisions ONE instance type: the first
+entry, by priority, that has capacity (see `Faults.capacity_unavailable`); DescribeEndpoint reports it as
+`ProductionVariants[].InstancePools[].CurrentInstanceCount`, as SageMaker does.
 
-Quotas follow SageMaker: CreateEndpoint/UpdateEndpoint check "ml.<type> for endpoint usage" for EVERY
-pool entry, counting the instances other endpoints hold, and refuse with ResourceLimitExceeded.
+Quotas follow SageMaker (emulator/capacity.py): CreateEndpoint/UpdateEndpoint check "ml.<type> for endpoint
+usage" for EVERY pool entry, counting the instances other endpoints hold, and refuse with ResourceLimitExceeded.
 
 Everything here runs on the server's one event loop, so no locks are needed.
 """
@@ -20,161 +20,16 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from emulator import versions
+from emulator.capacity import check_quotas, check_variant, plan_capacity
 from emulator.config import EmulatorConfig
 from emulator.errors import AwsError, validation
+from emulator.records import IN_PROGRESS, Deployment, EndpointConfigRecord, EndpointRecord, ModelRecord
 
 log = logging.getLogger("emulator")
-
-IN_PROGRESS = ("Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting")
-SERVING = ("InService", "Updating", "SystemUpdating")  # statuses that accept invocations
 MAX_TAGS = 50
-
-
-def quota_name(instance_type: str) -> str:
-    return f"{instance_type} for endpoint usage"
-
-
-@dataclass
-class ModelRecord:
-    name: str
-    arn: str
-    created: float
-    spec: dict[str, Any]  # the CreateModel request without ModelName/Tags
-
-
-@dataclass
-class EndpointConfigRecord:
-    name: str
-    arn: str
-    created: float
-    spec: dict[str, Any]  # the CreateEndpointConfig request without EndpointConfigName/Tags
-
-    @property
-    def variants(self) -> list[dict[str, Any]]:
-        return self.spec.get("ProductionVariants", [])
-
-    @property
-    def async_config(self) -> dict[str, Any] | None:
-        return self.spec.get("AsyncInferenceConfig")
-
-
-@dataclass
-class Deployment:
-    """One production variant as provisioned (or being provisioned)."""
-
-    variant: dict[str, Any]  # the ProductionVariant from the endpoint config
-    instance_type: str | None  # None for serverless variants
-    instance_count: int
-    status_message: str
-    failure: str | None = None  # set when no pool entry has capacity
-    images: list[dict[str, Any]] = field(default_factory=list)  # DeployedImages, once provisioned
-    desired_count: int | None = None  # while autoscaling moves it (emulator/autoscaling.py)
-
-    @property
-    def name(self) -> str:
-        return self.variant.get("VariantName", "AllTraffic")
-
-    @property
-    def model_name(self) -> str:
-        return self.variant["ModelName"]
-
-
-@dataclass
-class EndpointRecord:
-    name: str
-    arn: str
-    config_name: str
-    created: float
-    modified: float
-    status: str = "Creating"
-    failure_reason: str | None = None
-    live: list[Deployment] = field(default_factory=list)  # serving now
-    pending: list[Deployment] = field(default_factory=list)  # being provisioned (Creating/Updating)
-    pending_config: str | None = None
-    async_config: dict[str, Any] | None = None  # snapshot: the endpoint keeps it if its config is deleted
-    pending_async_config: dict[str, Any] | None = None
-    status_since: float = 0.0
-    task: asyncio.Task[None] | None = None
-    generation: int = 0  # bumps on every (re)provisioning, so per-endpoint runtime state can tell
-    # Versions (emulator/versions.py): the last UpdateEndpoint's DeploymentConfig, the old (blue) fleet
-    # held during a bake, and the invocation errors the live fleet answered since its traffic shift.
-    deployment_config: dict[str, Any] | None = None
-    blue: list[Deployment] = field(default_factory=list)
-    errors_on_live: int = 0
-
-    def instances_held(self) -> dict[str, int]:
-        """Instance type -> count this endpoint holds against the quotas (blue/green: old and new)."""
-        if self.status == "Failed":
-            return {}
-        held: dict[str, int] = {}
-        for d in [*self.live, *self.pending, *self.blue]:
-            if d.instance_type and d.failure is None:
-                held[d.instance_type] = held.get(d.instance_type, 0) + d.instance_count
-        return held
-
-
-def check_variant(variant: dict[str, Any]) -> None:
-    """Refuse a ProductionVariant SageMaker would refuse: one kind of capacity, counts, unique pools."""
-    vname = variant.get("VariantName")
-    has_type = bool(variant.get("InstanceType"))
-    pools = variant.get("InstancePools")
-    serverless = variant.get("ServerlessConfig")
-    if has_type and pools:
-        raise validation(f"Production variant {vname}: specify either InstanceType or InstancePools, not both")
-    if not has_type and not pools and not serverless:
-        raise validation(f"Production variant {vname}: one of InstanceType, InstancePools or ServerlessConfig is required")
-    if serverless and (has_type or pools):
-        raise validation(f"Production variant {vname}: ServerlessConfig cannot be combined with InstanceType or InstancePools")
-    if not serverless and variant.get("InitialInstanceCount") is None:
-        raise validation(f"Production variant {vname}: InitialInstanceCount is required for instance-based variants")
-    if pools:
-        priorities = [p["Priority"] for p in pools]
-        types = [p["InstanceType"] for p in pools]
-        if len(set(priorities)) != len(priorities):
-            raise validation(f"Production variant {vname}: InstancePools priorities must be unique (got {priorities})")
-        if len(set(types)) != len(types):
-            raise validation(f"Production variant {vname}: InstancePools instance types must be unique (got {types})")
-
-
-def plan_capacity(cfg: EndpointConfigRecord, unavailable: set[str]) -> list[Deployment]:
-    """Pick each variant's instance type now: the first pool entry (by priority) with capacity
-    (`unavailable`: the instance types the faults say have none)."""
-    plan: list[Deployment] = []
-    for variant in cfg.variants:
-        variant = copy.deepcopy(variant)
-        count = int(variant.get("InitialInstanceCount") or 0)
-        if variant.get("ServerlessConfig"):
-            plan.append(Deployment(variant, None, 0, "Provisioning serverless capacity"))
-            continue
-        entries = (
-            sorted(variant["InstancePools"], key=lambda p: p["Priority"])
-            if variant.get("InstancePools")
-            else [{"InstanceType": variant["InstanceType"], "Priority": 1}]
-        )
-        skipped = [e for e in entries if e["InstanceType"] in unavailable]
-        usable = [e for e in entries if e["InstanceType"] not in unavailable]
-        if not usable:
-            tried = ", ".join(e["InstanceType"] for e in entries)
-            reason = (
-                "Unable to provision requested ML compute capacity due to InsufficientInstanceCapacity "
-                f"for every instance type of production variant {variant.get('VariantName')} ({tried}). "
-                "Please retry using a different ML instance type or after some time."
-            )
-            plan.append(Deployment(variant, entries[0]["InstanceType"], count, reason, failure=reason))
-            continue
-        chosen = usable[0]
-        message = f"Provisioning {count} x {chosen['InstanceType']} (pool priority {chosen['Priority']})"
-        if skipped:
-            message += "; no capacity for " + ", ".join(
-                f"{e['InstanceType']} (priority {e['Priority']})" for e in skipped if e["Priority"] < chosen["Priority"]
-            )
-        plan.append(Deployment(variant, chosen["InstanceType"], count, message))
-    return plan
-
 
 # A probe runs when provisioning finishes; it returns a FailureReason, or None when the variant is healthy.
 Probe = Callable[[EndpointRecord, list[Deployment]], Awaitable[str | None]]
@@ -276,7 +131,7 @@ class Registry:
             raise validation(f'Cannot create already existing endpoint "{self.arn("endpoint", name)}".')
         cfg = self.endpoint_config(config_name)
         plan = plan_capacity(cfg, set(self.config.faults.capacity_unavailable))
-        self._check_quotas(cfg, exclude=None)
+        check_quotas(cfg, self.usage(), self.config.quota_for)
         now = time.time()
         record = EndpointRecord(
             name, self.arn("endpoint", name), cfg.name, now, now, pending=plan, status_since=now,
@@ -297,7 +152,7 @@ class Registry:
             raise validation(f'Cannot update endpoint "{record.arn}" in status {record.status}; delete and recreate it.')
         cfg = self.endpoint_config(config_name)
         plan = plan_capacity(cfg, set(self.config.faults.capacity_unavailable))
-        self._check_quotas(cfg, exclude=None)  # blue/green: the new fleet comes up beside the old one
+        check_quotas(cfg, self.usage(), self.config.quota_for)  # blue/green: the new fleet comes up beside the old one
         record.pending, record.pending_config = plan, cfg.name
         record.pending_async_config = copy.deepcopy(cfg.async_config)
         if deployment_config is not None or not retain_deployment_config:
@@ -328,33 +183,6 @@ class Registry:
             for itype, n in ep.instances_held().items():
                 total[itype] = total.get(itype, 0) + n
         return total
-
-    def _check_quotas(self, cfg: EndpointConfigRecord, exclude: EndpointRecord | None) -> None:
-        in_use = self.usage(exclude)
-        requested: dict[str, int] = {}
-        ordered: list[str] = []
-        for variant in cfg.variants:
-            if variant.get("ServerlessConfig"):
-                continue
-            count = int(variant.get("InitialInstanceCount") or 0)
-            entries = variant.get("InstancePools") or [{"InstanceType": variant["InstanceType"], "Priority": 1}]
-            for entry in sorted(entries, key=lambda p: p["Priority"]):
-                itype = entry["InstanceType"]
-                requested[itype] = requested.get(itype, 0) + count
-                if itype not in ordered:
-                    ordered.append(itype)
-        for itype in ordered:
-            limit = self.config.quota_for(itype)
-            current = in_use.get(itype, 0)
-            if current + requested[itype] > limit:
-                raise AwsError(
-                    "ResourceLimitExceeded",
-                    f"The account-level service limit '{quota_name(itype)}' is {_num(limit)} Instances, with current "
-                    f"utilization of {current} Instances and a request delta of {requested[itype]} Instances. "
-                    "Please use AWS Service Quotas to request an increase for this quota. If AWS Service Quotas is "
-                    "not available, contact AWS support to request an increase for this quota.",
-                )
-
     async def _provision(self, record: EndpointRecord, *, update: bool) -> None:
         try:
             await self._wait_transition(record, "update_s" if update else "create_s")
@@ -469,6 +297,3 @@ class Registry:
         self.resource_for_arn(arn)
         return [{"Key": k, "Value": v} for k, v in self.tags.get(arn, {}).items()]
 
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)

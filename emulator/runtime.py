@@ -34,7 +34,7 @@ from starlette.responses import Response
 from emulator import versions
 from emulator.core import Emulator, parse_s3_uri
 from emulator.errors import AwsError, request_id, rest_json_response, runtime_validation
-from emulator.registry import SERVING, Deployment, EndpointRecord
+from emulator.records import SERVING, Deployment, EndpointRecord
 from protocol.limits import ASYNC_INLINE_LIMIT, REALTIME_PAYLOAD_MAX_BYTES
 from protocol.sagemaker import route_from_attributes
 

@@ -28,7 +28,7 @@ from typing import Any
 from protocol.common import ErrorInfo, ErrorResponse, dumps
 
 # The registry imports this module, so its types are not imported here: `reg` is an emulator.registry.Registry,
-# `record` an EndpointRecord, `d` a Deployment.
+# `record` an emulator.records.EndpointRecord, `d` a Deployment.
 Registry = EndpointRecord = Deployment = Any
 
 log = logging.getLogger("emulator")

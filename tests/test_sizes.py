@@ -26,7 +26,6 @@ MIN_PRODUCT_FILES = 150  # fewer means the listing went wrong, not that the prod
 PENDING = {
     "emulator/exec.py",
     "emulator/oidc.py",
-    "emulator/registry.py",
     "infra/model.py",
     "services/cli/load.py",
     "services/settings.py",
