@@ -24,7 +24,8 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet
 
-from emulator.oidc import DEFAULT_REDIRECT_URIS, parse_users, start_oidc
+from emulator.oidc import start_oidc
+from emulator.oidc_provider import DEFAULT_REDIRECT_URIS, parse_users
 from tests.cli_support import run_cli
 
 STUDIO = "http://127.0.0.1:8502/oauth2callback"  # not a default: registered by the fixture
