@@ -17,6 +17,7 @@ from services.videos import (
     VideoRequest,
 )
 from ui import resources
+from ui.clip_views import clip_panel
 from ui.forms import optional_seed
 from ui.gallery_views import ITEM_PARAM, browse, linked_item
 from ui.video_views import GALLERY, chosen_reference, gallery_choices, job_list, player, running_jobs, video_form
@@ -122,6 +123,7 @@ def progress() -> None:
 
 progress()
 
+clip_panel(history, backend)  # "Make a clip" from a finished video, below
 if current is not None:
     player(current)  # a file deleted under its record: a line naming it
 

@@ -4,13 +4,18 @@ offline engine, inside a loopback-only network namespace (tests/browser_support.
 The scenario generates an image, sees it in the gallery with its preview label, presses "Use for video",
 lands on the video page with that image as the reference, generates a video, and then asks the browser's
 own HTMLVideoElement: it has loaded (readyState), its duration is frames / fps, and currentTime advances
-while it plays.
+while it plays. Then it makes a clip of that video from the job list (a written narration, a soundtrack prompt):
+the browser decodes the clip's audio, and the kept clip's video packets are the source video's.
 """
 
 from __future__ import annotations
 
+import io
 import time
 
+import av
+
+from services.history import History
 from tests.browser_support import poll
 
 SCREENSHOT_IMAGE = "/tmp/omni-studio-image-browser.png"
@@ -33,6 +38,18 @@ async () => {
   v.currentTime = 0;
   await v.play();
   return v.currentTime;
+}
+"""
+
+
+_CLIP_AUDIO = """
+async () => {
+  const v = document.querySelector('[data-testid="stMain"] video');
+  if (!v) return null;
+  v.muted = false; v.currentTime = 0;
+  try { await v.play(); } catch (e) { return {audio: 0, error: String(e)}; }
+  await new Promise(r => setTimeout(r, 800));
+  return {audio: v.webkitAudioDecodedByteCount || 0, duration: v.duration};
 }
 """
 
@@ -97,6 +114,26 @@ def scenario(studio) -> dict:
     out["jobs_text"] = page.locator('[data-testid="stMain"]').inner_text()[-2500:]
     page.set_viewport_size({"width": 1400, "height": 2000})
     page.screenshot(path=SCREENSHOT_VIDEO)
+
+    # "Make a clip" from the video in the job list: a narration the voice speaks, a soundtrack the sound route makes
+    with studio.rerun("the rerun that opens the clip panel"):
+        page.get_by_role("button", name="Make a clip").first.click()
+    for group in ("Narration", "Soundtrack"):
+        with studio.rerun(f"the rerun that shows the {group.lower()}'s field"):
+            page.get_by_role("radiogroup", name=group).get_by_text("Write it").click()
+    text = page.get_by_role("textbox", name="Narration text")
+    text.fill("The waves roll in at dawn.")
+    with studio.rerun("the rerun that takes the narration"):
+        text.press("Control+Enter")
+    sound = page.get_by_role("textbox", name="Soundtrack prompt")
+    sound.fill("calm strings")
+    with studio.rerun("the rerun that takes the soundtrack prompt"):
+        sound.press("Enter")
+    page.get_by_role("button", name="Make clip").click()
+    page.get_by_text("🎞 Clip of", exact=False).first.wait_for(timeout=120_000)
+    out["clip_state"] = poll(lambda: page.evaluate(_CLIP_AUDIO), lambda s: s is not None and s["audio"] > 0, 60,
+                             what="the clip's audio decoded by the browser")
+    out["clip_text"] = page.locator('[data-testid="stMain"]').inner_text()
     return out
 
 
@@ -120,3 +157,17 @@ def test_image_to_video_in_chromium(tmp_path) -> None:
     assert after["currentTime"] > r["play"]["start"] + 0.3  # it plays: time advances
     assert "succeeded" in r["jobs_text"] and "17 frames @ 8 fps · 30 steps" in r["jobs_text"]
     assert all(v == {"FPS": "8", "Steps": "30"} for v in r["form_on_arrival"]), r["form_on_arrival"]
+    # the clip: kept as a video beside the one it was made from, its frames that video's, with an AAC track
+    assert "calm strings" in r["clip_text"] and r["clip_state"]["audio"] > 0, r["clip_state"]
+    history = History(tmp_path / "data")
+    clip = next(j for j in history.jobs.list("video") if j.meta.get("clip"))
+    source = history.jobs.get(clip.meta["clip"]["of"])
+    assert video_packets(clip.read("video.mp4")) == video_packets(source.read("video.mp4"))
+    with av.open(io.BytesIO(clip.read("video.mp4"))) as c:
+        assert (c.streams.audio[0].codec_context.name, c.streams.audio[0].rate) == ("aac", 48000)
+    assert {"narration.wav", "soundtrack.wav"} <= set(clip.inputs or [])
+
+
+def video_packets(mp4: bytes) -> list[bytes]:
+    with av.open(io.BytesIO(mp4)) as c:
+        return [bytes(p) for p in c.demux(c.streams.video[0]) if p.size]

@@ -7,6 +7,8 @@ credentials come from the standard AWS_* variables, the way a user's shell provi
 
 from __future__ import annotations
 
+from protocol.catalog import FAMILY_NAMES
+
 import asyncio
 import io
 import json
@@ -359,7 +361,8 @@ def test_endpoint_names_come_from_the_state_file(tmp_path: Path) -> None:
                                  "bucket": "b1", "prefix": "p1", "kms_key": None}))
     t = resolve_targets(Settings.model_validate({"backend": "sagemaker", "state_file": str(state)}))
     assert (t.region, t.endpoints, t.bucket, t.prefix, t.source) == (
-        "eu-west-1", {"voice": "v1", "image": "i1", "video": "x1", "listen": None, "omni": None}, "b1", "p1", str(state))
+        "eu-west-1", {**dict.fromkeys(FAMILY_NAMES), "voice": "v1", "image": "i1", "video": "x1"}, "b1", "p1",
+        str(state))  # the opt-in families' endpoints: none named
     explicit = resolve_targets(Settings.model_validate({"backend": "sagemaker", "state_file": str(state),
                                                         "region": "us-west-2", "image_endpoint": "mine"}))
     assert explicit.region == "us-west-2" and explicit.endpoints["image"] == "mine" and explicit.endpoints["voice"] == "v1"

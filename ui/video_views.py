@@ -16,6 +16,7 @@ from services.videos import DEFAULT_STEPS, SMOKE_TEST_STEPS, VIDEO_FILE
 from ui.forms import bounded_number
 from ui.media_views import label, seconds, video_summary, video_timings, when
 from ui.resources import plain, uploads_allowed
+from ui.clip_views import clip_summary, start_clip
 from ui.text import shorten
 from ui.gallery_views import item_link, manage, title_and_prompt
 from ui.workspace_views import allowed, by_line, share_toggle
@@ -165,6 +166,8 @@ def player(job: Job) -> None:
         about.markdown(f"**{plain(job.title)}**")
     about.text(job.prompt)
     about.caption(plain(f"{video_summary(job)} · {video_timings(job)}"))
+    if (clip := clip_summary(job)) is not None:
+        about.caption(plain(clip))
     by_line(job.user_id, about)
     if mp4 is None:
         about.link_button("Download MP4", job.url(VIDEO_FILE, download_as=f"{job.id}.mp4") or url or "")
@@ -185,6 +188,8 @@ def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Calla
             a.markdown(f"**{label(job)}** · {plain(when(job.created_at))}")
             title_and_prompt(job, a, shown=PROMPT_TEXT)
             a.caption(plain(f"{video_summary(job)} · {video_timings(job)}"))
+            if (clip := clip_summary(job)) is not None:
+                a.caption(plain(clip))
             by_line(job.user_id, a)
             if history is not None:
                 share_toggle(history, "job", job.id, job.user_id, job.shared, a, key_prefix=key_prefix)
@@ -194,6 +199,9 @@ def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Calla
                 a.caption(plain(f"🕳️ video file {VIDEO_FILE} missing from the studio's media"))
             if job.status == "succeeded":
                 b.button("Play", key=f"{key_prefix}play-{job.id}", on_click=on_play, args=(job.id,), width="stretch")
+            if makes and job.status == "succeeded":
+                b.button("Make a clip", key=f"{key_prefix}clip-{job.id}", on_click=start_clip, args=(job.id,),
+                         width="stretch", help="add a narration and a soundtrack to this video")
             if makes:
                 b.button("Reuse settings", key=f"{key_prefix}reuse-{job.id}", on_click=on_reuse, args=(job.id,),
                          width="stretch")

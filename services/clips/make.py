@@ -118,20 +118,22 @@ def make_finished_clip(backend: Any, plan: ClipPlan, *, out: Path, progress: Pro
     return ClipOutcome(result, narration, soundtrack, made, stages)
 
 
-def keep_clip(history: Any, outcome: ClipOutcome, *, of: str | None, prompt: str, target: str) -> Any:
-    """Keep the clip as a video job (its parts as the job's inputs, what made it in `meta["clip"]`)."""
+def keep_clip(history: Any, outcome: ClipOutcome, *, of: str | None, prompt: str, target: str,
+              source_params: dict[str, Any] | None = None) -> Any:
+    """Keep the clip as a video job (its parts as the job's inputs, what made it in `meta["clip"]`); the video's
+    own settings (`source_params`, when it is a kept job) stay with it, so its summary and "Reuse" still work."""
     inputs = {}
     if outcome.narration is not None:
         inputs["narration.wav" if outcome.narration[:4] == b"RIFF" else "narration.audio"] = outcome.narration
     if outcome.soundtrack is not None:
         inputs["soundtrack" + _suffix(outcome.soundtrack)] = outcome.soundtrack
     described = outcome.as_json()
-    params = {"clip_of": of, "duck_db": outcome.made.get("duck_db"), "fit": described["fit"],
+    params = {**(source_params or {}), "clip_of": of, "duck_db": outcome.made.get("duck_db"), "fit": described["fit"],
               "generated": described["generated"]}
     job = history.jobs.create("video", prompt, params, target=target, status="running", inputs=inputs,
                               meta={"clip": {"of": of, **described}})
     r = outcome.result
-    meta = {"clip": {"of": of, **described}, "frames": r.frames, "seconds": round(r.clip_s, 3)}
+    meta = {"clip": {"of": of, **described}, "frames": r.frames, "duration_s": round(r.clip_s, 3)}
     return history.jobs.succeed(job.id, {CLIP_FILE: r.path.read_bytes()},
                                 timings=outcome.stages_s, meta=meta)
 
