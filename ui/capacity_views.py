@@ -12,17 +12,10 @@ import altair as alt
 import streamlit as st
 
 from protocol.catalog import FAMILIES, family
-from services.images import DEFAULT_SIZE
 from services.listen import ListenAudio, load_audio
 from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modality
-from services.load.plan import (
-    DEFAULT_FINAL_MS,
-    DEFAULT_IMAGE_PROMPT,
-    DEFAULT_LISTEN_TEXT,
-    DEFAULT_TEXT,
-    DEFAULT_VIDEO_PROMPT,
-    SLO_FIGURES,
-)
+from services.load.family import WorkInput
+from services.load.plan import SLO_FIGURES, load_family
 from services.pricing import usd
 from ui.resources import NO_UPLOADS, plain, uploads_allowed
 from ui.workspace_views import by_line, owner_of, share_toggle
@@ -34,47 +27,56 @@ LEVEL_FIGURES = {key: (name, unit) for key, (name, unit, _) in SLO_FIGURES.items
 
 def slo_placeholder(modality: Modality) -> str:
     """An SLO for the box's placeholder, on the figure an SLO means when it names none."""
-    figures = family(modality).load_figures
-    if not figures:
-        return "latency 5s"
-    word = SLO_FIGURES[figures[0]][2]
-    return f"{word} {DEFAULT_FINAL_MS:g}ms" if figures[0] == "final_ms" else f"{word} 300ms"
+    return load_family(modality).slo_example
 
 
-def work_inputs(modality: Modality) -> dict[str, Any]:
-    """What every request of the sweep asks for (the same defaults as the CLI)."""
-    if modality == "voice":
-        return {"text": st.text_area("Text each session speaks", value=DEFAULT_TEXT, key="cap_text", height=90)}
-    if modality == "listen":
+def work_inputs(modality: Modality) -> None:
+    """What every request of the sweep asks for: its family's inputs (the same defaults as the CLI), drawn in
+    order, those with a width sharing a row."""
+    row: list[WorkInput] = []
+    for item in load_family(modality).inputs:
+        if item.width:
+            row.append(item)
+            continue
+        _row(row)
+        row = []
+        _input(st, item)
+    _row(row)
+
+
+def _row(items: list[WorkInput]) -> None:
+    if items:
+        for column, item in zip(st.columns([i.width for i in items]), items):
+            _input(column, item)
+
+
+def _input(where: Any, item: WorkInput) -> None:
+    if item.kind == "recording":
         if uploads_allowed():
-            st.file_uploader("Recording every stream sends at real time (blank: the offline voice says the sentence "
-                             "below)", key="cap_audio")
+            where.file_uploader(item.label, key=item.key)
         else:
-            st.caption(f"{NO_UPLOADS} The offline voice says the sentence below.")
-        return {"text": st.text_input("Sentence the offline voice speaks", value=DEFAULT_LISTEN_TEXT,
-                                      key="cap_listen_text")}
-    if modality == "image":
-        c1, c2 = st.columns([3, 1])
-        return {"prompt": c1.text_input("Prompt", value=DEFAULT_IMAGE_PROMPT, key="cap_prompt_image"),
-                "size": c2.text_input("Size (WxH)", value=DEFAULT_SIZE, key="cap_size")}
-    return {"prompt": st.text_input("Motion prompt", value=DEFAULT_VIDEO_PROMPT, key="cap_prompt_video")}
+            where.caption(f"{NO_UPLOADS} {item.note}")
+    elif item.kind == "area":
+        where.text_area(item.label, value=item.default, key=item.key, height=item.height)
+    else:
+        where.text_input(item.label, value=item.default, key=item.key)
 
 
 def work_values(modality: Modality) -> dict[str, Any]:
-    """The work item as the inputs hold it (read from the session state: a button's callback runs first)."""
+    """The work item as the inputs hold it (read from the session state: a button's callback runs first); a
+    recording given stands in for the fields it replaces."""
     state = st.session_state
-    if modality == "voice":
-        return {"text": state.get("cap_text", DEFAULT_TEXT)}
-    if modality == "listen":
-        return {} if state.get("cap_audio") is not None else {"text": state.get("cap_listen_text", DEFAULT_LISTEN_TEXT)}
-    if modality == "image":
-        return {"prompt": state.get("cap_prompt_image", DEFAULT_IMAGE_PROMPT), "size": state.get("cap_size", DEFAULT_SIZE)}
-    return {"prompt": state.get("cap_prompt_video", DEFAULT_VIDEO_PROMPT)}
+    inputs = load_family(modality).inputs
+    values = {i.field: state.get(i.key, i.default) for i in inputs if i.kind != "recording"}
+    for given in (i for i in inputs if i.kind == "recording" and state.get(i.key) is not None):
+        values = {k: v for k, v in values.items() if k not in given.replaces}
+    return values
 
 
 def recording_value(modality: Modality) -> ListenAudio | None:
-    """A listen sweep's uploaded recording, checked (InvalidInput naming what to fix); None without one."""
-    upload = st.session_state.get("cap_audio") if modality == "listen" else None
+    """The sweep's uploaded recording (a family that takes one: listen), checked (InvalidInput naming what to
+    fix); None without one."""
+    upload = next((st.session_state.get(i.key) for i in load_family(modality).inputs if i.kind == "recording"), None)
     return None if upload is None else load_audio(upload.getvalue(), upload.name)
 
 

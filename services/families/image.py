@@ -30,4 +30,11 @@ def _smoke(backend: Any, ctx: Any) -> Any:
     return smoke_image(backend, ctx)
 
 
-FAMILY = FamilyCode(name="image", smoke=_smoke, clients={"image": Build(_server, _sagemaker)})
+def _load() -> Any:
+    """Its load part (services/load/image.py), imported when a sweep first asks."""
+    from services.load.image import ImageLoad
+
+    return ImageLoad()
+
+
+FAMILY = FamilyCode(name="image", load=_load, smoke=_smoke, clients={"image": Build(_server, _sagemaker)})

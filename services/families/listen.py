@@ -36,4 +36,11 @@ def _smoke(backend: Any, ctx: Any) -> Any:
     return smoke_listen(backend, ctx)
 
 
-FAMILY = FamilyCode(name="listen", smoke=_smoke, clients={"listen": Build(_server, _sagemaker)})
+def _load() -> Any:
+    """Its load part (services/load/listen.py), imported when a sweep first asks."""
+    from services.load.listen import ListenLoad
+
+    return ListenLoad()
+
+
+FAMILY = FamilyCode(name="listen", load=_load, smoke=_smoke, clients={"listen": Build(_server, _sagemaker)})

@@ -67,5 +67,5 @@ class FamilyCode:
     # (`backend.client("listen")`); a family may add others (voice: "voices", its voice library).
     clients: Mapping[str, Build] = field(default_factory=dict)
     evaluation: Any = None  # services/eval: its variant, generation and rating
-    load: Any = None  # services/load: its unit of work and figures
+    load: Any = None  # () -> services.load.family.LoadFamily (services/load/<family>.py): its work, inputs, figures
     smoke: Any = None  # (backend, SmokeContext) -> SmokeCheck: services/smoke/<family>.py, run by infra/smoke.py

@@ -32,4 +32,11 @@ def _smoke(backend: Any, ctx: Any) -> Any:
     return smoke_video(backend, ctx)
 
 
-FAMILY = FamilyCode(name="video", smoke=_smoke, clients={"video": Build(_server, _sagemaker)})
+def _load() -> Any:
+    """Its load part (services/load/video.py), imported when a sweep first asks."""
+    from services.load.video import VideoLoad
+
+    return VideoLoad()
+
+
+FAMILY = FamilyCode(name="video", load=_load, smoke=_smoke, clients={"video": Build(_server, _sagemaker)})

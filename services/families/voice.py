@@ -56,7 +56,14 @@ def _smoke(backend: Any, ctx: Any) -> Any:
     return smoke_voice(backend, ctx)
 
 
+def _load() -> Any:
+    """Its load part (services/load/voice.py), imported when a sweep first asks."""
+    from services.load.voice import VoiceLoad
+
+    return VoiceLoad()
+
+
 FAMILY = FamilyCode(
-    name="voice", smoke=_smoke,
+    name="voice", load=_load, smoke=_smoke,
     clients={"voice": Build(_server, _sagemaker), "voices": Build(_voices_server, _voices_sagemaker)},
 )

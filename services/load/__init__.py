@@ -14,6 +14,10 @@
 - runner.py   run_sweep (closed loop per level, through the studio's own clients), SweepRun (for a UI
               thread), is_throttling
 - report.py   Sample, LevelReport, LoadReport: every figure computed from the recorded samples
+- family.py   LoadFamily: what a sweep asks of a family (its work item and inputs, its unit of work, what a sample
+              counts, a level's own figures), WorkInput (an input of the Capacity page and the CLI, as data);
+              each family's part is its own module — voice.py, image.py, video.py, listen.py — registered in
+              services/families/<family>.py and found by plan.load_family(name)
 - percentile, summary and PERCENTILE_METHOD come from services/stats.py (nearest-rank, the one definition)
 - converse.py load converse: each request one whole conversation over recorded turns (run_conversations through
               the runner's run_levels), how many conversations hold a voice-to-voice SLO, its target priced

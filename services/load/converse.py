@@ -33,7 +33,8 @@ from services.converse.setup import Setup
 from services.converse.timeline import Conversation
 from services.load.plan import CONVERSE, LoadPlan
 from services.load.report import LoadReport
-from services.load.runner import Failed, OnProgress, new_report, run_levels
+from services.load.family import Failed
+from services.load.runner import OnProgress, new_report, run_levels
 from services.load.target import LoadTarget, check_price, sagemaker_target, this_machine
 from services.pricing import PriceTable
 from services.settings import Settings

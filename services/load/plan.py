@@ -6,9 +6,11 @@
 Before the first level, `warmup` requests (default 1) run one at a time and are kept apart from the figures:
 a cold first request (a model warming up, a new connection) is not what the target does under steady load.
 
-A listen sweep's work is a recording streamed at real time over `/v1/realtime`: one given (`recording=`, the
-CLI's `--audio FILE`), or by default a sentence (`text`) the offline engine's voice speaks, made once when the
-sweep starts (services/load/runner.py). Its SLO is the final text's p95 (`final_ms`, from the last audio sent to
+What a request of a family's sweep sends is its load part's (services/load/family.py, `load_family`): the fields
+its work item may name, their defaults and checks, the SLO it holds when none is given. A listen sweep's work is a
+recording streamed at real time over `/v1/realtime`: one given (`recording=`, the CLI's `--audio FILE`), or by
+default a sentence (`text`) the offline engine's voice speaks, made once when the sweep starts
+(services/load/listen.py). Its SLO is the final text's p95 (`final_ms`, from the last audio sent to
 `transcription.done`), 1000 ms unless another is given.
 
 A converse sweep (`CONVERSE`, services/load/converse.py) holds whole conversations: each request is one pipeline
@@ -25,31 +27,24 @@ a TTFA SLO for images or videos, a work item a request would refuse (an empty pr
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from protocol.catalog import FAMILY_NAMES, Family, family
 from protocol.errors import InvalidInput
 from protocol.limits import SPEC_FILE_MAX_BYTES, Range
+from services import families
 from services.files import read_user_file
-from services.images import ImageRequest
 from services.listen import ListenAudio
-from services.speech import speakable, speech_config
-from services.videos import VideoRequest
+from services.load.family import LoadFamily, joined
 
-# ---- the work item: what every request of the sweep asks for (a family has load work here, or no sweep) -----
-_VOICE_FIELDS = ("text", "voice", "language")
-_IMAGE_FIELDS = tuple(f.name for f in fields(ImageRequest))
-_VIDEO_FIELDS = tuple(f.name for f in fields(VideoRequest) if f.name not in ("reference", "reference_name"))
-_LISTEN_FIELDS = ("text", "language")  # the sentence the offline voice speaks (without a recording given)
-WORK_FIELDS: dict[str, tuple[str, ...]] = {"voice": _VOICE_FIELDS, "image": _IMAGE_FIELDS, "video": _VIDEO_FIELDS,
-                                           "listen": _LISTEN_FIELDS}
-
-# The catalog's families that a sweep can load: those with work above.
-Modality = Literal[tuple(f for f in FAMILY_NAMES if f in WORK_FIELDS)]  # type: ignore[valid-type]
+# The catalog's families that a sweep can load: those whose family module registers a load part (its work item
+# and unit of work: services/load/<family>.py, found by `load_family`).
+Modality = Literal[families.having("load")]  # type: ignore[valid-type]
 MODALITIES: tuple[Modality, ...] = get_args(Modality)
 # Whole conversations (the pipeline: listen, a reply, voice), counted in the catalog's conversation turns
 CONVERSE = "converse"
@@ -65,7 +60,6 @@ SLO_FIGURES: dict[str, tuple[str, str, str]] = {
 _SLO_WORDS = {"ttfa": "ttfa_ms", "first audio": "ttfa_ms", "final": "final_ms", "final text": "final_ms",
               "first partial": "first_partial_ms", "latency": "latency_s", "v2v": "v2v_ms",
               "voice to voice": "v2v_ms"}
-DEFAULT_FINAL_MS = 1000.0  # a listen sweep's SLO when none is given: the final text within a second
 DEFAULT_V2V_MS = 1500.0  # a converse sweep's when none is given: each conversation's p95 voice-to-voice
 _CONVERSE_SLO = "a converse sweep's SLO is on voice-to-voice, e.g. \"v2v 1500ms\" (--slo-v2v-ms 1500)"
 
@@ -76,12 +70,6 @@ WALL_CLOCK_S = Range(10, 4 * 3600)  # the whole sweep stops sending after this l
 WARMUP = Range(0, 5)  # requests sent one at a time before the first level, kept apart from the figures
 DEFAULT_WALL_CLOCK_S = 30 * 60.0
 DEFAULT_LEVELS = (1, 2, 4, 8)
-
-DEFAULT_TEXT = ("Thanks for calling. Your order shipped this morning, and it should arrive on Thursday. "
-                "Is there anything else I can help you with?")
-DEFAULT_IMAGE_PROMPT = "a lighthouse on a cliff at dawn, soft light"
-DEFAULT_VIDEO_PROMPT = "the camera pans slowly across a quiet harbour"
-DEFAULT_LISTEN_TEXT = "Please call me back when you get home tonight, and bring the report from the meeting."
 
 UNITS_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0}
 _SLO = re.compile(r"^\s*(?:(?:p95\s+)?(?P<metric>ttfa|first[ -]audio|final(?:[ -]text)?|first[ -]partial|latency|"
@@ -95,6 +83,13 @@ def check_modality(modality: str) -> Modality:
         why = f" ({modality} is not load-tested yet)" if modality in FAMILY_NAMES else ""
         raise InvalidInput(f"unknown modality {modality!r}{why}: a sweep loads {', '.join(MODALITIES)}")
     return modality  # type: ignore[return-value]
+
+
+@functools.cache
+def load_family(modality: str) -> LoadFamily:
+    """The load part of the family called `modality` (its work item, unit of work, figures and inputs), as its
+    family module registers it; InvalidInput for a family without one (naming those with one)."""
+    return families.code(check_modality(modality)).load()
 
 
 def unit_family(kind: str) -> Family:
@@ -236,39 +231,22 @@ def read_spec(path: Path) -> dict[str, Any]:
 def check_work(modality: str, work: dict[str, Any], recording: ListenAudio | None = None,
                inputs: tuple[ListenAudio, ...] = ()) -> dict[str, Any]:
     """The work item with defaults filled in, checked as its request will be (InvalidInput naming the field).
-    A listen sweep's recording, when one is given, is named in it with its length (`audio`, `audio_s`); a
+    A recording, given to a family that takes one (listen), is named in it with its length (`audio`, `audio_s`); a
     converse sweep's recorded turns too (`inputs`, `inputs_s`)."""
-    if recording is not None and modality != "listen":
-        raise InvalidInput(f"a recording is a listen sweep's work; a {modality} sweep does not take one")
-    if modality == CONVERSE:
+    part = None if modality == CONVERSE else load_family(modality)
+    if recording is not None and (part is None or not part.takes_recording):
+        takers = joined(k for k in MODALITIES if load_family(k).takes_recording)
+        raise InvalidInput(f"a recording is a {takers} sweep's work; a {modality} sweep does not take one")
+    if part is None:
         return _conversation_work(work, inputs)
     if inputs:
         raise InvalidInput(f"recorded turns are a converse sweep's work; a {modality} sweep does not take them")
-    allowed = WORK_FIELDS[modality]
+    allowed = part.work_fields
     unknown = sorted(set(work) - set(allowed))
     if unknown:
         raise InvalidInput(f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not a field of a "
                            f"{modality} request; use {', '.join(allowed)}")
-    work = {k: v for k, v in work.items() if v is not None}
-    if modality == "voice":
-        work.setdefault("text", DEFAULT_TEXT)
-        work["text"] = speakable(work["text"])  # checked once: every request of the run relies on it
-        speech_config(voice=work.get("voice"), language=work.get("language"))
-    elif modality == "listen":
-        if recording is not None:
-            if "text" in work:
-                raise InvalidInput("give a listen sweep a recording (--audio FILE) or a sentence for the offline "
-                                   "voice to speak (--text), not both")
-            work |= {"audio": recording.name, "audio_s": round(recording.seconds, 3)}
-        else:
-            work["text"] = speakable(work.get("text", DEFAULT_LISTEN_TEXT))
-    elif modality == "image":
-        work.setdefault("prompt", DEFAULT_IMAGE_PROMPT)
-        _construct(ImageRequest, work).validated()
-    else:
-        work.setdefault("prompt", DEFAULT_VIDEO_PROMPT)
-        _construct(VideoRequest, work).validated()
-    return work
+    return part.fill({k: v for k, v in work.items() if v is not None}, recording)
 
 
 def _conversation_work(work: dict[str, Any], inputs: tuple[ListenAudio, ...]) -> dict[str, Any]:
@@ -279,21 +257,6 @@ def _conversation_work(work: dict[str, Any], inputs: tuple[ListenAudio, ...]) ->
         raise InvalidInput("a converse sweep needs the recorded turns every conversation plays (--input TURN.wav, "
                            "repeated for more turns)")
     return {**work, "inputs": [x.name for x in inputs], "inputs_s": [round(x.seconds, 3) for x in inputs]}
-
-
-def _construct(cls: Any, work: dict[str, Any]) -> Any:
-    try:
-        return cls(**work)
-    except TypeError as exc:
-        raise InvalidInput(f"the request fields do not fit: {exc}") from None
-
-
-def image_request(work: dict[str, Any]) -> ImageRequest:
-    return ImageRequest(**work)
-
-
-def video_request(work: dict[str, Any]) -> VideoRequest:
-    return VideoRequest(**work)
 
 
 @dataclass(frozen=True)
@@ -335,8 +298,8 @@ class LoadPlan:
             slo = parse_slo(slo or "", m)
         elif slo.metric != "latency_s":
             slo = slo_ms(slo.metric, slo.limit, m)
-        if slo is None and m == "listen":
-            slo = Slo("final_ms", DEFAULT_FINAL_MS)
+        if slo is None and m != CONVERSE and (default := load_family(m).default_slo):
+            slo = parse_slo(default, m)  # listen: the final text within a second
         if m == CONVERSE and slo is None:
             slo = Slo("v2v_ms", DEFAULT_V2V_MS)
         elif m == CONVERSE and slo.metric != "v2v_ms":

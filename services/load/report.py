@@ -6,12 +6,14 @@
 Per level: `concurrency`, `requests` (sent), `ok`, `errors`, `throttled` (of the errors: SageMaker's
 ThrottlingException, HTTP 429 or 503), the family's timings (its catalog `load_figures`: `ttfa_ms` for voice,
 `final_ms` and `first_partial_ms` for listen) and `latency_s` as {n, p50, p95, max} (nearest-rank, over the
-requests that succeeded), `rtf_p50` (voice), `throughput` and `samples`.
+requests that succeeded), the family's own figures (its load part's `level_figures`: `rtf_p50` for voice),
+`throughput` and `samples`. A sample keeps every figure its family's unit of work returned (`Sample.more` those
+without a field here).
 
-Throughput is the work done by the successful requests over the level's wall-clock span (from its first
-request's start to its last request's end): `audio_s_per_s` (voice: seconds of audio made per second; listen:
-seconds of audio transcribed per second),
-`images_per_min` or `video_s_per_hour` (seconds of video made per hour).
+Throughput is the work done by the successful requests (the catalog units each made or transcribed: its family's
+`work_done`) over the level's wall-clock span (from its first request's start to its last request's end), per the
+catalog's window: `audio_s_per_s` (voice: seconds of audio made per second; listen: seconds of audio transcribed
+per second), `images_per_min` or `video_s_per_hour` (seconds of video made per hour).
 
 A converse level (each request one whole conversation, services/load/converse.py) also has `turns` (heard),
 `failed_turns`, `v2v_ms` — voice-to-voice {n, p50, p95, max} over every answered turn of its conversations (failed
@@ -36,8 +38,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from protocol.catalog import family
-from services.load.plan import CONVERSE, LOAD_KINDS, Slo, load_figures, unit_family
+from services.load.plan import CONVERSE, LOAD_KINDS, Slo, load_family, load_figures, unit_family
 from services.stats import PERCENTILE_METHOD, percentile, summary
 
 REPORT_VERSION = 1
@@ -69,6 +70,18 @@ class Sample:
     turn_v2v_ms: tuple[float, ...] | None = None  # converse: each answered turn's voice-to-voice, in order
     error: str | None = None
     throttled: bool = False  # the error was throttling (ThrottlingException, HTTP 429 or 503)
+    # A family's own figures without a field here (its load part's: services/load/<family>.py), kept as given
+    more: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, figures: dict[str, Any], **fixed: Any) -> Sample:
+        """A sample from a request's figures, those without a field here kept in `more`."""
+        named = {k: v for k, v in figures.items() if k in _FIELDS}
+        return cls(**fixed, **named, more={k: v for k, v in figures.items() if k not in _FIELDS})
+
+    def get(self, figure: str) -> Any:
+        """A figure by its name: a field, or one of `more` (None when the sample has no such figure)."""
+        return getattr(self, figure) if figure in _FIELDS else self.more.get(figure)
 
     @property
     def latency_s(self) -> float:
@@ -88,7 +101,8 @@ class Sample:
 
     def to_dict(self) -> dict[str, Any]:
         """The figures this request has (a voice sample has no `images`, an image none of `audio_s`)."""
-        d = {k: v for k, v in asdict(self).items() if v is not None or k == "error"}
+        d = {k: v for k, v in asdict(self).items() if (v is not None or k == "error") and k != "more"}
+        d |= {k: v for k, v in self.more.items() if v is not None}
         d["latency_s"] = self.latency_s
         if self.turn_v2v_ms is not None:
             d["turn_v2v_ms"] = list(self.turn_v2v_ms)
@@ -97,11 +111,14 @@ class Sample:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Sample:
-        names = {f.name for f in fields(cls)}
-        kept = {k: v for k, v in d.items() if k in names}
+        kept = {k: v for k, v in d.items() if k in _FIELDS}
         if kept.get("turn_v2v_ms") is not None:
             kept["turn_v2v_ms"] = tuple(kept["turn_v2v_ms"])
-        return cls(**kept)
+        return cls(**kept, more={k: v for k, v in d.items() if k not in _FIELDS and k not in _COMPUTED})
+
+
+_FIELDS = frozenset(f.name for f in fields(Sample)) - {"more"}
+_COMPUTED = frozenset({"latency_s", "v2v_p95_ms"})  # what to_dict adds from the fields
 
 
 def new_report_id() -> str:
@@ -109,15 +126,12 @@ def new_report_id() -> str:
 
 
 def _work_done(modality: str, s: Sample) -> float:
+    """The units of the catalog's `unit` a sample made (or transcribed): its family's load part counts them."""
     if not s.ok:
         return 0.0
     if modality == CONVERSE:  # the turns it answered
         return float(len(s.turn_v2v_ms or ()))
-    if family(modality).unit == "audio second":  # voice makes them, listen transcribes them
-        return s.audio_s or 0.0
-    if modality == "image":
-        return float(s.images or 0)
-    return s.video_s or 0.0
+    return load_family(modality).work_done(s)
 
 
 @dataclass(frozen=True)
@@ -159,7 +173,7 @@ class LevelReport:
         good = [s for s in self.samples if s.ok]
         if metric == "latency_s":
             return summary((s.latency_s for s in good), digits=4)
-        return summary((getattr(s, metric) for s in good), digits=2)
+        return summary((s.get(metric) for s in good), digits=2)
 
     @property
     def throughput(self) -> float | None:
@@ -194,9 +208,8 @@ class LevelReport:
             d["turns"] = sum(s.turns or 0 for s in self.samples)
             d["failed_turns"] = sum(s.failed_turns or 0 for s in self.samples)
             d["conversations_within_slo"] = self.within_slo(slo)
-        if self.modality == "voice":
-            rtf = summary((s.rtf for s in self.samples if s.ok), digits=4)
-            d["rtf_p50"] = rtf["p50"]
+        if self.modality != CONVERSE:  # the family's own (voice: rtf_p50)
+            d |= load_family(self.modality).level_figures(self.samples)
         d["wall_s"] = self.wall_s
         d["throughput"] = {THROUGHPUT_KEY[self.modality]: self.throughput}
         d["within_slo"] = self.meets(slo)

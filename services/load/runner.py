@@ -8,19 +8,20 @@ end and take the next, until all N are sent: never more than c requests in fligh
 moment one ends (closed loop: the load is what the target can take, not a fixed arrival rate). Levels run one
 after the other, lowest first.
 
-- voice: a full streaming session through `SpeechClient.say` — the same SpeechSession the Voice page uses
-  (session.config, the text, input.done, every event to session.done); first audio (TTFA, from input.done),
-  audio seconds and RTF are the session's own figures;
-- image: one generation through `ImageClient.generate` (the image checked as the Image page checks it);
-- video: one whole job through `VideoClient.generate`: submit, poll, fetch (S3 on SageMaker), MP4 decoded;
-- listen: one live stream through the backend's `Listener.stream` — the recording sent over `/v1/realtime` (the
-  HTTP/2 bidirectional stream on SageMaker) in 100 ms chunks paced at real time; the final text's latency (from
-  the last audio sent to `transcription.done`), the first partial and the audio seconds are the transcript's own
-  figures. The recording is the plan's, or (by default) the plan's sentence spoken by the offline engine's voice,
-  made once before the warm-up — by the target itself when it is the offline engine — and kept for the process.
+What one request is, is its family's (services/load/family.py: the load part its family module registers, whose
+`unit` is made once before the warm-up):
 
-Every load kind runs through `run_levels` (the warm-up, the levels, the cap): `run_sweep` with the kinds above,
-services/load/converse.py with whole conversations.
+- voice (services/load/voice.py): a full streaming session through `SpeechClient.say` — the same SpeechSession the
+  Voice page uses; first audio (TTFA, from input.done), audio seconds and RTF are the session's own figures;
+- image (image.py): one generation through `ImageClient.generate` (the image checked as the Image page checks it);
+- video (video.py): one whole job through `VideoClient.generate`: submit, poll, fetch (S3 on SageMaker), MP4 decoded;
+- listen (listen.py): one live stream through the backend's `Listener.stream` — the recording sent over
+  `/v1/realtime` at real time; the final text's latency, the first partial and the audio seconds are the
+  transcript's own figures. The recording is the plan's, or the plan's sentence spoken by the offline engine's
+  voice, made once before the warm-up.
+
+Every load kind runs through `run_levels` (the warm-up, the levels, the cap): `run_sweep` with a family's unit of
+work, services/load/converse.py with whole conversations.
 
 First `plan.warmup` requests run one at a time, outside every figure (the report keeps them under
 `warmup`); if one fails, the sweep stops there with its error (WarmupFailed), before any level's load.
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import logging
 import re
 import threading
@@ -46,12 +46,10 @@ from typing import TYPE_CHECKING, Any
 from protocol.errors import StudioError
 from services.access import require
 from services.base import Backend
-from services.load.plan import LoadPlan, image_request, video_request
+from services.load.family import Failed
+from services.load.plan import LoadPlan, load_family
 from services.load.report import LevelReport, LoadReport, Sample
-from services.listen import ListenAudio, load_audio
-from services.listen.sample import spoken_sample, spoken_sample_at
 from services.load.target import LoadTarget
-from services.speech import speech_config
 
 if TYPE_CHECKING:
     from services.history import History
@@ -100,80 +98,9 @@ class Progress:
 OnProgress = Callable[[Progress], None]
 
 
-def _r(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(float(x), digits)
-
-
-class _Requests:
-    """One request of the sweep's modality, as an awaitable that returns the sample's figures."""
-
-    def __init__(self, backend: Backend, plan: LoadPlan, pool: concurrent.futures.ThreadPoolExecutor) -> None:
-        self.backend, self.plan, self.pool = backend, plan, pool
-        work = plan.work
-        if plan.modality == "voice":
-            self.config = speech_config(voice=work.get("voice"), language=work.get("language"))
-        self.recording: ListenAudio | None = plan.recording  # listen: set before the warm-up when not given
-
-    async def one(self) -> dict[str, Any]:
-        m = self.plan.modality
-        if m == "voice":
-            return await self._voice()
-        if m == "listen":
-            return await self._listen()
-        loop = asyncio.get_running_loop()
-        if m == "image":
-            result = await loop.run_in_executor(self.pool, self.backend.client("image").generate, image_request(self.plan.work))
-            return {"images": len(result.images), "bytes": sum(len(i) for i in result.images)}
-        result = await loop.run_in_executor(self.pool, self.backend.client("video").generate, video_request(self.plan.work))
-        return {"video_s": _r(result.info.duration_s), "bytes": len(result.mp4)}
-
-    async def _voice(self) -> dict[str, Any]:
-        speech = self.backend.client("voice")
-        session = speech.open(self.config)
-        utterance = await speech.say(self.config, self.plan.work["text"], session=session)
-        st = utterance.stats
-        figures = {"ttfa_ms": _r(st.ttfa_ms, 2), "bytes": st.bytes, "audio_s": _r(st.audio_seconds),
-                   "rtf": _r(st.rtf)}
-        if utterance.error is not None:
-            raise Failed(utterance.error, figures)
-        return figures
-
-
-    async def _listen(self) -> dict[str, Any]:
-        assert self.recording is not None
-        audio = self.recording
-        t = await self.backend.client("listen").stream(audio, language=self.plan.work.get("language"))
-        return {"final_ms": _r(t.final_ms, 2), "first_partial_ms": _r(t.first_partial_ms, 2), "partials": t.partials,
-                "audio_s": _r(audio.seconds), "rtf": _r(t.rtf), "bytes": len(audio.pcm)}
-
-
-@functools.lru_cache(maxsize=4)
-def _spoken(text: str, url: str | None) -> ListenAudio:
-    """The sentence a listen sweep streams, spoken once per process (seeded: the same audio every time)."""
-    wav = spoken_sample_at(url, text) if url else spoken_sample(text)
-    return load_audio(wav, "the offline voice's sentence")
-
-
-async def listen_recording(backend: Backend, plan: LoadPlan, target: LoadTarget) -> ListenAudio:
-    """What every stream of a listen sweep sends: the plan's recording, or its sentence in the offline voice."""
-    if plan.recording is not None:
-        return plan.recording
-    url = target.target if target.kind == "offline engine" else None
-    return await asyncio.get_running_loop().run_in_executor(None, _spoken, plan.work["text"], url)
-
-
 class WarmupFailed(StudioError):
     """The request sent before the levels failed: every request of the sweep would (a voice the target lacks, a
     model that is not loaded). Nothing else was sent."""
-
-
-class Failed(Exception):
-    """A request that failed after producing some figures (a voice session cut mid-way keeps its audio, a
-    conversation with a failed turn its answered turns)."""
-
-    def __init__(self, error: BaseException, figures: dict[str, Any]) -> None:
-        super().__init__(str(error))
-        self.error, self.figures = error, figures
 
 
 def new_report(plan: LoadPlan, target: LoadTarget) -> LoadReport:
@@ -191,12 +118,10 @@ async def run_sweep(backend: Backend, plan: LoadPlan, target: LoadTarget, *, on_
     """Every level of `plan` against `backend` (which `target` describes); the report with every sample."""
     report = new_report(plan, target)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(plan.levels), thread_name_prefix="load")
-    requests = _Requests(backend, plan, pool)
     try:
-        if plan.modality == "listen":
-            requests.recording = await listen_recording(backend, plan, target)
-            report.work |= {"audio": requests.recording.name, "audio_s": round(requests.recording.seconds, 3)}
-        return await run_levels(report, plan, requests.one, on_progress=on_progress, stop=stop, clock=clock)
+        unit = await load_family(plan.modality).unit(backend, plan, target, pool)
+        report.work |= unit.work  # listen: the recording its streams send
+        return await run_levels(report, plan, unit.send, on_progress=on_progress, stop=stop, clock=clock)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
@@ -251,8 +176,8 @@ async def measure(index: int, one: Callable[[], Awaitable[dict[str, Any]]], t0: 
         error = exc
     end = clock() - t0
     text = None if error is None else (str(error) if isinstance(error, StudioError) else f"{type(error).__name__}: {error}")
-    return Sample(index=index, start_s=round(start, 4), end_s=round(end, 4), ok=error is None, error=text,
-                  throttled=is_throttling(error), **figures)
+    return Sample.of(figures, index=index, start_s=round(start, 4), end_s=round(end, 4), ok=error is None,
+                     error=text, throttled=is_throttling(error))
 
 
 async def _run_level(index: int, c: int, plan: LoadPlan, one: Callable[[], Awaitable[dict[str, Any]]],

@@ -36,7 +36,7 @@ from services.aws import AwsSession, aws_error, missing_endpoint
 from services.base import Backend
 from services.endpoint_view import describe_endpoint
 from services.kinds import kind
-from services.load.plan import CONVERSE, LoadPlan, Modality, unit_family
+from services.load.plan import CONVERSE, LoadPlan, Modality, load_family, unit_family
 from services.pricing import PriceTable, cost_of_seconds, load_prices, usd
 from services.settings import Settings
 from services.speech.client import OFFLINE_ENGINE_OWNER
@@ -75,16 +75,17 @@ class LoadTarget:
         warm = f", after {plan.warmup} warm-up request{'s' if plan.warmup != 1 else ''}" if plan.warmup else ""
         head = (f"The sweep sends {plan.total_requests} {noun} ({plan.requests} at each concurrency level {levels}"
                 f"{warm}) to {where}, and stops sending after {cap_min:g} min at the latest.")
-        if plan.modality == "listen":
-            head += " Each is a live stream that lasts as long as its recording (sent at real time)."
-        if plan.modality == CONVERSE:
+        part = None if plan.modality == CONVERSE else load_family(plan.modality)
+        if part is not None:
+            head += part.requests_note(plan)  # listen: each a live stream at real time
+        else:  # converse: whole conversations over recorded turns
             speech = sum(x.seconds for x in plan.inputs)
             head += (f" Each is a conversation of {len(plan.inputs)} recorded turn{'s' if len(plan.inputs) != 1 else ''}"
                      f" ({speech:.1f} s of speech, sent at real time) and the agent's spoken replies.")
         if self.usd_per_hour is None:
             return f"{head} Its cost cannot be shown: {self.price_note or 'no hourly price is known'}."
         most = cost_of_seconds(self.usd_per_hour, plan.max_wall_s) or 0.0
-        extra = " S3 requests for each video come on top (cents)." if plan.modality == "video" and self.backend == "sagemaker" else ""
+        extra = "" if part is None else part.extra_cost_note(self)  # video on SageMaker: its S3 requests
         if self.emulated:
             return (f"{head} At {usd(self.usd_per_hour, 'rate')}/h ({self.price_source}) that would be at most {usd(most)} of "
                     f"endpoint time on AWS;{extra} this is the local SageMaker emulator: nothing is billed, and the "
