@@ -22,7 +22,6 @@ own voice coming back through the microphone (loudspeakers, no echo cancellation
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -34,7 +33,7 @@ from services.converse.pipeline import Pipeline, listen_model
 from services.converse.reply import Message
 from services.converse.timeline import Conversation, Turn
 from services.listen.client import ws_url_of
-from services.listen.live import FrameResampler
+from services.listen.live import MicrophoneFeed
 from services.listen.realtime import queue_source, stream_pcm
 from services.playback import Playback
 from services.runtime import BackgroundLoop
@@ -170,36 +169,10 @@ class LiveConversation:
     def __init__(self, runner: Any, loop: BackgroundLoop) -> None:
         self.runner = runner
         self._loop = loop
-        self._lock = threading.Lock()
-        self._resample = FrameResampler()
-        self._stopped = False
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._future = loop.submit(runner.hold(queue_source(self._queue, IDLE_S)))
+        self.mic = MicrophoneFeed(loop, idle_s=IDLE_S)  # the bridge Listen uses too
+        self.feed, self.feed_pcm, self.stop = self.mic.feed, self.mic.feed_pcm, self.mic.stop
+        self._future = loop.submit(runner.hold(self.mic.source()))
         self.kept: Any = None  # the studio's KeptCall writing it to the history as it goes (services/converse/kept.py)
-
-    def feed(self, frame: Any) -> None:
-        """An av.AudioFrame as the browser sent it."""
-        with self._lock:
-            if self._stopped:
-                return
-            pcm = self._resample(frame)
-        if pcm:
-            self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, pcm)
-
-    def feed_pcm(self, pcm: bytes) -> None:
-        """16 kHz mono PCM16, as it is (a test's microphone)."""
-        with self._lock:
-            if self._stopped:
-                return
-        self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, pcm)
-
-    def stop(self) -> None:
-        """The person ended the conversation: the microphone stops here."""
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-        self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, None)
 
     @property
     def done(self) -> bool:

@@ -52,6 +52,78 @@ class FrameResampler:
         return b"".join(bytes(out.planes[0])[: out.samples * 2] for out in self._resampler.resample(None))
 
 
+class MicrophoneFeed:
+    """The one bridge from a browser's microphone to a coroutine on the background loop, for Listen and Converse
+    alike: frames from the media thread (`feed`), made 16 kHz mono PCM16 once (FrameResampler) and queued to the
+    loop, where `source()` yields them; `stop()` ends it (what the resampler still holds goes first), and so does
+    no frame for `idle_s` (`idle_ended` then says so). With `keep`, what was heard is kept (`pcm()`)."""
+
+    def __init__(self, loop: BackgroundLoop, *, idle_s: float = IDLE_S, keep: bool = False) -> None:
+        self._loop = loop
+        self._idle_s = idle_s
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._pcm = bytearray()
+        self._resample = FrameResampler()
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.stopped = False
+        self.idle_ended = False
+
+    async def source(self) -> AsyncIterator[bytes]:
+        """The PCM fed, until `stop` — or until none came for `idle_s` (then it ends as Stop ends it)."""
+        async for pcm in queue_source(self._queue, self._idle_s):
+            yield pcm
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped = self.idle_ended = True
+            rest = self._resample.flush()
+            self._hold(rest)
+        if rest:
+            yield rest
+
+    def _hold(self, pcm: bytes) -> None:
+        if self._keep:
+            self._pcm += pcm
+
+    def feed(self, frame: Any) -> None:
+        """An av.AudioFrame as captured (48 kHz stereo s16 from a browser, usually): resampled and sent."""
+        with self._lock:
+            if self.stopped:
+                return
+            pcm = self._resample(frame)
+        self.feed_pcm(pcm)
+
+    def feed_pcm(self, pcm: bytes) -> None:
+        """16 kHz mono PCM16, sent as it is (a test's microphone)."""
+        with self._lock:
+            if self.stopped or not pcm:
+                return
+            self._hold(pcm)
+        self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, pcm)
+
+    def stop(self) -> None:
+        """The microphone is done: what the resampler still holds, then the end."""
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped = True
+            rest = self._resample.flush()
+            self._hold(rest)
+        if rest:
+            self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, rest)
+        self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, None)
+
+    def pcm(self) -> bytes:
+        with self._lock:
+            return bytes(self._pcm)
+
+    @property
+    def seconds(self) -> float:
+        with self._lock:
+            return len(self._pcm) / LISTEN_BYTES_PER_S
+
+
 class LiveListening:
     """One utterance from a microphone (see the module's doc). Thread-safe: `feed` from the media thread, the
     rest from the page's."""
@@ -60,61 +132,16 @@ class LiveListening:
                  language: str | None = None, name: str = MICROPHONE, idle_s: float = IDLE_S) -> None:
         self.name = name
         self.idle_s = idle_s
-        self._loop = loop
         self._lock = threading.Lock()
-        self._pcm = bytearray()
         self._partial = ""
-        self._stopped = False
-        self._idle_ended = False
-        self._resample = FrameResampler()
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._future = loop.submit(listener.stream_live(self._frames(idle_s), name=name, model=model,
+        self.mic = MicrophoneFeed(loop, idle_s=idle_s, keep=True)
+        self.feed, self.feed_pcm, self.stop = self.mic.feed, self.mic.feed_pcm, self.mic.stop
+        self._future = loop.submit(listener.stream_live(self.mic.source(), name=name, model=model,
                                                         language=language, on_partial=self._on_partial))
-
-    async def _frames(self, idle_s: float) -> AsyncIterator[bytes]:
-        """The frames fed, until `stop` — or until none came for `idle_s` (then the stream ends as Stop ends it)."""
-        async for pcm in queue_source(self._queue, idle_s):
-            yield pcm
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = self._idle_ended = True
-            rest = self._resample.flush()
-            self._pcm += rest
-        if rest:
-            yield rest
 
     def _on_partial(self, text: str) -> None:
         with self._lock:
             self._partial = text
-
-    def feed(self, frame: Any) -> None:
-        """An av.AudioFrame as captured (48 kHz stereo s16 from a browser, usually): resampled and sent."""
-        with self._lock:
-            if self._stopped:
-                return
-            pcm = self._resample(frame)
-        self.feed_pcm(pcm)
-
-    def feed_pcm(self, pcm: bytes) -> None:
-        """16 kHz mono PCM16, sent as it is."""
-        with self._lock:
-            if self._stopped or not pcm:
-                return
-            self._pcm += pcm
-        self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, pcm)
-
-    def stop(self) -> None:
-        """The utterance is over: the final commit (what the resampler still holds goes first)."""
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-            rest = self._resample.flush()
-            self._pcm += rest
-        if rest:
-            self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, rest)
-        self._loop.loop.call_soon_threadsafe(self._queue.put_nowait, None)
 
     @property
     def partial(self) -> str:
@@ -123,19 +150,16 @@ class LiveListening:
 
     @property
     def captured_s(self) -> float:
-        with self._lock:
-            return len(self._pcm) / LISTEN_BYTES_PER_S
+        return self.mic.seconds
 
     @property
     def stopped(self) -> bool:
-        with self._lock:
-            return self._stopped
+        return self.mic.stopped
 
     @property
     def idle_ended(self) -> bool:
         """The frames stopped coming for `idle_s` and the stream was ended without Stop."""
-        with self._lock:
-            return self._idle_ended
+        return self.mic.idle_ended
 
     @property
     def done(self) -> bool:
@@ -152,5 +176,4 @@ class LiveListening:
 
     def wav(self) -> bytes:
         """What was captured, as a 16 kHz mono WAV."""
-        with self._lock:
-            return wav_bytes(bytes(self._pcm), LISTEN_SAMPLE_RATE)
+        return wav_bytes(self.mic.pcm(), LISTEN_SAMPLE_RATE)
