@@ -6,10 +6,12 @@ from __future__ import annotations
 import streamlit as st
 
 from protocol.errors import StudioError
+from services.eval.registry import evaluation
 from services.eval.store import EvalStore
 from ui import resources
-from ui.eval_views import create_from_form, define_form, evaluation_label, init_define_state, manage_section, \
-    results_section, review_section, run_section
+from ui.eval_define import create_from_form, define_form, init_define_state
+from ui.eval_results import results_section
+from ui.eval_views import evaluation_label, manage_section, review_section, run_section
 from ui.workspace_views import by_line, may, share_toggle
 
 NEW = "➕ New evaluation"
@@ -44,6 +46,7 @@ st.selectbox("Evaluation", options, index=options.index(state["ev_id"]), key=pic
 if notice := state.pop("ev_notice", None):
     st.success(resources.plain(notice))
 name, url, _ = resources.backend_choice()
+runs = resources.eval_runs()
 if state["ev_id"] == NEW or (state.get("ev_editing") and state["ev_editing"] == state["ev_id"]):
     editing = state["ev_id"] != NEW
     if editing:
@@ -51,8 +54,8 @@ if state["ev_id"] == NEW or (state.get("ev_editing") and state["ev_editing"] == 
     else:
         state["ev_editing"] = None  # a new evaluation, not the one being edited
     init_define_state()
-    define_form(on_create=lambda: create_from_form(store, name, url), backend_name=name, backend_url=url,
-                editing=editing)
+    define_form(on_create=lambda run: create_from_form(store, name, url, runs if run else None), backend_name=name,
+                backend_url=url, editing=editing)
     st.stop()
 
 eval_id = state["ev_id"]
@@ -64,7 +67,6 @@ share_toggle(store.history, "evaluation", ev.id, ev.user_id, ev.shared)
 manage_section(store, eval_id, name, url)
 
 st.subheader("1 · Run")
-runs = resources.eval_runs()
 running_at_start = runs.state(store, eval_id).running
 
 
@@ -82,7 +84,7 @@ review_section(store, eval_id, ev.modality)
 
 st.subheader("3 · Results")
 revealed = state.setdefault("ev_revealed", set())
-if eval_id not in revealed and ev.modality != "listen":  # nothing of a listen evaluation is rated blind
+if eval_id not in revealed and evaluation(ev.modality).rated:  # a measured family's results hide nothing
     st.caption("The labels stay hidden until you reveal them: rate first.")
     if st.button("Reveal the results", key="ev_reveal"):
         revealed.add(eval_id)

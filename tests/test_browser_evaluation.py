@@ -50,8 +50,7 @@ def _scenario(studio) -> dict:
     settings.nth(1).fill('split = "sentence"')
     with studio.rerun("the rerun that takes the last variant's settings"):
         settings.nth(1).press("Tab")
-    page.get_by_role("button", name="Create evaluation").click()
-    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_role("button", name="Create and run").click()  # one press: made, and its run started
     poll(lambda: _main_text(page), lambda t: "4 of 4 items made" in t, 240, what="'4 of 4 items made'")
     page.get_by_role("textbox", name="Your name").fill("ana")
     with studio.rerun("the rerun that takes the rater's name"):
@@ -117,8 +116,7 @@ def stop_scenario(studio) -> dict:
     settings.nth(1).fill('size = "256x256"\nsteps = 8')
     with studio.rerun("the rerun that takes the last variant's settings"):
         settings.nth(1).press("Tab")
-    page.get_by_role("button", name="Create evaluation").click()
-    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_role("button", name="Create and run").click()  # one press: made, and its run started
     # an item made (the run shows as soon as it is claimed, before its first item: a Stop then leaves nothing made)
     poll(lambda: _main_text(page), lambda t: re.search(r"Generating · [1-9]\d* of 200 made", t) is not None, 120,
          what="the run's progress with an item made ('Generating · N of 200 made')")

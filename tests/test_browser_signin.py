@@ -374,7 +374,7 @@ def _two_people() -> dict:
                 settings.nth(i).fill(f"steps = {steps}")
             with rerun(bob, "the rerun that takes Bob's last variant's settings"):
                 settings.nth(1).press("Tab")
-            bob.get_by_role("button", name="Create evaluation").click()
+            bob.get_by_role("button", name="Create only").click()
             bob.get_by_text("Share with the team").wait_for(timeout=30_000)
             ann.reload()
             ann.get_by_role("textbox", name="Name", exact=True).wait_for(timeout=60_000)

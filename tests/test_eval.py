@@ -295,9 +295,9 @@ def test_an_output_file_deleted_under_its_record_is_listed_as_missing_in_the_exp
 # ---- checked against the target before it is made; edited before ratings; deleted ---------------------------
 def test_a_voice_or_language_the_target_lacks_is_refused_at_create_naming_what_it_offers(
         engine_url: str, tmp_path: Path) -> None:
-    from services.eval.runner import speech_offer
+    from services.eval.runner import target_offer
     base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
-    store, offer = EvalStore(base.data_dir), speech_offer(base)
+    store, offer = EvalStore(base.data_dir), target_offer(base, "voice")
     # The offline engine speaks Qwen3-TTS CustomVoice's nine speakers and ten languages; not a made-up one.
     unknown = parse_spec(spec_dict(variants=[{"label": "a", "voice": "zelda"}, {"label": "b", "voice": "joe"}]))
     with pytest.raises(InvalidInput, match=r"variant 'a': voice 'zelda' is not one of its target's voices: pick "
@@ -313,7 +313,7 @@ def test_a_voice_or_language_the_target_lacks_is_refused_at_create_naming_what_i
                                                      {"label": "b"}])), offer=offer)
     assert ok.spec.labels == ["a", "b"]
     down = Settings(data_dir=tmp_path / "data", backend="omni", omni_url="http://127.0.0.1:9")
-    assert speech_offer(down)({"voice": "vivian"}) is None  # cannot be asked now: its run says why
+    assert target_offer(down, "voice")({"voice": "vivian"}) is None  # cannot be asked now: its run says why
 
 
 def test_an_evaluation_is_edited_until_rated_and_deleted_with_its_outputs(engine_url: str, tmp_path: Path) -> None:

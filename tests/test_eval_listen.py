@@ -225,7 +225,7 @@ def test_page_shows_a_listen_evaluation_without_rating(engine_url: str, recordin
     assert any("References" in t.label for t in at.text_area)
     at.text_input(key="ev_name").input("no uploads")
     at.text_area(key="ev_prompts").input("hello there")
-    _button(at, "Create evaluation").click().run()
+    _button(at, "Create only").click().run()
     assert any("give the recordings to transcribe" in e.value for e in at.error), [e.value for e in at.error]
     store = EvalStore(tmp_path)
     assert store.list() == []

@@ -18,7 +18,7 @@ from tests.test_media_pages import _button, _ok, _open
 PAGE = "pages/evaluations.py"
 
 
-def _define(at, name: str, prompts: str, variants: list[dict[str, str]]) -> None:
+def _define(at, name: str, prompts: str, variants: list[dict[str, str]], button: str = "Create only") -> None:
     at.text_input(key="ev_name").input(name)
     at.text_area(key="ev_prompts").input(prompts)
     for i, v in enumerate(variants):
@@ -26,15 +26,17 @@ def _define(at, name: str, prompts: str, variants: list[dict[str, str]]) -> None
             at.selectbox(key=f"ev_{i}_target").set_value(v["target"]).run()
         at.text_input(key=f"ev_{i}_label").input(v["label"])
         at.text_area(key=f"ev_{i}_settings").input(v.get("settings", ""))
-    _button(at, "Create evaluation").click().run()
+    _button(at, button).click().run()
     _ok(at)
 
 
-def run_to_end(at, data_dir: Path, label: str = "Run", timeout_s: float = 120.0) -> None:
-    """Press Run (or Continue): the run goes on the studio's runner, off the page (services/eval/runs.py); wait
-    until no evaluation in the history at `data_dir` is being run, then draw the page again."""
-    _button(at, label).click().run()
-    _ok(at)
+def run_to_end(at, data_dir: Path, label: str | None = "Run", timeout_s: float = 120.0) -> None:
+    """Press Run (or Continue; None: a run started already, by Create and run): the run goes on the studio's
+    runner, off the page (services/eval/runs.py); wait until no evaluation in the history at `data_dir` is being
+    run, then draw the page again."""
+    if label is not None:
+        _button(at, label).click().run()
+        _ok(at)
     reader = EvalStore(data_dir).history.reader()
     deadline = time.monotonic() + timeout_s
     while reader.execute("SELECT COUNT(*) FROM evaluations WHERE run_owner IS NOT NULL").fetchone()[0]:
@@ -53,12 +55,12 @@ def test_define_run_review_blind_reveal_and_export(engine_url: str, monkeypatch:
     at = _open(monkeypatch, tmp_path, engine_url, PAGE)
     _define(at, "steps", "a red fox\na blue boat", [
         {"label": "four", "settings": 'size = "128x128"\nsteps = 4\nseed = 1'},
-        {"label": "eight", "settings": 'size = "128x128"\nsteps = 8\nseed = 1'}])
+        {"label": "eight", "settings": 'size = "128x128"\nsteps = 8\nseed = 1'}], button="Create and run")
     assert not at.error, [e.value for e in at.error]
     store = EvalStore(tmp_path)
     (ev,) = store.list()
-    assert (ev["items"], ev["pending"]) == (4, 4)
-    run_to_end(at, tmp_path)
+    assert ev["items"] == 4
+    run_to_end(at, tmp_path, label=None)  # one press made it and started its run
     assert {i.status for i in store.items(ev["id"])} == {"succeeded"}
     assert "4 of 4 items made" in _text(at)
     # blind: the labels are nowhere on the page while rating
@@ -78,10 +80,13 @@ def test_define_run_review_blind_reveal_and_export(engine_url: str, monkeypatch:
     table = at.dataframe[0].value
     assert list(table["variant"]) == ["four", "eight"] and list(table["ratings"]) == [2, 2]
     assert not [c for c in table.columns if "_" in c], list(table.columns)  # labels for people, not snake_case
-    assert "win rate" in table.columns
+    # short enough to fit beside the sidebar: every figure is one click away (transposed: a column per variant)
+    assert "win rate" in table.columns and len(table.columns) <= 9, list(table.columns)
+    every = at.dataframe[1].value
+    assert list(every.columns) == ["four", "eight"] and {"95 % low", "latency p95 (s)", "latencies"} <= set(every.index)
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert spec["height"] == 112, spec.get("height")  # two variants, a readable band each (not squashed)
-    assert sorted(table["wins"]) == [0, 1] and list(table["ties"]) == [1, 1]
+    assert sorted(table["W–L–T"]) == ["0–1–1", "1–0–1"] and list(table["95 % interval"].str.count("–")) == [1, 1]
     assert "no significant difference" in _text(at)  # two ratings separate nothing
     labels = [b.label for b in at.get("download_button")]
     assert {"Export ZIP", "Blind sheet ZIP", "Report HTML", "Results JSON"} <= set(labels), labels

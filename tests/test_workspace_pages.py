@@ -102,7 +102,7 @@ def test_a_viewer_reads_and_cannot_rate_a_shared_evaluation(engine_url: str, mon
     picker = at.selectbox(key="ev_pick_1")  # one option: no "New evaluation", not her private one
     assert picker.options == [f"team one · voice · 6 items · {_when(shared)} · by alice@example.com"]
     labels = {b.label for b in at.button}
-    assert not labels & {"Create evaluation", "Run", "Start rating"}
+    assert not labels & {"Create and run", "Create only", "Run", "Start rating"}
     words = _words(at)
     assert "Only `alice@example.com`, who made it, runs its items." in words and "Rating is for creators" in words
     _button(at, "Reveal the results").click().run()

@@ -36,21 +36,33 @@ Side by side without storing (the Compare columns): for each variant's settings 
 → (media bytes, figures: latency_s, ttfa_ms/rtf for voice, model_s when the server says); `build_request` checks
 the settings first (InvalidInput naming the setting).
 
-Modules: spec.py (the SPEC), store.py (tables, items, ratings), runner.py (items through the studio's clients,
-one backend per variant target), pairing.py (the blind schedule), stats.py (the formulas), report.py (results
-and renderings), export.py (ZIPs, the blind sheet, the import).
+What differs between families is each family's part (family.py: `EvalFamily`; voice.py, image.py, video.py,
+listen.py), registered in its module in services/families and found by `registry.evaluation(name)`.
+
+Modules: spec.py (the SPEC), store.py (tables, items, ratings), kept.py (results from the history as a variant's
+outputs), runner.py (items through the studio's clients, one backend per variant target), pairing.py (the blind
+schedule), stats.py (the formulas), rated.py (a rated family's report), report.py (results and renderings),
+table.py (the short table a page shows), export.py (ZIPs, the blind sheet, the import).
+
+The names below are imported when first used: the family registry imports the parts (services/eval/<family>.py),
+which must not load the whole package — nor, through it, the registry again.
 """
 
-from services.eval.export import ImportOutcome, export_zip, import_ratings, import_ratings_outcome
-from services.eval.pairing import Pair, next_pair, record_rating, schedule
-from services.eval.report import render, results, verdicts
-from services.eval.requests import build_request
-from services.eval.runner import RunOutcome, generate, run_items, variant_settings
-from services.eval.spec import EvalSpec, load_spec, parse_spec
-from services.eval.store import EvalStore, Item
+from typing import Any
 
 __all__ = [
     "EvalSpec", "EvalStore", "ImportOutcome", "Item", "Pair", "RunOutcome", "build_request", "export_zip", "generate",
     "import_ratings", "import_ratings_outcome", "load_spec", "next_pair", "parse_spec", "record_rating", "render",
     "results", "run_items", "schedule", "variant_settings", "verdicts",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'services.eval' has no attribute {name!r}")
+    from services.eval import export, pairing, report, requests, runner, spec, store
+
+    for module in (export, pairing, report, requests, runner, spec, store):
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(name)

@@ -32,6 +32,7 @@ from typing import Any
 from protocol.errors import InvalidInput
 from services.csvcells import to_csv, unguard
 from services.eval.pairing import check_pair, schedule
+from services.eval.registry import evaluation
 from services.eval.report import results, to_html
 from services.eval.stats import WINNERS
 from services.eval.store import EvalStore, Item
@@ -42,17 +43,21 @@ ITEM_COLUMNS = ("id", "variant", "prompt_index", "repeat", "prompt", "status", "
                 "settings")
 
 
-def _media_tag(modality: str, src: str, missing: bool = False) -> str:
+# An output's tag in the exported HTML, by the major type of what its family makes (EvalFamily.makes).
+TAGS = {
+    "audio": lambda src: f'<audio controls preload="none" src="{src}"></audio>',
+    "image": lambda src: f'<img src="{src}" style="max-width:420px" alt="">',
+    "video": lambda src: f'<video controls preload="none" src="{src}" style="max-width:420px"></video>',
+    "text": lambda src: f'<a href="{src}">transcript</a>',
+}
+
+
+def _media_tag(makes: str, src: str, missing: bool = False) -> str:
     src = html.escape(src)
     if missing:
         return f"<em>missing: {src} (see MISSING.txt)</em>"
-    if modality == "voice":
-        return f'<audio controls preload="none" src="{src}"></audio>'
-    if modality == "listen":
-        return f'<a href="{src}">transcript</a>'
-    if modality == "image":
-        return f'<img src="{src}" style="max-width:420px" alt="">'
-    return f'<video controls preload="none" src="{src}" style="max-width:420px"></video>'
+    tag = TAGS.get(makes.partition("/")[0])
+    return tag(src) if tag else f'<a href="{src}">output</a>'
 
 
 def _item_row(item: Item) -> dict[str, Any]:
@@ -66,13 +71,14 @@ def _item_row(item: Item) -> dict[str, Any]:
 
 def export_zip(store: EvalStore, eval_id: str, *, blind: bool = False) -> bytes:
     ev = store.get(eval_id)
+    part = evaluation(ev.modality)
     items = store.items(eval_id)
     by_id = {i.id: i for i in items}
     kept = {i.id: data for i in items if i.media and (data := store.media(i)) is not None}
     gone = {i.id for i in items if i.media and i.id not in kept}
 
     def tag(item: Item) -> str:
-        return _media_tag(ev.modality, f"media/{item.media}", missing=item.id in gone)
+        return _media_tag(part.makes, f"media/{item.media}", missing=item.id in gone)
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
@@ -110,7 +116,7 @@ ratings.csv</code>.</p><table><tr><th>#</th><th>prompt</th><th>1</th><th>2</th><
             z.writestr("report.html", to_html(res, extra="<h2>Items</h2><table><tr><th>id</th><th>variant</th>"
                                                          f"<th>prompt</th><th>output</th></tr>{gallery}</table>"))
             wanted = [i for i in items if i.media]
-            if ev.modality == "listen":  # the recordings heard, as the evaluation keeps them
+            if part.takes == "audio":  # the recordings heard, as the evaluation keeps them
                 for index in range(len(ev.spec.audio)):
                     recording = store.recording(ev, index)
                     if recording is not None:

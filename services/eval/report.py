@@ -13,42 +13,15 @@ from typing import Any
 
 from services import csvcells
 from services.eval import stats
+from services.eval.rated import fmt
+from services.eval.registry import evaluation
 from services.eval.store import EvalStore
-from services.pricing import usd
-
-VARIANT_COLUMNS = ("label", "items", "failed", "ratings", "wins", "losses", "ties", "win_rate", "ci95_low",
-                   "ci95_high", "latency_p50_s", "latency_p95_s", "latency_n", "ttfa_p50_ms", "ttfa_p95_ms",
-                   "cost_per_item_usd")
-LISTEN_COLUMNS = ("label", "items", "failed", "wer", "wer_ci95_low", "wer_ci95_high", "utterances", "ref_words",
-                  "word_errors", "latency_p50_s", "latency_p95_s", "latency_n", "cost_per_item_usd")
-INTELLIGIBILITY_COLUMNS = ("intelligibility_wer", "intelligibility_ci95_low", "intelligibility_ci95_high",
-                           "intelligibility_n", "intelligibility_words")
 
 
 def columns(res: dict[str, Any]) -> tuple[str, ...]:
-    """The per-variant columns of this evaluation's report (listen: WER; voice: win rates and intelligibility)."""
-    if res["modality"] == "listen":
-        return LISTEN_COLUMNS
-    return VARIANT_COLUMNS + (INTELLIGIBILITY_COLUMNS if res.get("intelligibility_target") else ())
-
-
-def _wer_row(prefix: str, pairs: list[tuple[int, int]]) -> dict[str, Any]:
-    w = stats.wer_bootstrap(pairs)
-    return {f"{prefix}wer": w["wer"], f"{prefix}ci95": w["ci95"], f"{prefix}n": w["n"], f"{prefix}words": w["words"],
-            f"{prefix}errors": w["errors"]}
-
-
-def heard_figures(modality: str, intelligibility: Any, ok: list[Any]) -> dict[str, Any]:
-    """Listen: the corpus WER of the variant's transcripts with its bootstrap interval; voice: the intelligibility
-    of its speech (the same figures over the takes a listen target heard)."""
-    if modality == "listen":
-        w = _wer_row("", [(i.figures["errors"], i.figures["words"]) for i in ok if "words" in i.figures])
-        return {"wer": w["wer"], "wer_ci95": w["ci95"], "utterances": w["n"], "ref_words": w["words"],
-                "word_errors": w["errors"]}
-    if modality == "voice" and intelligibility:
-        return _wer_row("intelligibility_", [(i.figures["intel_errors"], i.figures["intel_words"])
-                                             for i in ok if "intel_words" in i.figures])
-    return {}
+    """The per-variant columns of this evaluation's report (its family's: listen has WER; voice adds
+    intelligibility)."""
+    return evaluation(res["modality"]).columns(res)
 
 
 def comparisons(store: EvalStore, eval_id: str) -> list[stats.Comparison]:
@@ -62,6 +35,7 @@ def results(store: EvalStore, eval_id: str) -> dict[str, Any]:
     items = store.items(eval_id)
     comps = comparisons(store, eval_id)
     labels = ev.spec.labels
+    part = evaluation(ev.modality)
     tallies = stats.variant_tallies(comps, labels)
     variants = []
     for label in labels:
@@ -71,27 +45,12 @@ def results(store: EvalStore, eval_id: str) -> dict[str, Any]:
         row: dict[str, Any] = {"label": label, "items": len(ok), "failed": sum(i.status == "failed" for i in mine),
                                **tallies[label], "latency_p50_s": latency["p50"], "latency_p95_s": latency["p95"],
                                "latency_n": latency["n"]}
-        if ev.modality == "voice":
-            ttfa = stats.summary(i.figures.get("ttfa_ms") for i in ok)
-            row |= {"ttfa_p50_ms": ttfa["p50"], "ttfa_p95_ms": ttfa["p95"], "ttfa_n": ttfa["n"]}
+        row |= part.timing(ok)
         cost = stats.cost_per_item(i.figures.get("cost_usd") for i in ok)
         row |= {"cost_per_item_usd": cost["usd"], "cost_n": cost["n"]}
-        variants.append(row | heard_figures(ev.modality, ev.spec.intelligibility, ok))
-    separation = []
-    for a, b in itertools.combinations(labels, 2):
-        ta, tb = tallies[a], tallies[b]
-        overlap = stats.intervals_overlap(ta["ci95"], tb["ci95"])
-        if ev.modality == "listen":  # WER is measured, not rated: its bootstrap intervals decide
-            wa, wb = (next(v for v in variants if v["label"] == x) for x in (a, b))
-            overlap = stats.intervals_overlap(wa["wer_ci95"], wb["wer_ci95"])
-            separation.append({"a": a, "b": b, "overlap": overlap, "more_ratings": None, "n_each": None})
-            continue
-        more = None
-        if overlap and ta["ratings"] and tb["ratings"]:
-            more = stats.more_ratings_to_separate(ta["win_rate"], ta["ratings"], tb["win_rate"], tb["ratings"])
-        separation.append({"a": a, "b": b, "overlap": overlap,
-                           "more_ratings": None if more is None else more["more"],
-                           "n_each": None if more is None else more["n_each"]})
+        variants.append(row | part.measured(ev.spec, ok))
+    rows = {v["label"]: v for v in variants}
+    separation = [part.separate(a, b, tallies[a], tallies[b], rows) for a, b in itertools.combinations(labels, 2)]
     raters: dict[str, int] = {}
     for c in comps:
         raters[c.rater] = raters.get(c.rater, 0) + 1
@@ -113,38 +72,17 @@ def results(store: EvalStore, eval_id: str) -> dict[str, Any]:
     }
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
-
-
 def verdicts(res: dict[str, Any]) -> list[str]:
     """Plain sentences on whether the intervals separate the variants."""
-    out = []
-    if res["modality"] == "listen":
-        return [f"{s['a']} vs {s['b']}: the WER 95 % intervals " + (
-            "overlap — no significant difference at these utterances." if s["overlap"] else
-            "do not overlap — a significant difference.") for s in res["separation"]]
-    for s in res["separation"]:
-        if not s["overlap"]:
-            out.append(f"{s['a']} vs {s['b']}: the 95 % intervals do not overlap — a significant difference.")
-        elif s["more_ratings"] is not None:
-            out.append(f"{s['a']} vs {s['b']}: no significant difference yet — about {s['more_ratings']} more "
-                       f"ratings would separate them (if the win rates hold).")
-        else:
-            out.append(f"{s['a']} vs {s['b']}: no significant difference (the win rates are equal, or there are "
-                       "no ratings yet).")
-    return out
+    return evaluation(res["modality"]).verdicts(res)
 
 
 def variant_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's rows as its columns name them: each interval (`…ci95`) as its `…_low` and `…_high` ends."""
     rows = []
     for v in res["variants"]:
         ends = {}
-        for key in ("ci95", "wer_ci95", "intelligibility_ci95"):
+        for key in [k for k in v if k.endswith("ci95")]:
             low, high = v.get(key) or [None, None]
             ends |= {f"{key}_low": low, f"{key}_high": high}
         rows.append({k: (ends | v).get(k) if k not in ends else ends[k] for k in columns(res)})
@@ -156,50 +94,14 @@ def to_csv(res: dict[str, Any]) -> str:
     return csvcells.to_csv(variant_rows(res), columns(res))
 
 
-def _wer_text(wer: float | None, ci: list[float] | None, n: int, words: int) -> str:
-    if wer is None:
-        return f"— (n={n} utterances)"
-    interval = "" if ci is None else f" [{ci[0]:.1%}, {ci[1]:.1%}]"
-    return f"{wer:.1%}{interval} (n={n} utterances, {words} words)"
-
-
 def wer_lines(res: dict[str, Any]) -> list[str]:
-    """One sentence per variant: its corpus WER with the bootstrap interval and sizes (listen, or a voice
-    evaluation's intelligibility), then how it was computed."""
-    if res["modality"] == "listen":
-        lines = [f"{v['label']}: WER {_wer_text(v['wer'], v['wer_ci95'], v['utterances'], v['ref_words'])}"
-                 for v in res["variants"]]
-    elif res.get("intelligibility_target"):
-        lines = [f"{v['label']}: intelligibility WER {_wer_text(v['intelligibility_wer'], v['intelligibility_ci95'],
-                                                                v['intelligibility_n'], v['intelligibility_words'])}"
-                 for v in res["variants"]]
-        lines.append(f"Heard by {res['intelligibility_target']}.")
-    else:
-        return []
-    return [*lines, f"Method: {res['method']['wer']}."]
+    """One sentence per variant on its measured figures — its corpus WER with the bootstrap interval and sizes
+    (listen, or a voice evaluation's intelligibility) — then how it was computed; none when nothing is measured."""
+    return evaluation(res["modality"]).measured_lines(res)
 
 
 def to_markdown(res: dict[str, Any]) -> str:
-    if res["modality"] == "listen":
-        return "\n".join([f"# {res['name']} (listen, {res['id']})", "",
-                          f"{res['succeeded']} of {res['items']} items transcribed, {res['failed']} failed.", "",
-                          *[f"- {line}" for line in wer_lines(res)], *[f"- {s}" for s in verdicts(res)]]) + "\n"
-    lines = [f"# {res['name']} ({res['modality']}, {res['id']})", "",
-             f"{res['succeeded']} of {res['items']} items made, {res['failed']} failed; {res['ratings']} ratings by "
-             f"{len(res['raters'])} rater(s).", "",
-             "| variant | items | ratings | W / L / T | win rate | 95 % CI | latency p50 / p95 (s) | cost / item |",
-             "|---|---|---|---|---|---|---|---|"]
-    for v in res["variants"]:
-        ci = "—" if v["ci95"] is None else f"[{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]"
-        cost = "unknown" if v["cost_per_item_usd"] is None else usd(v["cost_per_item_usd"], "unit")
-        lines.append(f"| {v['label']} | {v['items']} | {v['ratings']} | {v['wins']} / {v['losses']} / {v['ties']} | "
-                     f"{_fmt(v['win_rate'])} | {ci} | {_fmt(v['latency_p50_s'])} / {_fmt(v['latency_p95_s'])} "
-                     f"(n={v['latency_n']}) | {cost} |")
-    lines += ["", *[f"- {s}" for s in verdicts(res)], *[f"- {line}" for line in wer_lines(res)]]
-    for a in res["agreement"]:
-        lines.append(f"- raters {a['raters'][0]} and {a['raters'][1]}: {a['percent_agreement']:.0%} agreement, "
-                     f"Cohen's κ {_fmt(a['kappa'])} on {a['n']} shared pairs")
-    return "\n".join(lines) + "\n"
+    return evaluation(res["modality"]).markdown(res)
 
 
 def _chart(res: dict[str, Any]) -> str:
@@ -221,17 +123,12 @@ def _chart(res: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _method_text(res: dict[str, Any]) -> str:
-    if res["modality"] == "listen":
-        return "Word error rates are objective: no blind rating. " + html.escape(res["method"]["wer"]) + "."
-    return "Win rate = (wins + ties/2) / ratings, 95 % Wilson interval; percentiles nearest-rank."
-
-
 def to_html(res: dict[str, Any], *, extra: str = "") -> str:
     """A self-contained page: the table, the chart, the win matrix, the verdicts, the raters."""
     e = html.escape
+    part = evaluation(res["modality"])
     head = "".join(f"<th>{e(c)}</th>" for c in columns(res))
-    body = "".join("<tr>" + "".join(f"<td>{e(_fmt(r[c]))}</td>" for c in columns(res)) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{e(fmt(r[c]))}</td>" for c in columns(res)) + "</tr>"
                    for r in variant_rows(res))
     labels = [v["label"] for v in res["variants"]]
     matrix = "<tr><th></th>" + "".join(f"<th>vs {e(b)}</th>" for b in labels) + "</tr>"
@@ -242,16 +139,16 @@ def to_html(res: dict[str, Any], *, extra: str = "") -> str:
         matrix += f"<tr><th>{e(a)}</th>{cells}</tr>"
     raters = "".join(f"<li>{e(r['name'])}: {r['ratings']} ratings</li>" for r in res["raters"])
     agree = "".join(f"<li>{e(a['raters'][0])} and {e(a['raters'][1])}: {a['percent_agreement']:.0%} agreement, "
-                    f"Cohen's κ {e(_fmt(a['kappa']))} (n={a['n']})</li>" for a in res["agreement"])
+                    f"Cohen's κ {e(fmt(a['kappa']))} (n={a['n']})</li>" for a in res["agreement"])
     verdict = "".join(f"<li>{e(s)}</li>" for s in [*verdicts(res), *wer_lines(res)])
-    rated = "" if res["modality"] == "listen" else (
+    rated = "" if not part.rated else (
         f"<h2>Win rates (95 % intervals)</h2>{_chart(res)}<h2>Pairwise wins/losses/ties</h2><table>{matrix}</table>"
         f"<h2>Raters</h2><ul>{raters}</ul><ul>{agree}</ul>")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{e(res['name'])}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
 padding:4px 8px;text-align:right}}</style></head><body>
 <h1>{e(res['name'])}</h1><p>{e(res['modality'])} evaluation {e(res['id'])}: {res['succeeded']} of {res['items']} items
-made, {res['failed']} failed; {res['ratings']} ratings. {_method_text(res)}</p>
+made, {res['failed']} failed; {res['ratings']} ratings. {e(part.method_text(res))}</p>
 <table><tr>{head}</tr>{body}</table>
 {rated}<ul>{verdict}</ul>
 {extra}

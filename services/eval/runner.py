@@ -14,15 +14,14 @@ targets leave `cost_usd` out, and the report's cost per item is null.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import StudioError
-from services.eval.requests import build_request
+from services.eval.family import EvalFamily
+from services.eval.registry import evaluation
 from services.eval.spec import EvalSpec
 from services.eval.store import EvalStore
 from services.pricing import cost_of_seconds
@@ -57,26 +56,10 @@ def variant_settings(base: Settings, modality: str, settings: dict[str, Any]) ->
 
 def generate(backend: Any, modality: str, prompt: str, settings: dict[str, Any], *,
              recording: bytes | None = None, name: str = "the recording") -> tuple[bytes, dict[str, Any]]:
-    """One item: its media bytes and figures (latency_s always; ttfa_ms and rtf for voice; model_s if told;
-    listen: the transcript of `recording` and its errors, words and wer against `prompt`, the reference)."""
-    started = time.perf_counter()
-    request = build_request(modality, prompt, settings)
-    if modality == "listen":
-        from services.eval.listening import transcribe
-        return transcribe(backend.client("listen"), recording or b"", name, prompt, settings)
-    if modality == "voice":
-        utterance = asyncio.run(backend.client("voice").say(request, prompt))
-        if not utterance.ok:
-            raise StudioError(str(utterance.error))
-        st = utterance.stats
-        figures = {"latency_s": time.perf_counter() - started, "ttfa_ms": st.ttfa_ms, "rtf": st.rtf,
-                   "audio_seconds": st.audio_seconds}
-        return utterance.wav(), figures
-    if modality == "image":
-        result = backend.client("image").generate(request)
-        return result.images[0], {"latency_s": time.perf_counter() - started, **result.timings()}
-    result = backend.client("video").generate(request)
-    return result.mp4, {"latency_s": time.perf_counter() - started, **result.timings()}
+    """One item, made by its family's part (services/eval/family.py): its media bytes and figures (latency_s
+    always; voice: ttfa_ms and rtf; model_s if told; listen: the transcript of `recording` and its errors, words
+    and wer against `prompt`, the reference)."""
+    return evaluation(modality).generate(backend, prompt, settings, recording=recording, name=name)
 
 
 def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Progress | None = None,
@@ -97,7 +80,8 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
     all_items = store.items(eval_id)
     todo = [i for i in all_items if i.status != "succeeded"]
     outcome = RunOutcome(eval_id, len(all_items))
-    hearer = _Hearer(base, spec.intelligibility, factory) if todo and spec.intelligibility else None
+    part = evaluation(spec.modality)
+    hearer = _Hearer(base, spec.intelligibility, factory, part) if todo and spec.intelligibility else None
     done = len(all_items) - len(todo)
     for label in spec.labels:
         mine = [i for i in todo if i.variant == label]
@@ -129,7 +113,7 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
                 error = problem
                 if error is None:
                     try:
-                        _make(store, ev, backend, item, usd_per_hour, hearer)
+                        _make(store, ev, part, backend, item, usd_per_hour, hearer)
                         outcome.generated += 1
                     except StudioError as exc:
                         error = f"variant {label!r}: {exc}"
@@ -150,59 +134,62 @@ def run_items(store: EvalStore, eval_id: str, *, base: Settings, on_progress: Pr
     return outcome
 
 
-def _make(store: EvalStore, ev: Any, backend: Any, item: Any, usd_per_hour: float | None, hearer: Any) -> None:
-    """One item generated, priced, heard (a voice take's intelligibility) and stored."""
+def _make(store: EvalStore, ev: Any, part: EvalFamily, backend: Any, item: Any, usd_per_hour: float | None,
+          hearer: Any) -> None:
+    """One item generated, priced, heard (its outputs measured on the `heard_by` target) and stored."""
     recording, name = None, ""
-    if ev.modality == "listen":
+    if part.takes == "audio":  # the item's recording, kept with the evaluation
         recording, name = store.recording(ev, item.prompt_index), Path(ev.spec.audio[item.prompt_index]).name
         if recording is None:
             raise StudioError(f"its recording {store.recording_name(ev, item.prompt_index)} is gone from the studio's "
                               "media: make the evaluation again")
-    data, figures = generate(backend, ev.modality, item.prompt, item.settings, recording=recording, name=name)
+    data, figures = part.generate(backend, item.prompt, item.settings, recording=recording, name=name)
     if usd_per_hour is not None:
         figures |= {"usd_per_hour": usd_per_hour, "cost_usd": cost_of_seconds(usd_per_hour, figures["latency_s"])}
-    if hearer is not None and ev.modality == "voice":
+    if hearer is not None:
         figures |= hearer.hear(data, item.prompt)
     store.succeed(item, data, figures, ev.modality)
 
 
 class _Hearer:
-    """A voice evaluation's listen target, built on first use and kept for the run (services/eval/listening.py)."""
+    """The target an evaluation's outputs are measured on (a voice evaluation's listen target: its
+    intelligibility), built on first use and kept for the run (the part's `heard_by` and `hear`)."""
 
-    def __init__(self, base: Settings, setting: dict[str, Any], factory: Callable[[Settings], Any]) -> None:
-        self.base, self.setting, self.factory = base, setting, factory
+    def __init__(self, base: Settings, setting: dict[str, Any], factory: Callable[[Settings], Any],
+                 part: EvalFamily) -> None:
+        self.base, self.setting, self.factory, self.part = base, setting, factory, part
         self.backend: Any = None
         self.problem: str | None = None
 
-    def hear(self, wav: bytes, text: str) -> dict[str, Any]:
-        from services.eval.listening import hear_take
+    def hear(self, data: bytes, text: str) -> dict[str, Any]:
         if self.backend is None and self.problem is None:
             try:
-                self.backend = self.factory(variant_settings(self.base, "listen", self.setting))
+                self.backend = self.factory(variant_settings(self.base, str(self.part.heard_by), self.setting))
             except StudioError as exc:
                 self.problem = f"the intelligibility target: {exc}"
         if self.problem is not None:
             return {"intel_error": self.problem}
-        return hear_take(self.backend.client("listen"), wav, text, self.setting.get("model"))
+        return self.part.hear(self.backend, data, text, self.setting)
 
     def close(self) -> None:
         if self.backend is not None:
             self.backend.close()
 
 
-
-def speech_offer(base: Settings, *, backend_factory: Callable[[Settings], Any] | None = None) -> Callable[
-        [dict[str, Any]], Any]:
-    """`offer(variant settings)` for services.eval.spec.check_catalog: the voices and languages of the variant's
-    target, asked now; None when it cannot be asked (down: its run says so, item by item)."""
+def target_offer(base: Settings, modality: str, *, backend_factory: Callable[[Settings], Any] | None = None
+                 ) -> Callable[[dict[str, Any]], Any]:
+    """`offer(variant settings)` for services.eval.spec.check_catalog: what the variant's target offers for its
+    family's `picks` (voice: its voices and languages), asked now; None when it cannot be asked (down: its run
+    says so, item by item)."""
     from services.backend import create_backend
     factory = backend_factory or create_backend
+    part = evaluation(modality)
 
-    def offer(settings: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+    def offer(settings: dict[str, Any]) -> tuple[list[str], ...] | None:
         backend = None
         try:
-            backend = factory(variant_settings(base, "voice", settings))
-            return list(backend.client("voice").voices()), list(backend.client("voice").languages())
+            backend = factory(variant_settings(base, modality, settings))
+            return part.offer(backend)
         except StudioError:
             return None
         finally:

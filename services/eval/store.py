@@ -25,6 +25,8 @@ from typing import Any, Literal
 from protocol.errors import InvalidInput, StudioError
 from services.access import LOCAL, Forbidden, require
 from protocol.catalog import FAMILIES
+from services.eval.kept import KeptItem
+from services.eval.kept import resolve as resolve_kept
 from services.eval.spec import EvalSpec, check_catalog
 from services.history import History
 
@@ -100,17 +102,21 @@ class EvalStore:
         """A new evaluation of the actor's (Forbidden unless their role may evaluate) with every item `pending`.
         `targets` (a services.targets.TargetBook) checks the variants' targets against the studio's closed set
         first, as the pages create them; running it checks again either way. `offer` (services.eval.runner
-        .speech_offer) checks a voice variant's voice and language against what its target offers."""
+        .target_offer) checks what a variant picks of its target's offer (voice: its voice and language). A variant
+        of kept results (services/eval/kept.py) has its items made already, their prompts joining the prompt set."""
         require(self.actor, "evaluate")
         self._check(spec, targets, offer)
+        spec, kept = resolve_kept(self.history, spec)  # results from the history read first: their prompts join
         eval_id = f"ev-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         now = time.time()
         self._keep_recordings(eval_id, spec)
+        names = self._write_kept(eval_id, spec, kept)  # files before the rows that name them
         with self.history.transaction() as db:
             db.execute("INSERT INTO evaluations (id, name, modality, spec, created_at, user_id)"
                        " VALUES (?, ?, ?, ?, ?, ?)",
                        (eval_id, spec.name, spec.modality, spec.model_dump_json(), now, self.actor.id))
             self._add_items(db, eval_id, spec, now)
+            self._add_kept(db, eval_id, kept, names, now)
         return self.get(eval_id)
 
     def _check(self, spec: EvalSpec, targets: Any, offer: Any) -> None:
@@ -135,6 +141,7 @@ class EvalStore:
             raise InvalidInput(f"evaluation {eval_id} is a {ev.modality} evaluation: its modality cannot change — "
                                "make a new evaluation instead")
         self._check(spec, targets, offer)
+        spec, kept = resolve_kept(self.history, spec)
         with self.history.transaction() as db:  # the ratings counted in the same transaction as the change
             rated = db.execute("SELECT COUNT(*) FROM eval_ratings WHERE evaluation_id = ?", (eval_id,)).fetchone()[0]
             if rated:
@@ -145,6 +152,10 @@ class EvalStore:
             db.execute("DELETE FROM eval_items WHERE evaluation_id = ?", (eval_id,))
             self._add_items(db, eval_id, spec, time.time())
         self.history.remove_files(outputs_record(eval_id), f"evaluation {eval_id}'s old outputs")
+        if kept:  # the kept results' copies after the old outputs are gone, then their rows
+            names = self._write_kept(eval_id, spec, kept)
+            with self.history.transaction() as db:
+                self._add_kept(db, eval_id, kept, names, time.time())
         self._keep_recordings(eval_id, spec)
         return self.get(eval_id)
 
@@ -197,8 +208,23 @@ class EvalStore:
                             "made it runs its items (rate it, or make your own from its SPEC)")
         return ev
 
+    def _write_kept(self, eval_id: str, spec: EvalSpec, kept: list[KeptItem]) -> list[str]:
+        suffix = MEDIA_SUFFIX[spec.modality]
+        return self.history.write_files(outputs_record(eval_id), {k.id + suffix: k.data for k in kept})
+
+    def _add_kept(self, db: Any, eval_id: str, kept: list[KeptItem], names: list[str], now: float) -> None:
+        """Results from the history as items already made (services/eval/kept.py)."""
+        for k, name in zip(kept, names):
+            db.execute("INSERT INTO eval_items (id, evaluation_id, variant, prompt_index, repeat, prompt, settings,"
+                       " status, media, figures, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'succeeded', ?, ?, ?)",
+                       (k.id, eval_id, k.variant, k.prompt_index, k.repeat, k.prompt, json.dumps(k.settings), name,
+                        json.dumps(k.figures), now))
+
     def _add_items(self, db: Any, eval_id: str, spec: EvalSpec, now: float) -> None:
+        """Every item a variant makes, `pending` (a variant of kept results makes none)."""
         for label in spec.labels:
+            if spec.settings(label).get("kept"):
+                continue
             settings = json.dumps(spec.settings(label))
             for pi, prompt in enumerate(spec.prompts):
                 for r in range(spec.repeats):
@@ -237,8 +263,11 @@ class EvalStore:
         return out
 
     def check_resume(self, eval_id: str, spec: EvalSpec) -> Evaluation:
-        """The evaluation to continue; refused when the SPEC given is not the one it was made from."""
+        """The evaluation to continue; refused when the SPEC given is not the one it was made from (its kept
+        results' prompts added, as they were when it was made)."""
         ev = self.get(eval_id)
+        if any(v.get("kept") for v in spec.variants):
+            spec = resolve_kept(self.history, spec)[0]
         old, new = ev.spec.model_dump(), spec.model_dump()
         changed = [k for k in new if old.get(k) != new[k]]
         if changed:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.eval.image import EVALUATION
 from services.families.parts import Build, FamilyCode, SageMakerParts, ServerParts
 
 
@@ -37,4 +38,5 @@ def _load() -> Any:
     return ImageLoad()
 
 
-FAMILY = FamilyCode(name="image", load=_load, smoke=_smoke, clients={"image": Build(_server, _sagemaker)})
+FAMILY = FamilyCode(name="image", load=_load, smoke=_smoke, clients={"image": Build(_server, _sagemaker)},
+                    evaluation=EVALUATION)

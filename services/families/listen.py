@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.eval.listen import EVALUATION
 from services.families.parts import Build, FamilyCode, SageMakerParts, ServerParts
 
 
@@ -43,4 +44,5 @@ def _load() -> Any:
     return ListenLoad()
 
 
-FAMILY = FamilyCode(name="listen", load=_load, smoke=_smoke, clients={"listen": Build(_server, _sagemaker)})
+FAMILY = FamilyCode(name="listen", load=_load, smoke=_smoke, clients={"listen": Build(_server, _sagemaker)},
+                    evaluation=EVALUATION)

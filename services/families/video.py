@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.eval.video import EVALUATION
 from services.families.parts import Build, FamilyCode, SageMakerParts, ServerParts
 
 
@@ -39,4 +40,5 @@ def _load() -> Any:
     return VideoLoad()
 
 
-FAMILY = FamilyCode(name="video", load=_load, smoke=_smoke, clients={"video": Build(_server, _sagemaker)})
+FAMILY = FamilyCode(name="video", load=_load, smoke=_smoke, clients={"video": Build(_server, _sagemaker)},
+                    evaluation=EVALUATION)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.eval.voice import EVALUATION
 from services.families.parts import Build, FamilyCode, SageMakerParts, ServerParts
 
 
@@ -66,4 +67,5 @@ def _load() -> Any:
 FAMILY = FamilyCode(
     name="voice", load=_load, smoke=_smoke,
     clients={"voice": Build(_server, _sagemaker), "voices": Build(_voices_server, _voices_sagemaker)},
+    evaluation=EVALUATION,
 )
