@@ -70,6 +70,9 @@ def _scenario(studio) -> dict:
         page.get_by_role("button", name="Reveal the results").click()
     expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
     out["results_text"] = _main_text(page)
+    # the results table is not cut off on the right: its grid scrolls no wider than it is shown
+    out["table_width"] = page.locator('[data-testid="stDataFrame"]').first.evaluate(
+        "e => { const s = e.querySelector('.dvn-scroller'); return s && [s.scrollWidth, s.clientWidth]; }")
     page.get_by_text("Pairwise", exact=False).scroll_into_view_if_needed()
     page.screenshot(path=SCREENSHOT_RESULTS)
     with page.expect_download(timeout=90_000) as download:
@@ -90,6 +93,8 @@ def test_voice_evaluation_rated_blind_revealed_and_exported_in_chromium(tmp_path
     assert r["audio_players"] == 2 and r["labels_hidden"]
     assert all(label in r["results_text"] for label in LABELS)  # revealed
     assert "no significant difference" in r["results_text"]
+    scrolled, shown = r["table_width"]
+    assert 0 < scrolled <= shown + 1, r["table_width"]
     store = EvalStore(data)
     (ev,) = store.list()
     assert sorted(x.winner for x in store.ratings(ev["id"])) == ["a", "b"]
