@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 import wave
@@ -39,12 +40,18 @@ def _fake_microphone(tmp: Path) -> list[str]:
     return ["--use-fake-device-for-media-stream", f"--use-file-for-fake-audio-capture={os.environ[WAV_ENV]}"]
 
 
+def _captured_s(caption: str) -> float:
+    """The seconds of microphone audio the studio has received, from "4.2 s of audio sent so far; …" (the Listen
+    page's caption, read as tests/test_browser_listen.py reads it)."""
+    match = re.match(r"([0-9.]+) s of audio sent so far", caption)
+    return float(match.group(1)) if match else -1.0
+
+
 def scenario(studio) -> dict:  # type: ignore[no-untyped-def]
-    """Runs inside the namespace (tests/browser_support.py): Start, wait for the whole recording, Stop, read."""
+    """Runs inside the namespace (bench/browser.py): Start, wait for the whole recording, Stop, read."""
     from playwright.sync_api import expect
 
-    from tests.browser_support import poll
-    from tests.test_browser_listen import _captured_s
+    from bench.page_waits import poll
 
     page = studio.page
     ends_by_s = LEAD_S + float(os.environ[SPEECH_ENV])
@@ -104,9 +111,9 @@ def main() -> None:
         return
     import tempfile
 
+    from bench.browser import run_browser_scenario
     from offline.launch import start_engine
     from services.listen import OmniListen, load_audio, wer_counts
-    from tests.browser_support import run_browser_scenario
 
     noise = None if args.noise_dbfs == "off" else float(args.noise_dbfs)
     reference, audio, speech_s = recording(noise)

@@ -1,7 +1,7 @@
 """First audio heard in a real browser vs the studio's own figure: where the time between them goes.
 
 The studio (`app.py` on the offline engine) and Debian Chromium run in a loopback-only network namespace
-(tests/browser_support.py; needs root, `unshare`, `ip` and /usr/bin/chromium). One run, side by side:
+(bench/browser.py; needs root, `unshare`, `ip` and /usr/bin/chromium). One run, side by side:
 
 - **speak first**: a fresh visit, Speak pressed without connecting the player (Speak connects it);
 - **connected**: the player already connected, `--runs` utterances, each after the last one has played out;
@@ -102,7 +102,7 @@ def _ms(text: str) -> float | None:
 
 
 def _speak_and_measure(studio, player, text: str) -> dict:
-    from tests.browser_support import poll
+    from bench.page_waits import poll
 
     page = studio.page
     box = page.get_by_role("textbox", name="Text")
@@ -157,7 +157,7 @@ async ([threshold, timeoutMs]) => {
 
 def _stop_to_silence(studio, text: str) -> float | None:
     """ms from a click on Stop, while the player is loud, to a quiet output."""
-    from tests.browser_support import poll
+    from bench.page_waits import poll
     from ui.voice_player import EAR_THRESHOLD
 
     page = studio.page
@@ -173,7 +173,7 @@ def _stop_to_silence(studio, text: str) -> float | None:
 
 
 def scenario(studio) -> dict:
-    """Runs inside the namespace (tests/browser_support.py)."""
+    """Runs inside the namespace (bench/browser.py)."""
     import os
 
     runs = int(os.environ.get("VOICE_HEARD_RUNS", "4"))
@@ -200,7 +200,7 @@ def main() -> None:
     if os.geteuid() != 0 or not shutil.which("unshare") or not os.access("/usr/bin/chromium", os.X_OK):
         print("voice_heard: skipped (needs root for a network namespace and Debian's /usr/bin/chromium)")
         return
-    from tests.browser_support import run_browser_scenario
+    from bench.browser import run_browser_scenario
 
     track = track_latency_ms()
     t0 = time.monotonic()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 
-from tests.browser_support import choose, poll
+from bench.page_waits import choose, poll
 
 SCREENSHOT = "/tmp/omni-studio-capacity-browser.png"
 SAVED_TITLE = "g6 reference"

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import soxr
 
-from tests.browser_support import poll
+from bench.page_waits import poll
 from protocol.script import words
 
 FIRST, SECOND = "What time do you open?", "Thank you very much."

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from tests.browser_support import poll
+from bench.page_waits import poll
 
 _LAYOUT = """
 () => {

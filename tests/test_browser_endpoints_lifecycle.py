@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.browser_support import poll
+from bench.page_waits import poll
 
 SHOTS = {k: f"/tmp/omni-studio-lifecycle-{k}.png" for k in ("deployed", "extended", "upgraded", "rolled-back", "deleted")}
 NEW_TAG = "omni-sagemaker-cuda-v1.7"
@@ -175,13 +175,8 @@ def _segment(text: str, start: str, end: str) -> str:
 
 
 def test_endpoints_lifecycle_in_chromium(tmp_path) -> None:
-    from tests.browser_support import (
-        REHEARSAL_DIR_ENV,
-        REHEARSAL_REPORT_ENV,
-        SERVER_ENV,
-        require_browser,
-        run_browser_scenario,
-    )
+    from bench.browser import REHEARSAL_DIR_ENV, REHEARSAL_REPORT_ENV, SERVER_ENV
+    from tests.browser_support import require_browser, run_browser_scenario
 
     require_browser()
     report = tmp_path / "rehearsal-report.json"

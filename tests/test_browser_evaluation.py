@@ -12,7 +12,7 @@ import io
 import re
 import zipfile
 
-from tests.browser_support import poll
+from bench.page_waits import poll
 
 SCREENSHOT_REVIEW = "/tmp/omni-studio-eval-review.png"
 SCREENSHOT_RESULTS = "/tmp/omni-studio-eval-results.png"

@@ -8,7 +8,7 @@ settings, latency and model time, and a cost per image where the price is known.
 
 from __future__ import annotations
 
-from tests.browser_support import poll
+from bench.page_waits import poll
 
 SCREENSHOT = "/tmp/omni-studio-image-compare.png"
 PROMPT = "A lighthouse on a cliff at dawn"

@@ -8,7 +8,7 @@ two references as thumbnails, and takes it to the video page with "Use for video
 
 from __future__ import annotations
 
-from tests.browser_support import poll
+from bench.page_waits import poll
 
 SCREENSHOT_FORM = "/tmp/omni-studio-image-edit-form.png"
 SCREENSHOT_RESULT = "/tmp/omni-studio-image-edit-result.png"

@@ -21,7 +21,7 @@ import httpx
 import numpy as np
 import soxr
 
-from tests.browser_support import metrics, poll
+from bench.page_waits import metrics, poll
 
 SENTENCE = "Please call me back when you get home tonight."
 MIC_RATE = 48_000

@@ -16,7 +16,7 @@ import time
 import av
 
 from services.history import History
-from tests.browser_support import poll
+from bench.page_waits import poll
 
 SCREENSHOT_IMAGE = "/tmp/omni-studio-image-browser.png"
 SCREENSHOT_VIDEO = "/tmp/omni-studio-video-browser.png"

@@ -15,7 +15,7 @@ import re
 import json
 import time
 
-from tests.browser_support import poll
+from bench.page_waits import poll
 
 SCREENSHOT_ENDPOINTS = "/tmp/omni-studio-rehearsal-endpoints.png"
 SCREENSHOT_END = "/tmp/omni-studio-rehearsal-deleted.png"
@@ -107,13 +107,8 @@ def scenario(studio) -> dict:
 
 
 def test_rehearsal_walk_in_chromium(tmp_path) -> None:
-    from tests.browser_support import (
-        REHEARSAL_DIR_ENV,
-        REHEARSAL_REPORT_ENV,
-        SERVER_ENV,
-        require_browser,
-        run_browser_scenario,
-    )
+    from bench.browser import REHEARSAL_DIR_ENV, REHEARSAL_REPORT_ENV, SERVER_ENV
+    from tests.browser_support import require_browser, run_browser_scenario
 
     require_browser()
     report = tmp_path / "rehearsal-report.json"

@@ -31,7 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.browser_support import poll, settled
+from bench.page_waits import poll, settled
 from tests.haproxy_support import HAPROXY, INSTALL, haproxy
 
 DATABASE_ENV = "OMNI_TEST_REPLICAS_DATABASE"

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.browser_support import poll, settled
+from bench.page_waits import poll, settled
 from tests.cli_support import run_cli
 
 OIDC_PORT_ENV = "OMNI_TEST_OIDC_PORT"
@@ -233,7 +233,7 @@ def _direct_on_all_interfaces() -> dict:
     from playwright.sync_api import sync_playwright
 
     from offline.launch import free_port, spawn, stop, wait_http_ok
-    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
+    from bench.browser import CHROMIUM, CHROMIUM_ARGS
 
     port = free_port()
     out: dict = {}
@@ -266,7 +266,8 @@ def _direct_on_all_interfaces() -> dict:
 
 
 def test_app_py_run_directly_on_0_0_0_0_shows_the_refusal_on_every_page(tmp_path: Path) -> None:
-    from tests.browser_support import RESULT_MARK, require_browser, run_in_netns
+    from bench.browser import RESULT_MARK, run_in_netns
+    from tests.browser_support import require_browser
 
     require_browser()
     proc = run_in_netns([sys.executable, "-m", "tests.test_browser_signin", "refusal"], timeout=180)
@@ -326,7 +327,8 @@ def _evaluation_options(page) -> list[str]:
 def _two_people() -> dict:
     from playwright.sync_api import sync_playwright
 
-    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, EXPECT_TIMEOUT_MS, rerun, watch_script_runs
+    from bench.browser import CHROMIUM, CHROMIUM_ARGS, EXPECT_TIMEOUT_MS
+    from bench.page_waits import rerun, watch_script_runs
 
     def person(browser):  # type: ignore[no-untyped-def]
         """A page in a fresh context (a person's own cookies) where `rerun` sees Streamlit's script runs."""
@@ -404,7 +406,8 @@ def test_done_when_two_people_at_once_own_histories_a_shared_evaluation_and_only
         tmp_path: Path) -> None:
     from services.eval.store import EvalStore
     from services.history import History
-    from tests.browser_support import RESULT_MARK, require_browser, run_in_netns
+    from bench.browser import RESULT_MARK, run_in_netns
+    from tests.browser_support import require_browser
 
     require_browser()
     data = tmp_path / "data"
@@ -433,7 +436,7 @@ def test_done_when_two_people_at_once_own_histories_a_shared_evaluation_and_only
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.browser_support import RESULT_MARK
+    from bench.browser import RESULT_MARK
 
     try:
         result = {"refusal": _direct_on_all_interfaces, "two_people": _two_people}[sys.argv[1]]()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from tests.browser_support import metrics, poll
+from bench.page_waits import metrics, poll
 
 SCREENSHOT = "/tmp/omni-studio-voice-browser.png"
 SENTENCE = "Hello from a real browser. This speech travels over WebRTC while it is generated."

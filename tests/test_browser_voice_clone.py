@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.browser_support import metrics, poll
+from bench.page_waits import metrics, poll
 
 SCREENSHOT = "/tmp/omni-studio-voice-clone-browser.png"
 SCREENSHOT_NEW = "/tmp/omni-studio-voice-clone-recorded.png"  # the new recording with its consent, before Speak

@@ -13,7 +13,7 @@ import re
 import time
 from pathlib import Path
 
-from tests.browser_support import poll
+from bench.page_waits import poll
 
 LONG_TEXT = " ".join(f"Sentence {i} of a long reading that is still going when the page reloads." for i in range(150))
 OPEN_STATES = {"01", "08"}  # ESTABLISHED, CLOSE_WAIT

@@ -442,7 +442,8 @@ def _cmd_args() -> list[str]:
 
 
 def test_the_container_command_serves_on_every_interface_with_sign_in_and_reports_healthy(tmp_path: Path) -> None:
-    from tests.browser_support import require_netns, run_in_netns
+    from bench.browser import run_in_netns
+    from tests.browser_support import require_netns
 
     require_netns()
     env = _container_env(tmp_path, signed_in=True)
@@ -456,7 +457,8 @@ def test_the_container_command_serves_on_every_interface_with_sign_in_and_report
 
 
 def test_the_container_command_refuses_every_interface_without_sign_in(tmp_path: Path) -> None:
-    from tests.browser_support import require_netns, run_in_netns
+    from bench.browser import run_in_netns
+    from tests.browser_support import require_netns
 
     require_netns()
     env = _container_env(tmp_path, signed_in=False)

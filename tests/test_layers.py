@@ -9,7 +9,9 @@ ones included. The rules:
   (importlib / __import__), so every arrow is visible here;
 - pages and ui never import boto3, botocore, httpx or websockets; protocol, offline, emulator and services
   never import streamlit;
-- every page script is at most 150 lines.
+- every page script is at most 150 lines;
+- no product module — every tracked .py outside tests/, bench/ and scripts/ included — imports `tests`: the
+  product stands on its own (tests may import the product, never the other way).
 
 A violation fails with the file, the line and the import that breaks the rule.
 """
@@ -19,6 +21,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.test_sizes import product_files as tracked_product_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("protocol", "hearing", "offline", "emulator", "services", "infra", "ui", "pages")
@@ -222,6 +226,60 @@ def test_engine_internals_private_modules_cycles_and_ui_rules_are_caught(tmp_pat
     assert "pages/voice.py: 151 lines" in text
     assert "import cycle: services.a -> services.b -> services.a" in text
     assert "offline/launch.py" not in text  # a package may use its own private modules
+
+
+# Benches that still start tests/ support (a PostgreSQL cluster, HAProxy) until it moves into product code.
+# This only shrinks: an entry that no longer imports what it names must be removed; never add one.
+IMPORTS_TESTS_PENDING = {
+    "bench/history_backends.py": {"tests.pg_support"},
+    "bench/replicas.py": {"tests.haproxy_support", "tests.pg_support"},
+}
+
+
+def imports_of_tests(root: Path = ROOT) -> dict[str, set[str]]:
+    """Product file -> the modules of tests/ it imports (any import, function-level ones too)."""
+    found: dict[str, set[str]] = {}
+    for path in tracked_product_files(root):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for name in names:
+                if name == "tests" or name.startswith("tests."):
+                    found.setdefault(str(path.relative_to(root)), set()).add(name)
+    return found
+
+
+def product_imports_problems(found: dict[str, set[str]], pending: dict[str, set[str]]) -> list[str]:
+    problems = [f"{file} imports {name}: product code never imports tests/ (move what it needs into a product "
+                "module; tests may import that)"
+                for file, names in sorted(found.items()) for name in sorted(names - pending.get(file, set()))]
+    problems += [f"{file} no longer imports {name}: remove it from IMPORTS_TESTS_PENDING"
+                 for file, names in sorted(pending.items()) for name in sorted(names - found.get(file, set()))]
+    return problems
+
+
+def test_no_product_module_imports_tests():
+    problems = product_imports_problems(imports_of_tests(), IMPORTS_TESTS_PENDING)
+    assert not problems, "product imports tests/:\n" + "\n".join(problems)
+
+
+def test_a_bench_importing_tests_is_named(tmp_path):
+    import subprocess
+
+    files = {"bench/heard.py": "def f():\n    from tests.browser_support import poll\n",
+             "scripts/tool.py": "import tests.pg_support as pg\n", "app.py": "from bench.browser import poll\n",
+             "tests/test_x.py": "from tests.browser_support import poll\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
+    found = imports_of_tests(tmp_path)
+    assert found == {"bench/heard.py": {"tests.browser_support"}, "scripts/tool.py": {"tests.pg_support"}}
+    assert product_imports_problems(found, {"scripts/tool.py": {"tests.pg_support", "tests.gone"}}) == [
+        "bench/heard.py imports tests.browser_support: product code never imports tests/ (move what it needs into a "
+        "product module; tests may import that)",
+        "scripts/tool.py no longer imports tests.gone: remove it from IMPORTS_TESTS_PENDING"]
 
 
 VOICE_PAGE = "pages.voice"

@@ -135,7 +135,8 @@ async def _loopback(speech_pcm: bytes) -> dict:
 
 def test_pushed_speech_arrives_through_webrtc_with_energy(engine_url: str, tmp_path: Path) -> None:
     from services.speech import omni_client, speech_config
-    from tests.browser_support import require_netns, run_in_netns
+    from bench.browser import run_in_netns
+    from tests.browser_support import require_netns
 
     require_netns()
     u = asyncio.run(omni_client(engine_url).say(speech_config(), "Audio goes through the WebRTC track, chunk by chunk."))
@@ -230,7 +231,8 @@ def test_the_ice_scope_follows_the_server_address_and_the_ice_servers() -> None:
 
 
 def test_a_local_only_studio_binds_its_webrtc_sockets_to_loopback() -> None:
-    from tests.browser_support import ROOT, require_netns
+    from bench.browser import ROOT
+    from tests.browser_support import require_netns
 
     require_netns()
     proc = run_cli(["unshare", "-n", "sh", "-c", _LAN_PRELUDE, "sh", sys.executable, "-m",
