@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +119,7 @@ def deploy(options: DeployOptions, *, state_file: Path = DEFAULT_STATE_FILE, wai
         progress(Progress(e.role, "plan", f"{e.model_id}: {gpu_fit_line(e.model_id)}"))
     for warning in plan_warnings(spec):
         progress(Progress(None, "warning", f"warning: {warning}"))
-    report = _quota_check(ctx, {e.role: e.pool for e in spec.endpoints}, progress)
+    report = quota_check(ctx, {e.role: e.pool for e in spec.endpoints}, progress)
     state = DeploymentState.new(spec, state_file)
     say = lifecycle_say(progress)
     lifecycle.prepare(ctx, state, life, say)  # a scheduler role without the permission stops here
@@ -127,7 +127,7 @@ def deploy(options: DeployOptions, *, state_file: Path = DEFAULT_STATE_FILE, wai
     state.save()  # before the first create: every planned name is on disk
     progress(Progress(None, "state", f"state saved to {state_file} (before creating anything)"))
     lifecycle.ensure_ttl_first(ctx, state, say)  # the schedules exist before the endpoints do
-    result = _converge(ctx, state, wait, progress, stop)
+    result = converge(ctx, state, wait, progress, stop)
     result.quota = report
     return result
 
@@ -155,19 +155,19 @@ def resume(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, 
         status = _endpoint_status(ctx, ep.endpoint_name)
         if status is None or status == "Failed":
             to_create[ep.role] = ep.pool
-    report = _quota_check(ctx, to_create, progress) if to_create else None
+    report = quota_check(ctx, to_create, progress) if to_create else None
     from infra import lifecycle
 
     lifecycle.resume_ttl(state, ttl)  # a TTL that passed before the schedules existed needs a new one
     state.phase = "creating"
     state.save()
     lifecycle.ensure_ttl_first(ctx, state, lifecycle_say(progress))
-    result = _converge(ctx, state, wait, progress, stop)
+    result = converge(ctx, state, wait, progress, stop)
     result.quota = report
     return result
 
 
-def _quota_check(ctx: AwsContext, pools: dict[Role, InstancePool], progress: ProgressCallback) -> QuotaReport:
+def quota_check(ctx: AwsContext, pools: dict[Role, InstancePool], progress: ProgressCallback) -> QuotaReport:
     report = check_quotas(ctx, pools)
     if not report.ok:
         progress(Progress(None, "quota", report.message()))
@@ -187,15 +187,16 @@ def _endpoint_status(ctx: AwsContext, name: str) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-def _converge(ctx: AwsContext, state: DeploymentState, wait: WaitSettings, progress: ProgressCallback,
-              stop: threading.Event | None) -> DeployResult:
+def converge(ctx: AwsContext, state: DeploymentState, wait: WaitSettings, progress: ProgressCallback,
+             stop: threading.Event | None, roles: Collection[Role] | None = None) -> DeployResult:
+    """Bring the spec's endpoints (or only `roles`: `infra add`'s new ones) to InService, side by side."""
     stop = stop or threading.Event()
-    spec = state.spec
+    chosen = [ep for ep in state.spec.endpoints if roles is None or ep.role in roles]
     result = DeployResult(state=state, outcomes={})
     # One thread per endpoint: the three create and wait side by side.
-    with ThreadPoolExecutor(max_workers=len(spec.endpoints), thread_name_prefix="infra-endpoint") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(chosen)), thread_name_prefix="infra-endpoint") as pool:
         futures = {ep.role: pool.submit(converge_endpoint, ctx, state, ep, wait, progress, stop)
-                   for ep in spec.endpoints}
+                   for ep in chosen}
         try:
             for role, fut in futures.items():
                 result.outcomes[role] = fut.result()

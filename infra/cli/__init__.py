@@ -8,8 +8,8 @@ problem; 130 interrupted. `--json` prints one JSON document on stdout (progress 
 
 # One module per command group, each with COMMANDS (name -> the function adding its subparser) and the
 # cmd_* functions the subparsers run: infra/cli/deploy.py (deploy, resume, extend, upgrade, rollback),
-# infra/cli/inspect.py (status, cost, plan, smoke), infra/cli/cleanup.py (delete, sweep); the shared
-# options and output helpers are in infra/cli/common.py.
+# infra/cli/add.py (add), infra/cli/inspect.py (status, cost, plan, smoke), infra/cli/cleanup.py (delete,
+# sweep); the shared options and output helpers are in infra/cli/common.py.
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from infra.aws import checked_region
-from infra.cli import cleanup, deploy, inspect, shared
+from infra.cli import add, cleanup, deploy, inspect, shared
 from infra.cli.common import (  # noqa: F401  (re-exported: callers import them from infra.cli)
     STATE_ENV,
     ProgressPrinter,
@@ -33,8 +33,8 @@ from infra.lock import hold
 from protocol.errors import StudioError
 
 # The order `python -m infra --help` lists the commands in.
-ORDER = ("deploy", "resume", "extend", "status", "delete", "sweep", "cost", "smoke", "plan", "upgrade", "rollback", "state")
-COMMANDS = {**deploy.COMMANDS, **inspect.COMMANDS, **cleanup.COMMANDS, **shared.COMMANDS}
+ORDER = ("deploy", "add", "resume", "extend", "status", "delete", "sweep", "cost", "smoke", "plan", "upgrade", "rollback", "state")
+COMMANDS = {**deploy.COMMANDS, **add.COMMANDS, **inspect.COMMANDS, **cleanup.COMMANDS, **shared.COMMANDS}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -145,7 +145,8 @@ COMMANDS: dict[str, Callable[[Any, Parents], None]] = {
 
 
 # ---------------------------------------------------------------------------------------------------------
-def _report_deploy(args: argparse.Namespace, result: DeployResult) -> int:
+def report_deploy(args: argparse.Namespace, result: DeployResult, roles: tuple[str, ...] | None = None) -> int:
+    """The outcome of deploy, resume or add, then the smoke test of `roles` (default: every endpoint); the exit code."""
     if not args.json:
         from infra.lifecycle import ttl_line
 
@@ -166,7 +167,7 @@ def _report_deploy(args: argparse.Namespace, result: DeployResult) -> int:
 
         print("smoke test ...", file=sys.stderr)
         try:
-            report = smoke_deployment(result.state, args.smoke_dir, progress=print_smoke_check)
+            report = smoke_deployment(result.state, args.smoke_dir, roles, progress=print_smoke_check)
         except StudioError as exc:  # the endpoints are up; only the test could not start
             smoke, code = {"ok": False, "error": str(exc)}, 5
             print(f"error: the endpoints are InService but the smoke test did not run: {exc}", file=sys.stderr)
@@ -197,13 +198,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     pools_and_models(options)  # models and GPU fit named before any state file or AWS call
     result = deploy(options, state_file=args.state_file or default_state_file(), wait=wait_settings(args),
                     progress=ProgressPrinter())
-    return _report_deploy(args, result)
+    return report_deploy(args, result)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     result = resume(args.state_file or default_state_file(), region=args.region, profile=args.profile,
                     wait=wait_settings(args), progress=ProgressPrinter(), ttl=args.ttl)
-    return _report_deploy(args, result)
+    return report_deploy(args, result)
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
