@@ -1,8 +1,8 @@
 """Long infra operations run in the background, one at a time per state file, watched from elsewhere.
 
-The endpoints page starts `deploy`, `resume`, `smoke`, `delete`, `upgrade` or `rollback` here and re-reads `runner.current()` on
-each refresh: what is running, the CLI command it corresponds to, its progress lines so far, and how it
-ended. Nothing here knows about Streamlit; every operation is the infra library call the CLI makes.
+The endpoints page starts `deploy`, `add`, `resume`, `smoke`, `delete`, `upgrade` or `rollback` here and re-reads
+`runner.current()` on each refresh: what is running, the CLI command it corresponds to, its progress lines so far,
+and how it ended. Nothing here knows about Streamlit; every operation is the infra library call the CLI makes.
 
     runner = ActionRunner(state_file, audit=AuditLog(history))
     runner.deploy(DeployOptions(...), actor=who, wait=WaitSettings(poll_s=5))  # at once; InfraError if busy
@@ -44,7 +44,7 @@ MAX_LINES = 400  # progress lines kept per action (a long wait repeats itself)
 
 @dataclass
 class Action:
-    kind: str  # deploy | resume | smoke | delete
+    kind: str  # deploy | add | resume | smoke | delete | upgrade | rollback | extend
     command: str  # the CLI line that does the same
     started_at: float = field(default_factory=time.time)
     lines: list[str] = field(default_factory=list)
@@ -118,6 +118,19 @@ class ActionRunner:
             return self._finish_deploy(action, result, smoke)
 
         return self._start("resume", shell_command("resume", ["--state-file", str(self.state_file)]), work, actor)
+
+    def add(self, families: Sequence[Role], *, actor: Principal, wait: WaitSettings = WaitSettings(), smoke: bool = True,
+            models: Sequence[str] = (), instance_types: Sequence[str] = ()) -> Action:
+        """`python -m infra add` (infra/add.py): new endpoints for the deployment, then their smoke test."""
+        from infra.add import add_command, add_endpoints
+
+        def work(action: Action) -> tuple[bool, str]:
+            result = add_endpoints(self.state_file, families, models=models, instance_types=instance_types, wait=wait,
+                                   progress=self._progress(action), stop=self._stop)
+            return self._finish_deploy(action, result, smoke, roles=tuple(result.outcomes))
+
+        return self._start("add", add_command(families, state_file=str(self.state_file), models=models,
+                                              instance_types=instance_types, smoke=smoke), work, actor)
 
     def smoke(self, *, actor: Principal) -> Action:
         def work(action: Action) -> tuple[bool, str]:
@@ -194,7 +207,8 @@ class ActionRunner:
         self._stop.set()
 
     # -- internals ----------------------------------------------------------------------------------
-    def _finish_deploy(self, action: Action, result: Any, smoke: bool) -> tuple[bool, str]:
+    def _finish_deploy(self, action: Action, result: Any, smoke: bool, roles: Sequence[Role] | None = None
+                       ) -> tuple[bool, str]:
         for outcome in result.outcomes.values():
             self._line(action, outcome.summary())
         if not result.ok:
@@ -202,7 +216,7 @@ class ActionRunner:
             return False, str(err) if err else "the deployment did not finish"
         if not smoke:
             return True, "all endpoints InService (smoke test skipped)"
-        report = self._smoke(action, result.state)
+        report = self._smoke(action, result.state, roles)
         return report.ok, "all endpoints InService, smoke test passed" if report.ok else \
             "all endpoints InService, but the smoke test FAILED"
 
@@ -214,8 +228,8 @@ class ActionRunner:
         err = report.error()
         return report.ok, (", ".join(report.outcomes) + f": {done}") if report.ok else str(err)
 
-    def _smoke(self, action: Action, state: DeploymentState | None = None) -> Any:
-        return smoke_deployment(state or DeploymentState.load(self.state_file), self.smoke_dir,
+    def _smoke(self, action: Action, state: DeploymentState | None = None, roles: Sequence[Role] | None = None) -> Any:
+        return smoke_deployment(state or DeploymentState.load(self.state_file), self.smoke_dir, roles,
                                 progress=lambda c: self._line(action, smoke_line(c)))
 
     def _progress(self, action: Action) -> Callable[[Progress], None]:

@@ -1,6 +1,6 @@
 """Endpoints: the SageMaker deployment in the state file — status, instances, time to live, uptime, cost, smoke
-result — and the actions that stand it up, upgrade or roll back its image, extend its TTL and tear it down, each
-with its progress and the CLI line it runs."""
+result — and the actions that stand it up, add an endpoint, upgrade or roll back its image, extend its TTL and tear
+it down, each with its progress and the CLI line it runs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from infra import DeployOptions, WaitSettings, deploy_command
 from infra.model import DEFAULT_IMAGE_TAG, DEFAULT_ROLES, PROJECT, ROLES
 from protocol.errors import StudioError
 from ui import resources
+from ui.add_views import add_panel
 from ui.auth import principal
 from ui.endpoints_views import (action_panel, audit_panel, delete_plan, gpu_fit_captions, load_state, scale_up_note,
                                 status_panel, voice_model_picker)
@@ -22,7 +23,7 @@ from ui.versions_views import versions_panel
 state = st.session_state
 REFRESH_S = 2.0
 
-resources.sidebar()
+resources.sidebar(banner=False)  # the cost banner is drawn with the status table (status_panel), at its instant
 st.title("Endpoints")
 settings = resources.settings()
 state_file = settings.state_file
@@ -53,10 +54,9 @@ def live() -> None:
 
 
 live()
-me = principal()
-if not me.can("deploy"):
-    st.info(f"You are {resources.plain(me.label)}: only an admin deploys, upgrades, extends, rolls back or deletes "
-            "endpoints. Ask one of the studio's admins.", icon="🔒")
+if not (me := principal()).can("deploy"):
+    st.info(f"You are {resources.plain(me.label)}: only an admin deploys, adds, upgrades, extends, rolls back or "
+            "deletes endpoints. Ask one of the studio's admins.", icon="🔒")
     st.stop()
 if runner is None:  # every action is audited: none runs while the audit log cannot be written
     st.error("Endpoint actions are unavailable while the audit log cannot be written: it is kept in the studio's "
@@ -112,8 +112,7 @@ else:
     st.subheader("Actions")
     c1, c2, c3 = st.columns(3)
     # Each start is refused while another command writes the state file (infra/lock.py): the page says so.
-    if c1.button("Resume", disabled=busy, key="resume_go",
-                 help="create what is missing, wait for what is Creating, recreate what Failed"):
+    if c1.button("Resume", disabled=busy, key="resume_go", help="create what is missing, recreate what Failed"):
         start(lambda: runner.resume(actor=me, wait=wait))
     if c2.button("Run smoke test", disabled=busy, key="smoke_go"):
         note = scale_up_note(state_file, settings.profile)
@@ -142,6 +141,7 @@ else:
             if n.button("Cancel", key="delete_cancel"):
                 state["confirm_delete"] = False
                 st.rerun()
+    add_panel(deployment, runner, wait, busy, me, start)  # a family of the catalog not deployed yet
     versions_panel(deployment, runner, wait, busy, me)  # the version in use, Upgrade, Roll back
     ttl_panel(deployment, runner, busy, me)  # the time left, Extend
 try:

@@ -33,14 +33,14 @@ Role = Literal["viewer", "creator", "admin"]
 ROLES: tuple[Role, ...] = ("viewer", "creator", "admin")  # in order: each may do what the ones before may
 Action = Literal[
     "view", "generate", "clone_voice", "evaluate", "load_test", "share",
-    "deploy", "resume", "smoke", "delete", "upgrade", "rollback", "extend", "stop", "add_server",
+    "deploy", "resume", "smoke", "delete", "upgrade", "rollback", "extend", "stop", "add_server", "add",
 ]
 NEEDS: dict[Action, Role] = {
     "view": "viewer",
     "generate": "creator", "clone_voice": "creator", "evaluate": "creator", "load_test": "creator",
     "share": "creator",
     "deploy": "admin", "resume": "admin", "smoke": "admin", "delete": "admin", "upgrade": "admin",
-    "rollback": "admin", "extend": "admin", "stop": "admin", "add_server": "admin",
+    "rollback": "admin", "extend": "admin", "stop": "admin", "add_server": "admin", "add": "admin",
 }
 DOING: dict[Action, str] = {  # how a refusal names the action
     "view": "open the studio", "generate": "generate speech, images or videos", "clone_voice": "save a cloned voice",
@@ -49,6 +49,7 @@ DOING: dict[Action, str] = {  # how a refusal names the action
     "delete": "delete endpoints", "upgrade": "upgrade endpoints", "rollback": "roll endpoints back",
     "extend": "extend an endpoint's time to live", "stop": "stop an endpoint operation",
     "add_server": "add a vLLM-Omni server to the studio's targets",
+    "add": "add an endpoint to a deployment",
 }
 GROUP_PREFIX = "group:"
 
