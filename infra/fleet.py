@@ -9,6 +9,7 @@ reads it too.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,8 @@ from infra.aws import AWS_ERRORS, AwsContext, is_not_found, translate
 from infra.model import TAG_DEPLOYMENT, TAG_ROLE
 from infra.pricing import PriceTable, load_prices
 from infra.status import EndpointStatus, describe_endpoint_status
+from services.aws import on_loopback
+from services.pricing import Spend, spend
 
 
 def studio_tags(sm: Any, arn: str) -> dict[str, str] | None:
@@ -41,20 +44,30 @@ class StudioFleet:
     prices: PriceTable
     # endpoint name -> when its TTL schedule deletes it (ISO, UTC), None: no schedule (infra/ttl.py)
     deletions: dict[str, str | None] = field(default_factory=dict)
+    emulated: bool = False  # the region is the local SageMaker emulator's: its dollars price nothing that ran
 
     @property
     def running(self) -> list[EndpointStatus]:
         return [e for _, e in self.endpoints if e.billing]
 
+    def spend(self, at: float | None = None) -> Spend:
+        """What the fleet costs at `at` (now), by the one rule the Endpoints page's figures follow too
+        (services.pricing.spend): an endpoint idle at 0 instances costs nothing now, and what it cost before stays in
+        the cost so far."""
+        return spend((e.metered() for _, e in self.endpoints), at=time.time() if at is None else at,
+                     emulated=self.emulated)
+
     @property
     def usd_per_hour(self) -> float:
-        return sum(e.usd_per_hour or 0.0 for e in self.running)
+        return self.spend().usd_per_hour
 
     @property
     def cost_so_far_usd(self) -> float:
-        return sum(e.cost_so_far_usd or 0.0 for e in self.running)
+        return self.spend().cost_so_far_usd
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, at: float | None = None) -> dict[str, Any]:
+        """The banner's figures, its cost so far at `at` (now): a cached listing still gives the cost of the moment."""
+        cost = self.spend(at)
         live = [e.endpoint_name for _, e in self.endpoints if e.status not in ("gone", "Failed", "Deleting")]
         times = sorted(t for n in live if (t := self.deletions.get(n)))
         # InService at 0 instances (the video endpoint idles there): up, free, and not "running" — the banner
@@ -62,8 +75,8 @@ class StudioFleet:
         idle = [e.role or e.endpoint_name for _, e in self.endpoints if e.status == "InService" and not e.billing]
         unpriced = sorted({e.instance_type or "unknown" for e in self.running if e.usd_per_hour is None})
         return {"region": self.region, "running": len(self.running), "idle": idle,
-                "usd_per_hour": round(self.usd_per_hour, 4), "unpriced": unpriced,
-                "cost_so_far_usd": round(self.cost_so_far_usd, 4),
+                "usd_per_hour": round(cost.usd_per_hour, 4), "unpriced": unpriced,
+                "cost_so_far_usd": cost.cost_so_far_usd, "emulated": cost.emulated, "at": cost.at,
                 "endpoints": [{"deployment_id": d, **e.to_dict(), "deletes_at": self.deletions.get(e.endpoint_name)}
                               for d, e in self.endpoints],
                 "soonest_deletion": times[0] if times else None,
@@ -91,4 +104,4 @@ def studio_fleet(ctx: AwsContext, *, prices: PriceTable | None = None) -> Studio
     for dep in {d for d, _ in found}:
         names = [e.endpoint_name for d, e in found if d == dep]
         deletions |= {n: None if t is None else iso(t) for n, t in fleet_ttls(ctx, dep, names).items()}
-    return StudioFleet(ctx.region, found, prices, deletions)
+    return StudioFleet(ctx.region, found, prices, deletions, emulated=on_loopback(sm.meta.endpoint_url))

@@ -5,6 +5,7 @@ then until it is deleted). Read-only: it describes, it never changes anything.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,9 @@ from infra.model import Role, gpu_fit_line
 from infra.pricing import Price, PriceTable, cost_so_far, load_prices
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from protocol.speech import task_types_for_model
+from services.aws import on_loopback
 from services.endpoint_view import GONE, describe_endpoint
+from services.pricing import Metered, Spend, spend
 
 HOURS_PER_DAY = 24
 
@@ -38,6 +41,7 @@ class EndpointStatus:
     # Instances now and wanted (DescribeEndpoint; autoscaling moves them: the async video endpoint idles at 0)
     current_instances: int | None = None
     desired_instances: int | None = None
+    created_at: float | None = None  # its CreationTime, epoch seconds (when it began to bill)
 
     @property
     def task_types(self) -> tuple[str, ...]:
@@ -63,6 +67,12 @@ class EndpointStatus:
             return None
         return self.price.usd_per_hour * (self.current_instances or 1)
 
+    def metered(self) -> Metered:
+        """Its instance time for services.pricing.spend: billed since its creation unless gone or Failed."""
+        billed = self.status not in ("gone", "Failed") and self.created_at is not None
+        return Metered(self.endpoint_name, None if self.price is None else self.price.usd_per_hour,
+                       self.current_instances, self.created_at if billed else None)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "role": self.role, "endpoint_name": self.endpoint_name, "status": self.status,
@@ -85,6 +95,12 @@ class StatusReport:
     prices: PriceTable
     state_file: Path | None = None
     checked_at: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    emulated: bool = False  # the account is the local SageMaker emulator's: its dollars price nothing that ran
+
+    def spend(self, at: float | None = None) -> Spend:
+        """What its endpoints cost, at `at` (now): the figure the Endpoints page shows, computed once."""
+        return spend((e.metered() for e in self.endpoints), at=time.time() if at is None else at,
+                     emulated=self.emulated)
 
     @property
     def usd_per_hour(self) -> float:
@@ -123,6 +139,7 @@ class StatusReport:
             "endpoints": [e.to_dict() for e in self.endpoints],
             "usd_per_hour": round(self.usd_per_hour, 4), "usd_per_day": round(self.usd_per_day, 2),
             "cost_so_far_usd": round(self.cost_so_far_usd, 4), "unpriced_instance_types": self.unpriced,
+            "emulated": self.emulated,
             "prices": {"source": self.prices.source, "as_of": self.prices.as_of.isoformat(),
                        "stale": self.prices.stale()},
         }
@@ -146,7 +163,8 @@ def describe_endpoint_status(ctx: AwsContext, name: str, prices: PriceTable, *, 
     return EndpointStatus(role, name, view.status, itype, uptime, price, cost, view.failure_reason,
                           created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if created else None,
                           smoke, model_id, current_instances=view.current_instances,
-                          desired_instances=view.desired_instances)
+                          desired_instances=view.desired_instances,
+                          created_at=created.timestamp() if created else None)
 
 
 def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | None = None, profile: str | None = None,
@@ -167,7 +185,8 @@ def deployment_status(state_file: Path = DEFAULT_STATE_FILE, *, region: str | No
     from infra.versions import summary
 
     rows = [replace(r, version=summary(state, r.role)) if r.role in state.endpoints else r for r in rows]
-    return StatusReport(state.region, state.deployment_id, rows, prices, state.path)
+    return StatusReport(state.region, state.deployment_id, rows, prices, state.path,
+                        emulated=on_loopback(ctx.sagemaker.meta.endpoint_url))
 
 
 def without_unpriced(types: list[str]) -> str:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import difflib
 import functools
+import ipaddress
 import os
+import socket
 import threading
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 import boto3
 import botocore
@@ -213,3 +216,17 @@ def endpoint_model(aws: AwsSession, endpoint: str) -> str:
         raise aws_error(exc, doing, profile=aws.profile) from None
     container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
     return model_id_of_container(container.get("Environment")) or "unknown"
+
+
+def on_loopback(url: str | None) -> bool:
+    """Does `url`'s host resolve to loopback only? SageMaker reached so is the local emulator (emulator/: the
+    `AWS_ENDPOINT_URL_*` variables point there, or a rehearsal's namespace resolves AWS's names there), never a
+    real region: its dollar figures price instances that did not run."""
+    host = urlparse(url or "").hostname
+    if not host:
+        return False
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:  # unresolvable here: not the emulator, whatever it is
+        return False
+    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)

@@ -2,7 +2,9 @@
 
 Both the load sweeps (services/load: what an audio minute, an image, a video second costs) and infra (status,
 cost, sweep; infra/pricing.py adds the Price List API refresh) read it here, the lowest layer that needs it.
-`cost_of_seconds` prices instance time for all of them (an endpoint's uptime, a sweep's cap, an item's latency).
+`cost_of_seconds` prices instance time for all of them (an endpoint's uptime, a sweep's cap, an item's latency);
+`spend` is what endpoints have cost so far and cost per hour, computed once for a screen (the cost banner and the
+Endpoints page show the same figure, labelled when the account is the local emulator's).
 
 A region missing from the table is priced with us-east-1's rate and says so (`basis`); an instance type
 missing from it has no price rather than a guessed one.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -35,6 +38,66 @@ def cost_of_seconds(usd_per_hour: float | None, seconds: float | None) -> float 
     if usd_per_hour is None or seconds is None:
         return None
     return usd_per_hour * max(seconds, 0.0) / SECONDS_PER_HOUR
+
+
+@dataclass(frozen=True)
+class Metered:
+    """One endpoint's instance time as SageMaker and the price table say it: what its cost is computed from."""
+
+    name: str
+    usd_per_instance_hour: float | None  # its list price (None: the table has none)
+    instances: int | None  # running now (None: not said, one assumed; 0: scaled to zero, nothing billed now)
+    since: float | None  # when it began to bill (its CreationTime, epoch s); None: it bills nothing (gone, Failed)
+
+
+SPEND_DIGITS = 4  # an endpoint's cost so far is kept to $0.0001, what a screen shows of a figure under a dollar
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What endpoints cost, computed once for everything a screen shows of it (the cost banner, the Endpoints page's
+    table and totals): each endpoint's cost so far at one instant `at` — list price × the time since it began to
+    bill, as SageMaker bills per second — rounded once to $0.0001, and the total the sum of those parts, so a
+    table of them adds up to the total beside it; per hour, what runs now. `emulated`: these endpoints are the
+    local SageMaker emulator's — the dollars price instances that never ran, and every figure says so."""
+
+    at: float
+    so_far: dict[str, float | None]
+    per_hour: dict[str, float | None]
+    emulated: bool = False
+
+    @property
+    def cost_so_far_usd(self) -> float:
+        return round(sum(v for v in self.so_far.values() if v is not None), SPEND_DIGITS)
+
+    @property
+    def usd_per_hour(self) -> float:
+        return sum(v for v in self.per_hour.values() if v is not None)
+
+    def of(self, names: Iterable[str]) -> Spend:
+        """The part of it that `names` cost (one deployment's endpoints of a region's)."""
+        kept = set(names)
+        return Spend(self.at, {n: v for n, v in self.so_far.items() if n in kept},
+                     {n: v for n, v in self.per_hour.items() if n in kept}, self.emulated)
+
+    def label(self, text: str) -> str:
+        """`text` as a figure of this spend is labelled: "Cost so far (emulated)" on the emulator."""
+        return f"{text} (emulated)" if self.emulated else text
+
+
+def spend(endpoints: Iterable[Metered], *, at: float, emulated: bool = False) -> Spend:
+    """The one computation of what `endpoints` cost at `at` (epoch seconds): see `Spend`."""
+    so_far: dict[str, float | None] = {}
+    per_hour: dict[str, float | None] = {}
+    for e in endpoints:
+        rate = e.usd_per_instance_hour
+        if e.since is None:  # gone or Failed: nothing billed, nothing running
+            so_far[e.name] = per_hour[e.name] = None
+            continue
+        cost = cost_of_seconds(rate, at - e.since)
+        so_far[e.name] = None if cost is None else round(cost, SPEND_DIGITS)
+        per_hour[e.name] = 0.0 if e.instances == 0 else None if rate is None else rate * (e.instances or 1)
+    return Spend(at, so_far, per_hour, emulated)
 
 
 Money = Literal["total", "rate", "unit"]

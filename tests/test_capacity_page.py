@@ -226,8 +226,11 @@ def test_a_sagemaker_sweep_waits_for_a_yes_after_showing_its_cost(emulator_env: 
     assert not History(tmp_path / "data").load_reports.list()  # nothing runs before the yes
     at.button(key="cap_confirm").click().run()
     _ok(at)
-    _until(at, lambda: any(m.label == "Cost per image" for m in at.metric))
-    assert _metric(at, "Price per hour") == "$1.1267" and _metric(at, "Cost per image") != "—"
+    # the sweep's cost is labelled as the emulator's where it is shown (the metric, the report's label)
+    _until(at, lambda: any(m.label == "Cost per image (emulated)" for m in at.metric))
+    assert _metric(at, "Price per hour") == "$1.1267" and _metric(at, "Cost per image (emulated)") != "—"
+    saved_report = LoadReport.from_dict(History(tmp_path / "data").load_reports.list()[0].report)
+    assert _metric(at, "Cost per image (emulated)") == usd(saved_report.cost()["usd_per_image"], "unit")
     # beside the dollars: they price an instance that did not run the load
     emulated = [w.value.replace("\\", "") for w in at.warning if w.value.startswith("Emulated")]
     assert emulated and "local SageMaker emulator" in emulated[0] and "ml.g6.xlarge" in emulated[0], emulated

@@ -88,9 +88,17 @@ def test_deploy_status_banner_and_delete_from_the_page(emulator_env: EmulatorHan
     table = at.dataframe[0].value
     assert list(table["endpoint"]) == ["voice", "image"] and set(table["status"]) == {"InService"}
     assert set(table["smoke test"]) == {"ok"} and all(v.startswith("$") for v in table["$/hour"])
-    # the money in view: right after the status, before the long names that pushed it off the right edge
-    assert list(table.columns)[:5] == ["endpoint", "status", "$/hour", "cost so far", "pool $/hour (min–max)"]
-    assert [m.label for m in at.metric] == ["Per hour", "Per day", "Cost so far"]
+    # the money in view: right after the status, before the long names that pushed it off the right edge; the
+    # emulator's dollars say so
+    so_far = "cost so far (emulated)"
+    assert list(table.columns)[:5] == ["endpoint", "status", "$/hour", so_far, "pool $/hour (min–max)"]
+    assert [m.label for m in at.metric] == ["Per hour", "Per day", "Cost so far (emulated)"]
+    # one cost so far on the screen: the banner's, the total's and the rows' (which add up to it)
+    total = next(m.value for m in at.metric if m.label == "Cost so far (emulated)")
+    banner = next(_text(w.value) for w in at.warning if "studio endpoints running" in w.value)
+    assert f"{total} so far (emulated)" in banner, (total, banner)
+    parts = [float(v.lstrip("$")) for v in table[so_far] if v != "—"]
+    assert parts and sum(parts) == pytest.approx(float(total.lstrip("$").replace(",", "")), abs=1e-9)
     at.run()  # the next refresh: the sidebar's health says what runs now (not the cached "Creating")
     assert any("voice InService · image InService" in s.value for s in at.sidebar.success), \
         [e.value for e in at.sidebar.error]

@@ -182,7 +182,8 @@ def summary(report: LoadReport) -> None:
              help=report.slo.label() if report.slo else "no SLO was set")
     cost = d["cost"]
     value = cost[COST_KEY[report.modality]]
-    b.metric(f"Cost per {UNIT_WORD[report.modality]}", usd(value, "unit"),
+    emulated = " (emulated)" if report.emulated else ""  # the dollars price an instance that did not run the load
+    b.metric(f"Cost per {UNIT_WORD[report.modality]}{emulated}", usd(value, "unit"),
              help=None if value is None else f"at concurrency {cost['at_concurrency']}, {usd(report.usd_per_hour, 'rate')}/h")
     c.metric("Price per hour", usd(report.usd_per_hour, "rate"),
              help=report.price_source)

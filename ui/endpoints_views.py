@@ -17,13 +17,14 @@ from infra import (
     voice_model_label,
 )
 from infra.model import ROLE_PROFILES, gpu_fit_line
+from infra.status import HOURS_PER_DAY
 from infra.pool_prices import deployment_pool_prices
 from infra.progress import format_duration
 from protocol.errors import StudioError
 from protocol.speech import VOICE_MODELS
 from services.pricing import usd
 from ui.lifecycle_views import lifecycle_cells
-from ui.resources import code, plain
+from ui.resources import code, cost_banner, plain
 
 ACTION_LINES = 40  # lines of an action's output shown
 VOICE_MODEL_KEY, VOICE_MODEL_KEPT = "deploy_voice_model", "deploy_voice_model_kept"
@@ -82,7 +83,11 @@ def load_state(state_file: Path) -> DeploymentState | None:
 
 
 def status_panel(state_file: Path, profile: str | None) -> bool:
-    """The table; True while something is still Creating (so the page keeps refreshing)."""
+    """The cost banner and the table; True while something is still Creating (so the page keeps refreshing). The
+    dollars are one computation at one instant (services.pricing.spend): the banner's, the rows' and the totals'
+    cost so far agree, each labelled "(emulated)" on the local SageMaker emulator."""
+    at = time.time()
+    cost_banner(at=at, link=False)  # here, not above the page: redrawn with the table, at its instant
     if not state_file.is_file():
         st.info("No deployment yet. Deploy the endpoints below (or run `python -m infra deploy`).")
         return False
@@ -94,8 +99,10 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
     pools = pool_ranges(state_file, report)
     life = lifecycle_cells(state_file, report, profile)  # instances and time to live (infra/ttl.py, scaling.py)
     # What costs first, the long names last: a table wider than the page hides its right-hand columns
-    rows = [{"endpoint": e.role or "—", "status": e.status, "$/hour": money(e.usd_per_hour),
-             "cost so far": money(e.cost_so_far_usd),
+    cost = report.spend(at)
+    so_far = cost.label("cost so far")
+    rows = [{"endpoint": e.role or "—", "status": e.status, "$/hour": money(cost.per_hour.get(e.endpoint_name)),
+             so_far: money(cost.so_far.get(e.endpoint_name)),
              "pool $/hour (min–max)": pools[e.role].range_label() if e.role in pools else "—",
              "instance": e.instance_type or "—", **life.get(e.role or "", {}), "uptime": format_duration(e.uptime_s),
              "smoke test": smoke(e.smoke), "can do": ", ".join(e.task_types) or "—", "model": e.model_id or "—",
@@ -104,15 +111,17 @@ def status_panel(state_file: Path, profile: str | None) -> bool:
             for e in report.endpoints]
     st.dataframe(rows, hide_index=True, width="stretch")
     a, b, c = st.columns(3)
-    a.metric("Per hour", money(report.usd_per_hour))
-    b.metric("Per day", money(report.usd_per_day))
-    c.metric("Cost so far", money(report.cost_so_far_usd))
+    a.metric("Per hour", money(cost.usd_per_hour))
+    b.metric("Per day", money(cost.usd_per_hour * HOURS_PER_DAY))
+    c.metric(so_far.capitalize(), money(cost.cost_so_far_usd), help="the sum of the endpoints' cost so far above")
     if report.unpriced:  # a total without them would read as the whole bill
         st.warning(f"The totals leave out {plain(', '.join(report.unpriced))}: the price table has no price for it "
                    "— `python -m infra cost --refresh-prices` asks the AWS Price List API.", icon="💲")
     st.caption(f"Deployment {plain(report.deployment_id or '—')} in {plain(report.region)}; "
                "on-demand prices from the shipped table (`python -m infra cost` shows its date and source). The pool "
-               "range is what each entry of the endpoint's pool costs: SageMaker takes the first with capacity.")
+               "range is what each entry of the endpoint's pool costs: SageMaker takes the first with capacity."
+               + (" These endpoints are the local SageMaker emulator's: their dollars price instances that never ran, "
+                  "and nothing is billed." if cost.emulated else ""))
     if report.voice_model:
         st.caption(f"Voice model {plain(voice_model_label(report.voice_model))} — the voice page offers only that; "
                    "another needs a new deployment (`deploy --voice-model`).")

@@ -142,11 +142,12 @@ def backend_health() -> BackendHealth:
         return BackendHealth(False, str(exc))
 
 
-def sidebar() -> None:
+def sidebar(*, banner: bool = True) -> None:
     """Who is signed in, the backend picker and health, on every page (and the cost banner above the page, when
-    endpoints run, for whoever may open the Endpoints page). A page run without app.py meets the door here."""
+    endpoints run, for whoever may open the Endpoints page; `banner=False`: the page draws it beside its own figures,
+    at the same instant — the Endpoints page). A page run without app.py meets the door here."""
     actor = auth.guard(lambda: require_settings().access)
-    if auth.page_allowed(actor, "endpoints", require_settings().demo):
+    if banner and auth.page_allowed(actor, "endpoints", require_settings().demo):
         cost_banner()
     name, url, _ = backend_choice()
     with st.sidebar:
@@ -235,20 +236,23 @@ ENDPOINTS_PAGE = "pages/endpoints.py"
 
 
 @st.cache_data(ttl=30, show_spinner=False)
-def _fleet(region: str, profile: str | None, state_stamp: float | None) -> dict | None:
+def _fleet(region: str, profile: str | None, state_stamp: float | None):  # noqa: ANN202 — infra.fleet.StudioFleet
     """Studio-tagged endpoints in the region (infra's fleet listing), or None when AWS cannot be asked."""
     from infra.aws import AwsContext
     from infra.fleet import studio_fleet
 
     try:
-        return studio_fleet(AwsContext(region, profile)).to_dict()
+        return studio_fleet(AwsContext(region, profile))
     except StudioError:
         return None
 
 
-def fleet() -> dict | None:
+def fleet(at: float | None = None) -> dict | None:
+    """What runs in the region and what it costs, its cost so far at `at` (now): the listing is kept 30 s, the
+    cost is the moment's (services.pricing.spend, the rule the Endpoints page's figures follow)."""
     s = settings()  # keyed on the state file's stamp: a deploy or delete is asked about at once
-    return _fleet(deployment()[1], s.profile, _state_stamp(s))
+    f = _fleet(deployment()[1], s.profile, _state_stamp(s))
+    return None if f is None else f.to_dict(at)
 
 
 def banner_wanted(s: Settings, backend_name: str) -> bool:
@@ -282,17 +286,20 @@ def fleet_count(f: dict) -> str:
             f"until a request scales {them} up)")
 
 
-def cost_banner() -> None:
-    """'N studio endpoints running: $/hour, cost so far' with a link to the endpoints page, when there are any."""
+def cost_banner(*, at: float | None = None, link: bool = True) -> None:
+    """'N studio endpoints running: $/hour, cost so far' (at `at`, now; "(emulated)" on the local emulator) with a
+    link to the endpoints page (`link`), when there are any."""
     if not banner_wanted(settings(), backend_choice()[0]):
         return
-    f = fleet()
+    f = fleet(at)
     if not f or not f["running"]:
         return
     left_out = f" (without {plain(', '.join(f['unpriced']))}: no price)" if f.get("unpriced") else ""
+    emulated = " (emulated)" if f.get("emulated") else ""
     st.warning(f"{fleet_count(f)} in {plain(f['region'])}: {usd(f['usd_per_hour'])}/hour, "
-               f"{usd(f['cost_so_far_usd'])} so far{left_out}{ttl_text(f)}.", icon="💸")
-    st.page_link(ENDPOINTS_PAGE, label="Endpoints: status, cost, delete", icon="☁️")
+               f"{usd(f['cost_so_far_usd'])} so far{emulated}{left_out}{ttl_text(f)}.", icon="💸")
+    if link:
+        st.page_link(ENDPOINTS_PAGE, label="Endpoints: status, cost, delete", icon="☁️")
 
 
 @st.cache_resource(show_spinner=False)
@@ -466,10 +473,13 @@ def _where() -> tuple[str, str, str, str | None]:
     return str(s.data_dir), s.database_url, s.media_url, s.kms_key_id
 
 
-def require_backend(what: str = "The backend"):
-    """`backend()`, or — when it cannot be built — "<what> is not available: …" and the page stops."""
+def require_backend(what: str = "The backend", family: str | None = None):
+    """`backend()` having what `family` needs (`backend.missing`), or "<what> is not available: …" and the page stops."""
     try:
-        return backend()
+        built = backend()
+        if family is not None and (problem := built.missing(family)) is not None:
+            raise problem
+        return built
     except StudioError as exc:
         st.error(f"{what} is not available: {plain(exc)}")
         st.stop()

@@ -176,7 +176,8 @@ def render(report: LoadReport) -> str:
     value = cost[COST_KEY[m]]
     if value is not None:
         tp = cost["throughput"][key]
-        lines.append(f"cost: {usd(value, 'unit')} per {UNIT_WORD[m]} at concurrency {cost['at_concurrency']} "
+        lines.append(f"cost: {usd(value, 'unit')} per {UNIT_WORD[m]}{' (emulated)' if report.emulated else ''} "
+                     f"at concurrency {cost['at_concurrency']} "
                      f"({tp:g} {key.replace('_', ' ')} at {usd(report.usd_per_hour, 'rate')}/h, {report.price_source})")
         if report.emulated_note():
             lines.append(f"  {report.emulated_note()}")

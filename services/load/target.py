@@ -18,10 +18,8 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import platform
-import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -32,7 +30,7 @@ import httpx
 from protocol.common import ModelList
 from protocol.errors import BackendUnreachable, InvalidInput
 from protocol.limits import Range
-from services.aws import AwsSession, aws_error, missing_endpoint
+from services.aws import AwsSession, aws_error, missing_endpoint, on_loopback
 from services.base import Backend
 from services.endpoint_view import describe_endpoint
 from services.kinds import kind
@@ -170,18 +168,6 @@ def _configured_type(aws: AwsSession, config_name: str | None) -> str | None:
         if len(pools) == 1:
             return pools[0]["InstanceType"]
     return None
-
-
-def on_loopback(url: str | None) -> bool:
-    """Does `url`'s host resolve to loopback only (the local emulator, never a real region)?"""
-    host = urlparse(url or "").hostname
-    if not host:
-        return False
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except OSError:  # unresolvable here: not the emulator, whatever it is
-        return False
-    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
 
 
 def sagemaker_target(settings: Settings, modality: Modality, instance_type: str | None, usd_per_hour: float | None,
