@@ -185,19 +185,19 @@ def test_viewer_creator_and_admin_sign_in_and_see_what_their_role_allows(tmp_pat
     assert "Endpoints" not in r["signed_out_deep_link"].replace("Omni Studio", "")
 
     viewer = r["viewer"]
-    assert viewer["nav"] == ["Home", "Voice", "Image", "Video", "Listen", "Capacity", "Evaluations", "Converse"], viewer["nav"]
+    assert viewer["nav"] == ["Home", "Voice", "Image", "Video", "Listen", "Sound", "Capacity", "Evaluations", "Converse"], viewer["nav"]
     assert "Signed in as Vic Viewer" in viewer["sidebar"] and "vic@example.com · viewer" in viewer["sidebar"]
     assert "You are signed in as Vic Viewer (viewer): only a creator or an admin may generate" in viewer["image"]
     assert viewer["image_form"] == 0  # no Generate button, no prompt: the team's shared images only
     assert "The Endpoints page is for admins" in viewer["endpoints"]
 
     creator = r["creator"]
-    assert creator["nav"] == ["Home", "Voice", "Image", "Video", "Listen", "Capacity", "Evaluations", "Converse"], creator["nav"]
+    assert creator["nav"] == ["Home", "Voice", "Image", "Video", "Listen", "Sound", "Capacity", "Evaluations", "Converse"], creator["nav"]
     assert "Offline preview" in creator["image"] and "seed 7" in creator["image"]
     assert "The Endpoints page is for admins; you are signed in as Bob Creator (creator)" in creator["endpoints"]
 
     admin = r["admin"]
-    assert admin["nav"] == ["Home", "Voice", "Image", "Video", "Listen", "Endpoints", "Capacity", "Evaluations", "Converse"], admin["nav"]
+    assert admin["nav"] == ["Home", "Voice", "Image", "Video", "Listen", "Sound", "Endpoints", "Capacity", "Evaluations", "Converse"], admin["nav"]
     assert "Deploy" in admin["endpoints"] and "is for admins" not in admin["endpoints"]
 
     outsider = r["outsider"]

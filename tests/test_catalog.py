@@ -63,8 +63,8 @@ def test_roles_modalities_and_pages_derive_from_the_catalog():
     from services.settings import PageName
 
     assert ROLES == catalog.FAMILY_NAMES == typing.get_args(Role)
-    # Evaluations and load sweeps cover the families that have their code: today all four.
-    assert typing.get_args(EvalModality) == ("voice", "image", "video", "listen")
+    # Evaluations cover the families whose module registers an evaluation part (services/eval/<family>.py).
+    assert typing.get_args(EvalModality) == families.having("evaluation") and "sound" in families.having("evaluation")
     # Load sweeps: the families whose module registers a load part (services/load/<family>.py), in catalog order.
     assert MODALITIES == families.having("load") and {"voice", "image", "video", "listen"} <= set(MODALITIES)
     paged = {f.name for f in catalog.FAMILIES if f.page}
@@ -140,7 +140,7 @@ def test_sweeps_and_evaluations_take_listen_and_refuse_what_does_not_exist():
     assert check_modality("listen") == "listen"  # load sweeps have listen's code
     with pytest.raises(InvalidInput, match=r"unknown modality 'audio'.*: a sweep loads voice, image, video, listen"):
         check_modality("audio")
-    with pytest.raises(InvalidInput, match=r"modality must be voice, image, video or listen, not 'audio'"):
+    with pytest.raises(InvalidInput, match=r"modality must be voice, image, video, listen or sound, not 'audio'"):
         parse_spec({"name": "x", "modality": "audio", "prompts": ["a"], "variants": [{"label": "a"}]})
     with pytest.raises(InvalidInput, match=r"a listen evaluation names recordings, not prompts"):
         parse_spec({"name": "x", "modality": "listen", "prompts": ["a"], "variants": [{"label": "a"}]})

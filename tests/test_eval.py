@@ -38,7 +38,7 @@ def spec_dict(**over):
     ({"variants": [{"label": "a"}, {"split": "none"}]}, "variant 2 has no label"),
     ({"prompts": []}, "the prompt set is empty"),
     ({"prompts": ["  ", ""]}, "the prompt set is empty"),
-    ({"modality": "audio"}, "modality must be voice, image, video or listen"),
+    ({"modality": "audio"}, "modality must be voice, image, video, listen or sound"),
     ({"repeats": 0}, "repeats must be a whole number"),
     ({"variants": [{"label": "a", "split": "word"}, {"label": "b"}]}, "variant 1 ('a'): split"),
     ({"prompts": [f"p{i}" for i in range(501)]}, "1002 items"),

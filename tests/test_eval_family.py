@@ -24,7 +24,7 @@ from protocol.limits import Range
 from services import families
 from services.eval import pairing, rated, report
 from services.eval.export import export_zip
-from services.eval.family import EvalFamily, JobResults, Variant
+from services.eval.sound import SoundEval
 from services.eval.registry import evaluation
 from services.eval.runner import run_items
 from services.eval.spec import Modality, parse_spec
@@ -33,42 +33,20 @@ from services.eval.table import people_rows
 from services.settings import Settings
 
 
-# ---- the part of the base class's docstring, as a newcomer would write it ----------------------------------
-class SoundVariant(Variant):
-    EXAMPLE: ClassVar[str] = "seconds = 5\nseed = 1"
-    RANGES: ClassVar[dict[str, tuple[Range, bool]]] = {"seed": (limits.SEED, True)}
-    seconds: float | None = None
-    seed: int | None = None
-
-
-class SoundEval(JobResults, EvalFamily):
-    name, variant, makes, keeps = "sound", SoundVariant, "audio/wav", "sounds"
-
-    def request(self, prompt: str, settings: dict[str, Any]) -> Any:
-        from services.sound import SoundRequest
-        return SoundRequest(prompt=prompt, **{k: settings[k] for k in self.settings
-                                              if settings.get(k) is not None}).validated()
-
-    def generate(self, backend: Any, prompt: str, settings: dict[str, Any], **_: Any) -> tuple[bytes, dict[str, Any]]:
-        started = time.perf_counter()
-        result = backend.client(self.name).generate(self.request(prompt, settings))
-        return result.audio, {"latency_s": time.perf_counter() - started, **result.timings()}
-
-
 @pytest.fixture
-def sound_evaluated(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the one line in services/families/sound.py does: its FamilyCode carries the part."""
-    monkeypatch.setitem(families.REGISTRY, "sound", dataclasses.replace(families.code("sound"), evaluation=SoundEval()))
+def sound_evaluated() -> None:
+    """Sound's part is registered by its family module (services/families/sound.py, services/eval/sound.py)."""
+    assert isinstance(families.code("sound").evaluation, SoundEval)
 
 
 def test_the_evaluated_families_are_those_whose_module_registers_a_part():
-    assert typing.get_args(Modality) == families.having("evaluation") == ("voice", "image", "video", "listen")
+    assert typing.get_args(Modality) == families.having("evaluation") == ("voice", "image", "video", "listen", "sound")
     for name in families.having("evaluation"):
         part = evaluation(name)
         assert part.name == name and part.variant.EXAMPLE and part.makes.count("/") == 1
-    with pytest.raises(InvalidInput, match=r"modality must be voice, image, video or listen, not 'sound' \(sound is "
-                                           r"not evaluated yet\)"):
-        parse_spec({"name": "x", "modality": "sound", "prompts": ["rain"], "variants": [{"label": "a"}, {"label": "b"}]})
+    with pytest.raises(InvalidInput, match=r"modality must be voice, image, video, listen or sound, not 'omni' \(omni "
+                                           r"is not evaluated yet\)"):
+        parse_spec({"name": "x", "modality": "omni", "prompts": ["hi"], "variants": [{"label": "a"}, {"label": "b"}]})
 
 
 def _wav_shape(data: bytes) -> tuple[int, int]:
@@ -78,9 +56,9 @@ def _wav_shape(data: bytes) -> tuple[int, int]:
 
 def test_a_sound_part_alone_is_evaluated_blind_on_the_offline_engine(sound_evaluated, engine_url: str,
                                                                      tmp_path: Path) -> None:
-    with pytest.raises(InvalidInput, match=r"unknown setting\(s\) steps for sound; the settings are .*seconds, seed"):
+    with pytest.raises(InvalidInput, match=r"unknown setting\(s\) size for sound; the settings are .*seconds, steps"):
         parse_spec({"name": "x", "modality": "sound", "prompts": ["rain"],
-                    "variants": [{"label": "a", "steps": 3}, {"label": "b"}]})
+                    "variants": [{"label": "a", "size": "1x1"}, {"label": "b"}]})
     with pytest.raises(InvalidInput, match="variant 1 \\('a'\\): the length is 99 s"):
         parse_spec({"name": "x", "modality": "sound", "prompts": ["rain"],
                     "variants": [{"label": "a", "seconds": 99}, {"label": "b"}]})

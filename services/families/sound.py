@@ -1,5 +1,5 @@
 """Sound (Stable Audio Open 1.0): a prompt in, a 44.1 kHz stereo clip out, through vLLM-Omni's
-`POST /v1/audio/generate` — its clients on each target and its smoke check.
+`POST /v1/audio/generate` — its clients on each target, its smoke check and its part in evaluations (services/eval/sound.py).
 
 A server: JSON to the route, the audio file back. SageMaker: the same body through `invoke_endpoint` with
 `route=/v1/audio/generate` in CustomAttributes on the realtime sound endpoint (`infra deploy --with sound`).
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.eval.sound import EVALUATION
 from services.families.parts import Build, FamilyCode, SageMakerParts, ServerParts
 
 
@@ -33,4 +34,4 @@ def _smoke(backend: Any, ctx: Any) -> Any:
     return smoke_sound(backend, ctx)
 
 
-FAMILY = FamilyCode(name="sound", smoke=_smoke, clients={"sound": Build(_server, _sagemaker)})
+FAMILY = FamilyCode(name="sound", smoke=_smoke, clients={"sound": Build(_server, _sagemaker)}, evaluation=EVALUATION)
