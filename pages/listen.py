@@ -22,7 +22,7 @@ st.title("Listen")
 st.caption("Upload a recording or speak into the microphone: the text comes back with its timing figures and, "
            "given the text that is spoken, its word error rate. Every transcript is kept below.")
 
-backend = resources.require_backend("The listen backend")
+backend = resources.require_backend("The listen backend", family="listen")  # SageMaker without one: said here
 listener = backend.client("listen")
 if listener is None:
     st.error(f"{backend.label} has no listen route: choose the offline engine, a vLLM server or SageMaker in the "
@@ -57,7 +57,7 @@ def _stop_microphone() -> None:
     except StudioError as exc:
         state["listen_error"] = str(exc)
     except TimeoutError:
-        state["listen_error"] = f"{backend.target} sent no final text: try again, or use a file"
+        state["listen_error"] = f"{listener.target} sent no final text: try again, or use a file"
 
 
 st.text_area("Reference text (optional): what is spoken, for the word error rate", key="listen_reference",

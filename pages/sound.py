@@ -16,12 +16,12 @@ state = st.session_state
 
 resources.sidebar()
 st.title("Sound")
-st.caption(f"Sound effects, ambiences and short music from a prompt — up to {SOUND_SECONDS.hi:.0f} s of 44.1 kHz "
+st.caption(f"Sound effects, ambiences and short music from a prompt — up to {SOUND_SECONDS.hi:.2f} s of 44.1 kHz "
            "stereo. The same prompt, settings and seed make the same sound again. Every sound is kept below; use "
            "one as a clip's soundtrack on the video page.")
 
 history = resources.require_history()
-backend = resources.require_backend("The sound backend")
+backend = resources.require_backend("The sound backend", family="sound")  # SageMaker without one: said here
 init_state()
 
 

@@ -198,8 +198,8 @@ def missing_endpoint(role: str) -> ConfigError:
     command = "python -m infra deploy" + (f" --with {role}" if family is not None and family.opt_in else "")
     return ConfigError(
         f"no {role} endpoint is configured for the SageMaker backend: set OMNI_STUDIO_{role.upper()}_ENDPOINT "
-        f"(or {role}_endpoint in studio.toml), or deploy it with `{command}`, which writes the state "
-        "file the studio reads"
+        f"(or {role}_endpoint in studio.toml), or deploy it with `{command}` (`python -m infra add {role}` adds it "
+        "to a running deployment), which writes the state file the studio reads"
     )
 
 

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.errors import StudioError
 from services.kinds import BackendName, Capabilities, kind
 
 
@@ -31,6 +32,7 @@ class Backend:
     _build: Any = field(repr=False)  # (client name) -> the client, built on this target
     _health: Any = field(repr=False, default=None)  # () -> BackendHealth
     _close: Any = field(repr=False, default=None)  # () -> None
+    _missing: Any = field(repr=False, default=None)  # (family) -> StudioError | None: what the target lacks for it
     _made: dict[str, Any] = field(repr=False, default_factory=dict)
     _lock: threading.Lock = field(repr=False, default_factory=threading.Lock)
 
@@ -41,6 +43,12 @@ class Backend:
             if name not in self._made:
                 self._made[name] = self._build(name)
             return self._made[name]
+
+    def missing(self, family: str) -> StudioError | None:
+        """Why `family` cannot be used on this target, known before anything is sent — SageMaker with no endpoint
+        for it: the message naming how to deploy one and the setting naming one (services.aws.missing_endpoint) —
+        so a page can say so before anyone uploads or presses anything. None when it can be tried."""
+        return None if self._missing is None else self._missing(family)
 
     def built(self) -> tuple[str, ...]:
         """The clients built so far (what using the backend has cost)."""

@@ -28,7 +28,7 @@ from protocol.sagemaker import (
     parse_state_file,
     voice_model_of,
 )
-from services.aws import AwsSession, aws_error, http2_endpoint, validate_region
+from services.aws import AwsSession, aws_error, http2_endpoint, missing_endpoint, validate_region
 from services.base import Backend, BackendHealth
 from services.endpoint_view import describe_endpoint
 from services.files import read_user_file
@@ -134,4 +134,5 @@ def sagemaker_backend(settings: Settings) -> Backend:
                                     history=lambda: History.of(settings))
     return Backend(name="sagemaker", target=targets.label(),
                    _build=lambda part: families.build(part, "SageMaker", parts),
-                   _health=lambda: sagemaker_health(aws, targets))
+                   _health=lambda: sagemaker_health(aws, targets),
+                   _missing=lambda family: None if targets.endpoints.get(family) else missing_endpoint(family))

@@ -45,10 +45,11 @@ def transcribe(backend: Any, name: str, data: bytes, *, stream: bool) -> tuple[L
     bar = st.progress(0.0, text=f"Reading {name}…")
     audio = load_audio(data, name)
     listener, loop = backend.client("listen"), resources.loop()
+    where = listener.target  # the listen endpoint (or server) alone: not every endpoint of the backend
     if not stream:
-        bar.progress(0.3, text=f"{name} read ({audio.seconds:.1f} s of audio): transcribing on {backend.target}…")
+        bar.progress(0.3, text=f"{name} read ({audio.seconds:.1f} s of audio): transcribing on {where}…")
         transcript = loop.run(listener.transcribe_file(audio))
-        bar.progress(1.0, text="Transcribed")
+        bar.progress(1.0, text=f"Transcribed on {where}")
         return audio, transcript
     partial = [""]
     box = st.empty()
@@ -60,7 +61,7 @@ def transcribe(backend: Any, name: str, data: bytes, *, stream: bool) -> tuple[L
         box.markdown(f"**Hearing…** {plain(partial[0])}" if partial[0] else "**Hearing…**")
         time.sleep(POLL_S)
     transcript = future.result()
-    bar.progress(1.0, text="Streamed: the final text is in")
+    bar.progress(1.0, text=f"Streamed to {where}: the final text is in")
     box.empty()
     return audio, transcript
 
