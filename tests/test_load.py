@@ -385,7 +385,7 @@ def test_a_failing_warmup_stops_before_any_level(engine_url: str) -> None:
     (["image", "--text", "hello"], "--text is for voice and listen"),
     (["voice", "--audio", "talk.wav"], "--audio is for listen"),
     (["listen", "--audio", "/no/such/talk.wav"], "--audio"),
-    (["listen", "--prompt", "a cat"], "--prompt is for image and video; a listen sweep takes --text"),
+    (["listen", "--prompt", "a cat"], "--prompt is for image, video and sound; a listen sweep takes --text"),
     (["image", "--slo-final-ms", "300"], "final text is a listen figure"),
     (["listen", "--slo", "ttfa 300ms"], "first audio (TTFA) is a voice figure; give a listen sweep an SLO on final "
                                         "text or first partial or latency"),

@@ -96,3 +96,25 @@ def test_the_client_speaks_vllm_omnis_request_model(tmp_path: Path) -> None:
         assert job.status == "succeeded" and isinstance(job.meta["seed"], int)
         with av.open(io.BytesIO(job.file(job.outputs[0]))) as c:
             assert c.streams.audio[0].rate == 44100
+
+
+def test_load_sound_sweeps_clips_and_prices_a_generated_minute(engine_url: str, tmp_path: Path) -> None:
+    """`python -m services load sound`: through the family's load part — clips per minute beside the catalog's
+    throughput (audio seconds per minute) and the cost per generated minute at a given price."""
+    r = cli("load", "sound", "--url", engine_url, "--concurrency", "1,2", "--requests", "2", "--warmup", "0", "--prompt", "a kettle",
+            "--price-per-hour", "1.2", "--json", data=tmp_path / "data", timeout=180)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["modality"] == "sound"
+    levels = report["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 2] and all(lv["ok"] == lv["requests"] for lv in levels)
+    best = levels[-1]
+    per_min = best["throughput"]["audio_s_per_min"]
+    assert per_min > 0 and best["clips_per_min"] > 0
+    # every clip is 5 s (the part's default): audio seconds per minute = 5 × clips per minute
+    assert abs(per_min - 5 * best["clips_per_min"]) <= 0.01 * per_min
+    # $1.20 an hour over (audio s per minute × 60 minutes ÷ 60 s) generated minutes an hour, at the best level
+    cost = report["cost"]
+    assert cost["at_concurrency"] in (1, 2)
+    expected = 1.2 / (cost["throughput"]["audio_s_per_min"] * 60 / 60)
+    assert abs(cost["usd_per_generated_minute"] - expected) <= 0.0005 * expected + 1e-9

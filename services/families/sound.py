@@ -1,5 +1,6 @@
 """Sound (Stable Audio Open 1.0): a prompt in, a 44.1 kHz stereo clip out, through vLLM-Omni's
-`POST /v1/audio/generate` — its clients on each target, its smoke check and its part in evaluations (services/eval/sound.py).
+`POST /v1/audio/generate` — its clients on each target, its smoke check, its part in evaluations (services/eval/sound.py) and in load sweeps
+(services/load/sound.py).
 
 A server: JSON to the route, the audio file back. SageMaker: the same body through `invoke_endpoint` with
 `route=/v1/audio/generate` in CustomAttributes on the realtime sound endpoint (`infra deploy --with sound`).
@@ -34,4 +35,11 @@ def _smoke(backend: Any, ctx: Any) -> Any:
     return smoke_sound(backend, ctx)
 
 
-FAMILY = FamilyCode(name="sound", smoke=_smoke, clients={"sound": Build(_server, _sagemaker)}, evaluation=EVALUATION)
+def _load() -> Any:
+    """Its load part (services/load/sound.py), imported when a sweep first asks."""
+    from services.load.sound import SoundLoad
+
+    return SoundLoad()
+
+
+FAMILY = FamilyCode(name="sound", load=_load, smoke=_smoke, clients={"sound": Build(_server, _sagemaker)}, evaluation=EVALUATION)
