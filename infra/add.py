@@ -25,7 +25,8 @@ from infra.aws import AwsContext
 from infra.deploy import DeployResult, converge, quota_check
 from infra.errors import RESUME_HINT, StateError, UsageError
 from infra.lock import locked
-from infra.model import ROLES, DeployOptions, EndpointSpec, Role, gpu_fit_line, plan, plan_warnings, shell_command
+from infra.model import ROLES, DeployOptions, EndpointSpec, Role, shell_command
+from infra.planning import gpu_fit_line, plan, plan_warnings
 from infra.progress import Progress, ProgressCallback, WaitSettings, lifecycle_say
 from infra.state import DEFAULT_STATE_FILE, DeploymentState, EndpointRecord, ResourceRecord
 
@@ -144,7 +145,7 @@ def plan_added(state: DeploymentState, adding: tuple[Role, ...], *, creator: str
 def _record(state: DeploymentState, new: tuple[EndpointSpec, ...]) -> None:
     """The new endpoints in the spec (catalog order) with planned records, their scaling and the bucket an async
     one needs (in memory: the caller saves). The TTL record is the deployment's; its schedules cover the spec."""
-    from infra.model import default_bucket
+    from infra.planning import default_bucket
     from infra.scaling import plan_scaling
 
     spec = state.spec

@@ -32,14 +32,8 @@ from infra.errors import (
     StateError,
 )
 from infra.lock import locked
-from infra.model import (
-    DeployOptions,
-    InstancePool,
-    Role,
-    gpu_fit_line,
-    plan,
-    plan_warnings,
-)
+from infra.model import DeployOptions, InstancePool, Role
+from infra.planning import gpu_fit_line, plan, plan_warnings
 from infra.progress import Progress, ProgressCallback, WaitSettings, lifecycle_say
 from infra.quotas import QuotaReport, check_quotas
 from infra.state import DEFAULT_STATE_FILE, DeploymentState

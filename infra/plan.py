@@ -24,16 +24,8 @@ from typing import Any
 
 from infra.aws import AwsContext
 from infra.errors import InfraError
-from infra.model import (
-    DEFAULT_ROLES,
-    ROLE_PROFILES,
-    ROLES,
-    DeployOptions,
-    InstancePool,
-    Role,
-    deploy_command,
-    gpu_fit_line,
-)
+from infra.model import DEFAULT_ROLES, ROLE_PROFILES, ROLES, DeployOptions, InstancePool, Role, deploy_command
+from infra.planning import gpu_fit_line
 from infra.price_list import RegionPrices, region_prices
 from infra.pricing import PriceTable
 from infra.quotas import fetch_quotas, instances_in_use, needed_counts

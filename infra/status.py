@@ -13,7 +13,8 @@ from typing import Any
 
 from infra.aws import AWS_ERRORS, AwsContext, translate
 from infra.errors import StateError
-from infra.model import Role, gpu_fit_line
+from infra.model import Role
+from infra.planning import gpu_fit_line
 from infra.pricing import Price, PriceTable, cost_so_far, load_prices
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
 from protocol.speech import task_types_for_model

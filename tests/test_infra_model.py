@@ -20,9 +20,8 @@ from infra.model import (
     DeploymentSpec,
     DeployOptions,
     InstancePool,
-    parse_tags,
-    plan,
 )
+from infra.planning import parse_tags, plan
 from infra.pricing import PriceTable, cost_so_far, load_prices, price_from_products
 from infra.quotas import evaluate, needed_counts
 from infra.state import DeploymentState
@@ -482,7 +481,7 @@ def test_a_pool_entry_too_small_for_the_model_is_refused_naming_both_numbers_and
 
 
 def test_a_model_of_another_family_is_refused_and_an_unknown_one_deploys_with_a_warning():
-    from infra.model import plan_warnings
+    from infra.planning import plan_warnings
 
     with pytest.raises(UsageError, match="is a video model; the image endpoint serves image models"):
         make_spec(models=["image=Wan-AI/Wan2.1-VACE-1.3B-diffusers"])
@@ -506,7 +505,7 @@ def test_a_model_of_another_family_is_refused_and_an_unknown_one_deploys_with_a_
 
 
 def test_gpu_fit_line_for_plan_status_and_the_endpoints_page():
-    from infra.model import gpu_fit_line
+    from infra.planning import gpu_fit_line
 
     assert gpu_fit_line("Wan-AI/Wan2.1-VACE-1.3B-diffusers").startswith("needs ≈ 18.2 GB; fits on ml.g5.xlarge")
     assert gpu_fit_line("acme/x") == "GPU memory unknown: acme/x is not in the studio's catalog"

@@ -21,7 +21,8 @@ import pytest
 
 from infra.cli import main as infra_main
 from infra.errors import StateError, UsageError
-from infra.model import DeployOptions, plan
+from infra.model import DeployOptions
+from infra.planning import plan
 from infra.state import DeploymentState
 from protocol.errors import ConfigError
 from protocol.sagemaker import DeploymentStateFile, StateFileInvalid, parse_state_file

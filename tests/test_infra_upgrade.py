@@ -272,7 +272,7 @@ def test_versions_in_the_state_file_round_trip_and_damage_is_named(tmp_path: Pat
 
     from infra import versions as vs
     from infra.errors import StateError
-    from infra.model import plan
+    from infra.planning import plan
     from infra.version_update import switch_version
 
     spec = plan(DeployOptions(roles=["voice"], role_arn=ROLE_ARN), account="123456789012", creator="me",

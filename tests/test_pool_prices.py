@@ -9,7 +9,8 @@ import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from infra.model import LARGE_GPU_POOL, PUBLISHED_POOL, DeployOptions, plan
+from infra.model import LARGE_GPU_POOL, PUBLISHED_POOL, DeployOptions
+from infra.planning import plan
 from infra.pool_prices import deployment_pool_prices, planned_pool_prices, pool_prices
 from infra.pricing import PriceTable, load_prices
 from infra.state import DeploymentState

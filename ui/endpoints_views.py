@@ -16,7 +16,8 @@ from infra import (
     deployment_status,
     voice_model_label,
 )
-from infra.model import ROLE_PROFILES, gpu_fit_line
+from infra.model import ROLE_PROFILES
+from infra.planning import gpu_fit_line
 from infra.status import HOURS_PER_DAY
 from infra.pool_prices import deployment_pool_prices
 from infra.progress import format_duration

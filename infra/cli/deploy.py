@@ -21,15 +21,8 @@ from infra.cli.common import (
 )
 from infra.deploy import DeployResult, deploy, resume
 from infra.errors import UsageError
-from infra.model import (
-    DEFAULT_IMAGE_TAG,
-    DEFAULT_TTL,
-    DEFAULT_VOICE_MODEL,
-    PROJECT,
-    DeployOptions,
-    check_voice_model,
-    pools_and_models,
-)
+from infra.model import DEFAULT_IMAGE_TAG, DEFAULT_TTL, DEFAULT_VOICE_MODEL, PROJECT, DeployOptions, check_voice_model
+from infra.planning import pools_and_models
 from infra.scaling import check_max_instances
 from protocol.errors import StudioError
 

@@ -22,7 +22,8 @@ from infra.cli.common import (
     table,
 )
 from infra.errors import UsageError
-from infra.model import ROLES, DeployOptions, pools_and_models, voice_model_label
+from infra.model import ROLES, DeployOptions, voice_model_label
+from infra.planning import pools_and_models
 from infra.progress import format_duration
 from infra.state import DeploymentState
 from protocol.errors import StudioError
