@@ -88,7 +88,7 @@ def db_round(clients: int, ops: int, data_dir: str, url: str | None, tag: str) -
 
 
 def part_database(clients: int, ops: int, rounds: int) -> None:
-    from tests.pg_support import Cluster
+    from bench.pg_cluster import Cluster
 
     cluster = Cluster(durable=True)
     try:

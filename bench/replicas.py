@@ -3,7 +3,7 @@ gallery through HAProxy (cookie-less: each page load a new Streamlit session, so
 
     .venv/bin/python bench/replicas.py [--users 20] [--seconds 30] [--rounds 2] [--items 24]
 
-One PostgreSQL (Debian's server, a throwaway cluster: tests/pg_support.py) and one media folder hold `--items`
+One PostgreSQL (Debian's server, a throwaway cluster: bench/pg_cluster.py) and one media folder hold `--items`
 image jobs with a real PNG each. Replicas are `streamlit run serve.py` on loopback, the studio's own launch, each
 warmed with a page load first; HAProxy (Debian's, round robin, its check the storage-aware `/_stcore/health`) is
 the front. A simulated person is Streamlit's own browser protocol without a browser: a WebSocket to
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from offline.launch import free_port, spawn, stop, wait_http_ok  # noqa: E402
 from services.stats import percentile  # noqa: E402
-from tests.haproxy_support import HAPROXY, haproxy  # noqa: E402
+from bench.haproxy_front import HAPROXY, haproxy  # noqa: E402
 
 GALLERY_PAGE = 24  # images the gallery's first page shows (ui/gallery_views.PAGE_SIZE)
 
@@ -143,7 +143,7 @@ def main() -> int:
     if not Path(HAPROXY).exists():
         print(f"HAProxy is not installed (apt-get install -y haproxy): {HAPROXY}", file=sys.stderr)
         return 0
-    from tests.pg_support import Cluster
+    from bench.pg_cluster import Cluster
 
     cluster = Cluster()
     results: dict[int, tuple[list[float], int, float]] = {1: ([], 0, 0.0), 2: ([], 0, 0.0)}

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.pg_cluster import Cluster
 from offline.launch import Engine, free_port, start_engine
 from services.listen.sample import spoken_sample_at
-from tests.pg_support import Cluster
 
 __all__ = ["free_port", "spoken_turn_files"]  # the tests import them from here
 
@@ -52,7 +52,7 @@ def spoken_turn_files(url: str, folder: Path, texts: Iterable[str]) -> list[Path
     return paths
 
 
-# -- the history's two databases (tests/pg_support.py) ---------------------------------------------------------
+# -- the history's two databases (bench/pg_cluster.py) --------------------------------------------------------
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Cluster]:
     """This test process's throwaway PostgreSQL cluster, its template database migrated to the newest revision."""

@@ -31,8 +31,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.haproxy_front import HAPROXY, INSTALL, haproxy
 from bench.page_waits import poll, settled
-from tests.haproxy_support import HAPROXY, INSTALL, haproxy
 
 DATABASE_ENV = "OMNI_TEST_REPLICAS_DATABASE"
 REPLICAS = ("a", "b")

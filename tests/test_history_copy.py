@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.pg_cluster import Cluster
 from services.access import Principal
 from services.audit import AuditLog
 from services.cli import main
@@ -17,7 +18,6 @@ from services.eval.store import EvalStore
 from services.history import History
 from services.history import transfer
 from services.history.transfer import records
-from tests.pg_support import Cluster
 from tests.test_eval import spec_dict
 
 ALICE = Principal(id="alice@example.com", name="Alice", role="creator", signed_in=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.pg_cluster import Cluster
 from services.history import History, HistoryError
-from tests.pg_support import Cluster
 
 
 def test_a_bad_database_url_given_to_the_history_names_the_setting(tmp_path: Path) -> None:

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from bench.pg_cluster import Cluster
 from services.eval.spec import parse_spec
 from services.eval.store import EvalStore
 from services.history import History, HistoryError
 from services.settings import load_settings
-from tests.pg_support import Cluster
 pytest.register_assert_rewrite("tests.s3_support")  # a plugin of this module, imported first here
 from tests.s3_support import keys, s3_environment  # noqa: E402
 from tests.test_eval import spec_dict

@@ -35,7 +35,7 @@ from tests.cli_support import run_cli
 
 if TYPE_CHECKING:
     from tests.emulator_support import EmulatorHandle
-    from tests.pg_support import Cluster
+    from bench.pg_cluster import Cluster
 
 pytest_plugins = ["tests.emulator_support"]
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""HAProxy (Debian's) in front of studio replicas, for the replicas' browser test and bench/replicas.py: round
+"""HAProxy (Debian's) in front of studio replicas, for bench/replicas.py and the replicas' browser test: round
 robin, each replica checked on its storage-aware `/_stcore/health`, WebSockets kept open, and — with `sticky` —
 a SERVERID cookie that keeps a browser on its replica and moves it when that replica is down (redispatch)."""
 
@@ -47,7 +47,7 @@ def haproxy(port: int, replicas: dict[str, int], folder: Path, *, sticky: bool) 
     from offline.launch import stop, wait_http_ok
 
     if not Path(HAPROXY).exists():
-        raise AssertionError(f"HAProxy is not installed: {INSTALL}")
+        raise RuntimeError(f"HAProxy is not installed: {INSTALL}")
     path = folder / f"haproxy-{port}.cfg"
     path.write_text(config(port, replicas, sticky=sticky))
     log = folder / f"haproxy-{port}.log"

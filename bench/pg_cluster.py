@@ -1,12 +1,19 @@
-"""A real PostgreSQL for the tests: one throwaway cluster per test process (each pytest-xdist worker its own),
-and a fresh database per test, copied from a template that is migrated once.
+"""A throwaway PostgreSQL server: for the history tests (tests/conftest.py's `pg_cluster`: one cluster per test
+process, each pytest-xdist worker its own, and a fresh database per test copied from a template migrated once) and
+the benches that measure on PostgreSQL (bench/history_backends.py, bench/replicas.py).
+
+    cluster = Cluster()            # or Cluster(durable=True): PostgreSQL's own durability, for a benchmark
+    url = cluster.url(cluster.database())
+    ...
+    cluster.stop()
 
 The cluster is Debian's `postgresql` package (initdb, postgres under /usr/lib/postgresql/<version>/bin) in a temp
-folder: its data, its log and its socket, on a free port of 127.0.0.1, with durability off (fsync,
+folder: its data, its log and its socket, on a free port of 127.0.0.1, by default with durability off (fsync,
 synchronous_commit, full_page_writes: a test's data outlives nothing). PostgreSQL refuses to run as root, so as
 root (CI) the folder is the `postgres` user's and the binaries run through `runuser -u postgres`. The server is
-a child that dies with the test process however it ends, like every server the tests start. The tests
-connect over the socket in that folder. Missing binaries fail the tests that need them, naming the apt-get line.
+a child that dies with the process that started it however it ends, like every server the tests start. Clients
+connect over the socket in that folder. Missing binaries raise MissingPostgres, naming the apt-get line (a test
+that needs the cluster then fails with it: never a skip).
 """
 
 from __future__ import annotations
@@ -23,7 +30,6 @@ import uuid
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from offline.launch import free_port
 
@@ -32,11 +38,15 @@ TEMPLATE = "history_template"
 DIES_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]  # util-linux
 
 
+class MissingPostgres(RuntimeError):
+    """PostgreSQL's binaries are not installed; the message names the package."""
+
+
 def binaries() -> Path:
-    """The newest installed PostgreSQL's bin folder; the test fails (not skips) naming the package when none is."""
+    """The newest installed PostgreSQL's bin folder; MissingPostgres naming the package when none is."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
     if not found:
-        pytest.fail(f"PostgreSQL's binaries (initdb, postgres) are missing: {INSTALL}", pytrace=False)
+        raise MissingPostgres(f"PostgreSQL's binaries (initdb, postgres) are missing: {INSTALL}")
     return Path(found[-1]).parent
 
 
