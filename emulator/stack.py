@@ -23,6 +23,7 @@ from typing import Any
 from emulator.handle import EmulatorHandle, deploy_endpoint, running_emulator
 from emulator.launch import start_moto
 from offline.launch import start_engine
+from protocol.catalog import family
 
 BUCKET = "omni-studio-bench"
 
@@ -49,7 +50,7 @@ def sagemaker_stack(models: Mapping[str, str], *, config: dict[str, Any] | None 
                                         "state_file": work / "no-state.json"}
             for role, model_id in models.items():
                 extra = ({"async_output": f"s3://{BUCKET}/outputs", "async_failure": f"s3://{BUCKET}/failures"}
-                         if role == "video" else {})
+                         if family(role).serving == "async" else {})
                 deploy_endpoint(emu, f"bench-{role}", environment={"SM_VLLM_MODEL": model_id}, **extra)
                 settings[f"{role}_endpoint"] = f"bench-{role}"
             yield Stack(engine_url=engine.url, settings=settings, emulator=emu)

@@ -17,6 +17,8 @@ from infra.model import Role
 from infra.planning import gpu_fit_line
 from infra.pricing import Price, PriceTable, cost_so_far, load_prices
 from infra.state import DEFAULT_STATE_FILE, DeploymentState
+from protocol.catalog import model as catalog_model
+from protocol.catalog import models_differ
 from protocol.speech import task_types_for_model
 from services.aws import on_loopback
 from services.endpoint_view import GONE, describe_endpoint
@@ -46,8 +48,12 @@ class EndpointStatus:
 
     @property
     def task_types(self) -> tuple[str, ...]:
-        """What the voice endpoint's model can do (protocol.speech.task_types_for_model); () for the others."""
-        return task_types_for_model(self.model_id) if self.role == "voice" and self.model_id else ()
+        """What the endpoint's model can do, for a family whose models differ in it (protocol.catalog.models_differ:
+        the voice models, one task type per checkpoint); () for the others."""
+        if not self.model_id or not models_differ(self.role):
+            return ()
+        known = catalog_model(self.model_id)
+        return known.task_types if known is not None else task_types_for_model(self.model_id)
 
     @property
     def gpu_fit(self) -> str | None:
@@ -123,9 +129,12 @@ class StatusReport:
     def unpriced(self) -> list[str]:
         return sorted({e.instance_type or "unknown" for e in self.running if e.usd_per_hour is None})
 
+    def model_of(self, role: str) -> str | None:
+        return next((e.model_id for e in self.endpoints if e.role == role), None)
+
     @property
     def voice_model(self) -> str | None:
-        return next((e.model_id for e in self.endpoints if e.role == "voice"), None)
+        return self.model_of("voice")
 
     @property
     def creating(self) -> bool:

@@ -16,7 +16,7 @@ from ui import resources
 from ui.add_views import add_panel
 from ui.auth import principal
 from ui.endpoints_views import (action_panel, audit_panel, delete_plan, gpu_fit_captions, load_state, scale_up_note,
-                                status_panel, voice_model_picker)
+                                status_panel, model_picks)
 from ui.lifecycle_views import lifecycle_options, ttl_panel
 from ui.versions_views import versions_panel
 
@@ -81,7 +81,7 @@ st.divider()
 if deployment is None:
     st.subheader("Deploy")
     roles = st.multiselect("Endpoints", list(ROLES), default=list(DEFAULT_ROLES), key="deploy_roles")
-    voice_model = voice_model_picker(roles)
+    picks = model_picks(roles)  # the voice models: what the endpoint can do depends on which
     c1, c2 = st.columns(2)
     region = c1.text_input("Region", value=settings.region, key="deploy_region")
     role_arn = c2.text_input("Execution role ARN", value=os.environ.get("SAGEMAKER_EXECUTION_ROLE_ARN", ""),
@@ -101,10 +101,10 @@ if deployment is None:
         roles=tuple(roles), region=region.strip() or None, profile=settings.profile,
         role_arn=role_arn.strip() or None, image_tag=image_tag.strip() or DEFAULT_IMAGE_TAG,
         instance_types=tuple(line.strip() for line in types.splitlines() if line.strip()),
-        bucket=bucket.strip() or None, name_prefix=name_prefix.strip() or PROJECT, voice_model=voice_model, **life,
-        models=tuple(line.strip() for line in models.splitlines() if line.strip()),
+        bucket=bucket.strip() or None, name_prefix=name_prefix.strip() or PROJECT, **life,
+        voice_model=picks.get("voice"), models=tuple(line.strip() for line in models.splitlines() if line.strip()),
     )
-    gpu_fit_captions(roles, voice_model, list(options.models))
+    gpu_fit_captions(roles, picks, list(options.models))
     st.code(deploy_command(options, str(state_file)) + ("" if smoke else " --no-smoke"), language="bash")
     if st.button("Deploy", type="primary", disabled=busy or not roles, key="deploy_go"):
         start(lambda: runner.deploy(options, actor=me, wait=wait, smoke=smoke))

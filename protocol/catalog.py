@@ -227,6 +227,12 @@ def models_of(family_name: str) -> tuple[Model, ...]:
     return tuple(m for m in MODELS if m.family == family_name)
 
 
+def models_differ(family_name: str) -> bool:
+    """Whether what a family's endpoint can do depends on which of its models is deployed (Qwen3-TTS: one task
+    type per checkpoint): then the deploy form offers its models, and status shows the deployed one's task types."""
+    return len({m.task_types for m in models_of(family_name)}) > 1
+
+
 @dataclass(frozen=True)
 class Page:
     """One page of the studio: its URL path (= its name), its script, how it is shown and who may open it."""

@@ -203,7 +203,7 @@ class DeploymentStateFile(_StateModel):
             roles = [e.role for e in self.spec.endpoints]
             if len(set(roles)) != len(roles):
                 raise ValueError(f"spec.endpoints plans an endpoint twice ({', '.join(roles)})")
-            planned = next((e.model_id for e in self.spec.endpoints if e.role == "voice"), None)
+            planned = planned_model(self, "voice")
             if self.voice_model is not None and self.voice_model != planned:
                 plans = f"the voice endpoint with {planned!r}" if planned else "no voice endpoint"
                 raise ValueError(f"voice_model is {self.voice_model!r} but spec.endpoints plans {plans}")
@@ -221,9 +221,14 @@ def voice_model_of(state: DeploymentStateFile) -> str | None:
     that does not say: ask SageMaker, `model_id_of_container`)."""
     if state.voice_model:
         return state.voice_model
-    if state.spec is not None:
-        return next((e.model_id for e in state.spec.endpoints if e.role == "voice"), None)
-    return None
+    return planned_model(state, "voice")
+
+
+def planned_model(state: DeploymentStateFile, role: str) -> str | None:
+    """The model the state file's spec plans for the `role` endpoint (None: no spec, or no such endpoint)."""
+    if state.spec is None:
+        return None
+    return next((e.model_id for e in state.spec.endpoints if e.role == role), None)
 
 
 # The DLC reads the model from the container's environment. With model files from S3, SM_VLLM_MODEL is the

@@ -1,4 +1,4 @@
-"""The endpoints page's views: the voice model choice of the deploy form, the deployment's status table with
+"""The endpoints page's views: the model choice of the deploy form (the voice models), the deployment's status table with
 costs (and each endpoint's model, the voice one with what it can do, and the price range of its pool), the running (or last) infra action with
 its CLI line and output, and the delete confirmation that names what goes."""
 
@@ -10,7 +10,6 @@ from pathlib import Path
 import streamlit as st
 
 from infra import (
-    DEFAULT_VOICE_MODEL,
     DeploymentState,
     deletion_plan,
     deployment_status,
@@ -22,13 +21,12 @@ from infra.status import HOURS_PER_DAY
 from infra.pool_prices import deployment_pool_prices
 from infra.progress import format_duration
 from protocol.errors import StudioError
-from protocol.speech import VOICE_MODELS
+from protocol.catalog import FAMILIES, models_differ, models_of
 from services.pricing import usd
 from ui.lifecycle_views import lifecycle_cells
 from ui.resources import code, cost_banner, plain
 
 ACTION_LINES = 40  # lines of an action's output shown
-VOICE_MODEL_KEY, VOICE_MODEL_KEPT = "deploy_voice_model", "deploy_voice_model_kept"
 
 
 def money(value: float | None) -> str:
@@ -41,35 +39,38 @@ def smoke(result: dict | None) -> str:
     return "ok" if result.get("ok") else "FAILED"
 
 
-def voice_model_picker(roles: list[str]) -> str | None:
-    """The voice endpoint's model (protocol.speech.VOICE_MODELS, each with what it can do), default the
-    published one; None when the deployment has no voice endpoint (deploy refuses a model without one).
-    The choice is kept under its own key too: Streamlit forgets a widget's value on a run that does not
-    draw it, and taking voice out of the endpoints and back in must not lose it."""
-    state = st.session_state
-    state.setdefault(VOICE_MODEL_KEPT, DEFAULT_VOICE_MODEL)
-    if "voice" not in roles:
-        return None
-    state[VOICE_MODEL_KEY] = state[VOICE_MODEL_KEPT]
-    return st.selectbox(
-        "Voice model", list(VOICE_MODELS), key=VOICE_MODEL_KEY, on_change=_keep_voice_model,
-        format_func=lambda m: voice_model_label(m) + ("  [default]" if m == DEFAULT_VOICE_MODEL else ""),
-        help="What the voice endpoint can do depends on its model: preset voices with styles (CustomVoice), a "
-             "voice designed from a description (VoiceDesign), or cloning from a short recording (Base). The "
-             "voice page offers only what the deployed model can do.")
+def model_picks(roles: list[str]) -> dict[str, str]:
+    """The deploy form's model choice for each endpoint whose family's models differ in what they can do
+    (protocol.catalog.models_differ: the voice models, one task type each), each option with what it can do,
+    default the family's own. The choice is kept under its own key too: Streamlit forgets a widget's value on a
+    run that does not draw it, and taking a family out of the endpoints and back in must not lose it."""
+    state, picks = st.session_state, {}
+    for fam in FAMILIES:
+        default = ROLE_PROFILES[fam.name].model_id
+        key, kept = f"deploy_{fam.name}_model", f"deploy_{fam.name}_model_kept"
+        state.setdefault(kept, default)
+        if fam.name not in roles or not models_differ(fam.name):
+            continue
+        state[key] = state[kept]
+        picks[fam.name] = st.selectbox(
+            f"{fam.title} model", [m.id for m in models_of(fam.name)], key=key, on_change=_keep, args=(key, kept),
+            format_func=lambda m, d=default: voice_model_label(m) + ("  [default]" if m == d else ""),
+            help=f"What the {fam.name} endpoint can do depends on its model (each option says what it can do); the "
+                 f"{fam.title} page offers only what the deployed model can do.")
+    return picks
 
 
-def gpu_fit_captions(roles: list[str], voice_model: str | None, model_lines: list[str]) -> None:
+def gpu_fit_captions(roles: list[str], picks: dict[str, str] | None, model_lines: list[str]) -> None:
     """Per endpoint of the form: its model and the GPU memory it needs, with the instance types that fit."""
-    chosen = dict(line.split("=", 1) for line in model_lines if "=" in line)
+    chosen = {**(picks or {}), **{k: v for k, v in (line.split("=", 1) for line in model_lines if "=" in line)
+                                  if v.strip()}}
     for role in roles:
-        model_id = (chosen.get(role) or "").strip() or (voice_model if role == "voice" and voice_model
-                                                        else ROLE_PROFILES[role].model_id)
+        model_id = (chosen.get(role) or "").strip() or ROLE_PROFILES[role].model_id
         st.caption(f"{role}: {plain(model_id)} — {plain(gpu_fit_line(model_id))}")
 
 
-def _keep_voice_model() -> None:
-    st.session_state[VOICE_MODEL_KEPT] = st.session_state[VOICE_MODEL_KEY]
+def _keep(key: str, kept: str) -> None:
+    st.session_state[kept] = st.session_state[key]
 
 
 def load_state(state_file: Path) -> DeploymentState | None:
