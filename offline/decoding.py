@@ -1,4 +1,5 @@
-"""Audio files the engine is sent (voice samples, references, files to transcribe), decoded with PyAV.
+"""Audio files the engine is sent (voice samples, references, files to transcribe), decoded with PyAV — and the
+files it answers with, encoded the same way (`encode_pcm`: speech's mp3/flac/aac/opus, sound's flac/mp3).
 
 `decode_mono(content)` reads any container and codec PyAV knows (WAV, MP3, FLAC, OGG/Opus, WebM, M4A/MP4 — a
 video file's first audio track too) and gives mono float32 samples at 16 kHz, what both the pitch analysis of
@@ -66,3 +67,21 @@ def _stated_duration(container, stream) -> float | None:  # type: ignore[no-unty
     if container.duration is not None:
         return container.duration / 1_000_000  # av.time_base: microseconds
     return None
+
+
+def encode_pcm(samples: np.ndarray, *, rate: int, channels: int, container: str, codec: str) -> bytes:
+    """16-bit samples (interleaved when stereo) as a file: PyAV's `codec` in its `container`."""
+    import av
+
+    layout = "stereo" if channels == 2 else "mono"
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=container) as out:
+        stream = out.add_stream(codec, rate=rate, layout=layout)
+        if samples.size:
+            frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout=layout)
+            frame.sample_rate = rate
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return buf.getvalue()

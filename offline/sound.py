@@ -19,7 +19,6 @@ that work (Opus cannot carry 44.1 kHz; vLLM-Omni fails writing it).
 
 from __future__ import annotations
 
-import io
 from http import HTTPStatus
 from typing import Any
 
@@ -29,6 +28,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from offline import soundscape
+from offline.decoding import encode_pcm
 from offline.guards import render_unless_disconnected
 from offline.media_answers import body_errors, random_seed, validation_error
 from protocol.audio import wav_bytes
@@ -98,20 +98,8 @@ def encode(samples: np.ndarray, response_format: str) -> bytes:
     if response_format not in _AV_FORMATS:
         raise ValueError(f"response_format '{response_format}' cannot be written at {SOUND_SAMPLE_RATE} Hz; "
                          f"use one of: {', '.join(SOUND_SERVED_FORMATS)}")
-    import av
-
     container, codec = _AV_FORMATS[response_format]
-    buf = io.BytesIO()
-    with av.open(buf, "w", format=container) as out:
-        stream = out.add_stream(codec, rate=SOUND_SAMPLE_RATE, layout="stereo")
-        if len(pcm):
-            frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="stereo")
-            frame.sample_rate = SOUND_SAMPLE_RATE
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return buf.getvalue()
+    return encode_pcm(pcm, rate=SOUND_SAMPLE_RATE, channels=SOUND_CHANNELS, container=container, codec=codec)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import io
 
 import numpy as np
 
+from offline.decoding import encode_pcm
 from protocol.audio import wav_bytes
 from protocol.limits import PCM_SAMPLE_RATE
 
@@ -25,17 +25,5 @@ def encode_audio(pcm: bytes, response_format: str) -> bytes:
 
 
 def _encode_with_av(pcm: bytes, container: str, codec: str) -> bytes:
-    import av
-
-    buf = io.BytesIO()
-    with av.open(buf, "w", format=container) as out:
-        stream = out.add_stream(codec, rate=PCM_SAMPLE_RATE, layout="mono")
-        samples = np.frombuffer(pcm, dtype="<i2")
-        if samples.size:
-            frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-            frame.sample_rate = PCM_SAMPLE_RATE
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return buf.getvalue()
+    return encode_pcm(np.frombuffer(pcm, dtype="<i2"), rate=PCM_SAMPLE_RATE, channels=1, container=container,
+                      codec=codec)
