@@ -30,9 +30,10 @@ from typing import Any
 
 from protocol.errors import InvalidInput, StudioError
 from services.access import Forbidden, Principal, require
+from services.addresses import check_server_url
 from services.history import History, HistoryError
 from services.history.base import DB_ERRORS, reason
-from services.settings import Settings, check_server_url
+from services.settings import Settings
 
 # The modality of a conversation's reply stage (Converse): a model streaming OpenAI-compatible /v1/chat/completions
 CHAT = "chat"

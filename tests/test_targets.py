@@ -14,13 +14,14 @@ import pytest
 from protocol.common import error_text
 from protocol.errors import InvalidInput, ServerError
 from services.access import Forbidden, Principal
+from services.addresses import check_server_url
 from services.compare import ImageVariant, Target, VoiceVariant, compare_images, compare_voices
 from services.eval.runner import run_items
 from services.eval.spec import parse_spec
 from services.eval.store import EvalStore
 from services.history import History
 from services.images import ImageRequest
-from services.settings import DemoMode, Settings, check_server_url
+from services.settings import DemoMode, Settings
 from services.targets import TargetBook
 from tests.loopback_support import InternalService, internal_service
 

@@ -95,7 +95,7 @@ def run_copy(args: argparse.Namespace) -> int:
     from services.history import History
     from services.history.transfer import copy_media, copy_rows
     from services.media_store import MediaError, open_media_store
-    from services.settings import check_media_url
+    from services.addresses import check_media_url
 
     if not args.to and not args.media_to:
         raise ArgumentError("say where to copy: --to postgresql://… (the rows), --media-to s3://bucket/prefix (the "

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.sql.elements import TextClause
 
-from services.settings import parse_database_url
+from services.addresses import parse_database_url
 
 DB_NAME = "history.sqlite3"
 

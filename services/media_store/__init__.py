@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from services.addresses import s3_location
 from services.media_store.base import (
     URL_EXPIRES_DEFAULT_S,
     URL_EXPIRES_MAX_S,
@@ -46,7 +47,7 @@ from services.media_store.base import (
     plain_name,
 )
 from services.media_store.folder import FolderMediaStore
-from services.settings import Settings, s3_location
+from services.settings import Settings
 
 MEDIA_DIR = "media"  # <data_dir>/media: where media lived before media_url, and where it lives when it is empty
 
