@@ -1,11 +1,11 @@
 """Video retrieval overhead: client wall time minus the server's own X-Inference-Time-S, one run.
 
-    .venv/bin/python bench/video_overhead.py [--backend offline|omni|sagemaker] [--url URL] [--runs 9]
+    .venv/bin/python bench/video_overhead.py [--backend offline|server|sagemaker] [--url URL] [--runs 9]
 
 The published SageMaker run lost 2.9 s between the model finishing (8.9 s) and the CLI having the MP4
 (11.8 s). This measures the same gap for the studio's VideoClient — the job path: build the multipart
 body (reference fitted, JPEG data URL), submit, poll, fetch, decode-check the MP4 with PyAV — and, on a
-vLLM-Omni URL (offline or omni backends), side by side with a raw httpx POST of the identical body in
+vLLM-Omni URL (offline or server backends), side by side with a raw httpx POST of the identical body in
 interleaved (ABBA) runs against the same engine. A third column runs the same job through VideoJobs,
 which also records it in the history (files written, rows updated), as the pages do.
 
@@ -39,6 +39,7 @@ from protocol.limits import ASYNC_INLINE_LIMIT  # noqa: E402
 from protocol.videos import VIDEO_SYNC_PATH  # noqa: E402
 from services.backend import create_backend  # noqa: E402
 from services.history import History  # noqa: E402
+from services.kinds import backend_name  # noqa: E402
 from services.settings import load_settings  # noqa: E402
 from services.videos import VideoJobs, VideoRequest, encode_request  # noqa: E402
 
@@ -63,8 +64,9 @@ def _med(xs: list[float]) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", choices=["offline", "omni", "sagemaker"], default="offline")
-    ap.add_argument("--url", help="vLLM-Omni server URL for --backend omni")
+    ap.add_argument("--backend", type=backend_name, choices=["offline", "server", "sagemaker"], default="offline",
+                    help="omni, the server's former name, is taken as server")
+    ap.add_argument("--url", help="vLLM-Omni server URL for --backend server")
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--model-s", type=float, default=0.0,
                     help="sagemaker: seconds each async request spends on the emulated endpoint before the engine "
@@ -73,7 +75,7 @@ def main() -> int:
     args = ap.parse_args()
 
     with contextlib.ExitStack() as stack:
-        overrides: dict = {"backend": args.backend, "omni_url": args.url}
+        overrides: dict = {"backend": args.backend, "server_url": args.url}
         url = None
         if args.backend == "sagemaker":  # through the local emulator, with the engine it forwards to
             sm = stack.enter_context(sagemaker_stack({"video": ROLE_PROFILES["video"].model_id}))
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace, settings, direct_url: str | None) -> int:
     client = backend.client("video")
     request = VideoRequest(PROMPT, reference=_reference(), seed=77).validated()  # published defaults otherwise
     body = encode_request(request)
-    url = backend.target if backend.name in ("offline", "omni") else direct_url
+    url = backend.target if backend.name in ("offline", "server") else direct_url
     raw_http = httpx.Client(timeout=600) if url else None
 
     def raw() -> tuple[float, float]:

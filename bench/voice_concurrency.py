@@ -12,7 +12,7 @@ arrives. Its buffer runs dry when a chunk arrives later than the audio before it
 bench prints, per session, the smallest buffer left at any chunk's arrival (negative = a gap was heard)
 and how many sessions ran dry.
 
-    python bench/voice_concurrency.py [--backend offline|omni] [--url URL] [--sessions 8] [--rounds 5]
+    python bench/voice_concurrency.py [--backend offline|server] [--url URL] [--sessions 8] [--rounds 5]
 
 Target: raw p95 with N at once / raw p95 alone ≤ 2, and no session's playback runs dry.
 """
@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from services.kinds import backend_name  # noqa: E402  (--backend omni, the server's former name, is taken too)
 
 TEXT = ("Eight people press Speak at the same moment. Each of them should hear the first words quickly, "
         "while the rest of the sentence is still being made.")
@@ -124,7 +126,7 @@ def _report(res: dict, args: argparse.Namespace, url: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", choices=["offline", "omni"], default="offline")
+    ap.add_argument("--backend", type=backend_name, choices=["offline", "server"], default="offline")
     ap.add_argument("--url")
     ap.add_argument("--sessions", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=5)
@@ -135,9 +137,9 @@ def main() -> None:
     from services.speech import SpeechRun, omni_client, speech_config
 
     engine = None
-    if args.backend == "omni":
+    if args.backend == "server":
         if not args.url:
-            sys.exit("--backend omni needs --url")
+            sys.exit("--backend server needs --url")
         url = args.url.rstrip("/")
     else:
         from offline.launch import start_engine

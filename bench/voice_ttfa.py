@@ -6,7 +6,7 @@ way from the caller's side: from just before the text is sent to the moment the 
 the caller's hands (for the studio: yielded by `session.speak()`, after its parsing, statistics,
 recording and queue hop). Both clients turn per-message deflate off (PCM does not compress).
 
-    python bench/voice_ttfa.py [--backend offline|omni|sagemaker] [--url URL] [--runs 15]
+    python bench/voice_ttfa.py [--backend offline|server|sagemaker] [--url URL] [--runs 15]
 
 With `--backend sagemaker` the studio's SpeechSession over the SageMaker HTTP/2 bidirectional stream
 (the local emulator over TLS, bridging to the same engine's WebSocket) joins the same interleaved runs,
@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from services.kinds import backend_name  # noqa: E402  (--backend omni, the server's former name, is taken too)
 
 # A short first clause keeps the engine's share (and its run-to-run noise) small next to the client's.
 TEXT = ("Hello there, studio. Streaming speech should start while the rest is still being made. "
@@ -130,9 +132,9 @@ async def studio_ttfa(client, config, text: str, *, old: OldPattern | None = Non
 
 
 def target_url(args: argparse.Namespace) -> tuple[str, object]:
-    if args.backend == "omni":
+    if args.backend == "server":
         if not args.url:
-            sys.exit("--backend omni needs --url, e.g. http://gpu-box:8091")
+            sys.exit("--backend server needs --url, e.g. http://gpu-box:8091")
         return args.url.rstrip("/"), None
     from offline.launch import start_engine
 
@@ -228,9 +230,9 @@ async def measure(args: argparse.Namespace, url: str, bidi) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", choices=["offline", "omni", "sagemaker"], default="offline",
+    p.add_argument("--backend", type=backend_name, choices=["offline", "server", "sagemaker"], default="offline",
                    help="sagemaker: adds the HTTP/2 bidi path through the local emulator, same engine")
-    p.add_argument("--url", help="vLLM-Omni server for --backend omni")
+    p.add_argument("--url", help="vLLM-Omni server for --backend server")
     p.add_argument("--voice")
     p.add_argument("--split", choices=["none", "sentence", "clause"], default="clause")
     p.add_argument("--runs", type=int, default=15)

@@ -58,7 +58,7 @@ def _prepare() -> None:
                               max_wall_s=float(state["cap_minutes"]) * 60, work=work_values(m),
                               recording=recording_value(m))
         name, url, _ = resources.backend_choice()
-        settings = resources.settings().with_overrides(backend=name, omni_url=url)
+        settings = resources.settings().with_overrides(backend=name, server_url=url)
         target = describe_target(resources.backend(), settings, m, usd_per_hour=optional_price(state["cap_price"]))
     except StudioError as exc:
         state["cap_error"] = str(exc)

@@ -14,15 +14,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from services.backend import create_backend, omni_backend
+    from services.backend import create_backend, server_backend
     from services.base import Backend, BackendHealth
 
-__all__ = ["Backend", "BackendHealth", "create_backend", "omni_backend"]
+__all__ = ["Backend", "BackendHealth", "create_backend", "server_backend"]
 
 # The exports load on first use: `import services.settings` (every command, the engine's checks) must not pay for
 # the backend's imports (httpx, the history's SQLAlchemy, boto3), about 0.3 s a process.
 def __getattr__(name: str) -> Any:
-    if name in ("create_backend", "omni_backend"):
+    if name in ("create_backend", "server_backend"):
         from services import backend
 
         return getattr(backend, name)

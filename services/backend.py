@@ -16,7 +16,7 @@ from services.history import History
 from services.kinds import BackendName
 from services.settings import Settings
 
-def omni_health(url: str, timeout: float = 3.0) -> BackendHealth:
+def server_health(url: str, timeout: float = 3.0) -> BackendHealth:
     """`GET /health` on a vLLM-Omni server."""
     try:
         resp = httpx.get(f"{url}/health", timeout=timeout)
@@ -27,13 +27,13 @@ def omni_health(url: str, timeout: float = 3.0) -> BackendHealth:
     return BackendHealth(True, "healthy")
 
 
-def omni_backend(url: str, settings: Settings, *, name: BackendName = "omni", close: Any = None) -> Backend:
+def server_backend(url: str, settings: Settings, *, name: BackendName = "server", close: Any = None) -> Backend:
     """A vLLM-Omni server's backend: each family's native client against `url`, built when first asked for."""
     from services import families
 
     parts = families.ServerParts(url=url, settings=settings, kind=name, history=lambda: History.of(settings))
     return Backend(name=name, target=url, _build=lambda part: families.build(part, name, parts),
-                   _health=lambda: omni_health(url), _close=close)
+                   _health=lambda: server_health(url), _close=close)
 
 
 def create_backend(settings: Settings) -> Backend:
@@ -42,14 +42,14 @@ def create_backend(settings: Settings) -> Backend:
         from offline.launch import shared_engine
 
         engine = shared_engine()
-        return omni_backend(engine.url, settings, name="offline")
-    if settings.backend == "omni":
-        if not settings.omni_url:
+        return server_backend(engine.url, settings, name="offline")
+    if settings.backend == "server":
+        if not settings.server_url:
             raise ConfigError(
-                "backend 'omni' needs the server URL: set OMNI_STUDIO_OMNI_URL (e.g. http://gpu-box:8091) "
-                "or omni_url in studio.toml, or pass --url"
+                "backend 'server' needs the server URL: set OMNI_STUDIO_SERVER_URL (e.g. http://gpu-box:8091) "
+                "or server_url in studio.toml, or pass --url"
             )
-        return omni_backend(settings.omni_url, settings)
+        return server_backend(settings.server_url, settings)
     if settings.backend == "sagemaker":
         from services.sagemaker import sagemaker_backend
 

@@ -1,7 +1,7 @@
 """Side by side: the same prompt on 2–4 variants at once, each a full set of settings and a target.
 
     variants = [ImageVariant("A", ImageRequest(prompt, size="512x512", steps=4)),
-                ImageVariant("B", ImageRequest(prompt, steps=8), Target("omni", url="http://gpu-box:8091"))]
+                ImageVariant("B", ImageRequest(prompt, steps=8), Target("server", url="http://gpu-box:8091"))]
     for outcome in compare_images(variants, settings=settings, history=history, default=backend):
         outcome.job, outcome.error, outcome.cost_per_item_usd, outcome.price_note
 
@@ -40,6 +40,7 @@ from services.backend import create_backend
 from services.base import Backend
 from services.history import History, Job
 from services.images import ImageRequest, record_image
+from services.kinds import backend_name
 from services.pricing import cost_of_seconds
 from services.settings import Settings
 from services.targets import TargetBook, target_overrides
@@ -47,25 +48,29 @@ from services.videos import VideoJobs, VideoRequest
 
 VARIANTS = Range(2, 4)
 OnProgress = Callable[["Outcome", int, int], None]  # (the finished variant's outcome, how many are done, of how many)
-TargetKind = Literal["default", "omni", "sagemaker"]
-TARGET_KINDS: tuple[TargetKind, ...] = ("default", "omni", "sagemaker")
+TargetKind = Literal["default", "server", "sagemaker"]
+TARGET_KINDS: tuple[TargetKind, ...] = ("default", "server", "sagemaker")
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where a variant runs: `default` (the caller's backend), a vLLM-Omni `url`, or a SageMaker `endpoint`.
-    `usd_per_hour` prices it by hand (wins over the table)."""
+    """Where a variant runs: `default` (the caller's backend), a vLLM-Omni `server` by `url`, or a SageMaker
+    `endpoint`. `usd_per_hour` prices it by hand (wins over the table). A kind under its former name ("omni", from a
+    kept record or an older caller) is read as today's."""
 
     kind: TargetKind = "default"
     url: str | None = None
     endpoint: str | None = None
     usd_per_hour: float | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", backend_name(self.kind))
+
     def key(self) -> tuple[str, str | None]:
-        return self.kind, self.url if self.kind == "omni" else self.endpoint if self.kind == "sagemaker" else None
+        return self.kind, self.url if self.kind == "server" else self.endpoint if self.kind == "sagemaker" else None
 
     def describe(self, default: str) -> str:
-        return {"default": default, "omni": f"vLLM-Omni {self.url}",
+        return {"default": default, "server": f"vLLM-Omni {self.url}",
                 "sagemaker": f"SageMaker endpoint {self.endpoint}"}[self.kind]
 
 
@@ -134,7 +139,7 @@ class Outcome:
 
 def target_settings(settings: Settings, target: Target, modality: str = "image") -> Settings:
     """The settings a non-default target's backend is built from (ConfigError names a bad URL)."""
-    if target.kind == "omni":
+    if target.kind == "server":
         if not (target.url or "").strip():
             raise InvalidInput("a vLLM-Omni target needs its URL, e.g. http://gpu-box:8091")
         return settings.with_overrides(**target_overrides(modality, url=target.url.strip()))
@@ -170,7 +175,7 @@ def check_variants(variants: list[Variant]) -> list[Variant]:
             raise InvalidInput(f"variant {v.label}: {exc}") from None
         if v.target.kind not in TARGET_KINDS:
             raise InvalidInput(f"variant {v.label}: unknown target {v.target.kind!r}")
-        if v.target.kind == "omni" and not (v.target.url or "").strip():
+        if v.target.kind == "server" and not (v.target.url or "").strip():
             raise InvalidInput(f"variant {v.label}: a vLLM-Omni target needs its URL, e.g. http://gpu-box:8091")
         if v.target.kind == "sagemaker" and not (v.target.endpoint or "").strip():
             raise InvalidInput(f"variant {v.label}: a SageMaker target needs the endpoint's name")

@@ -4,6 +4,9 @@ Precedence: environment (`OMNI_STUDIO_<FIELD>`) > `studio.toml` (the file `OMNI_
 ./studio.toml when there is one; `OMNI_STUDIO_CONFIG=` set empty reads no file) > defaults. The defaults
 run fully offline on the embedded engine. pydantic-settings reads both sources; `load_settings` turns
 whatever is wrong into one ConfigError naming the setting and where it was read from.
+
+Former names are still read: `omni_url` / `OMNI_STUDIO_OMNI_URL` as `server_url` (RENAMED), and `backend = "omni"`
+as "server" (services/kinds.py).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -39,7 +42,7 @@ from services.addresses import (
     parse_database_url,
     s3_location,
 )
-from services.kinds import BackendName
+from services.kinds import BackendField
 
 ENV_PREFIX = "OMNI_STUDIO_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -97,14 +100,41 @@ class ServerEntry(BaseModel):
         return check_server_url(v)
 
 
+# Settings read under a former name (a studio.toml or an environment written before the rename): former → today's.
+# One source giving both, differently, is refused naming both; between sources the usual precedence holds (an
+# OMNI_STUDIO_SERVER_URL wins over an old studio.toml's omni_url).
+RENAMED: dict[str, str] = {"omni_url": "server_url"}
+
+
+def _same_url(a: Any, b: Any) -> bool:
+    try:
+        return check_server_url(a) == check_server_url(b)
+    except ValueError:
+        return a == b
+
+
+def _renamed(data: dict[str, Any], spelled: Callable[[str], str], place: str) -> dict[str, Any]:
+    """One source's values with each former name read as today's; ConfigError when it gives both, differing."""
+    data = dict(data)
+    for old, new in RENAMED.items():
+        if old in data:
+            value = data.pop(old)
+            if new in data and not _same_url(data[new], value):
+                raise ConfigError(f"{spelled(old)} and {spelled(new)}{place} differ ({value!r}, {data[new]!r}) and "
+                                  f"are one setting ({old} is {new}'s former name): keep {spelled(new)} only")
+            data.setdefault(new, value)
+    return data
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid")
 
-    # Which backend the studio talks to. `offline` starts the embedded engine on 127.0.0.1.
-    backend: BackendName = "offline"
-    # `omni`: any vLLM-Omni server, e.g. http://gpu-box:8091
-    omni_url: str | None = None
-    # More vLLM-Omni servers an admin registered ([[servers]] url, name): with omni_url and the servers added on
+    # Which backend the studio talks to. `offline` starts the embedded engine on 127.0.0.1. (`omni`, the server's
+    # old name, is read as `server`: services/kinds.py.)
+    backend: BackendField = "offline"
+    # `server`: any vLLM-Omni server, e.g. http://gpu-box:8091 (`omni_url`, its old name, is read too: RENAMED)
+    server_url: str | None = None
+    # More vLLM-Omni servers an admin registered ([[servers]] url, name): with server_url and the servers added on
     # the sidebar, the only URLs the studio's server sends requests to (services/targets.py).
     servers: list[ServerEntry] = Field(default_factory=list)
     # Where the history database and generated files live.
@@ -186,7 +216,7 @@ class Settings(BaseSettings):
                              f"media_url to s3://bucket/prefix (e.g. {MEDIA_URL_EXAMPLE}) or leave kms_key_id empty")
         return v
 
-    @field_validator("omni_url")
+    @field_validator("server_url")
     @classmethod
     def _url_shape(cls, v: str | None) -> str | None:
         if v is None or v == "":
@@ -200,10 +230,16 @@ class Settings(BaseSettings):
         # `Settings(...)` is its arguments over the defaults; load_settings adds the environment and studio.toml.
         return (init_settings,)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _former_names(cls, data: Any) -> Any:
+        # Settings(omni_url=…) or with_overrides(omni_url=…) too (the sources rename their own: see load_settings)
+        return _renamed(data, str, " (arguments)") if isinstance(data, dict) else data
+
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with some fields changed, validated again (e.g. from CLI flags or a sidebar picker)."""
         data = self.model_dump(exclude_unset=True)  # what was never set stays a default (see model_fields_set)
-        data.update({k: v for k, v in changes.items() if v is not None})
+        data.update({RENAMED.get(k, k): v for k, v in changes.items() if v is not None})  # a former name overrides too
         try:
             return Settings(**data)
         except ValidationError as exc:
@@ -216,6 +252,11 @@ class _Environment(EnvSettingsSource):
     def __init__(self, environ: Mapping[str, str]) -> None:
         super().__init__(Settings)
         self.env_vars = parse_env_vars(environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()  # today's names only: a variable naming no field is not read
+        data |= {old: v for old in RENAMED if (v := self.env_vars.get((ENV_PREFIX + old).lower())) is not None}
+        return _renamed(data, lambda field: (ENV_PREFIX + field).upper(), " (environment variables)")
 
     def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
         try:
@@ -248,10 +289,15 @@ def _config_path(environ: Mapping[str, str], config_file: Path | None) -> Path |
     return path
 
 
+class _Toml(TomlConfigSettingsSource):
+    def __call__(self) -> dict[str, Any]:
+        return _renamed(super().__call__(), str, f" in {Path(self.toml_file_path).absolute()}")
+
+
 def _toml(path: Path) -> TomlConfigSettingsSource:
     shown = path.absolute()
     try:
-        return TomlConfigSettingsSource(Settings, toml_file=path)
+        return _Toml(Settings, toml_file=path)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"settings file {shown} is not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -298,11 +344,11 @@ def load_settings(environ: Mapping[str, str] | None = None, config_file: Path | 
         raise ConfigError(f"studio settings from the environment: {exc}") from None
     except ValidationError as exc:
         def where(field: str) -> tuple[str, str]:
-            variable = _env_name(environ, field)
+            names = (field, *(old for old, new in RENAMED.items() if new == field))  # the environment first
+            variable = next((v for n in names if (v := _env_name(environ, n)) is not None), None)
             if variable is not None:
                 return variable, " (environment variable)"
-            if toml is not None and field in toml.toml_data:
-                return field, f" in {path.absolute()}"
-            return field, ""
+            key = next((n for n in names if toml is not None and n in toml.toml_data), None)
+            return (key, f" in {path.absolute()}") if key is not None else (field, "")
 
         raise _config_error(exc, where) from None

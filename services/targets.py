@@ -1,15 +1,15 @@
 """Where the studio's server may send requests: a closed set a person picks from (docs/team.md, "Threat model").
 
     book = TargetBook(settings, history)
-    book.servers()                      # vLLM-Omni servers: omni_url, [[servers]] in studio.toml, added by admins
+    book.servers()                      # vLLM-Omni servers: server_url, [[servers]] in studio.toml, added by admins
     book.add_server(actor, "http://gpu-box:8091", name="gpu box")   # admins only; the URL checked once, here
     book.options("image")               # what a variant picker offers: the sidebar's target, servers, endpoints
-    book.check(actor, Target("omni", url="http://10.0.0.5/admin"), "image")   # Forbidden: not registered
+    book.check(actor, "server", url="http://10.0.0.5/admin", modality="image")   # Forbidden: not registered
 
 The studio's server makes the requests, not the browser: a URL typed into a form would let anyone who can reach
 the studio aim its server at any address it can reach (an internal admin page, a cloud metadata service) and read
 back what answers. So a person never types a target. They pick among the target the settings name (the
-sidebar's), the vLLM-Omni servers an admin registered — `omni_url` and `[[servers]]` in the settings, or added
+sidebar's), the vLLM-Omni servers an admin registered — `server_url` and `[[servers]]` in the settings, or added
 on the sidebar, which the history keeps — and the SageMaker endpoints of the deployment (the settings' endpoint
 names and the infra state file's). A demo studio never leaves the target its settings name.
 
@@ -19,6 +19,9 @@ gets the closed set only, and never a per-variant state file, AWS profile or reg
 line, which acts as one (whoever runs it holds the network and the AWS credentials anyway) — may name any
 server in a SPEC; in the studio they add it on the sidebar first, like everyone picks it. A demo studio stays on
 its target for everyone.
+
+A target's kind is "default" (the caller's own), "server" (a vLLM-Omni server by URL; "omni", its former name, is
+read as "server" wherever a kind or an option key arrives: services/kinds.py), "sagemaker" or "offline".
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from services.access import Forbidden, Principal, require
 from services.addresses import check_server_url
 from services.history import History, HistoryError
 from services.history.base import DB_ERRORS, reason
+from services.kinds import OLD_NAMES, backend_name
 from services.settings import Settings
 
 # The modality of a conversation's reply stage (Converse): a model streaming OpenAI-compatible /v1/chat/completions
@@ -49,7 +53,7 @@ class Server:
 
     url: str
     name: str
-    source: str  # "settings (omni_url)", "settings ([[servers]])", or "added by ann@example.com"
+    source: str  # "settings (server_url)", "settings ([[servers]])", or "added by ann@example.com"
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class TargetOption:
 
     key: str
     label: str
-    kind: str  # default | omni | sagemaker
+    kind: str  # default | server | sagemaker
     url: str | None = None
     endpoint: str | None = None
 
@@ -82,9 +86,9 @@ class TargetBook:
     def servers(self) -> list[Server]:
         """Every registered server, the settings' first; an unreadable history leaves the settings' ones."""
         out: dict[str, Server] = {}
-        if self.settings.omni_url:
-            out[self.settings.omni_url] = Server(self.settings.omni_url, _host(self.settings.omni_url),
-                                                 "settings (omni_url)")
+        if self.settings.server_url:
+            out[self.settings.server_url] = Server(self.settings.server_url, _host(self.settings.server_url),
+                                                   "settings (server_url)")
         for entry in self.settings.servers:
             out.setdefault(entry.url, Server(entry.url, entry.name or _host(entry.url), "settings ([[servers]])"))
         try:
@@ -150,7 +154,7 @@ class TargetBook:
         out = [TargetOption("default", default_label, "default")]
         if self.settings.demo is not None:
             return out
-        out += [TargetOption(f"omni:{s.url}", f"vLLM-Omni {s.name} ({s.url})", "omni", url=s.url)
+        out += [TargetOption(f"server:{s.url}", f"vLLM-Omni {s.name} ({s.url})", "server", url=s.url)
                 for s in self.servers()]
         out += [TargetOption(f"sagemaker:{e}", f"SageMaker endpoint {e}", "sagemaker", endpoint=e)
                 for e in self.endpoints(modality)]
@@ -162,7 +166,8 @@ class TargetBook:
         own native session). A SageMaker endpoint is reached with the SageMaker backend's credentials."""
         if self.settings.demo is not None:
             return []
-        return ([TargetOption(f"omni:{s.url}", f"{s.name} ({s.url})", "omni", url=s.url) for s in self.servers()]
+        return ([TargetOption(f"server:{s.url}", f"{s.name} ({s.url})", "server", url=s.url)
+                 for s in self.servers()]
                 + [TargetOption(f"sagemaker:{e}", f"SageMaker endpoint {e}", "sagemaker", endpoint=e)
                    for e in self.endpoints(CHAT)])
 
@@ -174,7 +179,7 @@ class TargetBook:
         prefix = f"{who}: " if who else ""
         if self.settings.demo is not None:
             raise Forbidden(f"{prefix}a demo studio stays on the target its settings name")
-        if kind == "omni":
+        if kind == "server":
             try:
                 checked = check_server_url(url or "")
             except ValueError as exc:
@@ -203,12 +208,12 @@ class TargetBook:
                                 "command line only (python -m services eval)")
             backend = target_backend(v.get("backend"), url=v.get("url"), endpoint=v.get("endpoint"))
             if self.settings.demo is not None:
-                same = backend in (None, self.settings.backend) and v.get("url") in (None, self.settings.omni_url)
+                same = backend in (None, self.settings.backend) and v.get("url") in (None, self.settings.server_url)
                 if not same or v.get("endpoint"):
                     raise Forbidden(f"{who}: a demo studio stays on the target its settings name")
                 continue
-            if backend == "omni":
-                self.check(actor, "omni", url=v.get("url") or self.settings.omni_url, modality=modality, who=who)
+            if backend == "server":
+                self.check(actor, "server", url=v.get("url") or self.settings.server_url, modality=modality, who=who)
             elif backend == "sagemaker" and v.get("endpoint"):
                 self.check(actor, "sagemaker", endpoint=v.get("endpoint"), modality=modality, who=who)
 
@@ -227,7 +232,9 @@ class TargetGuard:
 
 
 def chosen(options: Iterable[TargetOption], key: str) -> TargetOption:
-    """The picked option by its key; one no longer offered (a server removed meanwhile) is refused."""
+    """The picked option by its key ("omni:<url>", the former spelling, as "server:<url>"); one no longer offered (a
+    server removed meanwhile) is refused."""
+    key = option_key_of(key)
     for o in options:
         if o.key == key:
             return o
@@ -242,9 +249,9 @@ def _host(url: str) -> str:
 
 # -- a target named by keys (a SPEC variant, CLI flags, a picked option) → the backend it means ----------------
 def target_backend(backend: str | None = None, *, url: str | None = None, endpoint: str | None = None) -> str | None:
-    """The backend a target's keys name: `backend` when given; a URL alone means a vLLM-Omni server, an
-    endpoint alone a SageMaker endpoint; None leaves the caller's."""
-    return backend or ("omni" if url else "sagemaker" if endpoint else None)
+    """The backend a target's keys name: `backend` when given (a former name read as today's: "omni" → "server");
+    a URL alone means a vLLM-Omni server, an endpoint alone a SageMaker endpoint; None leaves the caller's."""
+    return backend_name(backend) or ("server" if url else "sagemaker" if endpoint else None)
 
 
 def target_overrides(modality: str, *, backend: str | None = None, url: str | None = None,
@@ -254,7 +261,7 @@ def target_overrides(modality: str, *, backend: str | None = None, url: str | No
     if name := target_backend(backend, url=url, endpoint=endpoint):
         changes["backend"] = name
     if url:
-        changes["omni_url"] = url
+        changes["server_url"] = url
     if endpoint:
         changes[f"{modality}_endpoint"] = endpoint
     return changes
@@ -264,9 +271,9 @@ def spec_keys(option: Any, default_backend: str, default_url: str | None) -> dic
     """A picked target (a TargetOption or services.compare.Target) as a SPEC variant's keys; `default` is the
     caller's own backend (its URL only when it is a vLLM-Omni server)."""
     if option.kind == "default":
-        return {"backend": default_backend} | ({"url": default_url} if default_backend == "omni" else {})
-    if option.kind == "omni":
-        return {"backend": "omni", "url": option.url}
+        return {"backend": default_backend} | ({"url": default_url} if default_backend == "server" else {})
+    if option.kind == "server":
+        return {"backend": "server", "url": option.url}
     return {"backend": "sagemaker", "endpoint": option.endpoint}
 
 
@@ -274,7 +281,14 @@ def option_key(variant: Mapping[str, Any], default_backend: str, default_url: st
     """The TargetOption key a SPEC variant's keys name (`default` when they are the caller's own backend)."""
     if variant.get("endpoint"):
         return f"sagemaker:{variant['endpoint']}"
-    own_url = default_url if default_backend == "omni" else None
+    own_url = default_url if default_backend == "server" else None
     if variant.get("backend") == default_backend and variant.get("url") == own_url:
         return "default"
-    return f"omni:{variant['url']}" if variant.get("url") else "default"
+    return f"server:{variant['url']}" if variant.get("url") else "default"
+
+
+def option_key_of(key: str) -> str:
+    """A TargetOption key as someone may have kept it (a link, a saved form): "omni:<url>", the former spelling of a
+    server's key, read as "server:<url>"; other keys unchanged."""
+    kind, sep, rest = key.partition(":")
+    return f"{OLD_NAMES[kind]}:{rest}" if sep and kind in OLD_NAMES else key

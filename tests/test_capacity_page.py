@@ -81,7 +81,7 @@ def _chart_rows(at: AppTest) -> list[list[dict]]:
 
 
 def _engine(engine_url: str) -> dict[str, str]:
-    return {"OMNI_STUDIO_BACKEND": "omni", "OMNI_STUDIO_OMNI_URL": engine_url}
+    return {"OMNI_STUDIO_BACKEND": "server", "OMNI_STUDIO_SERVER_URL": engine_url}
 
 
 def test_a_sweep_from_the_page_draws_its_charts_and_is_kept(engine_url: str, monkeypatch, tmp_path: Path) -> None:
@@ -176,7 +176,7 @@ def test_bad_input_is_named_and_nothing_is_sent(engine_url: str, monkeypatch, tm
 
 def test_a_target_that_is_down_is_said_before_any_load(monkeypatch, tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
-    at = _open(monkeypatch, tmp_path, OMNI_STUDIO_BACKEND="omni", OMNI_STUDIO_OMNI_URL=dead)
+    at = _open(monkeypatch, tmp_path, OMNI_STUDIO_BACKEND="server", OMNI_STUDIO_SERVER_URL=dead)
     at.button(key="cap_go").click().run()
     _ok(at)
     assert any("is down" in e.value and "no load was sent" in e.value for e in at.error), [e.value for e in at.error]

@@ -65,8 +65,8 @@ def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
 
 def _open(monkeypatch: pytest.MonkeyPatch, data: Path, url: str) -> AppTest:
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", url)
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(data))
     st.cache_resource.clear()
     st.cache_data.clear()
@@ -98,7 +98,7 @@ def test_the_settings_show_with_their_defaults(monkeypatch: pytest.MonkeyPatch, 
     assert "scripted, not a model" in at.text_area(key="converse_script").label
     assert "hello =>" in at.text_area(key="converse_script").value
     at.radio(key="converse_reply_kind").set_value("chat").run()
-    assert at.selectbox(key="converse_reply_target").value == f"omni:{engine_url}"  # the registered server
+    assert at.selectbox(key="converse_reply_target").value == f"server:{engine_url}"  # the registered server
     assert at.text_area(key="converse_system_prompt") and not at.main.text_input  # no address to type
 
 

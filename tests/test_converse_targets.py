@@ -69,8 +69,8 @@ def _open(monkeypatch: pytest.MonkeyPatch, data: Path, url: str, *, servers: lis
     from ui import auth
 
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", url)
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(data))
     monkeypatch.setenv("OMNI_STUDIO_SERVERS", json.dumps([{"url": s} for s in servers]))
     if demo is None:
@@ -109,17 +109,17 @@ def test_a_creator_picks_the_reply_from_the_closed_set(monkeypatch: pytest.Monke
     at = _open(monkeypatch, tmp_path / "data", engine_url, servers=[chat_url], actor=BOB)
     # A forged widget value (the internal service; `?` would turn the appended path into a query) falls back to
     # the set: the recorded turns, Compare's B and the live call go to registered servers only.
-    at.session_state["converse_reply_target"] = f"omni:{internal_url}/html500?"
-    at.session_state["cmp_reply_target"] = f"omni:{internal_url}"
+    at.session_state["converse_reply_target"] = f"server:{internal_url}/html500?"
+    at.session_state["cmp_reply_target"] = f"server:{internal_url}"
     at.radio(key="converse_reply_kind").set_value("chat").run()
     at.radio(key="cmp_reply_kind").set_value("chat").run()
     assert not at.text_input  # nothing to type an address into
     assert at.selectbox(key="converse_reply_target").options == [f"{u.removeprefix('http://')} ({u})"
                                                                   for u in (engine_url, chat_url)]
-    assert at.selectbox(key="converse_reply_target").value == f"omni:{engine_url}"
-    assert at.selectbox(key="cmp_reply_target").value == f"omni:{engine_url}"
+    assert at.selectbox(key="converse_reply_target").value == f"server:{engine_url}"
+    assert at.selectbox(key="cmp_reply_target").value == f"server:{engine_url}"
     assert _live_reply(at).url == engine_url
-    at.selectbox(key="converse_reply_target").set_value(f"omni:{chat_url}").run()
+    at.selectbox(key="converse_reply_target").set_value(f"server:{chat_url}").run()
     assert _live_reply(at).url == chat_url
     _talk(at, turn_wav)
     assert not at.error, [e.value for e in at.error]
@@ -138,8 +138,8 @@ def test_a_demo_visitor_gets_the_script(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert at.radio(key="converse_reply_kind").options == ["Scripted reply (rules you edit; not a model)"]
     assert at.radio(key="cmp_reply_kind").options == ["The same reply as A", "Another script (scripted, not a model)"]
     assert not at.text_input and not [s for s in at.selectbox if s.key in ("converse_reply_target", "cmp_reply_target")]
-    forged = {"converse_reply_kind": "chat", "converse_reply_target": f"omni:{internal_url}",
-              "cmp_reply_kind": "chat", "cmp_reply_target": f"omni:{internal_url}"}  # back to the script
+    forged = {"converse_reply_kind": "chat", "converse_reply_target": f"server:{internal_url}",
+              "cmp_reply_kind": "chat", "cmp_reply_target": f"server:{internal_url}"}  # back to the script
     at = _open(monkeypatch, tmp_path / "data", engine_url, servers=[internal_url], demo={"pages": ["converse"], "uploads": True},
                state=forged)
     assert at.radio(key="converse_reply_kind").value == "script" and at.radio(key="cmp_reply_kind").value == "same"
@@ -154,7 +154,7 @@ def test_the_services_check_the_reply_again(tmp_path: Path, internal) -> None:
     """What a page hands a service carries the person's guard: the reply is checked before any stage is built —
     the recorded turns' runner, Compare's B (changed) and the live call's runner."""
     internal_url, handler = internal
-    settings = Settings(backend="omni", omni_url="http://127.0.0.1:9", data_dir=tmp_path / "data",
+    settings = Settings(backend="server", server_url="http://127.0.0.1:9", data_dir=tmp_path / "data",
                         state_file=tmp_path / "no-state.json", chat_endpoints=["sm-chat"])
     book = TargetBook(settings, History(settings.data_dir))
     a = Setup(listen="http://127.0.0.1:9", speak="http://127.0.0.1:9", guard=TargetGuard(book, BOB))
@@ -186,7 +186,7 @@ def test_a_reply_error_is_its_status_and_a_plain_excerpt(monkeypatch: pytest.Mon
     internal_url, handler = internal
     at = _open(monkeypatch, tmp_path / "data", engine_url, servers=[internal_url], actor=BOB)
     at.radio(key="converse_reply_kind").set_value("chat").run()
-    at.selectbox(key="converse_reply_target").set_value(f"omni:{internal_url}").run()
+    at.selectbox(key="converse_reply_target").set_value(f"server:{internal_url}").run()
     _talk(at, turn_wav)
     assert handler.seen == ["GET /v1/models", "POST /v1/chat/completions"]  # registered: the request went there
     shown = " ".join(e.value for e in at.error)

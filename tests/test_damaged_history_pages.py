@@ -34,8 +34,8 @@ def webrtc_inert(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _open(monkeypatch: pytest.MonkeyPatch, tmp: Path, data: Path, url: str, page: str) -> AppTest:
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")  # set empty: no studio.toml at all
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", url)
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(data))
     monkeypatch.setenv("OMNI_STUDIO_STATE_FILE", str(tmp / "state.json"))
     st.cache_resource.clear()

@@ -54,8 +54,8 @@ def webrtc_inert(monkeypatch: pytest.MonkeyPatch) -> None:
 def _page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, page: str, demo: dict | None,
           query: dict[str, str] | None = None) -> AppTest:
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", url)
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp_path / "data"))
     if demo is None:
         monkeypatch.delenv("OMNI_STUDIO_DEMO", raising=False)
@@ -113,7 +113,7 @@ def test_the_target_is_locked_in_a_demo_and_only_an_admin_adds_a_server(
     monkeypatch.setattr(auth, "guard", lambda policy: creator)
     monkeypatch.setattr(auth, "principal", lambda: creator)
     at = _page(monkeypatch, tmp_path, engine_url, "image.py", None)
-    assert at.selectbox(key="_backend_pick").value == f"omni:{engine_url}"  # the settings' server, by name
+    assert at.selectbox(key="_backend_pick").value == f"server:{engine_url}"  # the settings' server, by name
     assert not [t for t in at.sidebar.text_input if t.label == "Server URL"]  # nothing to type
     # The compare targets are the closed set: the sidebar's and the registered server; no text field for a URL.
     assert at.selectbox(key="cmp_0_target").options == ["Sidebar backend", f"vLLM-Omni 127.0.0.1:{engine_url.rsplit(':', 1)[1]} ({engine_url})"]
@@ -137,8 +137,8 @@ def test_a_demo_opens_on_its_first_page_which_keeps_its_own_url(monkeypatch: pyt
     """Streamlit serves the default page at / only: when the demo's first page was the default, /voice opened
     directly said "Page not found". The default is now a hidden page that switches to it."""
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", engine_url)
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", engine_url)
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("OMNI_STUDIO_DEMO", json.dumps({"pages": ["voice", "image"], "voices": ["joe"]}))
     st.cache_resource.clear()
@@ -155,13 +155,13 @@ def test_an_admin_adds_a_server_on_the_sidebar_and_the_session_moves_to_it(
     at.sidebar.text_input(key="_server_url").input("http://ann:pw@127.0.0.1:9/admin?q=")
     at.sidebar.button(key="_server_add").click().run()
     assert any("no user name or password" in e.value for e in at.sidebar.error)
-    assert at.selectbox(key="_backend_pick").value == f"omni:{engine_url}"  # nothing changed
+    assert at.selectbox(key="_backend_pick").value == f"server:{engine_url}"  # nothing changed
     other = engine_url.replace("127.0.0.1", "localhost")  # the same engine under another name: a second server
     at.sidebar.text_input(key="_server_url").input(other + "/")
     at.sidebar.text_input(key="_server_name").input("second")
     at.sidebar.button(key="_server_add").click().run()
     assert not at.exception and not at.sidebar.error
-    assert at.selectbox(key="_backend_pick").value == f"omni:{other}"  # this session now uses it
+    assert at.selectbox(key="_backend_pick").value == f"server:{other}"  # this session now uses it
     assert any(other in c.value for c in at.sidebar.caption)
     assert f"vLLM-Omni second ({other})" in at.selectbox(key="cmp_0_target").options  # and every picker offers it
     at.selectbox(key="_backend_pick").set_value("offline").run()
@@ -181,20 +181,24 @@ def test_a_reload_keeps_the_target_picked_because_the_address_names_it(
     other = engine_url.replace("127.0.0.1", "localhost")
     at.sidebar.text_input(key="_server_url").input(other)
     at.sidebar.button(key="_server_add").click().run()
-    assert at.query_params["target"] == f"omni:{other}"  # the session moved to it, and the address says so
+    assert at.query_params["target"] == f"server:{other}"  # the session moved to it, and the address says so
     at.selectbox(key="_backend_pick").set_value("offline").run()
     assert at.query_params["target"] == "offline"
 
     # The reload: a new session on the same address.
     at = _page(monkeypatch, tmp_path, engine_url, "image.py", None, query={"target": "offline"})
     assert at.selectbox(key="_backend_pick").value == "offline"
-    at = _page(monkeypatch, tmp_path, engine_url, "image.py", None, query={"target": f"omni:{other}"})
-    assert at.selectbox(key="_backend_pick").value == f"omni:{other}"
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", None, query={"target": f"server:{other}"})
+    assert at.selectbox(key="_backend_pick").value == f"server:{other}"
     assert any(other in c.value for c in at.sidebar.caption)
+    at = _page(monkeypatch, tmp_path, engine_url, "image.py", None, query={"target": f"omni:{other}"})  # an old link
+    assert at.selectbox(key="_backend_pick").value == f"server:{other}"
+    assert at.query_params["target"] == f"server:{other}"  # the address now says it as today
     # An address naming a server the studio never registered is not a way in: the settings' target is used.
-    for stray in ("omni:http://127.0.0.1:9", "omni:", "file:///etc/passwd", "sagemaker2"):
+    for stray in ("server:http://127.0.0.1:9", "omni:http://127.0.0.1:9", "server:", "omni:", "file:///etc/passwd",
+                  "sagemaker2"):
         at = _page(monkeypatch, tmp_path, engine_url, "image.py", None, query={"target": stray})
-        assert at.selectbox(key="_backend_pick").value == f"omni:{engine_url}", stray
+        assert at.selectbox(key="_backend_pick").value == f"server:{engine_url}", stray
         assert "target" not in at.query_params, stray
     # A demo stays on its settings' target whatever the address says.
     at = _page(monkeypatch, tmp_path, engine_url, "image.py", {"pages": ["image"]}, query={"target": "offline"})

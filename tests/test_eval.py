@@ -94,7 +94,7 @@ def test_inf_and_nan_in_a_spec_are_refused_naming_the_key_and_its_range(modality
 
 # ---- a run on the real engine ------------------------------------------------------------------------------
 def test_voice_run_interrupted_resumed_rated_and_exported(engine_url: str, tmp_path: Path) -> None:
-    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    base = Settings(data_dir=tmp_path / "data", backend="server", server_url=engine_url)
     store = EvalStore(base.data_dir)
     ev = store.create(parse_spec(spec_dict()))
     assert len(store.items(ev.id, status="pending")) == 6
@@ -209,14 +209,14 @@ def test_a_variant_whose_target_is_down_fails_alone_and_is_retried(engine_url: s
     dead = f"http://127.0.0.1:{free_port()}"
     spec = parse_spec(spec_dict(prompts=["Hello there.", "Bye now."],
                                 variants=[{"label": "up", "url": engine_url, "price_per_hour": 3.6},
-                                          {"label": "down", "backend": "omni"}]))
+                                          {"label": "down", "backend": "server"}]))
     store = EvalStore(tmp_path / "data")
     ev = store.create(spec)
-    first = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", omni_url=dead))
+    first = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", server_url=dead))
     assert first.generated == 2 and len(first.failed) == 2
     assert {f["variant"] for f in first.failed} == {"down"} and dead in first.failed[0]["error"]
     assert [i.variant for i in store.items(ev.id, status="succeeded")] == ["up", "up"]
-    again = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", omni_url=engine_url))
+    again = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", server_url=engine_url))
     assert again.generated == 2 and not again.failed  # only the failed ones, now that the target is up
     assert len(store.items(ev.id, status="succeeded")) == 4
     # priced at $3.6/h: each item costs latency_s × 3.6 / 3600 = latency_s / 1000; the cost per item is their mean
@@ -227,6 +227,29 @@ def test_a_variant_whose_target_is_down_fails_alone_and_is_retried(engine_url: s
     assert res["variants"][0]["cost_per_item_usd"] == pytest.approx(sum(i.figures["latency_s"] for i in up) / 2000)
     assert res["variants"][0]["cost_n"] == 2
     assert res["variants"][1]["cost_per_item_usd"] is None and res["variants"][1]["cost_n"] == 0
+
+
+def test_a_spec_and_a_kept_evaluation_saying_backend_omni_still_load_and_run(engine_url: str, tmp_path: Path) -> None:
+    """`backend = "omni"`, a vLLM-Omni server's former name, in a SPEC file and in an evaluation the history kept
+    before the rename (its spec and its items), is read as "server" and runs on that server."""
+    (tmp_path / "spec.toml").write_text(
+        'name = "old"\nmodality = "voice"\nprompts = ["Hello there."]\nintelligibility = "none"\n'
+        f'[[variants]]\nlabel = "a"\nbackend = "omni"\nurl = "{engine_url}"\n'
+        '[[variants]]\nlabel = "b"\nbackend = "omni"\nsplit = "sentence"\n', encoding="utf-8")
+    spec = load_spec(tmp_path / "spec.toml")
+    assert [v["backend"] for v in spec.variants] == ["server", "server"]
+    store = EvalStore(tmp_path / "data")
+    ev = store.create(spec)
+    with store.history.transaction() as db:  # the rows as a studio before the rename wrote them
+        db.execute("UPDATE evaluations SET spec = ? WHERE id = ?",
+                   (ev.spec.model_dump_json().replace('"backend":"server"', '"backend":"omni"'), ev.id))
+        db.execute("UPDATE eval_items SET settings = REPLACE(settings, '\"server\"', '\"omni\"') "
+                   "WHERE evaluation_id = ?", (ev.id,))
+    assert all(i.settings["backend"] == "omni" for i in store.items(ev.id))  # (the rows really say omni)
+    kept = store.get(ev.id)
+    assert [v["backend"] for v in kept.spec.variants] == ["server", "server"]
+    out = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", server_url=engine_url))
+    assert out.generated == 2 and not out.failed
 
 
 def test_three_variants_are_paired_about_equally(tmp_path: Path) -> None:
@@ -251,7 +274,7 @@ def test_three_variants_are_paired_about_equally(tmp_path: Path) -> None:
 
 def test_image_and_video_evaluations_and_a_stop_button(engine_url: str, tmp_path: Path) -> None:
     import threading
-    base = Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url)
+    base = Settings(data_dir=tmp_path, backend="server", server_url=engine_url)
     store = EvalStore(tmp_path)
     image = store.create(parse_spec({"name": "img", "modality": "image", "prompts": ["a lighthouse at dawn"],
                                      "variants": [{"label": "s4", "size": "256x256", "steps": 4, "seed": 1},
@@ -296,7 +319,7 @@ def test_an_output_file_deleted_under_its_record_is_listed_as_missing_in_the_exp
 def test_a_voice_or_language_the_target_lacks_is_refused_at_create_naming_what_it_offers(
         engine_url: str, tmp_path: Path) -> None:
     from services.eval.runner import target_offer
-    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    base = Settings(data_dir=tmp_path / "data", backend="server", server_url=engine_url)
     store, offer = EvalStore(base.data_dir), target_offer(base, "voice")
     # The offline engine speaks Qwen3-TTS CustomVoice's nine speakers and ten languages; not a made-up one.
     unknown = parse_spec(spec_dict(variants=[{"label": "a", "voice": "zelda"}, {"label": "b", "voice": "joe"}]))
@@ -312,12 +335,12 @@ def test_a_voice_or_language_the_target_lacks_is_refused_at_create_naming_what_i
     ok = store.create(parse_spec(spec_dict(variants=[{"label": "a", "voice": "VIVIAN", "language": "chinese"},
                                                      {"label": "b"}])), offer=offer)
     assert ok.spec.labels == ["a", "b"]
-    down = Settings(data_dir=tmp_path / "data", backend="omni", omni_url="http://127.0.0.1:9")
+    down = Settings(data_dir=tmp_path / "data", backend="server", server_url="http://127.0.0.1:9")
     assert target_offer(down, "voice")({"voice": "vivian"}) is None  # cannot be asked now: its run says why
 
 
 def test_an_evaluation_is_edited_until_rated_and_deleted_with_its_outputs(engine_url: str, tmp_path: Path) -> None:
-    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    base = Settings(data_dir=tmp_path / "data", backend="server", server_url=engine_url)
     store = EvalStore(base.data_dir)
     ev = store.create(parse_spec(spec_dict(prompts=["One."])))
     run_items(store, ev.id, base=base)

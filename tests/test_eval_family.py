@@ -62,7 +62,7 @@ def test_a_sound_part_alone_is_evaluated_blind_on_the_offline_engine(sound_evalu
     with pytest.raises(InvalidInput, match="variant 1 \\('a'\\): the length is 99 s"):
         parse_spec({"name": "x", "modality": "sound", "prompts": ["rain"],
                     "variants": [{"label": "a", "seconds": 99}, {"label": "b"}]})
-    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    base = Settings(data_dir=tmp_path / "data", backend="server", server_url=engine_url)
     store = EvalStore(base.data_dir)
     spec = parse_spec({"name": "seeds", "modality": "sound", "prompts": ["rain on a tin roof", "a door creaks"],
                        "variants": [{"label": "one", "seconds": 1, "seed": 1}, {"label": "two", "seconds": 1, "seed": 2}]})
@@ -86,12 +86,12 @@ def test_a_sound_part_alone_is_evaluated_blind_on_the_offline_engine(sound_evalu
 
 def test_kept_sounds_are_a_variants_outputs_and_their_prompts_join(sound_evaluated, engine_url: str,
                                                                      tmp_path: Path) -> None:
-    from services.backend import omni_backend
+    from services.backend import server_backend
     from services.sound import SoundRequest, record_sound
 
-    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    base = Settings(data_dir=tmp_path / "data", backend="server", server_url=engine_url)
     store = EvalStore(base.data_dir)
-    backend = omni_backend(engine_url, base)
+    backend = server_backend(engine_url, base)
     try:
         kept = record_sound(backend.client("sound"), store.history, SoundRequest("a kettle whistles", seconds=1, seed=4))
     finally:
@@ -117,7 +117,7 @@ def _speak(url: str, text: str) -> bytes:
 
 
 def test_voice_takes_from_the_history_are_rated_against_a_made_variant(engine_url: str, tmp_path: Path) -> None:
-    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    base = Settings(data_dir=tmp_path / "data", backend="server", server_url=engine_url)
     store = EvalStore(base.data_dir)
     takes = [store.history.takes.record(text, _speak(engine_url, text), target=engine_url, voice_label="voice joe",
                                         figures={"ttfa_ms": 120.0, "rtf": 0.2})
@@ -141,11 +141,11 @@ def test_voice_takes_from_the_history_are_rated_against_a_made_variant(engine_ur
 
 def test_kept_results_are_checked_before_anything_is_made(engine_url: str, tmp_path: Path) -> None:
     from services.images import ImageRequest
-    from services.backend import omni_backend
+    from services.backend import server_backend
 
-    base = Settings(data_dir=tmp_path / "data", backend="omni", omni_url=engine_url)
+    base = Settings(data_dir=tmp_path / "data", backend="server", server_url=engine_url)
     store = EvalStore(base.data_dir)
-    backend = omni_backend(engine_url, base)
+    backend = server_backend(engine_url, base)
     try:
         png = backend.client("image").generate(ImageRequest("a red fox", size="64x64", steps=2)).images[0]
     finally:

@@ -68,7 +68,7 @@ def test_listen_evaluation_reports_the_corpus_wer_of_the_transcripts(engine_url:
     assert ev.spec.prompts == TEXTS and len(store.items(ev.id)) == 6
     # the recordings are kept in the store: the originals may go
     assert store.recording(ev, 0) == (recordings / "r0.wav").read_bytes()
-    out = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", omni_url=engine_url))
+    out = run_items(store, ev.id, base=Settings(data_dir=tmp_path / "data", server_url=engine_url))
     assert out.generated == 6 and not out.failed, out.failed
     res = report.results(store, ev.id)
     for v in res["variants"]:
@@ -129,12 +129,12 @@ def test_voice_evaluation_measures_intelligibility(engine_url: str, tmp_path: Pa
     spec = parse_spec({"name": "intel", "modality": "voice", "prompts": TEXTS[:2], "intelligibility": engine_url,
                        "variants": [{"label": "clause", "url": engine_url},
                                     {"label": "down", "url": engine_url, "split": "sentence"}]})
-    assert spec.intelligibility == {"backend": "omni", "url": engine_url}
+    assert spec.intelligibility == {"backend": "server", "url": engine_url}
     assert parse_spec({"name": "n", "modality": "voice", "prompts": ["x"],
                        "variants": [{"label": "a"}, {"label": "b"}]}).intelligibility == {"backend": "offline"}
     store = EvalStore(tmp_path)
     ev = store.create(spec)
-    assert run_items(store, ev.id, base=Settings(data_dir=tmp_path, omni_url=engine_url)).generated == 4
+    assert run_items(store, ev.id, base=Settings(data_dir=tmp_path, server_url=engine_url)).generated == 4
     res = report.results(store, ev.id)
     assert res["intelligibility_target"] == f"the listen server at {engine_url}"
     for v in res["variants"]:
@@ -149,7 +149,7 @@ def test_voice_evaluation_measures_intelligibility(engine_url: str, tmp_path: Pa
     off = store.create(parse_spec({"name": "off", "modality": "voice", "prompts": ["Hello there."],
                                    "intelligibility": "http://127.0.0.1:9",
                                    "variants": [{"label": "a", "url": engine_url}, {"label": "b", "url": engine_url}]}))
-    assert run_items(store, off.id, base=Settings(data_dir=tmp_path, omni_url=engine_url)).generated == 2
+    assert run_items(store, off.id, base=Settings(data_dir=tmp_path, server_url=engine_url)).generated == 2
     assert all("127.0.0.1:9" in i.figures["intel_error"] for i in store.items(off.id))
     assert report.results(store, off.id)["variants"][0]["intelligibility_n"] == 0
 
@@ -260,7 +260,7 @@ def test_a_voice_takes_listen_target_and_its_line(engine_url: str, monkeypatch: 
         return types.SimpleNamespace(name=name, client=lambda part: {"listen": listen}[part])
 
     own = OmniListen(engine_url)
-    assert take_listener(backend("omni", own)) == (own, f"the listen route of {engine_url}")
+    assert take_listener(backend("server", own)) == (own, f"the listen route of {engine_url}")
     assert take_listener(backend("offline", own)) == (own, OFFLINE_LABEL)
     monkeypatch.setattr(offline.launch, "shared_engine", lambda: types.SimpleNamespace(url=engine_url))
     for listen in (types.SimpleNamespace(endpoint=None, target="SageMaker (no listen endpoint)"),):

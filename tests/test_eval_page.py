@@ -98,7 +98,7 @@ def test_a_down_target_fails_alone_and_the_run_continues_later(engine_url: str, 
     monkeypatch.setenv("OMNI_STUDIO_SERVERS", json.dumps([{"url": down}]))  # an admin registered it
     at = _open(monkeypatch, tmp_path, engine_url, PAGE)
     _define(at, "down", "a cat", [{"label": "here", "settings": 'size = "128x128"'},
-                                  {"label": "gone", "target": f"omni:{down}"}])
+                                  {"label": "gone", "target": f"server:{down}"}])
     run_to_end(at, tmp_path)
     store = EvalStore(tmp_path)
     items = {i.variant: i for i in store.items(store.list()[0]["id"])}

@@ -64,7 +64,7 @@ def gated_factory(gate: threading.Semaphore):  # noqa: ANN201
 
 def test_a_run_goes_on_by_itself_refuses_a_second_start_and_stops_from_another_replica(
         engine_url: str, tmp_path: Path, history_url: str | None) -> None:
-    base = Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url)
+    base = Settings(data_dir=tmp_path, backend="server", server_url=engine_url)
     history = History(tmp_path, database_url=history_url, job_lease_s=LEASE_S)
     store = EvalStore(history)
     ev = store.create(image_spec(3))
@@ -118,7 +118,7 @@ def hang_after_two(p):
     print(p["item"], flush=True)
     if len(made) == 2:
         time.sleep(600)  # the test kills this process here
-EvalRuns(history, Settings(data_dir=data, backend="omni", omni_url=url), recover=False).run_here(
+EvalRuns(history, Settings(data_dir=data, backend="server", server_url=url), recover=False).run_here(
     store, eval_id, on_progress=hang_after_two)
 """
 
@@ -144,7 +144,7 @@ def test_a_run_whose_process_is_killed_is_carried_on_to_the_end(engine_url: str,
     dead = "replica-a" if where == "another replica" else replica()
     assert EvalRuns(history, Settings(data_dir=tmp_path), recover=False).state(store, ev.id).replica == dead
 
-    runs = EvalRuns(history, Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url))  # the survivor
+    runs = EvalRuns(history, Settings(data_dir=tmp_path, backend="server", server_url=engine_url))  # the survivor
     until(lambda: ev.id in runs.taken_over, "the takeover", timeout_s=30)
     runs.wait(ev.id, 90)
     state = runs.state(store, ev.id)

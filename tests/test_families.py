@@ -11,7 +11,7 @@ import pytest
 from protocol import catalog
 from protocol.errors import ConfigError
 from services import families
-from services.backend import omni_backend
+from services.backend import server_backend
 from services.settings import Settings
 
 
@@ -25,7 +25,7 @@ def test_every_catalog_family_has_its_module_in_catalog_order():
 
 def test_a_backend_builds_only_what_is_used(tmp_path):
     # nothing is reached: building a client opens no connection
-    backend = omni_backend("http://127.0.0.1:9", Settings.model_validate({"data_dir": str(tmp_path)}))
+    backend = server_backend("http://127.0.0.1:9", Settings.model_validate({"data_dir": str(tmp_path)}))
     assert backend.built() == ()
     listener = backend.client("listen")
     assert backend.built() == ("listen",) and backend.client("listen") is listener  # built once
@@ -36,8 +36,8 @@ def test_a_backend_builds_only_what_is_used(tmp_path):
 def test_transcribing_imports_no_other_familys_client():
     # A fresh process: asking for the listener must not import the image and video clients. (The speech package is
     # imported: the listener decodes recordings with services.speech.reference, and the package loads whole.)
-    code = ("import sys; from services.backend import omni_backend; from services.settings import Settings;"
-            "omni_backend('http://127.0.0.1:9', Settings()).client('listen');"
+    code = ("import sys; from services.backend import server_backend; from services.settings import Settings;"
+            "server_backend('http://127.0.0.1:9', Settings()).client('listen');"
             "print(sorted(m for m in ('services.images', 'services.videos') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

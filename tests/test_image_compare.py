@@ -74,8 +74,8 @@ def test_a_variant_on_a_down_target_fails_alone_and_another_url_works(
     at = _open(monkeypatch, tmp_path, engine_url, IMAGE)
     at.segmented_control(key="cmp_count").set_value(3).run()
     _variant(at, 0, size="128x128", seed="1")
-    _variant(at, 1, target=f"omni:{engine_url}", size="160x128", seed="1")  # a second backend, same server
-    _variant(at, 2, target=f"omni:{down}", size="192x128", seed="1")
+    _variant(at, 1, target=f"server:{engine_url}", size="160x128", seed="1")  # a second backend, same server
+    _variant(at, 2, target=f"server:{down}", size="192x128", seed="1")
     at.run()
     _compare(at, "a boat")
     jobs = History(tmp_path).jobs.list("image")
@@ -96,14 +96,14 @@ def test_each_variant_is_reported_in_the_callers_thread_as_it_finishes(engine_ur
     import threading
 
     from services.access import LOCAL
-    from services.backend import omni_backend
+    from services.backend import server_backend
     from services.compare import ImageVariant, compare_images
     from services.images import ImageRequest
     from services.settings import Settings
 
     seen: list[tuple[int, str, int, int]] = []
     settings = Settings(data_dir=tmp_path)
-    backend = omni_backend(engine_url, settings)
+    backend = server_backend(engine_url, settings)
     try:
         outcomes = compare_images(
             [ImageVariant("A", ImageRequest("a kite", size="128x128", steps=2)),

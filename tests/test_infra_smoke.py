@@ -19,7 +19,7 @@ from services.smoke import MIN_AUDIO_BYTES
 from services.smoke.image import IMAGE_FILE
 from services.smoke.video import VIDEO_FILE
 from services.smoke.voice import VOICE_FILE
-from services.backend import omni_backend
+from services.backend import server_backend
 from services.settings import Settings
 
 
@@ -49,7 +49,7 @@ def check_mp4(path: Path) -> int:
 
 def test_smoke_writes_a_valid_wav_png_and_mp4(engine_url: str, tmp_path: Path):
     seen = []
-    backend = omni_backend(engine_url, Settings())
+    backend = server_backend(engine_url, Settings())
     try:
         report = run_smoke(backend, tmp_path, progress=seen.append)
     finally:
@@ -66,7 +66,7 @@ def test_smoke_writes_a_valid_wav_png_and_mp4(engine_url: str, tmp_path: Path):
 
 
 def test_smoke_cli_against_a_vllm_omni_url(engine_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    code = infra_main(["smoke", "voice", "--backend", "omni", "--url", engine_url, "--out-dir", str(tmp_path), "--json"])
+    code = infra_main(["smoke", "voice", "--backend", "server", "--url", engine_url, "--out-dir", str(tmp_path), "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["ok"] and [c["role"] for c in data["checks"]] == ["voice"]
     check_wav(tmp_path / VOICE_FILE)
@@ -76,6 +76,7 @@ def test_smoke_against_an_unreachable_server_fails_with_a_message(tmp_path: Path
     from tests.conftest import free_port
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    # --backend omni: the server's former name, still taken
     code = infra_main(["smoke", "image", "--backend", "omni", "--url", url, "--out-dir", str(tmp_path)])
     out = capsys.readouterr()
     assert code == 5 and "smoke test FAILED" in out.out

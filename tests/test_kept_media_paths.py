@@ -36,7 +36,7 @@ def everything_shown(node: Any) -> Iterator[str]:
 def shared_transcript_without_its_recording(data: Path) -> Path:
     history = History(data).acting_as(BOB)
     kept = history.transcripts.record("the harbour opens at nine", source="talk.wav", route="file", model="m",
-                                      backend="omni", target="http://x", audio=b"RIFF-bytes", audio_name="talk.wav")
+                                      backend="server", target="http://x", audio=b"RIFF-bytes", audio_name="talk.wav")
     history.set_shared("transcript", kept.id, True)
     gone = history.media.root / kept.id / kept.audio
     gone.unlink()

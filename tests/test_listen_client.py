@@ -160,7 +160,7 @@ def test_cli_json_for_a_file_with_its_wer(engine_url: str, files: dict[str, Path
     assert p.returncode == 0, p.stderr
     figures = json.loads(p.stdout)
     assert set(figures) == FILE_KEYS
-    assert figures["backend"] == "omni" and figures["target"] == engine_url and figures["model"] == DEFAULT_LISTEN_MODEL
+    assert figures["backend"] == "server" and figures["target"] == engine_url and figures["model"] == DEFAULT_LISTEN_MODEL
     assert figures["wer"] == pytest.approx(word_error_rate(SENTENCE, figures["text"]), abs=1e-4) and figures["wer"] <= 0.25
     assert figures["segments"] and set(figures["segments"][0]) == {"start", "end", "text"}
     assert 2.0 < figures["audio_s"] < 4.0 and 0 < figures["rtf"] < 1
@@ -210,7 +210,7 @@ def test_cli_exit_2_for_input_it_cannot_use(engine_url: str, files: dict[str, Pa
 
 
 def test_cli_exit_1_when_the_target_fails(files: dict[str, Path]) -> None:
-    p = listen(str(files["speech.wav"]), "--backend", "omni", "--url", "http://127.0.0.1:9")
+    p = listen(str(files["speech.wav"]), "--backend", "omni", "--url", "http://127.0.0.1:9")  # the former name
     assert p.returncode == 1 and p.stdout == ""
     assert p.stderr.startswith("error: cannot reach http://127.0.0.1:9") and p.stderr.count("\n") == 1, p.stderr
     with serving(NoRealtime) as url:

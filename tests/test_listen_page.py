@@ -59,8 +59,8 @@ def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
 
 def _open(monkeypatch: pytest.MonkeyPatch, data: Path, url: str) -> AppTest:
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")  # set empty: no studio.toml at all
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", url)
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(data))
     st.cache_resource.clear()
     st.cache_data.clear()
@@ -112,11 +112,11 @@ def test_an_upload_is_transcribed_with_figures_wer_and_downloads_and_kept(
     assert _download(at, served, "Download SRT").decode().startswith("1\n00:00:")
     assert _download(at, served, "Download VTT").decode().startswith("WEBVTT")
     figures_json = json.loads(_download(at, served, "Download JSON"))
-    assert figures_json["text"] == text and figures_json["backend"] == "omni" and figures_json["segments"]
+    assert figures_json["text"] == text and figures_json["backend"] == "server" and figures_json["segments"]
     assert figures_json["wer"] == pytest.approx(word_error_rate(SENTENCE, text), abs=1e-4)
 
     [kept] = History(tmp_path / "data").transcripts.list()
-    assert (kept.text, kept.source, kept.route, kept.backend, kept.reference) == (text, "call.wav", "file", "omni",
+    assert (kept.text, kept.source, kept.route, kept.backend, kept.reference) == (text, "call.wav", "file", "server",
                                                                                 SENTENCE)
     assert kept.audio_bytes() == sentence_wav and kept.segments == figures_json["segments"]
 

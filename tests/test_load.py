@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from protocol.errors import InvalidInput
-from services.backend import omni_backend
+from services.backend import server_backend
 from services.history import History
 from services.cli.load import render
 from services.load import LoadPlan, LoadReport, describe_target, run_sweep
@@ -111,7 +111,7 @@ def check_report(d: dict[str, Any], modality: str, levels: list[int], requests: 
 # ---- the offline engine ---------------------------------------------------------------------------------
 def test_voice_sweep_on_the_engine_records_every_session(engine_url: str) -> None:
     s = settings()
-    backend = omni_backend(engine_url, s, name="omni")
+    backend = server_backend(engine_url, s, name="server")
     plan = LoadPlan.build("voice", levels="1,2,3", requests=3, slo="ttfa 600s", work={"text": TEXT})
     target = describe_target(backend, s, "voice")
     assert target.kind == "offline engine" and "this machine" in target.machine and "not a GPU" in target.machine
@@ -160,7 +160,7 @@ def test_image_sweep_from_the_cli_prints_writes_and_keeps_the_report(engine_url:
 
 def test_video_sweep_runs_whole_jobs(engine_url: str) -> None:
     s = settings()
-    backend = omni_backend(engine_url, s, name="omni")
+    backend = server_backend(engine_url, s, name="server")
     plan = LoadPlan.build("video", levels=[1, 2], requests=2, work=SMALL_VIDEO)
     report = asyncio.run(run_sweep(backend, plan, describe_target(backend, s, "video")))
     d = report.to_dict()
@@ -217,7 +217,7 @@ def test_listen_sweep_sends_a_given_recording(engine_url: str, tmp_path: Path) -
 
     wav = spoken_sample_at(engine_url, "Turn left at the next corner.", seed=3)
     s = settings()
-    backend = omni_backend(engine_url, s, name="omni")
+    backend = server_backend(engine_url, s, name="server")
     audio = load_audio(wav, "corner.wav")
     plan = LoadPlan.build("listen", levels="1", requests=1, slo="latency 60s", recording=audio)
     d = asyncio.run(run_sweep(backend, plan, describe_target(backend, s, "listen", usd_per_hour=2.0))).to_dict()
@@ -299,7 +299,7 @@ def throttling_proxy(engine_url: str) -> Iterator[ThrottlingProxy]:
 
 def test_throttled_requests_are_counted_per_level_and_the_sweep_goes_on(throttling_proxy: ThrottlingProxy) -> None:
     s = settings()
-    backend = omni_backend(throttling_proxy.url, s, name="omni")
+    backend = server_backend(throttling_proxy.url, s, name="server")
     plan = LoadPlan.build("image", levels="1,2", requests=4, slo="latency 60s", work=SMALL_IMAGE)
     report = asyncio.run(run_sweep(backend, plan, describe_target(backend, s, "image", usd_per_hour=2.0)))
     d = report.to_dict()
@@ -316,7 +316,7 @@ def test_throttled_requests_are_counted_per_level_and_the_sweep_goes_on(throttli
 # ---- the wall-clock cap and a stop keep what ran -------------------------------------------------------
 def test_wall_clock_cap_stops_sending_and_the_report_keeps_what_ran(engine_url: str) -> None:
     s = settings()
-    backend = omni_backend(engine_url, s, name="omni")
+    backend = server_backend(engine_url, s, name="server")
     plan = LoadPlan.build("image", levels="1,2", requests=4, max_wall_s=10, work=SMALL_IMAGE, warmup=0)
     ticks = itertools.count()
     report = asyncio.run(run_sweep(backend, plan, describe_target(backend, s, "image"),
@@ -331,7 +331,7 @@ def test_wall_clock_cap_stops_sending_and_the_report_keeps_what_ran(engine_url: 
 
 def test_a_stopped_sweep_sends_no_level(engine_url: str) -> None:
     s = settings()
-    backend = omni_backend(engine_url, s, name="omni")
+    backend = server_backend(engine_url, s, name="server")
     stop = threading.Event()
     stop.set()
     plan = LoadPlan.build("voice", levels="1", requests=1, work={"text": TEXT})
@@ -343,7 +343,7 @@ def test_a_sweep_stopped_before_its_first_level_says_no_level_ran(engine_url: st
     from services.cli.load import render
 
     s = settings()
-    backend = omni_backend(engine_url, s, name="omni")
+    backend = server_backend(engine_url, s, name="server")
     plan = LoadPlan.build("voice", levels="1", requests=1, slo="ttfa 300ms", work={"text": TEXT}, warmup=1)
     stop = threading.Event()
     stop.set()  # as after Ctrl-C during the warm-up request: it finishes, and no level starts
@@ -365,7 +365,7 @@ def test_a_failing_warmup_stops_before_any_level(engine_url: str) -> None:
     from services.load.runner import WarmupFailed
 
     s = settings()
-    backend = omni_backend(engine_url, s, name="omni")
+    backend = server_backend(engine_url, s, name="server")
     plan = LoadPlan.build("voice", levels="1,2", requests=2, work={"text": TEXT, "voice": "no-such-voice"})
     with pytest.raises(WarmupFailed, match="no sweep was run.*no-such-voice"):
         asyncio.run(run_sweep(backend, plan, describe_target(backend, s, "voice")))
@@ -404,7 +404,8 @@ def test_a_failing_warmup_stops_before_any_level(engine_url: str) -> None:
     (["voice", "--slo-ttfa-ms", "inf"], "argument --slo-ttfa-ms: the first-audio SLO must be a number of "
                                         "milliseconds above zero"),
     (["voice", "--slo-latency-s", "nan"], "argument --slo-latency-s:"),
-    (["voice", "--endpoint", "x", "--backend", "omni"], "--endpoint names a SageMaker endpoint"),
+    (["voice", "--endpoint", "x", "--backend", "server"], "--endpoint names a SageMaker endpoint"),
+    (["voice", "--endpoint", "x", "--backend", "omni"], "--endpoint names a SageMaker endpoint"),  # its former name
 ])
 def test_bad_input_is_refused_before_anything_starts(args: list[str], words: str, tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"  # nobody listens: reaching it would say "is down" instead
@@ -419,6 +420,17 @@ def test_a_target_that_is_down_is_named_before_any_load(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert f"the target {dead} is down" in r.stderr and "no load was sent" in r.stderr
     assert "level 1/" not in r.stderr and not History(tmp_path / "data").load_reports.list()
+
+
+def test_a_load_report_kept_as_backend_omni_reads_as_server(tmp_path: Path) -> None:
+    """A report an older studio kept with backend "omni" (a vLLM-Omni server's former name) lists and reopens as
+    "server"."""
+    history = History(tmp_path / "data")
+    history.load_reports.save({"id": "lr-old", "modality": "image", "backend": "omni", "target": "http://gpu-box:8091",
+                               "created_at": 5.0, "levels": []})
+    kept, = history.load_reports.list()
+    assert kept.report["backend"] == "omni"  # (the row really says omni)
+    assert kept.backend == "server" and LoadReport.from_dict(kept.report).backend == "server"
 
 
 # ---- SageMaker, through the local emulator ------------------------------------------------------------

@@ -129,10 +129,10 @@ def test_without_an_slo_levels_without_errors_count():
 
 
 def test_image_and_video_cost_units():
-    img = LoadReport("image", "omni", "u", [LevelReport("image", 1, 1, (Sample(0, 0.0, 3.0, True, images=1),))],
+    img = LoadReport("image", "server", "u", [LevelReport("image", 1, 1, (Sample(0, 0.0, 3.0, True, images=1),))],
                      usd_per_hour=1.2)
     assert img.cost()["usd_per_image"] == pytest.approx(1.2 / 1200)  # 20 per minute = 1200 per hour
-    vid = LoadReport("video", "omni", "u", [LevelReport("video", 1, 1, (Sample(0, 0.0, 3600.0, True, video_s=4.0),))],
+    vid = LoadReport("video", "server", "u", [LevelReport("video", 1, 1, (Sample(0, 0.0, 3600.0, True, video_s=4.0),))],
                      usd_per_hour=2.0)
     assert vid.cost()["usd_per_video_second"] == 0.5  # 4 video seconds per hour at $2/h
 

@@ -32,8 +32,8 @@ IMAGE, VIDEO = "pages/image.py", "pages/video.py"
 
 def _open(monkeypatch: pytest.MonkeyPatch, data: Path, url: str, page: str) -> AppTest:
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")  # set empty: no studio.toml at all
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", url)
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(data))
     st.cache_resource.clear()
     st.cache_data.clear()

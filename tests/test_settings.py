@@ -40,14 +40,16 @@ def test_defaults_without_environment_or_file() -> None:
 
 
 def test_environment_over_toml_over_defaults(tmp_path: Path) -> None:
-    _toml(tmp_path, 'region = "us-west-2"\nconnect_timeout_s = 3\nbackend = "omni"\nomni_url = "http://gpu-box:8091/"\n')
+    _toml(tmp_path, 'region = "us-west-2"\nconnect_timeout_s = 3\nbackend = "server"\n'
+                    'server_url = "http://gpu-box:8091/"\n')
     s = load_settings(environ={"OMNI_STUDIO_REGION": "eu-west-1", "OMNI_STUDIO_DATA_DIR": "/srv/studio",
                                "OMNI_STUDIO_REQUEST_TIMEOUT_S": "30", "OMNI_STUDIO_PROFILE": ""})
     assert s.region == "eu-west-1"  # the environment wins
-    assert s.connect_timeout_s == 3.0 and s.backend == "omni" and s.omni_url == "http://gpu-box:8091"  # the file
+    assert s.connect_timeout_s == 3.0 and s.backend == "server" and s.server_url == "http://gpu-box:8091"  # the file
     assert s.data_dir == Path("/srv/studio") and s.request_timeout_s == 30.0  # typed from strings
     assert s.profile is None and s.prefix == "omni-studio"  # empty variable: unset; never set: the default
-    assert s.model_fields_set == {"region", "connect_timeout_s", "backend", "omni_url", "data_dir", "request_timeout_s"}
+    assert s.model_fields_set == {"region", "connect_timeout_s", "backend", "server_url", "data_dir",
+                                  "request_timeout_s"}
 
 
 def test_os_environ_is_read_when_no_environment_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,11 +80,49 @@ def test_ice_servers_from_environment_json_and_from_toml(tmp_path: Path) -> None
 
 def test_with_overrides_validates_and_keeps_unset_fields_default() -> None:
     base = load_settings(environ={"OMNI_STUDIO_REGION": "eu-west-1"})
-    s = base.with_overrides(backend="omni", omni_url="http://h:1/", profile=None)
-    assert (s.backend, s.omni_url, s.region, s.profile) == ("omni", "http://h:1", "eu-west-1", None)
-    assert s.model_fields_set == {"backend", "omni_url", "region"}
-    with pytest.raises(ConfigError, match="omni_url.*http:// or https://"):
-        base.with_overrides(omni_url="gpu-box:8091")
+    s = base.with_overrides(backend="server", server_url="http://h:1/", profile=None)
+    assert (s.backend, s.server_url, s.region, s.profile) == ("server", "http://h:1", "eu-west-1", None)
+    assert s.model_fields_set == {"backend", "server_url", "region"}
+    with pytest.raises(ConfigError, match="server_url.*http:// or https://"):
+        base.with_overrides(server_url="gpu-box:8091")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The server's former names (backend "omni", omni_url, OMNI_STUDIO_OMNI_URL): still read, as today's.
+def test_a_studio_toml_written_with_the_former_names_still_reads(tmp_path: Path) -> None:
+    _toml(tmp_path, 'backend = "omni"\nomni_url = "http://gpu-box:8091/"\n')
+    s = load_settings(environ={})
+    assert (s.backend, s.server_url) == ("server", "http://gpu-box:8091")
+    assert s.model_fields_set == {"backend", "server_url"}
+
+
+def test_an_environment_with_the_former_names_still_reads() -> None:
+    s = load_settings(environ={"OMNI_STUDIO_BACKEND": "omni", "OMNI_STUDIO_OMNI_URL": "http://h:1/"})
+    assert (s.backend, s.server_url) == ("server", "http://h:1")
+    text = _error(environ={"OMNI_STUDIO_OMNI_URL": "gpu-box:8091"})  # a bad value is named as it was written
+    assert "OMNI_STUDIO_OMNI_URL (environment variable)" in text and "http://" in text
+
+
+def test_both_names_in_one_place_must_agree_and_the_environment_still_wins(tmp_path: Path) -> None:
+    text = _error(environ={"OMNI_STUDIO_OMNI_URL": "http://a:1", "OMNI_STUDIO_SERVER_URL": "http://b:1"})
+    assert "OMNI_STUDIO_OMNI_URL and OMNI_STUDIO_SERVER_URL (environment variables) differ" in text
+    assert "keep OMNI_STUDIO_SERVER_URL only" in text
+    env = {"OMNI_STUDIO_OMNI_URL": "http://a:1/", "OMNI_STUDIO_SERVER_URL": "http://a:1"}  # the same server
+    assert load_settings(environ=env).server_url == "http://a:1"
+    path = _toml(tmp_path, 'omni_url = "http://a:1"\nserver_url = "http://b:1"\n')
+    text = _error(environ={})
+    assert f"omni_url and server_url in {path} differ" in text
+    _toml(tmp_path, 'omni_url = "http://from-file:1"\n')  # an old file, a new variable: the usual precedence
+    assert load_settings(environ={"OMNI_STUDIO_SERVER_URL": "http://from-env:1"}).server_url == "http://from-env:1"
+    assert load_settings(environ={"OMNI_STUDIO_OMNI_URL": "http://old-env:1"}).server_url == "http://old-env:1"
+
+
+def test_former_names_in_code_and_overrides_read_as_todays() -> None:
+    s = Settings(backend="omni", omni_url="http://h:1")
+    assert (s.backend, s.server_url) == ("server", "http://h:1")
+    assert s.with_overrides(omni_url="http://other:2").server_url == "http://other:2"  # an override, not a clash
+    with pytest.raises(ConfigError, match="omni_url and server_url"):
+        Settings(omni_url="http://a:1", server_url="http://b:1")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -90,11 +130,11 @@ def test_with_overrides_validates_and_keeps_unset_fields_default() -> None:
 def test_a_bad_environment_value_names_the_variable() -> None:
     text = _error(environ={"OMNI_STUDIO_BACKEND": "bogus"})
     assert "OMNI_STUDIO_BACKEND (environment variable)" in text and "'bogus'" in text
-    assert "'offline', 'omni' or 'sagemaker'" in text
+    assert "'offline', 'server' or 'sagemaker'" in text
     text = _error(environ={"OMNI_STUDIO_CONNECT_TIMEOUT_S": "-1"})
     assert "OMNI_STUDIO_CONNECT_TIMEOUT_S (environment variable)" in text and "greater than 0" in text
-    text = _error(environ={"OMNI_STUDIO_OMNI_URL": "gpu-box:8091"})
-    assert "OMNI_STUDIO_OMNI_URL (environment variable)" in text and "http://" in text
+    text = _error(environ={"OMNI_STUDIO_SERVER_URL": "gpu-box:8091"})
+    assert "OMNI_STUDIO_SERVER_URL (environment variable)" in text and "http://" in text
 
 
 def test_ice_servers_that_are_not_json_name_the_variable() -> None:

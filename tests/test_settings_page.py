@@ -123,7 +123,7 @@ def test_a_fixed_studio_toml_is_read_again_on_the_next_run(studio_env: Path) -> 
     toml.write_text('backend = "bogus"\n')
     at = _run()
     assert f"backend in {toml}" in _settings_error(at)
-    toml.write_text(f'backend = "omni"\nomni_url = "http://127.0.0.1:{free_port()}"\n')
+    toml.write_text(f'backend = "server"\nserver_url = "http://127.0.0.1:{free_port()}"\n')
     at.run()
     assert not at.exception and [t.value for t in at.title] == ["Omni Studio"]
 
@@ -133,8 +133,8 @@ def test_a_fixed_studio_toml_is_read_again_on_the_next_run(studio_env: Path) -> 
 def test_the_health_detail_shows_the_url_as_typed_and_not_as_a_link(studio_env: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", url)
     at = _run()
     (line,) = [e.value for e in at.sidebar.error]
     assert f"`{url}`" in line, line  # in a code span: verbatim, never auto-linked
@@ -145,10 +145,10 @@ def test_the_health_detail_shows_the_url_as_typed_and_not_as_a_link(studio_env: 
 
 def test_a_backend_that_cannot_be_made_is_named_in_the_sidebar_without_markdown_artefacts(
         studio_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")  # and no URL
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")  # and no URL
     at = _run()
     (line,) = [e.value for e in at.sidebar.error]
-    assert "OMNI_STUDIO_OMNI_URL" in _shown(line)
+    assert "OMNI_STUDIO_SERVER_URL" in _shown(line)
     assert not re.search(r"(?<!\\)[_*]", _outside_code(line)), line  # `_STUDIO_` would turn italic
 
 
@@ -157,7 +157,7 @@ def test_a_backend_that_cannot_be_made_is_named_in_the_sidebar_without_markdown_
     "see https://example.org/a_b?c=1#d, www.example.org. or write to ops+studio@example.org.",
     "(http://h:1/x) <b>*not bold*</b> _nor this_ `nor code` ~~struck~~ $x$ | 1. # 2",
     "OMNI_STUDIO_ICE_SERVERS must be JSON, e.g. '[{\"urls\": \"stun:stun.example.org:3478\"}]'",
-    "omni_url must start with http:// or https:// (got 'ftp://x'), e.g. http://gpu-box:8091",
+    "server_url must start with http:// or https:// (got 'ftp://x'), e.g. http://gpu-box:8091",
 ])
 def test_plain_shows_text_as_typed_with_nothing_to_auto_link(text: str) -> None:
     md = plain(text)

@@ -60,8 +60,8 @@ def studio(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, option) -> Path:
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("OMNI_STUDIO_STATE_FILE", str(tmp_path / "none.json"))
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")  # nothing is generated here: no engine needed
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")  # nothing is generated here: no engine needed
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("OMNI_STUDIO_ACCESS", json.dumps(POLICY))
     secrets = tmp_path / "secrets.toml"
     secrets.write_text(AUTH)

@@ -64,7 +64,7 @@ def test_speak_writes_the_wav_and_prints_the_figures(engine_url: str, tmp_path: 
     pcm, rate, channels = read_wav(out.read_bytes())
     assert (rate, channels) == (24_000, 1) and len(pcm) == figures["bytes"]
     assert abs(figures["audio_seconds"] - len(pcm) / 48_000) < 1e-3
-    assert figures["backend"] == "omni" and figures["out"] == str(out)
+    assert figures["backend"] == "server" and figures["out"] == str(out)
 
 
 def test_speak_human_summary(engine_url: str, tmp_path: Path) -> None:
@@ -140,7 +140,7 @@ def test_ctrl_c_writes_the_audio_received_so_far_and_exits_130(engine_url: str, 
     out = tmp_path / "long.wav"
     text = " ".join(f"This is sentence number {i} of a long reading, and it keeps on going." for i in range(400))
     # SIGINT's default handler (KeyboardInterrupt) even if this test runs where SIGINT is ignored
-    proc = subprocess.Popen([sys.executable, "-m", "services", "speak", "--backend", "omni", "--url", engine_url,
+    proc = subprocess.Popen([sys.executable, "-m", "services", "speak", "--backend", "server", "--url", engine_url,
                              "--text", text, "--out", str(out)], cwd=tmp_path, env=cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

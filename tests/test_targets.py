@@ -45,7 +45,7 @@ def listener() -> Iterator[tuple[str, type[_Listener]]]:
 
 @pytest.fixture
 def settings(tmp_path: Path, engine_url: str) -> Settings:
-    return Settings(backend="omni", omni_url=engine_url, data_dir=tmp_path / "data",
+    return Settings(backend="server", server_url=engine_url, data_dir=tmp_path / "data",
                     state_file=tmp_path / "no-state.json")
 
 
@@ -94,15 +94,16 @@ def test_only_an_admin_adds_a_server_and_everyone_picks_from_the_set(settings: S
     assert (server.url, server.name, server.source) == ("http://gpu-box:8091", "GPU box", "added by ann@example.com")
     # Another process (another browser, a restart) sees it: it is kept in the history.
     again = TargetBook(settings, History.of(settings))
-    assert [s.url for s in again.servers()] == [settings.omni_url, "http://gpu-box:8091"]
-    assert [o.key for o in again.options("image")] == ["default", f"omni:{settings.omni_url}", "omni:http://gpu-box:8091"]
-    again.check(BOB, "omni", url="http://gpu-box:8091/", modality="image")  # registered: fine
+    assert [s.url for s in again.servers()] == [settings.server_url, "http://gpu-box:8091"]
+    assert [o.key for o in again.options("image")] == ["default", f"server:{settings.server_url}",
+                                                       "server:http://gpu-box:8091"]
+    again.check(BOB, "server", url="http://gpu-box:8091/", modality="image")  # registered: fine
     with pytest.raises(Forbidden, match="not a server registered in this studio"):
-        again.check(BOB, "omni", url="http://other-box:8091", modality="image")
+        again.check(BOB, "server", url="http://other-box:8091", modality="image")
     # Admins register servers, and the command line acts as one: the services take any target from them (the
     # studio's pickers still offer only the set, to everyone).
-    again.check(ANN, "omni", url="http://other-box:8091", modality="image")
-    again.check(SHELL, "omni", url="http://other-box:8091", modality="image")
+    again.check(ANN, "server", url="http://other-box:8091", modality="image")
+    again.check(SHELL, "server", url="http://other-box:8091", modality="image")
     book.remove_server(ANN, "http://gpu-box:8091")
     assert "http://gpu-box:8091" not in TargetBook(settings, History.of(settings)).server_urls()
 
@@ -112,7 +113,7 @@ def test_a_demo_never_leaves_its_target(settings: Settings) -> None:
     book = TargetBook(demo, History(demo.data_dir))
     assert [o.key for o in book.options("image")] == ["default"]
     with pytest.raises(Forbidden, match="a demo studio stays on the target its settings name"):
-        book.check(ANN, "omni", url=demo.omni_url, modality="image")
+        book.check(ANN, "server", url=demo.server_url, modality="image")
 
 
 def test_sagemaker_targets_are_the_deployments_endpoints(settings: Settings) -> None:
@@ -124,6 +125,27 @@ def test_sagemaker_targets_are_the_deployments_endpoints(settings: Settings) -> 
         book.check(BOB, "sagemaker", endpoint="someone-elses", modality="image")
 
 
+def test_the_former_kind_omni_is_read_as_server_and_held_to_the_same_set(settings: Settings, listener) -> None:
+    """A server's kind under its former name — Target("omni") from an older caller, an "omni:<url>" key from an
+    older link, a SPEC's or a kept evaluation's backend "omni" — is today's "server", checked like it."""
+    from services.targets import chosen, option_key_of, spec_keys, target_backend, target_overrides
+
+    url, seen = listener
+    assert Target("omni", url=settings.server_url) == Target("server", url=settings.server_url)
+    assert spec_keys(Target("omni", url="http://h:1"), "offline", None) == {"backend": "server", "url": "http://h:1"}
+    assert target_backend("omni") == "server" and target_backend(url="http://h:1") == "server"
+    assert target_overrides("image", backend="omni", url="http://h:1") == {"backend": "server",
+                                                                          "server_url": "http://h:1"}
+    assert option_key_of("omni:http://h:1") == "server:http://h:1"
+    assert option_key_of("sagemaker:omni-image") == "sagemaker:omni-image" and option_key_of("default") == "default"
+    book = TargetBook(settings, History(settings.data_dir))
+    assert chosen(book.options("image"), f"omni:{settings.server_url}").kind == "server"
+    book.check_variant_keys(BOB, "image", [{"label": "A", "backend": "omni", "url": settings.server_url}])
+    with pytest.raises(Forbidden, match="is not a server registered"):
+        book.check_variant_keys(BOB, "image", [{"label": "B", "backend": "omni", "url": url}])
+    assert seen.seen == []
+
+
 # -- what the hostile tester did, end to end --------------------------------------------------------------------
 def test_a_creator_cannot_aim_image_compare_at_an_internal_url(settings: Settings, listener) -> None:
     url, seen = listener
@@ -132,14 +154,14 @@ def test_a_creator_cannot_aim_image_compare_at_an_internal_url(settings: Setting
     try:
         request = ImageRequest(prompt="a lighthouse", size="256x256", steps=1)
         variants = [ImageVariant("A", request),
-                    ImageVariant("B", request, Target("omni", url=f"{url}/admin/secret?q="))]
+                    ImageVariant("B", request, Target("server", url=f"{url}/admin/secret?q="))]
         with pytest.raises(InvalidInput, match="no \\?query"):
             compare_images(variants, settings=settings, history=history, default=default)
-        variants[1] = ImageVariant("B", request, Target("omni", url=f"{url}/admin/secret"))
+        variants[1] = ImageVariant("B", request, Target("server", url=f"{url}/admin/secret"))
         with pytest.raises(Forbidden, match="variant B: .* is not a server registered in this studio"):
             compare_images(variants, settings=settings, history=history, default=default)
         with pytest.raises(Forbidden, match="is not a server registered"):
-            compare_voices([VoiceVariant("A", "Hello."), VoiceVariant("B", "Hello.", target=Target("omni", url=url))],
+            compare_voices([VoiceVariant("A", "Hello."), VoiceVariant("B", "Hello.", target=Target("server", url=url))],
                            settings=settings, default=default, actor=BOB)
     finally:
         default.close()
@@ -155,7 +177,7 @@ def test_an_evaluation_cannot_read_a_state_file_or_reach_an_unregistered_url(set
 
     def spec(**elsewhere: str):
         return parse_spec({"name": "e", "modality": "image", "prompts": ["a cat"],
-                           "variants": [{"label": "A", "backend": "omni", "url": settings.omni_url, "steps": 1},
+                           "variants": [{"label": "A", "backend": "server", "url": settings.server_url, "steps": 1},
                                         {"label": "B", "steps": 2, **elsewhere}]})
 
     with pytest.raises(Forbidden, match="state_file point the studio elsewhere"):
@@ -183,12 +205,12 @@ def test_a_registered_servers_error_body_is_its_status_and_a_plain_excerpt(setti
     request = ImageRequest(prompt="a lighthouse", size="256x256", steps=1)
     default = _default(settings)
     try:
-        outcome = compare_images([ImageVariant("A", request), ImageVariant("B", request, Target("omni", url=url))],
+        outcome = compare_images([ImageVariant("A", request), ImageVariant("B", request, Target("server", url=url))],
                                  settings=settings, history=history.acting_as(BOB), default=default)[1]
         assert handler.seen == ["POST /v1/images/generations"]  # registered: the request went there
         assert "HTTP 500" in outcome.error and SECRET not in outcome.error and "<html>" not in outcome.error
         handler.answer = (500, "application/json", json.dumps({"error": {"message": "x" * 5000 + "\u0007"}}))
-        outcome = compare_images([ImageVariant("A", request), ImageVariant("B", request, Target("omni", url=url))],
+        outcome = compare_images([ImageVariant("A", request), ImageVariant("B", request, Target("server", url=url))],
                                  settings=settings, history=history.acting_as(BOB), default=default)[1]
         assert "HTTP 500" in outcome.error and "xxx" in outcome.error
         assert len(outcome.error) < 500 and "\u0007" not in outcome.error and outcome.error.endswith("…")

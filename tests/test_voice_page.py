@@ -41,8 +41,8 @@ def webrtc_inert(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str) -> AppTest:
     monkeypatch.setenv("OMNI_STUDIO_CONFIG", "")  # set empty: no studio.toml at all
-    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "omni")
-    monkeypatch.setenv("OMNI_STUDIO_OMNI_URL", url)
+    monkeypatch.setenv("OMNI_STUDIO_BACKEND", "server")
+    monkeypatch.setenv("OMNI_STUDIO_SERVER_URL", url)
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp_path / "data"))
     st.cache_resource.clear()
     st.cache_data.clear()

@@ -16,7 +16,7 @@ import pytest
 from protocol.errors import InvalidInput, ServerError
 from protocol.limits import INSTRUCTIONS_MAX_CHARS
 from protocol.speech import OFFLINE_TASK_TYPES
-from services.backend import omni_backend
+from services.backend import server_backend
 from services.history import History
 from services.settings import Settings
 from services.speech import load_reference, omni_client, speech_config
@@ -170,9 +170,9 @@ def test_voice_records_keep_consent_and_survive_removal(tmp_path: Path) -> None:
 
 
 # -- the voice library against the real offline engine ---------------------------------------------------------
-def backend_for(url: str, data_dir: Path, name: str = "omni") -> Any:
-    return omni_backend(url, Settings.model_validate({"backend": "omni", "omni_url": url, "data_dir": str(data_dir)}),
-                        name=name)
+def backend_for(url: str, data_dir: Path, name: str = "server") -> Any:
+    settings = Settings.model_validate({"backend": "server", "server_url": url, "data_dir": str(data_dir)})
+    return server_backend(url, settings, name=name)
 
 
 def unique(prefix: str) -> str:

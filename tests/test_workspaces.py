@@ -96,11 +96,11 @@ def test_a_viewer_is_refused_before_the_engine_and_a_creators_images_are_theirs_
 def test_a_viewer_cannot_compare_and_no_target_is_built(engine_url: str, tmp_path: Path, history_url: str | None) -> None:
     from services.compare import Target
 
-    settings = Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url)
+    settings = Settings(data_dir=tmp_path, backend="server", server_url=engine_url)
     default = backend_for(engine_url, tmp_path)
     built = []
     variants = [ImageVariant("A", ImageRequest("p", **SMALL)),
-                ImageVariant("B", ImageRequest("p", **SMALL), Target("omni", url=engine_url))]
+                ImageVariant("B", ImageRequest("p", **SMALL), Target("server", url=engine_url))]
     with pytest.raises(Forbidden):
         compare_images(variants, settings=settings, history=History(tmp_path, actor=VIC, database_url=history_url), default=default,
                        build=lambda s: built.append(s))
@@ -113,10 +113,10 @@ def test_a_viewer_cannot_compare_and_no_target_is_built(engine_url: str, tmp_pat
 def test_a_viewer_cannot_compare_voices_and_no_target_is_built(engine_url: str, tmp_path: Path) -> None:
     from services.compare import Target, VoiceVariant
 
-    settings = Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url)
+    settings = Settings(data_dir=tmp_path, backend="server", server_url=engine_url)
     built = []
     variants = [VoiceVariant("A", "Hello there.", {"voice": "joe"}),
-                VoiceVariant("B", "Hello there.", {"voice": "joe"}, Target("omni", url=engine_url))]
+                VoiceVariant("B", "Hello there.", {"voice": "joe"}, Target("server", url=engine_url))]
     with pytest.raises(Forbidden, match="Vic \\(viewer\\) may not generate"):
         compare_voices(variants, settings=settings, default=backend_for(engine_url, tmp_path), actor=VIC,
                        build=lambda s: built.append(s))
@@ -206,7 +206,7 @@ def test_load_reports_need_the_role_and_stay_their_makers(engine_url: str, tmp_p
     from tests.test_capacity_page import _report
 
     history = History(tmp_path, database_url=history_url)
-    settings = Settings(data_dir=tmp_path, backend="omni", omni_url=engine_url)
+    settings = Settings(data_dir=tmp_path, backend="server", server_url=engine_url)
     backend = backend_for(engine_url, tmp_path)
     plan = LoadPlan.build("image", levels="1", requests=1, work={"prompt": "p", "size": "64x64", "steps": 1})
     loop = background_loop()
@@ -463,7 +463,7 @@ def test_a_streamed_transcripts_subtitle_times_are_kept_by_its_owner_or_an_admin
         tmp_path: Path, history_url: str | None) -> None:
     history = History(tmp_path, database_url=history_url)
     alice, bob = history.acting_as(ALICE), history.acting_as(BOB)
-    kept = alice.transcripts.record("call me back", source="microphone", route="stream", model="m", backend="omni",
+    kept = alice.transcripts.record("call me back", source="microphone", route="stream", model="m", backend="server",
                                     target="t", audio=b"RIFF....", audio_name="microphone.wav")
     alice.set_shared("transcript", kept.id, True)
     cues = [{"start": 0.2, "end": 1.4, "text": "Call me back."}]

@@ -112,7 +112,7 @@ def reply_target(kind: str, key: str, label: str) -> dict[str, Any]:
     """The picker of a model reply's target (`kind` chat: a registered server; endpoint: a chat endpoint of the
     deployment) — the studio's closed set, never a typed address — as the settings' `reply_url` or
     `reply_endpoint`; `reply_missing` says what to do when the set has none."""
-    picked = reply_picker(target_book().reply_options(), "omni" if kind == "chat" else "sagemaker", key, label)
+    picked = reply_picker(target_book().reply_options(), "server" if kind == "chat" else "sagemaker", key, label)
     if picked is None:
         return {"reply_missing": NO_REPLY_TARGET[kind]}
     return {"reply_url": picked.url} if kind == "chat" else {"reply_endpoint": picked.endpoint}

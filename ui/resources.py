@@ -40,7 +40,7 @@ def loop() -> BackgroundLoop:
 
 @st.cache_resource(show_spinner="Starting the backend…")
 def _backend(name: str, url: str | None, targets: str | None = None) -> Backend:
-    return create_backend(settings().with_overrides(backend=name, omni_url=url))
+    return create_backend(settings().with_overrides(backend=name, server_url=url))
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -83,28 +83,31 @@ def backend_choice() -> tuple[str, str | None, str | None]:
     if "backend_name" not in st.session_state and s.demo is None:
         _target_from_url(s)  # a reload (F5) or a shared link: the target the address names, if it may be used
     name = st.session_state.get("backend_name", s.backend)
-    url = st.session_state.get("backend_url", s.omni_url)
-    if name == "omni" and url != s.omni_url and url not in target_book().server_urls():
-        name, url = s.backend, s.omni_url  # a server removed meanwhile, or never registered
+    url = st.session_state.get("backend_url", s.server_url)
+    if name == "server" and url != s.server_url and url not in target_book().server_urls():
+        name, url = s.backend, s.server_url  # a server removed meanwhile, or never registered
         st.session_state.pop("backend_name", None), st.session_state.pop("backend_url", None)
     targets = deployment()[0] if name == "sagemaker" else None
     return name, url, targets
 
 
-TARGET_PARAM = "target"  # ?target=offline | sagemaker | omni:<server URL> — the picked target, kept in the address
+TARGET_PARAM = "target"  # ?target=offline | sagemaker | server:<server URL> — the picked target, kept in the address
 
 
 def _target_from_url(s: Settings) -> None:
     """A new session (a reload, a link) takes the target its address names. Only a kind of target is taken here;
-    a server the studio has not registered is then refused by `backend_choice` like any other (the closed set)."""
-    picked = st.query_params.get(TARGET_PARAM) or ""
-    if picked in ("offline", "sagemaker") or picked.startswith("omni:"):
-        st.session_state["backend_name"], st.session_state["backend_url"] = _pick_of(picked, s.omni_url)
+    a server the studio has not registered is then refused by `backend_choice` like any other (the closed set).
+    An older link's ?target=omni:<URL> (the server's former name) is read as server:<URL>."""
+    from services.targets import option_key_of
+
+    picked = option_key_of(st.query_params.get(TARGET_PARAM) or "")
+    if picked in ("offline", "sagemaker") or picked.startswith("server:"):
+        st.session_state["backend_name"], st.session_state["backend_url"] = _pick_of(picked, s.server_url)
 
 
 def _target_in_url(current: str, s: Settings) -> None:
     """Write the session's target into the address (left out when it is the settings' own), so a reload keeps it."""
-    default = f"omni:{s.omni_url or ''}" if s.backend == "omni" else s.backend
+    default = f"server:{s.server_url or ''}" if s.backend == "server" else s.backend
     if current == default:
         if TARGET_PARAM in st.query_params:
             del st.query_params[TARGET_PARAM]
@@ -178,10 +181,10 @@ def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
     book = target_book()
     servers = book.servers()
     labels = {name: kind(name).picker_label for name in ("offline", "sagemaker")}
-    labels |= {f"omni:{srv.url}": f"vLLM-Omni {srv.name}" for srv in servers}
-    options = ["offline", *[f"omni:{srv.url}" for srv in servers], "sagemaker"]
-    current = f"omni:{url or ''}" if name == "omni" else name
-    if current not in options:  # the settings name backend "omni" without a URL: shown, and named as a problem below
+    labels |= {f"server:{srv.url}": f"vLLM-Omni {srv.name}" for srv in servers}
+    options = ["offline", *[f"server:{srv.url}" for srv in servers], "sagemaker"]
+    current = f"server:{url or ''}" if name == "server" else name
+    if current not in options:  # the settings name backend "server" without a URL: shown, and named as a problem below
         options.insert(1, current)
         labels[current] = "vLLM-Omni server (no URL set)"
     # The widget shows what this session uses; a pick changes that in its callback (before the script runs), so an
@@ -205,12 +208,12 @@ def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
                 st.button("Remove server", key="_server_remove", on_click=lambda: book.remove_server(
                     auth.principal(), gone))
     elif not servers:
-        st.caption("No vLLM-Omni server is registered; an admin adds one here (or `omni_url` in the settings).")
+        st.caption("No vLLM-Omni server is registered; an admin adds one here (or `server_url` in the settings).")
 
 
 def _pick_of(picked: str, url: str | None) -> tuple[str, str | None]:
-    """A picker's value ("offline", "sagemaker", "omni:<server URL>") as (backend, URL); others keep `url`."""
-    return ("omni", picked.removeprefix("omni:") or None) if picked.startswith("omni:") else (picked, url)
+    """A picker's value ("offline", "sagemaker", "server:<server URL>") as (backend, URL); others keep `url`."""
+    return ("server", picked.removeprefix("server:") or None) if picked.startswith("server:") else (picked, url)
 
 
 def _picked(url: str | None) -> None:
@@ -227,7 +230,7 @@ def _add_server(book) -> None:  # noqa: ANN001
         state["_server_error"] = str(exc)
         return
     state["_server_url"] = state["_server_name"] = ""
-    state["backend_name"], state["backend_url"] = "omni", server.url  # the picker shows it on this run
+    state["backend_name"], state["backend_url"] = "server", server.url  # the picker shows it on this run
 
 
 # ---------------------------------------------------------------------------------------------------------

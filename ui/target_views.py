@@ -34,7 +34,7 @@ def picked_target(offered: list[TargetOption], key: str, usd_per_hour: float | N
 
 
 def reply_picker(offered: list[TargetOption], kind: str, key: str, label: str) -> TargetOption | None:
-    """A conversation's reply target under `key`: the options of `kind` (omni: a registered server, sagemaker: a
+    """A conversation's reply target under `key`: the options of `kind` (server: a registered server, sagemaker: a
     chat endpoint) among `offered` (`book.reply_options()`); None when there is none. A key not offered (a
     server removed meanwhile, a forged widget value) falls back to the first."""
     options = {o.key: o for o in offered if o.kind == kind}

@@ -27,6 +27,7 @@ from infra.planning import pools_and_models
 from infra.progress import format_duration
 from infra.state import DeploymentState
 from protocol.errors import StudioError
+from services.kinds import backend_name
 
 PRICES_HELP = "a price table (default: the shipped one)"
 
@@ -57,10 +58,10 @@ def _add_smoke(sub: Any, parents: Parents) -> None:
                                    "listen a transcript, omni a one-turn spoken conversation (its stereo WAV), "
                                    "through the studio's services layer.")
     p.add_argument("roles", nargs="*", type=role_arg, metavar="ENDPOINT", help="default: all in the deployment")
-    p.add_argument("--backend", choices=["sagemaker", "omni", "offline"], default="sagemaker",
-                   help="sagemaker: the deployment in the state file (default); omni: a vLLM-Omni URL; offline: the "
-                        "embedded engine")
-    p.add_argument("--url", help="vLLM-Omni server URL for --backend omni")
+    p.add_argument("--backend", type=backend_name, choices=["sagemaker", "server", "offline"], default="sagemaker",
+                   help="sagemaker: the deployment in the state file (default); server: a vLLM-Omni URL (omni, its "
+                        "former name, is taken too); offline: the embedded engine")
+    p.add_argument("--url", help="vLLM-Omni server URL for --backend server")
     p.add_argument("--out-dir", type=Path, default=Path("."), help="where the outputs go (default .)")
     p.set_defaults(func=cmd_smoke)
 
@@ -171,9 +172,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         say_scale_up(state_file, args.roles)
         report = smoke_deployment(state, args.out_dir, args.roles, progress=progress)
     else:
-        if args.backend == "omni" and not args.url:
-            raise UsageError("--backend omni needs --url, e.g. --url http://gpu-box:8091")
-        backend = create_backend(load_settings().with_overrides(backend=args.backend, omni_url=args.url))
+        if args.backend == "server" and not args.url:
+            raise UsageError("--backend server needs --url, e.g. --url http://gpu-box:8091")
+        backend = create_backend(load_settings().with_overrides(backend=args.backend, server_url=args.url))
         try:
             report = run_smoke(backend, args.out_dir, tuple(args.roles) or ROLES, progress=progress)
         finally:

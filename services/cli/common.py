@@ -15,7 +15,7 @@ from pathlib import Path
 
 from protocol.errors import InvalidInput
 from services.backend import Backend, create_backend
-from services.kinds import BACKEND_NAMES
+from services.kinds import BACKEND_NAMES, backend_name
 from services.settings import Settings, load_settings
 from services.targets import target_backend
 
@@ -29,8 +29,9 @@ class ArgumentError(InvalidInput):
 def common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("backend")
-    g.add_argument("--backend", choices=BACKEND_NAMES, help="default: from settings (offline)")
-    g.add_argument("--url", help="vLLM-Omni server URL for --backend omni, e.g. http://gpu-box:8091")
+    g.add_argument("--backend", type=backend_name, choices=BACKEND_NAMES,
+                   help="default: from settings (offline); omni, the server's former name, is taken as server")
+    g.add_argument("--url", help="vLLM-Omni server URL for --backend server, e.g. http://gpu-box:8091")
     g.add_argument("--region", help="AWS region for --backend sagemaker")
     g.add_argument("--profile", help="AWS profile for --backend sagemaker")
     g.add_argument("--state-file", type=Path,
@@ -40,7 +41,7 @@ def common_options() -> argparse.ArgumentParser:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    overrides = {"backend": target_backend(args.backend, url=args.url), "omni_url": args.url,
+    overrides = {"backend": target_backend(args.backend, url=args.url), "server_url": args.url,
                  "region": args.region, "profile": args.profile, "state_file": args.state_file}
     return load_settings().with_overrides(**overrides)
 

@@ -1,6 +1,6 @@
 """`python -m services listen` — transcribe a recording from the shell.
 
-    python -m services listen FILE [--stream] [--backend offline|omni|sagemaker] [--url U | --endpoint E] [--model M]
+    python -m services listen FILE [--stream] [--backend offline|server|sagemaker] [--url U | --endpoint E] [--model M]
                                    [--language L] [--reference TEXT | --reference-file F] [--json]
                                    [--out F.txt|.srt|.vtt|.json]
 

@@ -1,6 +1,6 @@
 """`python -m services load` — a load sweep: how many requests at once a target holds, and what a unit costs.
 
-    python -m services load voice|image|video|listen [--backend offline|omni|sagemaker] [--url URL | --endpoint NAME]
+    python -m services load voice|image|video|listen [--backend offline|server|sagemaker] [--url URL | --endpoint NAME]
                             [--concurrency 1,2,4,8] [--requests N]
                             [--text T | --prompt P | --spec FILE | --audio FILE]
                             [--slo-ttfa-ms MS | --slo-final-ms MS | --slo-latency-s S | --slo "ttfa 300ms"]

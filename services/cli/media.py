@@ -10,7 +10,7 @@
 /v1/images/edits); without --size the result has the first reference's proportions at about 1 MP. On SageMaker
 the references are fitted under the 6 MB request limit and the output says how.
 
-Both take the common backend options (--backend offline|omni|sagemaker, --url URL, --state-file F). Exit code 0 on
+Both take the common backend options (--backend offline|server|sagemaker, --url URL, --state-file F). Exit code 0 on
 success; 1 with a message naming what to fix otherwise (2 for a prompt that is not UTF-8). An --out that cannot
 be written is refused before anything starts; if writing still fails afterwards (a full disk), the result goes
 to a fallback file whose name is printed. A video is written to --out before the history keeps its copy: a

@@ -1,7 +1,7 @@
 """`python -m services speak` — stream speech from the shell and write a WAV.
 
     python -m services speak --text "Hello there." [--voice V] [--language L]
-                             [--backend offline|omni|sagemaker] [--url URL] [--state-file F] [--out speech.wav] [--json]
+                             [--backend offline|server|sagemaker] [--url URL] [--state-file F] [--out speech.wav] [--json]
         style:     --instructions "slow and warm"                      (CustomVoice: a preset voice's style)
         design:    --task-type VoiceDesign --instructions "a calm, low female voice"
         cloning:   --ref-audio me.wav [--ref-text "what it says"]    (Base; WAV/MP3/FLAC/OGG/WebM, 3–30 s)

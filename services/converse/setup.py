@@ -106,7 +106,7 @@ class Setup:
             return self._endpoint_reply()
         url = check_reply_url(self.reply_url)
         if self.guard is not None:
-            self.guard.check("omni", url=url, modality=CHAT, who="the reply")
+            self.guard.check("server", url=url, modality=CHAT, who="the reply")
         return ChatReply(url, model=self.reply_model, system_prompt=self.system_prompt)
 
     def _endpoint_reply(self) -> ReplyStage:

@@ -20,7 +20,7 @@ from protocol.errors import InvalidInput
 from protocol.limits import Range, check_length
 from services.eval import rated, stats
 from services.eval.prompts import text_prompts
-from services.kinds import BackendName
+from services.kinds import BackendField
 
 # An evaluation's SPEC (services.eval.spec.EvalSpec) and its items (services.eval.store.Item): named, not imported
 # — the registry imports this part, and those modules import the registry.
@@ -42,7 +42,7 @@ class Variant(BaseModel):
     RANGES: ClassVar[dict[str, tuple[Range, bool]]] = {}
     EXAMPLE: ClassVar[str] = ""
     label: str
-    backend: BackendName | None = None
+    backend: BackendField | None = None  # "omni", the server's former name, read as "server"
     url: str | None = None
     endpoint: str | None = None
     region: str | None = None

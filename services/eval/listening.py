@@ -72,7 +72,7 @@ def intelligibility_setting(value: Any) -> dict[str, Any] | None:
     if value is False or value == "none":
         return None
     if isinstance(value, str) and value.startswith(("http://", "https://")):
-        return {"backend": "omni", "url": value}
+        return {"backend": "server", "url": value}
     if isinstance(value, dict):
         bad = [k for k in value if k not in INTELLIGIBILITY_KEYS]
         if bad or not all(isinstance(v, str) and v.strip() for v in value.values()):

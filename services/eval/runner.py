@@ -45,7 +45,7 @@ class RunOutcome:
 
 
 def variant_settings(base: Settings, modality: str, settings: dict[str, Any]) -> Settings:
-    """The studio's settings with the variant's target over them (`url` alone means backend omni)."""
+    """The studio's settings with the variant's target over them (`url` alone means backend server)."""
     changes = target_overrides(modality, backend=settings.get("backend"), url=settings.get("url"),
                                endpoint=settings.get("endpoint"))
     for key in ("region", "profile", "state_file"):

@@ -7,7 +7,7 @@
 
     [[variants]]
     label = "calm"
-    backend = "omni"                  # offline | omni | sagemaker, and url / endpoint / region / profile / state_file
+    backend = "server"                # offline | server | sagemaker, and url / endpoint / region / profile / state_file
     price_per_hour = 1.2              # or instance_type = "ml.g6.xlarge"; SageMaker: its instance's table rate
     url = "http://127.0.0.1:8091"
     voice = "vivian"
@@ -30,6 +30,9 @@ and `first_chunk_frames` are the same). Refused, naming what to fix: unknown key
 variants, duplicate labels, an empty prompt set, more than MAX_ITEMS_UNCONFIRMED items without `yes`, a `seed`
 that is not a whole number from 0 to 2**32 − 1, a `price_per_hour` outside load's range, and TOML's inf or nan
 for any number (named with the range it must be in).
+
+`backend = "omni"`, a vLLM-Omni server's former name, is read as "server" — in a SPEC file and in an evaluation the
+history kept (services/kinds.py).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from services.eval.family import EvalFamily
 from services.eval.prompts import read_prompts_file
 from services.eval.registry import MODALITIES, Modality, evaluation
 from services.files import read_user_file
+from services.kinds import backend_name
 
 __all__ = ["EvalSpec", "MODALITIES", "Modality", "check_catalog", "load_spec", "parse_spec", "read_prompts_file"]
 
@@ -62,6 +66,14 @@ def _evaluated(modality: str) -> str:
     return evaluation(modality).name  # a family with an evaluation part (the registry's, as it is now)
 
 
+def _kind_today(target: dict[str, Any]) -> dict[str, Any]:
+    """A variant's (or the hearing target's) keys with its backend under today's name: "omni" → "server"."""
+    return target | {"backend": backend_name(target["backend"])} if "backend" in target else target
+
+
+Target = Annotated[dict[str, Any], AfterValidator(_kind_today)]
+
+
 class EvalSpec(BaseModel):
     """A checked SPEC: prompts resolved (prompts_file read), variants typed for the modality."""
     model_config = ConfigDict(extra="forbid")
@@ -70,9 +82,9 @@ class EvalSpec(BaseModel):
     prompts: list[str]
     repeats: int = 1
     seed: int = 0
-    variants: list[dict[str, Any]]
+    variants: list[Target]
     audio: list[str] = []  # a family that takes audio (listen): each item's recording (a path), beside its reference
-    intelligibility: dict[str, Any] | None = None  # the target its outputs are heard by (voice: a listen target)
+    intelligibility: Target | None = None  # the target its outputs are heard by (voice: a listen target)
 
     @property
     def labels(self) -> list[str]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.errors import InvalidInput
 from services.access import LOCAL, Forbidden, require
 from services.history.base import DB_ERRORS, HistoryError, reason
+from services.kinds import backend_name
 
 if TYPE_CHECKING:
     from services.history.db import Row
@@ -28,7 +29,7 @@ class LoadReportRecord:
 
     id: str
     modality: str
-    backend: str
+    backend: str  # offline | server | sagemaker (a report kept as "omni", the server's former name, reads as server)
     target: str
     instance_type: str | None
     title: str | None
@@ -39,9 +40,10 @@ class LoadReportRecord:
 
 
 def _load_report(row: Row) -> LoadReportRecord:
-    return LoadReportRecord(id=row["id"], modality=row["modality"], backend=row["backend"], target=row["target"],
-                            instance_type=row["instance_type"], title=row["title"], created_at=row["created_at"],
-                            report=json.loads(row["report"]), user_id=row["user_id"], shared=bool(row["shared"]))
+    return LoadReportRecord(id=row["id"], modality=row["modality"], backend=backend_name(row["backend"]),
+                            target=row["target"], instance_type=row["instance_type"], title=row["title"],
+                            created_at=row["created_at"], report=json.loads(row["report"]), user_id=row["user_id"],
+                            shared=bool(row["shared"]))
 
 
 class LoadReportStore:

@@ -122,7 +122,7 @@ transcripts = Table(
     Column("source", Text, nullable=False),  # the file's name, or 'microphone'
     Column("route", Text, CheckConstraint("route IN ('file', 'stream')"), nullable=False),
     Column("model", Text, nullable=False),
-    Column("backend", Text, nullable=False),  # offline, omni or sagemaker
+    Column("backend", Text, nullable=False),  # offline, server or sagemaker (older rows: omni, read as server)
     Column("target", Text, nullable=False),
     _json("segments", "[]"),  # [{start, end, text}]
     _json("figures", "{}"),  # Transcript.figures() without text and segments (audio_s, rtf, wer …)

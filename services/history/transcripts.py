@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from protocol.errors import InvalidInput
 from services.access import LOCAL, require
 from services.history.base import DB_ERRORS, HistoryError, read_kept, reason
+from services.kinds import backend_name
 
 if TYPE_CHECKING:
     from services.media_store import MediaStore
@@ -39,7 +40,7 @@ class TranscriptRecord:
     source: str
     route: Route
     model: str
-    backend: str
+    backend: str  # offline | server | sagemaker (one kept as "omni", the server's former name, reads as server)
     target: str
     segments: list[dict[str, Any]]
     figures: dict[str, Any]
@@ -59,7 +60,7 @@ class TranscriptRecord:
 def _record(row: Row, media: MediaStore) -> TranscriptRecord:
     return TranscriptRecord(
         id=row["id"], text=row["text"], source=row["source"], route=row["route"], model=row["model"],
-        backend=row["backend"], target=row["target"], segments=json.loads(row["segments"]),
+        backend=backend_name(row["backend"]), target=row["target"], segments=json.loads(row["segments"]),
         figures=json.loads(row["figures"]), reference=row["reference"], preview=row["preview"], audio=row["audio"],
         created_at=row["created_at"], media=media, user_id=row["user_id"], shared=bool(row["shared"]))
 

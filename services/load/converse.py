@@ -107,7 +107,7 @@ def describe_conversations(settings: Settings, where: str, *, engine_url: str | 
     machine = None if engine_url is None else this_machine(engine_url)
     parts = [sagemaker_target(settings, role, None, None, prices) for role, name in (endpoints or {}).items() if name]
     if not parts:
-        backend = "offline" if engine_url is not None else "omni"
+        backend = "offline" if engine_url is not None else "server"
         note = ("the offline engine runs on this machine, which has no instance price; give --price-per-hour to "
                 "price its time") if engine_url is not None else (
             "the hourly price of the servers at these URLs is not known: give --price-per-hour for a cost per turn")

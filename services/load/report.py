@@ -38,6 +38,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from services.kinds import backend_name
 from services.load.plan import CONVERSE, LOAD_KINDS, Slo, load_family, load_figures, unit_family
 from services.stats import PERCENTILE_METHOD, percentile, summary
 
@@ -224,7 +225,7 @@ class LoadReport:
     """A whole sweep. Built by the runner (services/load/runner.py) or read back with `from_dict`."""
 
     modality: str  # a Modality, or CONVERSE
-    backend: str  # offline | omni | sagemaker
+    backend: str  # offline | server | sagemaker ("omni", the server's former name, in older reports: read as server)
     target: str  # the URL, or "SageMaker endpoint NAME (region)"
     levels: list[LevelReport]
     slo: Slo | None = None
@@ -313,7 +314,7 @@ class LoadReport:
                               tuple(Sample.from_dict(s) for s in lv.get("samples", [])))
                   for lv in d.get("levels", [])]
         return cls(
-            modality=modality, backend=d["backend"], target=d["target"], levels=levels,
+            modality=modality, backend=backend_name(d["backend"]), target=d["target"], levels=levels,
             slo=Slo.from_dict(d.get("slo")), instance_type=d.get("instance_type"), usd_per_hour=d.get("usd_per_hour"),
             price_source=d.get("price_source"), price_note=d.get("price_note"), machine=d.get("machine"),
             emulated=bool(d.get("emulated")),

@@ -47,7 +47,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 class LoadTarget:
     """What the report says about where it ran and what that costs."""
 
-    backend: str  # offline | omni | sagemaker
+    backend: str  # offline | server | sagemaker
     target: str  # for display: the URL, or "SageMaker endpoint NAME (region)"
     kind: str  # "offline engine" | "vLLM-Omni server" | "SageMaker endpoint"
     endpoint: str | None = None
@@ -125,7 +125,7 @@ def this_machine(url: str) -> str:
     return f"the machine at {host} (the offline engine on CPU): not a GPU endpoint's figure"
 
 
-def _omni_target(backend: Backend, settings: Settings, modality: Modality, instance_type: str | None,
+def _server_target(backend: Backend, settings: Settings, modality: Modality, instance_type: str | None,
                  usd_per_hour: float | None, prices: PriceTable | None) -> LoadTarget:
     url = backend.target
     health = backend.health()
@@ -212,4 +212,4 @@ def describe_target(backend: Backend, settings: Settings, modality: Modality, *,
     instance_type = instance_type.strip() if instance_type else None
     if backend.name == "sagemaker":
         return sagemaker_target(settings, modality, instance_type, usd_per_hour, prices)
-    return _omni_target(backend, settings, modality, instance_type, usd_per_hour, prices)
+    return _server_target(backend, settings, modality, instance_type, usd_per_hour, prices)
