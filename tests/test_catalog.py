@@ -164,3 +164,51 @@ def test_omni_is_an_opt_in_multi_gpu_family_without_a_page():
     assert instances.misfit(qwen, "ml.g6.8xlarge") is not None  # 1× L4: 21.6 GB
     fitting = instances.fitting(qwen)
     assert fitting and all(instances.INSTANCES[t].gpus > 1 for t in fitting), fitting
+
+
+# ---- a family's name is compared only in its own code (services/families/<family>.py and what it calls home) ------
+def family_comparisons(tree: ast.AST) -> list[tuple[int, str]]:
+    """`x == "listen"`, `x in ("voice", …)`, `"video" in roles`, `case "image":` — each with the name compared."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for op, right in zip(node.ops, node.comparators):
+                names = [side.value for side in (node.left, right) if isinstance(side, ast.Constant)
+                         and side.value in FAMILIES]
+                if isinstance(op, ast.In | ast.NotIn) and isinstance(right, ast.Tuple | ast.List | ast.Set):
+                    names += _names(right.elts)
+                found += [(node.lineno, name) for name in names]
+        elif isinstance(node, ast.match_case):
+            cases = node.pattern.patterns if isinstance(node.pattern, ast.MatchOr) else [node.pattern]
+            found += [(node.pattern.lineno, c.value.value) for c in cases if isinstance(c, ast.MatchValue)
+                      and isinstance(c.value, ast.Constant) and c.value.value in FAMILIES]
+    return found
+
+
+def own_code(path: str, name: str) -> bool:
+    """A path named for the family (a folder or a module: offline/listen/, services/eval/voice.py), or under a
+    folder its module calls home (services/speech for voice)."""
+    from services import families
+
+    parts = path.removesuffix(".py").split("/")
+    return name in parts or any(path.startswith(home + "/") for home in families.code(name).home)
+
+
+def test_no_family_name_is_compared_outside_its_own_code():
+    problems = []
+    for path in product_files(ROOT):
+        rel = str(path.relative_to(ROOT))
+        for line, name in family_comparisons(ast.parse(path.read_text(), rel)):
+            if not own_code(rel, name):
+                problems.append(f"{rel}:{line}: compares with the family name {name!r} — ask its part in "
+                                f"services/families/{name}.py (or a rule of the catalog) instead")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_comparison_scan_finds_what_it_forbids():
+    src = ('if fam == "listen": pass\nif m in ("voice", "image"): pass\nx = "video" in roles\n'
+           'match f:\n    case "sound" | "omni":\n        pass\nif kind == "server": pass\n')
+    assert sorted(family_comparisons(ast.parse(src))) == [
+        (1, "listen"), (2, "image"), (2, "voice"), (3, "video"), (5, "omni"), (5, "sound")]
+    assert own_code("services/eval/voice.py", "voice") and own_code("services/speech/client.py", "voice")
+    assert own_code("offline/listen/whisper.py", "listen") and not own_code("infra/status.py", "voice")

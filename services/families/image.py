@@ -38,5 +38,5 @@ def _load() -> Any:
     return ImageLoad()
 
 
-FAMILY = FamilyCode(name="image", load=_load, smoke=_smoke, clients={"image": Build(_server, _sagemaker)},
+FAMILY = FamilyCode(name="image", home=("services/images",), load=_load, smoke=_smoke, clients={"image": Build(_server, _sagemaker)},
                     evaluation=EVALUATION)

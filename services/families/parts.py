@@ -69,3 +69,6 @@ class FamilyCode:
     evaluation: Any = None  # services/eval: its variant, generation and rating
     load: Any = None  # () -> services.load.family.LoadFamily (services/load/<family>.py): its work, inputs, figures
     smoke: Any = None  # (backend, SmokeContext) -> SmokeCheck: services/smoke/<family>.py, run by infra/smoke.py
+    # Where the family's own code lives when its folder is not named for it (voice: services/speech): code there
+    # may name the family. Elsewhere only paths named for it may (services/eval/voice.py, offline/listen/, …).
+    home: tuple[str, ...] = ()

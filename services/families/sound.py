@@ -42,4 +42,5 @@ def _load() -> Any:
     return SoundLoad()
 
 
-FAMILY = FamilyCode(name="sound", load=_load, smoke=_smoke, clients={"sound": Build(_server, _sagemaker)}, evaluation=EVALUATION)
+FAMILY = FamilyCode(name="sound", load=_load, smoke=_smoke, clients={"sound": Build(_server, _sagemaker)},
+                    evaluation=EVALUATION)

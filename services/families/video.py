@@ -40,5 +40,5 @@ def _load() -> Any:
     return VideoLoad()
 
 
-FAMILY = FamilyCode(name="video", load=_load, smoke=_smoke, clients={"video": Build(_server, _sagemaker)},
+FAMILY = FamilyCode(name="video", home=("services/videos",), load=_load, smoke=_smoke, clients={"video": Build(_server, _sagemaker)},
                     evaluation=EVALUATION)

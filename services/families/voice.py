@@ -65,7 +65,7 @@ def _load() -> Any:
 
 
 FAMILY = FamilyCode(
-    name="voice", load=_load, smoke=_smoke,
+    name="voice", home=("services/speech", "offline/speech", "offline/voice"), load=_load, smoke=_smoke,
     clients={"voice": Build(_server, _sagemaker), "voices": Build(_voices_server, _voices_sagemaker)},
     evaluation=EVALUATION,
 )
