@@ -1,12 +1,14 @@
-"""The studio's core, UI-free: clients for speech, images and videos over any target.
+"""The studio's core, UI-free: each model family's client over any target, and the tools that use them.
 
     from services import create_backend
-    backend = create_backend(load_settings())      # offline engine, a vLLM-Omni URL, or SageMaker AI
-    backend.client("voice"), backend.client("image"), backend.client("video")
+    backend = create_backend(load_settings())      # offline engine, a vLLM-Omni server by URL, or SageMaker AI
+    backend.client("voice"), backend.client("sound")   # each family's client, built when first asked for
 
-Sub-packages by modality (speech/, images/, videos/), each with its transports behind one interface;
-aws.py (the one AWS session maker), sagemaker.py (the SageMaker assembly), history, settings, playback,
-runtime, cli/. docs/architecture.md has the picture.
+A family's behaviour is registered in families/ (one module each: its clients per target, its smoke check, its
+parts in evaluations and load sweeps); its code lives in its own package (speech/, images/, videos/, listen/,
+sound/), each with its transports behind one interface. aws.py (the one AWS session maker), sagemaker.py (the
+SageMaker assembly), history, settings, playback, runtime, clips/ (finished clips), cli/. docs/architecture.md has
+the picture.
 """
 
 from __future__ import annotations
