@@ -15,7 +15,7 @@ count_full_run()  # the studio's own count of full runs, for its WebRTC players 
 
 
 def home() -> None:
-    from ui.resources import sidebar
+    from ui.sidebar import sidebar
 
     sidebar()
     st.title("Omni Studio")

@@ -17,12 +17,14 @@ from ui.capacity_views import (
     work_inputs,
     work_values,
 )
+from ui.sidebar import sidebar
+from ui.text import plain
 from ui.workspace_views import may
 
 REFRESH_S = 1.0
 state = st.session_state
 
-resources.sidebar()
+sidebar()
 st.title("Capacity")
 st.caption("Send the same request at increasing concurrency to the target in the sidebar: each level keeps that "
            "many in flight until its requests are done. The report says how far the target holds your SLO and "
@@ -78,12 +80,12 @@ run = state.get("cap_run")
 running = run is not None and not run.done
 st.button("Run the sweep", type="primary", on_click=_prepare, disabled=running, key="cap_go")
 if state.get("cap_error"):
-    st.error(resources.plain(state["cap_error"]))
+    st.error(plain(state["cap_error"]))
 pending = state.get("cap_pending")
 if pending is not None:
     plan, target = pending
     with st.container(border=True):
-        st.warning(resources.plain(target.estimate(plan)), icon="💸")
+        st.warning(plain(target.estimate(plan)), icon="💸")
         y, n = st.columns(2)
         y.button("Yes, run it", type="primary", on_click=_start, key="cap_confirm")
         if n.button("Cancel", key="cap_cancel"):
@@ -108,13 +110,13 @@ if run is not None and run.done:
     try:
         report = run.result()
     except StudioError as exc:
-        st.error(f"The sweep did not run: {resources.plain(exc)}")
+        st.error(f"The sweep did not run: {plain(exc)}")
     else:
         state["cap_last"] = report
         if run.saved_id:
             state["cap_pick"] = run.saved_id  # show the new report
         if run.save_error:
-            st.warning(f"The report could not be kept in the history: {resources.plain(run.save_error)}")
+            st.warning(f"The report could not be kept in the history: {plain(run.save_error)}")
     state["cap_run"] = None
 
 reports_section(history, state.get("cap_last"))

@@ -11,15 +11,17 @@ import streamlit as st
 from protocol.errors import StudioError
 from protocol.limits import TRANSCRIPTION_FILE_MAX_BYTES
 from services.listen import load_audio
-from ui import resources
+from ui import resources, voice_catalog
 from ui.converse_live import ECHO_HINT, HEARD_KEY, START_LABEL, STOP_LABEL, end_call, heard_line, in_call, live_call
 from ui.converse_compare import compare_section
 from ui.converse_views import conversation_view, converse, cut_notice, kept_conversations, settings_form, setup_of
+from ui.sidebar import sidebar
+from ui.text import plain
 from ui.workspace_views import may
 
 REFRESH_S = 0.5
 state = st.session_state
-resources.sidebar()
+sidebar()
 st.title("Converse")
 st.caption("Talk to a voice agent and measure the silence after you stop: each turn's timeline (your speech ended → "
            "the turn decided → the final transcript → the reply's first token → the agent's first audio) and voice-to-voice p50/p95 "
@@ -28,10 +30,10 @@ st.caption("Talk to a voice agent and measure the silence after you stop: each t
 backend = resources.require_backend("The conversation's backend")
 endpoints = backend.capabilities.deploys_models  # SageMaker: listen, voice, omni and reply are endpoints
 try:
-    voices, _ = resources.speech_catalog()
+    voices, _ = voice_catalog.speech_catalog()
 except StudioError as exc:
     if not endpoints:
-        st.error(f"The speech backend is not available: {resources.plain(exc)}")
+        st.error(f"The speech backend is not available: {plain(exc)}")
         st.stop()
     voices = []  # no voice endpoint: native mode needs none, and pipeline mode says so below
 
@@ -42,7 +44,7 @@ setup = None
 try:  # a script's bad line, a reply URL that is not one, an endpoint the mode needs: said once, here
     setup = setup_of(backend, settings).check()
 except StudioError as exc:
-    st.error(resources.plain(exc))
+    st.error(plain(exc))
 settings_ok = setup is not None
 
 
@@ -79,7 +81,7 @@ with live_tab:
         try:
             mic, playing = live_call(setup, settings)
         except StudioError as exc:
-            st.error(resources.plain(exc))
+            st.error(plain(exc))
         st.caption(f"Press **{START_LABEL}** and allow the microphone; speak, then pause — the agent answers when "
                    f"your turn is over (Turn taking, above). Talk over it to interrupt. **{STOP_LABEL}** keeps the conversation. Use "
                    "headphones: from a loudspeaker the agent hears itself.")
@@ -115,9 +117,9 @@ with recorded_tab:
     compare_section(setup, uploads, voices, endpoints=endpoints)
 
 if error := state.pop("converse_error", None):
-    st.error(resources.plain(error))
+    st.error(plain(error))
 if kept_error := state.pop("converse_kept_error", None):
-    st.warning(resources.plain(kept_error))
+    st.warning(plain(kept_error))
 
 
 @st.fragment(run_every=REFRESH_S if playing else None)
@@ -131,9 +133,9 @@ def conversation_panel() -> None:
         return
     timeline, audio, kept_id, skipped, label, echoes = last
     st.subheader("This conversation")
-    st.caption(resources.plain(f"The reply comes from {label}." + (" Kept in the history." if kept_id else "")))
+    st.caption(plain(f"The reply comes from {label}." + (" Kept in the history." if kept_id else "")))
     for name in skipped:
-        st.caption(resources.plain(f"No words heard in {name}: no reply, no turn."))
+        st.caption(plain(f"No words heard in {name}: no reply, no turn."))
     if echoes:
         st.warning(ECHO_HINT.format(n=echoes))
     heard_line(state.get("converse_last_heard") or [])

@@ -12,26 +12,26 @@ import streamlit as st
 from infra import DeployOptions, WaitSettings, deploy_command
 from infra.model import DEFAULT_IMAGE_TAG, DEFAULT_ROLES, PROJECT, ROLES
 from protocol.errors import StudioError
-from ui import resources
+from ui import auth, resources
 from ui.add_views import add_panel
-from ui.auth import principal
 from ui.endpoints_views import (action_panel, audit_panel, delete_plan, gpu_fit_captions, load_state, scale_up_note,
                                 status_panel, model_picks)
 from ui.lifecycle_views import lifecycle_options, ttl_panel
+from ui.sidebar import sidebar
+from ui.text import code, plain
 from ui.versions_views import versions_panel
 
 state = st.session_state
 REFRESH_S = 2.0
 
-resources.sidebar(banner=False)  # the cost banner is drawn with the status table (status_panel), at its instant
+sidebar(banner=False)  # the cost banner is drawn with the status table (status_panel), at its instant
 st.title("Endpoints")
-settings = resources.settings()
-state_file = settings.state_file
+state_file = (settings := resources.settings()).state_file
 try:
     runner, no_audit = resources.infra_actions(), None
 except StudioError as exc:  # its audit log is in the history: the deployment is still shown, without actions
     runner, no_audit = None, str(exc)
-st.caption(f"The deployment recorded in {resources.code(state_file)} — what runs, what it costs, and the "
+st.caption(f"The deployment recorded in {code(state_file)} — what runs, what it costs, and the "
            "actions that change it. Every action is the same call as the `python -m infra` line shown with it.")
 
 busy = runner is not None and runner.busy
@@ -54,8 +54,8 @@ def live() -> None:
 
 
 live()
-if not (me := principal()).can("deploy"):
-    st.info(f"You are {resources.plain(me.label)}: only an admin deploys, adds, upgrades, extends, rolls back or "
+if not (me := auth.principal()).can("deploy"):
+    st.info(f"You are {plain(me.label)}: only an admin deploys, adds, upgrades, extends, rolls back or "
             "deletes endpoints. Ask one of the studio's admins.", icon="🔒")
     st.stop()
 if runner is None:  # every action is audited: none runs while the audit log cannot be written
@@ -71,7 +71,7 @@ def start(action: Callable[[], object]) -> None:
     try:
         action()
     except StudioError as exc:
-        st.error(resources.plain(exc))
+        st.error(plain(exc))
     else:
         st.rerun()
 
@@ -121,7 +121,7 @@ else:
         state["confirm_smoke"] = note  # an endpoint at 0 instances would scale up: ask first
     if state.get("confirm_smoke"):
         with st.container(border=True):
-            st.warning(resources.plain(state["confirm_smoke"]), icon="💸")
+            st.warning(plain(state["confirm_smoke"]), icon="💸")
             y, n = st.columns(2)
             if y.button("Yes, scale up and run the smoke test", type="primary", disabled=busy, key="smoke_confirm"):
                 state["confirm_smoke"] = None

@@ -12,13 +12,15 @@ from ui import resources
 from ui.eval_define import create_from_form, define_form, init_define_state
 from ui.eval_results import results_section
 from ui.eval_views import evaluation_label, manage_section, review_section, run_section
+from ui.sidebar import sidebar
+from ui.text import plain
 from ui.workspace_views import by_line, may, share_toggle
 
 NEW = "➕ New evaluation"
 REFRESH_S = 1.0
 state = st.session_state
 
-resources.sidebar()
+sidebar()
 st.title("Evaluations")
 st.caption("Decide with evidence: the same prompts on 2–4 variants (settings and a target each), rated blind in "
            "pairs — which output came from which variant stays hidden until you reveal the results.")
@@ -26,7 +28,7 @@ st.caption("Decide with evidence: the same prompts on 2–4 variants (settings a
 try:
     store = EvalStore(resources.history())
 except StudioError as exc:
-    st.error(f"The history is not available: {resources.plain(exc)}")
+    st.error(f"The history is not available: {plain(exc)}")
     st.stop()
 
 can_evaluate = may("evaluate")  # else one line why: the team's shared evaluations stay to look at
@@ -44,7 +46,7 @@ st.selectbox("Evaluation", options, index=options.index(state["ev_id"]), key=pic
              format_func=lambda k: k if k == NEW else evaluation_label(evaluations[k]))
 
 if notice := state.pop("ev_notice", None):
-    st.success(resources.plain(notice))
+    st.success(plain(notice))
 name, url, _ = resources.backend_choice()
 runs = resources.eval_runs()
 if state["ev_id"] == NEW or (state.get("ev_editing") and state["ev_editing"] == state["ev_id"]):
@@ -60,7 +62,7 @@ if state["ev_id"] == NEW or (state.get("ev_editing") and state["ev_editing"] == 
 
 eval_id = state["ev_id"]
 ev = store.get(eval_id)
-st.caption(resources.plain(f"{ev.modality} · {len(ev.spec.prompts)} prompts × {ev.spec.repeats} repeats × "
+st.caption(plain(f"{ev.modality} · {len(ev.spec.prompts)} prompts × {ev.spec.repeats} repeats × "
                            f"{len(ev.spec.labels)} variants · id {eval_id}"))
 by_line(ev.user_id)
 share_toggle(store.history, "evaluation", ev.id, ev.user_id, ev.shared)

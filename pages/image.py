@@ -12,13 +12,15 @@ from ui import resources
 from ui.image_compare_views import COMPARE, compare_form, compare_results, init_compare_state, run_compare
 from ui.gallery_views import browse, linked_item
 from ui.forms import as_text, bounded_number, optional_number, optional_seed
+from ui.sidebar import sidebar
+from ui.text import plain
 from ui.workspace_views import may
 from ui.image_views import EDIT, GENERATE, MODE_KEY, edit_form, gallery, gallery_picks, init_edit_state, reuse_edit, \
     run_edit
 
 state = st.session_state
 
-resources.sidebar()
+sidebar()
 st.title("Image")
 st.caption(f"FLUX.2-klein is distilled: about **{DEFAULT_STEPS} steps** is right (the server's own default is 50). "
            "**Edit** applies a prompt to 1–4 reference images; **Compare** runs one prompt on 2–4 variants side by "
@@ -96,7 +98,7 @@ with generate_tab:
         bounded_number(c[4], "Images", "image_n", IMAGE_N, step=1)
         st.form_submit_button("Generate", type="primary", on_click=_generate)
     if state.get("image_error"):
-        st.error(resources.plain(state["image_error"]))
+        st.error(plain(state["image_error"]))
 with edit_tab:
     edit_form(picks, on_edit=lambda: run_edit(backend, history, picks))
 with compare_tab:

@@ -11,13 +11,15 @@ from services.listen import MICROPHONE, LiveListening
 from ui import resources
 from ui.listen_mic import NO_SOUND, START_LABEL, Microphone, hearing, microphone
 from ui.listen_views import Heard, heard_of, keep, kept_transcripts, result_view, transcribe
+from ui.sidebar import sidebar
+from ui.text import plain
 from ui.workspace_views import may
 
 REFRESH_S = 0.25
 MAX_MB = TRANSCRIPTION_FILE_MAX_BYTES // 2**20
 
 state = st.session_state
-resources.sidebar()
+sidebar()
 st.title("Listen")
 st.caption("Upload a recording or speak into the microphone: the text comes back with its timing figures and, "
            "given the text that is spoken, its word error rate. Every transcript is kept below.")
@@ -96,9 +98,9 @@ if not playing and (mic.live is not None or mic.started or mic.error):
     _stop_microphone()
 
 if error := state.pop("listen_error", None):
-    st.error(resources.plain(error))
+    st.error(plain(error))
 if kept_error := state.pop("listen_kept_error", None):
-    st.warning(resources.plain(kept_error))
+    st.warning(plain(kept_error))
 
 
 @st.fragment(run_every=REFRESH_S if playing else None)

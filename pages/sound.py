@@ -9,12 +9,14 @@ from protocol.limits import SOUND_GUIDANCE, SOUND_SECONDS
 from services.sound.request import FORMATS
 from ui import resources
 from ui.gallery_views import browse, linked_item
+from ui.sidebar import sidebar
 from ui.sound_views import generate, init_state, reuse, sounds
+from ui.text import plain
 from ui.workspace_views import may
 
 state = st.session_state
 
-resources.sidebar()
+sidebar()
 st.title("Sound")
 st.caption(f"Sound effects, ambiences and short music from a prompt — up to {SOUND_SECONDS.hi:.2f} s of 44.1 kHz "
            "stereo. The same prompt, settings and seed make the same sound again. Every sound is kept below; use "
@@ -53,6 +55,6 @@ with st.form("sound_form", border=False):
     c[4].selectbox("Format", FORMATS, key="sound_format")
     st.form_submit_button("Generate", type="primary", on_click=lambda: generate(backend, history))
 if state.get("sound_error"):
-    st.error(resources.plain(state["sound_error"]))
+    st.error(plain(state["sound_error"]))
 
 _kept()

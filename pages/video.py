@@ -20,6 +20,8 @@ from ui import resources
 from ui.clip_views import clip_panel
 from ui.forms import optional_seed
 from ui.gallery_views import ITEM_PARAM, browse, linked_item
+from ui.sidebar import sidebar
+from ui.text import plain
 from ui.video_views import GALLERY, chosen_reference, gallery_choices, job_list, player, running_jobs, video_form
 from ui.video_compare_views import init_video_compare_state, run_video_compare, video_compare
 from ui.workspace_views import may
@@ -27,7 +29,7 @@ from ui.workspace_views import may
 REFRESH_S = 1.0
 state = st.session_state
 
-resources.sidebar()
+sidebar()
 st.title("Video")
 st.caption("Describe the motion, pick a reference image, and press **Generate**. The job runs on its own: "
            "you can watch its progress here, reload the page, or come back later — it stays in the list below.")
@@ -37,7 +39,7 @@ try:
     backend = resources.backend()
     jobs = resources.video_jobs()
 except StudioError as exc:
-    st.error(f"The video backend is not available: {resources.plain(exc)}")
+    st.error(f"The video backend is not available: {plain(exc)}")
     st.stop()
 if backend.capabilities.previews:
     st.info("The offline engine animates the reference (or a preview of the prompt) into a real H.264 MP4 "

@@ -8,9 +8,10 @@ import streamlit as st
 from protocol.errors import StudioError
 from services.playback import Playback
 from services.speech import SpeechRun
-from ui import resources
-from ui.auth import principal
+from ui import auth, resources, voice_catalog
+from ui.sidebar import sidebar
 from ui.speech_runs import session_id, speech_runs
+from ui.text import plain
 from ui.voice_modes import PREVIEW, build_config, current_reference, describe, first_chunk_slider, mode_fields, mode_picker
 from ui.voice_compare_views import init_voice_compare_state, run_voice_compare, voice_compare
 from ui.voice_player import CONNECT_LABEL, heard_first_audio, voice_player
@@ -29,17 +30,16 @@ state = st.session_state
 playback: Playback = state.setdefault("voice_playback", Playback())
 history: list[Take] = state.setdefault("voice_history", [])
 
-resources.sidebar()
+sidebar()
 st.title("Voice")
 st.caption("Type some text, choose the voice and press **Speak**: the speech starts playing while the model is still "
            "generating it.")
 
 try:
     backend = resources.backend()
-    voices, languages = resources.speech_catalog()
-    task_types = resources.speech_task_types()
+    (voices, languages), task_types = voice_catalog.speech_catalog(), voice_catalog.speech_task_types()
 except StudioError as exc:
-    st.error(f"The speech backend is not available: {resources.plain(exc)}")
+    st.error(f"The speech backend is not available: {plain(exc)}")
     st.stop()
 
 
@@ -61,7 +61,7 @@ def _start_speaking() -> None:
             speech,
             config,
             state["voice_text"],
-            actor=principal(),  # a viewer is refused here, before anything is sent
+            actor=auth.principal(),  # a viewer is refused here, before anything is sent
             on_audio=lambda c: playback.push(c.data, c.sample_rate, c.channels),  # on arrival, loop thread
         )
     except StudioError as exc:
@@ -115,7 +115,7 @@ with left:
     b2.button("Stop", disabled=not (running or draining), width="stretch", on_click=_stop_speaking)
     intelligibility_toggle(b3, can_speak)
     if error := state.pop("voice_error", None):  # shown once: the next change on the page clears it
-        st.error(resources.plain(error))
+        st.error(plain(error))
     if can_speak:
         init_voice_compare_state()
         with st.expander("Compare 2–4 variants side by side", expanded=bool(state.get("vocmp_outcomes"))):

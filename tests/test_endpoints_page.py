@@ -61,7 +61,7 @@ def _codes(at: AppTest) -> str:
 
 
 def _text(markdown: str) -> str:
-    """Shown text without the escapes that keep it from being read as markdown (ui.resources.plain)."""
+    """Shown text without the escapes that keep it from being read as markdown (ui.text.plain)."""
     return markdown.replace("\\", "")
 
 

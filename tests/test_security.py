@@ -68,8 +68,8 @@ def test_no_public_share_and_no_telemetry() -> None:
 
 def test_user_text_is_never_rendered_as_html() -> None:
     """No page or UI helper may switch off Streamlit's HTML escaping (user prompts and file names go through
-    ui.resources.plain / st.text; the AppTests check prompts like 'a red <b>fox</b> **not bold**')."""
-    from ui.resources import code, plain
+    ui.text.plain / st.text; the AppTests check prompts like 'a red <b>fox</b> **not bold**')."""
+    from ui.text import code, plain
 
     offenders = []
     for path in [ROOT / "app.py", *(ROOT / "pages").glob("*.py"), *(ROOT / "ui").glob("*.py")]:

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from services.settings import ENV_PREFIX
 from tests.conftest import free_port
 from tests.test_voice_page import webrtc_inert  # noqa: F401  (fixture)
-from ui.resources import plain
+from ui.text import plain
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

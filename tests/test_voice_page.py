@@ -290,7 +290,7 @@ def _mode_page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, task_t
 
 
 def _captions(at: AppTest) -> str:
-    return "\n".join(c.value for c in at.caption)  # as shown: Markdown's specials escaped (ui.resources.plain)
+    return "\n".join(c.value for c in at.caption)  # as shown: Markdown's specials escaped (ui.text.plain)
 
 
 def _errors(at: AppTest) -> str:
@@ -497,14 +497,14 @@ def test_on_sagemaker_saved_voices_are_the_studios_records_and_the_page_says_so(
     history = History(tmp_path / "data")
     voices = SageMakerVoices(SimpleNamespace(region="us-east-1", profile=None), "studio-voice", history)
     history.voices.record(voices.record_target, "anna", "consent-0412", who="dana")
-    real, made = ui.resources._backend, {}
+    real, made = ui.resources.backend_of, {}
 
     def backend(*choice):
         if choice not in made:
             made[choice] = dataclasses.replace(real(*choice), voices=voices)
         return made[choice]
 
-    monkeypatch.setattr(ui.resources, "_backend", backend)
+    monkeypatch.setattr(ui.resources, "backend_of", backend)
     at = _page(monkeypatch, tmp_path, engine_url)
     at.radio(key="voice_mode").set_value("Base").run()
     at.radio(key="voice_clone_source").set_value("saved").run()
@@ -618,7 +618,7 @@ def test_with_the_toggle_on_a_take_shows_and_keeps_its_word_error_rate(
         page: AppTest, heard_calls: list[str], engine_url: str) -> None:
     from services.listen import normalise, word_error_rate
 
-    from ui.resources import plain
+    from ui.text import plain
 
     text = "Please open the door for me. We will meet at the station."
     assert page.toggle(key="voice_intel").value is False  # off by default: nothing is sent to a recognizer unasked

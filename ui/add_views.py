@@ -15,7 +15,7 @@ from infra.lifecycle import ttl_line
 from infra.state import DeploymentState
 from protocol.catalog import BY_NAME
 from ui.endpoints_views import gpu_fit_captions
-from ui.resources import code, plain
+from ui.text import code, plain
 
 FAMILIES_KEY, TYPES_KEY, MODELS_KEY, SMOKE_KEY, CONFIRM_KEY = (
     "add_families", "add_types", "add_models", "add_smoke", "confirm_add")

@@ -17,7 +17,8 @@ from services.load import COST_KEY, THROUGHPUT_KEY, UNIT_WORD, LoadReport, Modal
 from services.load.family import WorkInput
 from services.load.plan import SLO_FIGURES, load_family
 from services.pricing import usd
-from ui.resources import NO_UPLOADS, plain, uploads_allowed
+from ui.resources import NO_UPLOADS, uploads_allowed
+from ui.text import plain
 from ui.workspace_views import by_line, owner_of, share_toggle
 
 THROUGHPUT_TITLE = {f.name: f.throughput_title for f in FAMILIES}

@@ -15,8 +15,7 @@ from services.clips import FITS
 from services.clips.make import ClipPlan, keep_clip, make_finished_clip
 from services.history import History, Job
 from services.videos import VIDEO_FILE
-from ui.resources import plain
-from ui.text import shorten
+from ui.text import plain, shorten
 
 NONE, WRITE, KEPT = "None", "Write it", "A kept one"
 CLIP_KEY = "clip_of"  # the video job a clip is being made from

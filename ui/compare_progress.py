@@ -13,7 +13,7 @@ import streamlit as st
 from protocol.errors import StudioError
 from services.compare import OnProgress, Outcome
 from services.pricing import usd
-from ui.resources import plain
+from ui.text import plain
 
 
 @contextmanager

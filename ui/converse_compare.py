@@ -15,7 +15,7 @@ from services.converse.setup import SILENCE_MS, Setup
 from services.listen import load_audio
 from ui import resources
 from ui.converse_views import MODES, reply_kinds, reply_target
-from ui.resources import plain
+from ui.text import plain
 from ui.workspace_views import may
 
 SAME = "same"

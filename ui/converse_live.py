@@ -21,7 +21,7 @@ from ui import resources
 from ui.call_ear import heard_voice_to_voice
 from ui.converse_views import figures, transcript_view
 from ui.listen_mic import Microphone, microphone
-from ui.resources import plain
+from ui.text import plain
 
 log = logging.getLogger(__name__)
 LIVE_KEY = "converse-live"

@@ -23,9 +23,9 @@ from services.converse.script import DEFAULT_SCRIPT
 from services.converse.timeline import Conversation
 from services.listen import ListenAudio
 from ui import resources
-from ui.resources import plain
 from ui.target_views import guard, reply_picker, target_book
 from ui.media_views import when
+from ui.text import plain
 from ui.workspace_views import kept_list, share_toggle
 
 MODES = {"pipeline": "Pipeline (listen → reply → speak)", "native": "Native speech-to-speech (the server's session)"}

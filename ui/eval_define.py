@@ -23,8 +23,9 @@ from services.eval.runner import target_offer
 from services.eval.spec import TARGET_KEYS, parse_spec, read_prompts_file
 from services.eval.store import EvalStore
 from services.targets import option_key, spec_keys
-from ui.resources import NO_UPLOADS, history, plain, settings, uploads_allowed
+from ui.resources import NO_UPLOADS, history, settings, uploads_allowed
 from ui.target_views import picked_target, target_book, target_picker
+from ui.text import plain
 
 DEFAULT_SETTING = "(the target's default)"
 MADE, KEPT = "Made on a target", "From the history"

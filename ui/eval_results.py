@@ -20,7 +20,8 @@ from services.eval.registry import evaluation
 from services.eval.report import render, results, variant_rows, verdicts, wer_lines
 from services.eval.store import EvalStore
 from services.eval.table import people_rows
-from ui.resources import plain, uploads_allowed
+from ui.resources import uploads_allowed
+from ui.text import plain
 
 # The report's keys for people, in "Every figure" (the data and the exports keep the snake_case keys)
 VARIANT_LABELS = {"label": "variant", "win_rate": "win rate", "ci95_low": "95 % low", "ci95_high": "95 % high",

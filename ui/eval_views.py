@@ -17,7 +17,7 @@ from services.eval.runs import EvalRuns
 from services.eval.store import EvalStore
 from ui.eval_define import load_for_edit
 from ui.media_views import when
-from ui.resources import plain
+from ui.text import plain
 from ui.workspace_views import owner_of
 
 VERDICT = {"a": "1 is better", "b": "2 is better", "tie": "Tie"}

@@ -18,8 +18,7 @@ import streamlit as st
 from protocol.catalog import FAMILIES
 from protocol.errors import StudioError
 from services.history import TITLE_MAX, History, Job, JobKind
-from ui.resources import plain
-from ui.text import shorten
+from ui.text import plain, shorten
 
 PAGE_SIZE = 24
 ITEM_PARAM = "item"  # ?item=<job id>

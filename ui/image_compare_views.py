@@ -19,8 +19,8 @@ from services.settings import Settings
 from ui.compare_progress import compare_button, cost_line, outcome_columns, run_variants
 from ui.forms import bounded_number, optional_number, optional_seed, variant_count
 from ui.media_views import image_summary, seconds
-from ui.resources import plain
 from ui.target_views import picked_target, target_book, target_picker
+from ui.text import plain
 
 COMPARE = "Compare"
 PRICE = Range(0.0001, 1000.0)

@@ -23,8 +23,8 @@ from services.images import DEFAULT_STEPS, EditReference, ImageEditRequest, reco
 from services.imaging import ACCEPTED_SUFFIXES, check_image
 from ui.forms import as_text, bounded_number, optional_number, optional_seed
 from ui.media_views import image_summary, when
-from ui.resources import plain, uploads_allowed
-from ui.text import shorten
+from ui.resources import uploads_allowed
+from ui.text import plain, shorten
 from ui.gallery_views import item_link, manage, title_and_prompt
 from ui.workspace_views import allowed, by_line, share_toggle
 

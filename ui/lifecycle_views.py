@@ -15,7 +15,7 @@ from infra.scaling import MAX_INSTANCES
 from infra.state import DeploymentState
 from infra.ttl_choice import parse_ttl
 from protocol.errors import StudioError
-from ui.resources import plain
+from ui.text import plain
 
 EXTEND_KEY, EXTEND_YES_KEY = "extend_ttl", "extend_yes"
 

@@ -15,7 +15,7 @@ from protocol.errors import InvalidInput, StudioError
 from services.history import TranscriptRecord
 from services.listen import ListenAudio, Segment, Transcript, WerCounts, load_audio, wer_counts
 from ui import resources
-from ui.resources import plain
+from ui.text import plain
 from ui.workspace_views import kept_list, share_toggle
 
 VOICE_PAGE = "pages/voice.py"

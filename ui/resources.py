@@ -1,13 +1,14 @@
-"""Process-wide resources (`st.cache_resource`) and the per-browser backend choice (`st.session_state`)."""
+"""Process-wide resources (`st.cache_resource`) and the per-browser backend choice (`st.session_state`): the
+settings, the backend of a choice and its health, the closed set of targets, the history, the deployment and its
+cost banner, the infra and evaluation runners. The sidebar that draws the choice is ui/sidebar.py; the chosen
+backend's voices, ui/voice_catalog.py; text helpers, ui/text.py."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import streamlit as st
 
-from protocol.catalog import FAMILY_NAMES
 from protocol.errors import ConfigError, StudioError
 from services.backend import Backend, BackendHealth, create_backend
 from services.kinds import kind
@@ -15,6 +16,7 @@ from services.pricing import usd
 from services.runtime import BackgroundLoop, background_loop
 from services.settings import Settings, load_settings
 from ui import auth
+from ui.text import code, plain  # noqa: F401  (code: ui/endpoints_views.py still takes both from here)
 
 
 @st.cache_resource(show_spinner=False)
@@ -39,14 +41,15 @@ def loop() -> BackgroundLoop:
 
 
 @st.cache_resource(show_spinner="Starting the backend…")
-def _backend(name: str, url: str | None, targets: str | None = None) -> Backend:
+def backend_of(name: str, url: str | None, targets: str | None = None) -> Backend:
+    """The backend of a choice (the three parts `backend_choice` gives), one per process."""
     return create_backend(settings().with_overrides(backend=name, server_url=url))
 
 
 @st.cache_data(ttl=5, show_spinner=False)
 def _health(name: str, url: str | None, targets: str | None, state_stamp: float | None) -> BackendHealth:
     # Keyed on the state file's stamp too: deploy, delete and smoke rewrite it on every change of what runs.
-    return _backend(name, url, targets).health()
+    return backend_of(name, url, targets).health()
 
 
 def _state_stamp(s: Settings) -> float | None:
@@ -102,17 +105,7 @@ def _target_from_url(s: Settings) -> None:
 
     picked = option_key_of(st.query_params.get(TARGET_PARAM) or "")
     if picked in ("offline", "sagemaker") or picked.startswith("server:"):
-        st.session_state["backend_name"], st.session_state["backend_url"] = _pick_of(picked, s.server_url)
-
-
-def _target_in_url(current: str, s: Settings) -> None:
-    """Write the session's target into the address (left out when it is the settings' own), so a reload keeps it."""
-    default = f"server:{s.server_url or ''}" if s.backend == "server" else s.backend
-    if current == default:
-        if TARGET_PARAM in st.query_params:
-            del st.query_params[TARGET_PARAM]
-    elif st.query_params.get(TARGET_PARAM) != current:
-        st.query_params[TARGET_PARAM] = current
+        st.session_state["backend_name"], st.session_state["backend_url"] = pick_of(picked, s.server_url)
 
 
 def target_book():
@@ -135,7 +128,7 @@ def _target_book(*where: str | None):
 
 def backend() -> Backend:
     """The backend this browser session chose in the sidebar (default from the settings)."""
-    return _backend(*backend_choice())
+    return backend_of(*backend_choice())
 
 
 def backend_health() -> BackendHealth:
@@ -145,92 +138,9 @@ def backend_health() -> BackendHealth:
         return BackendHealth(False, str(exc))
 
 
-def sidebar(*, banner: bool = True) -> None:
-    """Who is signed in, the backend picker and health, on every page (and the cost banner above the page, when
-    endpoints run, for whoever may open the Endpoints page; `banner=False`: the page draws it beside its own figures,
-    at the same instant — the Endpoints page). A page run without app.py meets the door here."""
-    actor = auth.guard(lambda: require_settings().access)
-    if banner and auth.page_allowed(actor, "endpoints", require_settings().demo):
-        cost_banner()
-    name, url, _ = backend_choice()
-    with st.sidebar:
-        auth.account(actor)
-        st.subheader("Backend")
-        if require_settings().demo is None:  # a demo studio stays on the target its settings name
-            _backend_picker(name, url, admin=actor.can("add_server"))
-        try:
-            b = backend()
-        except StudioError as exc:
-            st.error(plain(exc))
-            return
-        h = backend_health()
-        if h.undeployed:  # e.g. right after a delete: nothing is wrong, there is nothing to reach yet
-            where = "on the Endpoints page" if auth.page_allowed(actor, "endpoints", require_settings().demo) \
-                else "(an admin does, on the Endpoints page)"
-            st.info(f"{plain(b.label)}: no deployment — deploy one {where}.", icon="☁️")
-            st.caption("Or name running endpoints: " + ", ".join(
-                code(f"OMNI_STUDIO_{role.upper()}_ENDPOINT") for role in FAMILY_NAMES) + ".")
-            return
-        (st.success if h.ok else st.error)(plain(f"{b.label}: {h.detail}"), icon="🟢" if h.ok else "🔴")
-        st.caption(f"Target: {code(b.target)}")
-
-
-def _backend_picker(name: str, url: str | None, *, admin: bool) -> None:
-    """The offline engine, a registered vLLM-Omni server or SageMaker, for this browser session: a closed set
-    (services/targets.py). Only an admin adds a server, here — the studio's server connects to it."""
-    book = target_book()
-    servers = book.servers()
-    labels = {name: kind(name).picker_label for name in ("offline", "sagemaker")}
-    labels |= {f"server:{srv.url}": f"vLLM-Omni {srv.name}" for srv in servers}
-    options = ["offline", *[f"server:{srv.url}" for srv in servers], "sagemaker"]
-    current = f"server:{url or ''}" if name == "server" else name
-    if current not in options:  # the settings name backend "server" without a URL: shown, and named as a problem below
-        options.insert(1, current)
-        labels[current] = "vLLM-Omni server (no URL set)"
-    # The widget shows what this session uses; a pick changes that in its callback (before the script runs), so an
-    # Add on the sidebar or a server removed meanwhile is shown at once, without a rerun that could undo it.
-    if st.session_state.get("_backend_pick") != current:
-        st.session_state["_backend_pick"] = current
-    st.selectbox("Target", options, format_func=labels.__getitem__, key="_backend_pick", on_change=_picked,
-                 args=(url,))
-    _target_in_url(current, settings())
-    if admin:
-        with st.expander("Add a vLLM-Omni server"):
-            st.text_input("Server URL", key="_server_url", placeholder="http://gpu-box:8091")
-            st.text_input("Name", key="_server_name", placeholder="gpu box")
-            st.button("Add server", key="_server_add", on_click=_add_server, args=(book,))
-            if st.session_state.get("_server_error"):
-                st.error(plain(st.session_state["_server_error"]))
-            added = {srv.url: f"{srv.name} ({srv.url})" for srv in servers if srv.source.startswith("added by")}
-            if added:  # the settings' own servers are edited in the settings
-                gone = st.selectbox("Remove a server added here", list(added), format_func=added.get,
-                                    key="_server_gone")
-                st.button("Remove server", key="_server_remove", on_click=lambda: book.remove_server(
-                    auth.principal(), gone))
-    elif not servers:
-        st.caption("No vLLM-Omni server is registered; an admin adds one here (or `server_url` in the settings).")
-
-
-def _pick_of(picked: str, url: str | None) -> tuple[str, str | None]:
+def pick_of(picked: str, url: str | None) -> tuple[str, str | None]:
     """A picker's value ("offline", "sagemaker", "server:<server URL>") as (backend, URL); others keep `url`."""
     return ("server", picked.removeprefix("server:") or None) if picked.startswith("server:") else (picked, url)
-
-
-def _picked(url: str | None) -> None:
-    picked = str(st.session_state["_backend_pick"])
-    st.session_state["backend_name"], st.session_state["backend_url"] = _pick_of(picked, url)
-
-
-def _add_server(book) -> None:  # noqa: ANN001
-    state = st.session_state
-    state["_server_error"] = None
-    try:
-        server = book.add_server(auth.principal(), state.get("_server_url") or "", name=state.get("_server_name"))
-    except StudioError as exc:
-        state["_server_error"] = str(exc)
-        return
-    state["_server_url"] = state["_server_name"] = ""
-    state["backend_name"], state["backend_url"] = "server", server.url  # the picker shows it on this run
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -355,33 +265,6 @@ def audit_entries(limit: int = 50) -> list:
     return infra_actions().audit.entries(limit=limit)
 
 
-@st.cache_data(ttl=30, show_spinner=False)
-def _speech_catalog(name: str, url: str | None, targets: str | None = None) -> tuple[list[str], list[str]]:
-    speech = _backend(name, url, targets).client("voice")
-    return speech.voices(), speech.languages()
-
-
-def speech_catalog() -> tuple[list[str], list[str]]:
-    """(voices, languages) of the chosen backend's speech model, cached briefly (only the demo's voices in a
-    demo studio). Raises StudioError."""
-    voices, languages = _speech_catalog(*backend_choice())
-    demo = settings().demo
-    return (voices if demo is None else demo.voices_shown(voices)), languages
-
-
-@st.cache_data(ttl=30, show_spinner=False)
-def _speech_task_types(name: str, url: str | None, targets: str | None = None) -> tuple[str, ...]:
-    return tuple(_backend(name, url, targets).client("voice").task_types())
-
-
-def speech_task_types() -> tuple[str, ...]:
-    """What the chosen backend's voice model can do (CustomVoice, VoiceDesign, Base), cached briefly; a demo
-    studio without uploads offers no cloning."""
-    task_types = _speech_task_types(*backend_choice())
-    demo = settings().demo
-    return task_types if demo is None else demo.task_types_shown(task_types)
-
-
 def uploads_allowed() -> bool:
     """Whether pages offer uploads (reference images, recordings, prompt and ratings files): always, except in a
     demo studio without them — where a page says `NO_UPLOADS` in place of its uploader."""
@@ -392,62 +275,9 @@ def uploads_allowed() -> bool:
 NO_UPLOADS = "This demo studio takes no uploads (its `uploads` setting is off)."
 
 
-@st.cache_data(ttl=30, show_spinner=False)
-def _saved_voices(name: str, url: str | None, targets: str | None, actor) -> list:
-    return _backend(name, url, targets).client("voices").acting(_history(*_where()).acting_as(actor)).list()
-
-
-def saved_voices() -> list:
-    """The chosen backend's saved voices this person sees (services.speech.SavedVoice), cached briefly. Raises
-    StudioError."""
-    return _saved_voices(*backend_choice(), auth.principal())
-
-
-def voices():
-    """The chosen backend's voice library, saving and deleting as this session's person."""
-    return backend().client("voices").acting(history())
-
-
-def forget_saved_voices() -> None:
-    """After a voice is saved or deleted: list the voices (saved and preset) afresh."""
-    _saved_voices.clear()
-    _speech_catalog.clear()
-
-
-def code(text: str) -> str:
-    """`text` as an inline code span: shown verbatim (escapes are not processed there), backticks removed."""
-    return "`" + str(text).replace("`", "'") + "`"
-
-
 def ice_servers() -> list[dict]:
     """The WebRTC ICE servers from the settings, as RTCIceServer dicts (empty: loopback/LAN only)."""
     return [s.model_dump(exclude_none=True) for s in settings().ice_servers]
-
-
-_MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|<>~$"
-# What Markdown (GitHub's flavour, as Streamlit renders it) would change: links it makes by itself (URLs, www. names,
-# e-mail addresses) and the arrows it draws.
-# Escapes do not stop such a link, they show inside it (http://127\.0\.0\.1): these go in code spans.
-_VERBATIM = re.compile(r"(?:\b[A-Za-z][A-Za-z0-9+.-]*://|\bwww\.)[^\s<>()\[\]{}'\"`]*[^\s<>()\[\]{}'\"`.,;:!?]"
-                      r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-                      # Streamlit's Markdown turns these, standing alone, into → ← ↔ — ≥ ≤ ≈, escaped or not (a script
-                      # error quoting a mistyped `->` showed "→", hiding the typo it named)
-                      r"|(?<!\S)(?:<->|->|<-|--|>=|<=|~=)(?!\S)")
-
-
-def _escaped(text: str) -> str:
-    return "".join("\\" + c if c in _MARKDOWN_SPECIALS else c for c in text)
-
-
-def plain(text: str) -> str:
-    """`text` for st.markdown/st.error/st.caption, so user or server text shows as typed: Markdown's specials
-    escaped, and what Markdown would turn into a link (a URL, an e-mail address) or an arrow (`->`) as inline
-    code."""
-    text, out, at = str(text), [], 0
-    for m in _VERBATIM.finditer(text):
-        out += [_escaped(text[at:m.start()]), code(m.group())]
-        at = m.end()
-    return "".join(out) + _escaped(text[at:])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -467,7 +297,11 @@ def history():
     <data_dir>/media or at media_url) acting for this session's person (`auth.principal()`: their records and the
     shared ones; their role checked on every write). The connection is the process's;
     the view is cheap. Raises StudioError naming a bad folder."""
-    return _history(*_where()).acting_as(auth.principal())
+    return history_of(auth.principal())
+
+
+def history_of(actor):  # noqa: ANN001, ANN201 — a services.access.Principal; the history acting as them
+    return _history(*_where()).acting_as(actor)
 
 
 def _where() -> tuple[str, str, str, str | None]:
@@ -518,7 +352,7 @@ def _video_jobs(name: str, url: str | None, targets: str | None = None):
 
     # the process's runner: resumes what its transport can poll again, for whoever started it; pages start jobs
     # with their person's history (`start(request, history=history())`)
-    return VideoJobs(_backend(name, url, targets).client("video"), _history(*_where()))
+    return VideoJobs(backend_of(name, url, targets).client("video"), _history(*_where()))
 
 
 def video_jobs():

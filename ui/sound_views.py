@@ -15,7 +15,7 @@ from services.sound.request import DEFAULT_GUIDANCE, DEFAULT_STEPS
 from ui.forms import as_text, optional_seed
 from ui.gallery_views import item_link, manage, title_and_prompt
 from ui.media_views import when
-from ui.resources import plain
+from ui.text import plain
 from ui.workspace_views import allowed, by_line, share_toggle
 
 SOUND_PAGE = "pages/sound.py"

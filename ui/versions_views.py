@@ -11,7 +11,7 @@ from infra import versions as vs
 from infra.state import DeploymentState
 from infra.upgrade import DEFAULT_BAKE_S, MAX_BAKE_S, check_image_tag
 from protocol.errors import StudioError
-from ui.resources import code, plain
+from ui.text import code, plain
 
 TAG_KEY, ROLES_KEY, BAKE_KEY, SMOKE_KEY = "upgrade_tag", "upgrade_roles", "upgrade_bake", "upgrade_smoke"
 

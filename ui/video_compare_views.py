@@ -18,8 +18,8 @@ from ui.compare_progress import compare_button, cost_line, outcome_columns, run_
 from ui.forms import bounded_number, optional_number, optional_seed, variant_count
 from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds, video_summary
-from ui.resources import plain
 from ui.target_views import picked_target, target_book, target_picker
+from ui.text import plain
 from ui.video_views import chosen_reference
 
 

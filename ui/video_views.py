@@ -15,9 +15,9 @@ from services.imaging import ACCEPTED_SUFFIXES, check_image
 from services.videos import DEFAULT_STEPS, SMOKE_TEST_STEPS, VIDEO_FILE
 from ui.forms import bounded_number
 from ui.media_views import label, seconds, video_summary, video_timings, when
-from ui.resources import plain, uploads_allowed
+from ui.resources import uploads_allowed
 from ui.clip_views import clip_summary, start_clip
-from ui.text import shorten
+from ui.text import plain, shorten
 from ui.gallery_views import item_link, manage, title_and_prompt
 from ui.workspace_views import allowed, by_line, share_toggle
 

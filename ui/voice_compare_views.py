@@ -16,8 +16,8 @@ from ui.compare_progress import compare_button, cost_line, outcome_columns, run_
 from ui.forms import optional_number, variant_count
 from ui.image_compare_views import LABELS, PRICE
 from ui.media_views import seconds
-from ui.resources import plain
 from ui.target_views import picked_target, target_book, target_picker
+from ui.text import plain
 
 SPLITS = {"clause": "clauses", "sentence": "sentences", "none": "whole text"}
 DEFAULT_VOICE = "(the model's default)"

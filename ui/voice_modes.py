@@ -26,9 +26,8 @@ from protocol.limits import FIRST_CHUNK_FRAMES, INSTRUCTIONS_MAX_CHARS, REFERENC
 from protocol.speech import SessionConfig, models_for_task
 from services.base import Backend
 from services.speech import ReferenceAudio, SavedVoice, load_reference, speech_config
-from ui import auth, resources
-from ui.resources import code, plain
-from ui.text import shorten
+from ui import auth, resources, voice_catalog
+from ui.text import code, plain, shorten
 from ui.workspace_views import by_line, owner_of, share_toggle
 
 MODES = {"CustomVoice": "Preset voice", "VoiceDesign": "Design a voice", "Base": "Clone a voice"}
@@ -55,7 +54,7 @@ def mode_picker(task_types: tuple[str, ...], deploys_models: bool, *, demo: bool
     could not read (the voices are then offered unchecked), in one line."""
     state = st.session_state
     if note:
-        st.caption(f"ℹ️ {resources.plain(note)}")
+        st.caption(f"ℹ️ {plain(note)}")
     offered = [t for t in MODES if t in task_types] or ["CustomVoice"]
     if state.get("voice_mode") not in offered:  # a new target without the mode chosen before
         state["voice_mode"] = offered[0]
@@ -71,7 +70,7 @@ def mode_picker(task_types: tuple[str, ...], deploys_models: bool, *, demo: bool
 def saved_voices() -> tuple[list[SavedVoice], str | None]:
     """The target's saved voices, or none and why."""
     try:
-        return resources.saved_voices(), None
+        return voice_catalog.saved_voices(), None
     except StudioError as exc:
         return [], str(exc)
 
@@ -162,7 +161,7 @@ def _saved_fields(backend: Backend, saved: list[SavedVoice], problem: str | None
                              f"· {when} · {'with' if v.ref_text else 'no'} transcript"))
             by_line(v.user_id)
             share_toggle(resources.history(), "voice", v.record_id, v.user_id, v.shared,
-                         after=resources.forget_saved_voices)
+                         after=voice_catalog.forget_saved_voices)
     _notice("voice_save_error", "voice_save_notice")
 
 
@@ -265,7 +264,7 @@ def _library_action(action: Callable[[], str]) -> None:
         state["voice_save_notice"] = action()
     except StudioError as exc:
         state["voice_save_error"] = str(exc)
-    resources.forget_saved_voices()
+    voice_catalog.forget_saved_voices()
 
 
 def save_voice() -> None:
@@ -273,7 +272,7 @@ def save_voice() -> None:
         state = st.session_state
         reference = _reference_for_clone(state, current_reference(state))
         who = str(state.get("voice_who") or "").strip() or _saver()
-        v = resources.voices().add(str(state.get("voice_save_name") or ""), reference,
+        v = voice_catalog.voices().add(str(state.get("voice_save_name") or ""), reference,
                                            state["voice_consent_id"], ref_text=state.get("voice_ref_text"), who=who)
         # Chosen in the saved voices' list for when the person turns to it. The page does not turn to it by itself:
         # a value the script gives a shown widget can be undone by a refresh the browser had already queued (the
@@ -288,7 +287,7 @@ def save_voice() -> None:
 
 def delete_voice() -> None:
     def delete() -> str:
-        said = resources.voices().delete(str(st.session_state.get("voice_saved") or ""))
+        said = voice_catalog.voices().delete(str(st.session_state.get("voice_saved") or ""))
         return said[:1].upper() + said[1:] + "."
 
     _library_action(delete)

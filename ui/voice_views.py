@@ -16,8 +16,7 @@ from services.eval.listening import intelligibility_line, take_intelligibility
 from services.history import SpeechTake
 from services.speech import SessionStats, Utterance, waveform_png
 from ui import resources
-from ui.resources import plain
-from ui.text import shorten
+from ui.text import plain, shorten
 from ui.workspace_views import kept_list, share_toggle
 
 TEXT_SHOWN = 400  # characters of an utterance's text shown with it

@@ -15,8 +15,7 @@ import streamlit as st
 from protocol.errors import StudioError
 from services.access import DOING, LOCAL, NEEDS, Action
 from ui import auth, resources
-from ui.resources import plain
-from ui.text import shorten
+from ui.text import plain, shorten
 
 SHARE_LABEL = "Share with the team"
 
