@@ -28,7 +28,7 @@ def test_each_sweep_family_is_the_registrys_and_its_part_names_its_catalog_row()
 
 def test_the_cli_flags_are_the_families_inputs():
     flags = {flag: sorted(users) for flag, users in work_flags().items()}
-    assert flags == {"text": ["listen", "voice"], "prompt": ["image", "video"], "audio": ["listen"]}
+    assert flags == {"text": ["listen", "voice"], "prompt": ["image", "sound", "video"], "audio": ["listen"]}
     assert joined(["image", "video", "sound"]) == "image, video and sound" and joined(["listen"]) == "listen"
 
 

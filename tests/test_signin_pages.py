@@ -19,6 +19,8 @@ import streamlit as st
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
+from protocol.catalog import PAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 AUTH = """[auth]
@@ -34,7 +36,7 @@ VIC = {**SIGNED_IN, "email": "vic@example.com", "name": "Vic Viewer", "groups": 
 BOB = {**SIGNED_IN, "email": "bob@example.com", "name": "Bob Creator", "groups": ["creative"]}
 ANN = {**SIGNED_IN, "email": "ann@example.com", "name": "Ann Admin", "groups": ["studio-admins"]}
 EVE = {**SIGNED_IN, "email": "eve@other.org", "name": "Eve", "groups": []}
-ALL_PAGES = ["Voice", "Image", "Video", "Listen", "Endpoints", "Capacity", "Evaluations", "Converse"]
+ALL_PAGES = [p.title for p in PAGES]  # the catalog's pages, in order (the families', then the tools')
 
 
 @pytest.fixture

@@ -501,7 +501,7 @@ def test_on_sagemaker_saved_voices_are_the_studios_records_and_the_page_says_so(
 
     def backend(*choice):
         if choice not in made:
-            made[choice] = dataclasses.replace(real(*choice), voices=voices)
+            made[choice] = dataclasses.replace(real(*choice), _made={"voices": voices})  # its voice library
         return made[choice]
 
     monkeypatch.setattr(ui.resources, "backend_of", backend)
@@ -658,7 +658,7 @@ def test_a_recognizer_that_fails_is_one_line_and_the_take_stays(
 
     real = ui.resources.backend
     monkeypatch.setattr(ui.resources, "backend",
-                        lambda: dataclasses.replace(real(), listen=OmniListen("http://127.0.0.1:9")))
+                        lambda: dataclasses.replace(real(), _made={"listen": OmniListen("http://127.0.0.1:9")}))
     at = _page(monkeypatch, tmp_path, engine_url)
     at.toggle(key="voice_intel").set_value(True).run()
     _speak(at, "The recognizer is down but the take is kept.")
