@@ -154,7 +154,8 @@ def scenario(studio) -> dict:
     page.get_by_role("button", name="Delete…").click()
     confirm = page.get_by_role("button", name=re.compile(r"^Yes, delete these \d+$"))
     confirm.wait_for(timeout=30_000)
-    out["confirmation"] = _main_text(page)[-3000:]
+    shown = _main_text(page)  # the confirmation, from its warning on (panels below it: Add an endpoint, versions…)
+    out["confirmation"] = shown[shown.find("This deletes"):][:3000] if "This deletes" in shown else shown[-3000:]
     confirm.click()
     out["after_delete"] = poll(lambda: _main_text(page), lambda t: "No deployment yet" in t and "delete — done" in t
                                and "Versions" not in t, 120)[-2500:]  # and the deployment's panels are gone
