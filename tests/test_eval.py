@@ -361,3 +361,12 @@ def test_an_evaluation_is_edited_until_rated_and_deleted_with_its_outputs(engine
     assert folder.is_dir()
     store.delete(ev.id)
     assert store.list() == [] and not folder.exists() and store.ratings(ev.id) == [] and store.items(ev.id) == []
+
+
+def test_a_spec_may_say_family_the_catalogs_word_for_modality():
+    spec = parse_spec({"name": "x", "family": "image", "prompts": ["a lighthouse"],
+                       "variants": [{"label": "a"}, {"label": "b"}]})
+    assert spec.modality == "image"
+    with pytest.raises(InvalidInput, match=r"family = 'image' and modality = 'voice': give one"):
+        parse_spec({"name": "x", "family": "image", "modality": "voice", "prompts": ["a"],
+                    "variants": [{"label": "a"}, {"label": "b"}]})

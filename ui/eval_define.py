@@ -228,7 +228,7 @@ def define_form(on_create, backend_name: str, backend_url: str | None, *, editin
     state = st.session_state
     c = st.columns([3, 2, 1])
     c[0].text_input("Name", key="ev_name", placeholder="0.6B vs 1.7B for the launch script")
-    c[1].segmented_control("Modality", list(modalities()), key="ev_modality", required=True, disabled=editing)
+    c[1].segmented_control("Family", list(modalities()), key="ev_modality", required=True, disabled=editing)
     c[2].number_input("Repeats", key="ev_repeats", min_value=1, max_value=100, step=1,
                       help="outputs per prompt and variant")
     part = evaluation(state["ev_modality"])

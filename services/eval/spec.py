@@ -193,6 +193,11 @@ def parse_spec(data: dict[str, Any], *, base_dir: Path | None = None, yes: bool 
     if not isinstance(data, dict):
         raise InvalidInput("a SPEC is a table of keys (name, modality, prompts, repeats, [[variants]])")
     data = {_norm(k): v for k, v in data.items()}
+    if "family" in data:  # the catalog's word; `modality` is the key kept evaluations and older SPECs use
+        family = data.pop("family")
+        if data.setdefault("modality", family) != family:
+            raise InvalidInput(f"the SPEC says family = {family!r} and modality = {data['modality']!r}: give one "
+                               "(family is the same key)")
     unknown = [k for k in data if k not in TOP_KEYS]
     if unknown:
         raise InvalidInput(f"unknown key(s) in the SPEC: {', '.join(unknown)}; the keys are {', '.join(TOP_KEYS)}")
