@@ -96,7 +96,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("load", parents=[common], help="a load sweep: capacity and cost per unit of a target",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     kinds = ", ".join(f"{m} ({unit_family(m).load_noun})" for m in MODALITIES)
-    p.add_argument("modality", choices=LOAD_KINDS, help=f"what to load: {kinds} or whole conversations (converse)")
+    p.add_argument("modality", choices=LOAD_KINDS, metavar="FAMILY",
+                   help=f"the family to load: {kinds}, or whole conversations (converse)")
     p.add_argument("--endpoint", metavar="NAME", help="--backend sagemaker: this endpoint instead of the deployment's")
     p.add_argument("--concurrency", default=",".join(map(str, DEFAULT_LEVELS)), metavar="LEVELS",
                    help="increasing requests-in-flight levels, e.g. 1,2,4,8 (each ≤ 64)")
