@@ -1,0 +1,47 @@
+"""`python -m services code ITEM_ID` — the code that makes a kept item again (services/code).
+
+    python -m services code ITEM_ID [--lang python|curl|cli] [--out FILE]
+
+ITEM_ID is an image, video or sound job's id (`job_id` in their --json), a speech take's or a transcript's
+(`python -m services history list` lists them all). The code prints; with --out it is written to FILE and the
+reference files it reads (an edit's or a video's reference image, a transcript's recording) beside it. Notes (a
+reference deleted since, a target that may be gone) go to stderr and into the code as comments.
+Exit code 0; 2 for an id the history does not have (or you may not see).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("code", help="the code (Python, curl, the CLI) that makes a kept item again",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("item_id", metavar="ITEM_ID", help="a job's, speech take's or transcript's id")
+    p.add_argument("--lang", choices=["python", "curl", "cli"], default="python", help="default: python")
+    p.add_argument("--out", type=Path, help="write the code here, and the reference files beside it")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from services.code import generate
+    from services.history import History
+    from services.settings import load_settings
+
+    code = generate(History.of(load_settings()), args.item_id, args.lang)
+    for note in code.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.out is None:
+        sys.stdout.write(code.text)
+        return 0
+    args.out.write_text(code.text, encoding="utf-8")
+    if args.lang != "python":
+        args.out.chmod(0o755)
+    for name, data in code.files.items():
+        (args.out.parent / name).write_bytes(data)
+    print(args.out)
+    for name in code.files:
+        print(args.out.parent / name)
+    return 0

@@ -1,0 +1,63 @@
+"""Hand it over as code: for a kept item, the script that makes it again, unchanged (issue #36).
+
+    code = generate(history, item_id, "python")   # "python" | "curl" | "cli"
+    code.text          # the script: its target in constants at its top (BASE_URL, OUT, each reference file),
+                       # each overridable by an environment variable of the same name
+    code.files         # the reference files the script reads, {name: bytes} (written beside it)
+    code.notes         # what the reader should know (a reference deleted since, a target that may be gone)
+
+items.py reads an item (a job, a speech take, a transcript) back into the request its family's client sent; a
+generator per kind of target writes the code — server.py for the offline engine and any vLLM-Omni server by URL
+(services/kinds.py). SageMaker's comes next: a module with the same three functions, added to GENERATORS.
+Someone else's item the reader may not see is refused as the history refuses it; an unknown id raises UnknownItem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Literal
+
+from protocol.errors import InvalidInput
+from services.code.items import Item, UnknownItem, find
+from services.history import History
+
+Lang = Literal["python", "curl", "cli"]
+LANGS: tuple[str, ...] = ("python", "curl", "cli")
+SUFFIXES = {"python": ".py", "curl": ".sh", "cli": ".sh"}
+
+
+@dataclass(frozen=True)
+class Code:
+    item: Item
+    lang: str
+    text: str
+    files: dict[str, bytes]  # the reference files still kept, to write beside the script
+    notes: tuple[str, ...]
+
+
+def _server() -> ModuleType:
+    from services.code import server
+    return server
+
+
+# Each target kind's generator (a module with python(item), curl(item), cli(item)): "offline" is the embedded
+# engine, which speaks the server's protocol.
+GENERATORS = {"offline": _server, "server": _server}
+
+
+def generate(history: History, item_id: str, lang: str = "python") -> Code:
+    """The `lang` code that makes item `item_id` again (as the history's actor sees it)."""
+    if lang not in LANGS:
+        raise InvalidInput(f"no code in {lang!r}: one of {', '.join(LANGS)}")
+    item = find(history, item_id)
+    load = GENERATORS.get(item.target_kind)
+    if load is None:
+        raise InvalidInput(f"{item.id} was made on {item.target} ({item.target_kind}); code for that kind of target "
+                           "is not written yet — only for the offline engine and vLLM-Omni servers")
+    text = getattr(load(), lang)(item)
+    files = {name: data for name, data in item.files.items() if data is not None}
+    return Code(item, lang, text, files, item.notes)
+
+
+__all__ = ["LANGS", "Code", "Item", "UnknownItem", "generate"]

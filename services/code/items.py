@@ -1,0 +1,176 @@
+"""A kept item as the code generators read it: its kind, the request it was made with, its target, its files.
+
+    item = find(history, "20261206-151034-3501f102")   # a job's id, a speech take's or a transcript's
+    item.route, item.request, item.base_url, item.files, item.notes
+
+`request` is what the family's client sent, rebuilt from what the history kept (the job's `params`, the take's
+`config`, the transcript's model and language) — nothing the studio added for itself (timings, body sizes, ids).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from protocol.errors import InvalidInput, StudioError
+from services.history import History
+
+from protocol.images import IMAGE_EDITS_PATH, IMAGES_PATH
+from protocol.listen import TRANSCRIPTIONS_PATH
+from protocol.sound import SOUND_PATH
+from protocol.videos import VIDEO_SYNC_PATH
+
+ENGINE_URL = "http://127.0.0.1:8091"  # where `make engine` serves the offline engine
+SPEECH_PATH = "/v1/audio/speech"  # the REST speech route (protocol/speech.py's SpeechRequest)
+JOB_ROUTES = (IMAGES_PATH, VIDEO_SYNC_PATH, SOUND_PATH)  # a job's kept target ends with the route it was sent to
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+class UnknownItem(InvalidInput):
+    """No item by that id the reader may see (exit code 2: the argument cannot be used)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    route: str  # the path the request goes to (IMAGES_PATH, IMAGE_EDITS_PATH, …): what the generators dispatch on
+    noun: str  # what the studio calls it ("image job", "speech take")
+    command: str  # the studio's command that makes it (`python -m services <command>`)
+    title: str  # what it was made from (the prompt, the text, the recording's name)
+    request: dict[str, Any]  # the family's request as it was sent (None values: the server's defaults)
+    target: str  # the target as kept
+    target_kind: str  # services/kinds.py: "offline" | "server" | "sagemaker"
+    base_url: str  # the address a script calls by default
+    files: dict[str, bytes | None] = field(default_factory=dict)  # reference files (None: deleted since)
+    notes: tuple[str, ...] = ()
+
+
+def find(history: History, item_id: str) -> Item:
+    """The item `item_id` the history's actor may see; UnknownItem naming it otherwise."""
+    for read in (_job, _take, _transcript):
+        try:
+            return read(history, item_id)
+        except InvalidInput:
+            continue
+    raise UnknownItem(f"there is no item {item_id!r} (job, speech take or transcript) you can see in the history "
+                      f"at {history.where}: `python -m services history list` lists them")
+
+
+def _target(target: str, route: str | None = None) -> tuple[str, str, list[str]]:
+    """(kind, base URL, notes) of a kept target."""
+    if not target.startswith(("http://", "https://")):
+        return "sagemaker", target, []
+    base = target[: -len(route)] if route and target.endswith(route) else target
+    base = base.rstrip("/")
+    if urlsplit(base).hostname in _LOOPBACK and base != ENGINE_URL:
+        return "offline", ENGINE_URL, [f"made on this machine's engine at {base}, which may be gone; the script "
+                                       f"calls `make engine`'s address, {ENGINE_URL} (set BASE_URL for another)"]
+    return ("offline" if base == ENGINE_URL else "server"), base, []
+
+
+def _files(names: list[str], read: Any, what: str) -> tuple[dict[str, bytes | None], list[str]]:
+    files: dict[str, bytes | None] = {}
+    notes = []
+    for name in names:
+        try:
+            files[name] = read(name)
+        except StudioError:
+            files[name] = None
+        if files[name] is None:
+            notes.append(f"{what}'s reference file {name} was deleted since: put a file by that name beside the "
+                         "script before running it")
+    return files, notes
+
+
+def _job(history: History, item_id: str) -> Item:
+    job = history.jobs.get(item_id)
+    sent = next((r for r in JOB_ROUTES if job.target.endswith(r)), None)
+    route = IMAGE_EDITS_PATH if job.meta.get("edit") else sent
+    kind_, base, notes = _target(job.target, sent)
+    if route is None:
+        route = next(iter(_BODIES))  # a SageMaker job: its target names no route (no code for it yet)
+    files, lost = _files(list(job.inputs), job.read, f"{job.kind} {job.id}")
+    request = _BODIES[route](dict(job.params), list(files)) if kind_ != "sagemaker" else dict(job.params)
+    return Item(job.id, route, f"{job.kind} job", job.kind, job.prompt, request, job.target, kind_, base, files,
+                tuple(notes + lost))
+
+
+def _image_body(params: dict[str, Any], inputs: list[str]) -> dict[str, Any]:
+    from services.images.request import ImageRequest
+
+    fields = {k: params[k] for k in ImageRequest.__dataclass_fields__ if k in params}
+    return ImageRequest(**fields).wire().model_dump(mode="json", exclude_none=True)
+
+
+def _edit_body(params: dict[str, Any], inputs: list[str]) -> dict[str, Any]:
+    keep = ("prompt", "negative_prompt", "size", "steps", "guidance", "seed", "n", "output_format", "model")
+    names = {"steps": "num_inference_steps", "guidance": "guidance_scale"}
+    body = {names.get(k, k): params[k] for k in keep if params.get(k) is not None}
+    return body | {"response_format": "b64_json", "images": inputs}
+
+
+def _sound_body(params: dict[str, Any], inputs: list[str]) -> dict[str, Any]:
+    from services.sound.request import SoundRequest
+
+    fields = {k: params[k] for k in SoundRequest.__dataclass_fields__ if k in params}
+    return SoundRequest(**fields).wire().model_dump(mode="json", exclude_none=True)
+
+
+def _video_body(params: dict[str, Any], inputs: list[str]) -> dict[str, Any]:
+    from protocol.videos import VideoSyncForm
+
+    form = VideoSyncForm(prompt=params["prompt"], model=params.get("model"), width=params.get("width"),
+                         height=params.get("height"), num_frames=params.get("frames"), fps=params.get("fps"),
+                         num_inference_steps=params.get("steps"), guidance_scale=params.get("guidance"),
+                         seed=params.get("seed"), negative_prompt=params.get("negative_prompt"))
+    return form.form_fields() | ({"image_reference": inputs[0]} if inputs else {})
+
+
+# The body a job's family client sent to each route, rebuilt from the job's params (its own request class builds it).
+_BODIES = {IMAGES_PATH: _image_body, IMAGE_EDITS_PATH: _edit_body, SOUND_PATH: _sound_body,
+           VIDEO_SYNC_PATH: _video_body}
+
+
+def _take(history: History, item_id: str) -> Item:
+    take = history.takes.get(item_id)
+    kind_, base, notes = _target(take.target)
+    config = {k: v for k, v in take.config.items() if v is not None}
+    from protocol.speech import SpeechRequest
+
+    sent = SpeechRequest(input=take.text, **{k: v for k, v in config.items() if k in SpeechRequest.model_fields})
+    request = sent.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {
+        "input": take.text, "response_format": sent.response_format}
+    files: dict[str, bytes | None] = {}
+    if config.get("task_type") == "Base" or config.get("ref_audio"):
+        files = {"reference.wav": None}
+        notes.append(f"take {take.id} cloned a voice whose recording the take does not keep: put it beside the "
+                     "script as reference.wav")
+    return Item(take.id, SPEECH_PATH, "speech take", "speak", take.text, request, take.target, kind_, base, files,
+                tuple(notes))
+
+
+def _transcript(history: History, item_id: str) -> Item:
+    record = history.transcripts.get(item_id)
+    kind_, base, notes = _target(record.target)
+    files, lost = ({}, [])
+    if record.audio:
+        try:
+            data = record.audio_bytes()
+        except StudioError:
+            data = None
+        files = {record.audio: data}
+        if data is None:
+            lost = [f"transcript {record.id}'s recording {record.audio} was deleted since: put a recording by that "
+                    "name beside the script before running it"]
+    else:
+        notes.append(f"transcript {record.id} kept no recording: put the speech beside the script as recording.wav")
+        files = {"recording.wav": None}
+    request = {"model": record.model, "file": next(iter(files))}
+    language = record.figures.get("language") if isinstance(record.figures, dict) else None
+    if language:
+        request["language"] = language
+    return Item(record.id, TRANSCRIPTIONS_PATH, "transcript", "listen", record.source, request, record.target,
+                kind_, base, files, tuple(notes + lost))

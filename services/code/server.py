@@ -1,0 +1,256 @@
+"""The code for an item made on a server target (the offline engine, or any vLLM-Omni server by URL): Python (the
+`openai` SDK on OpenAI's routes, `httpx` on vLLM-Omni's own), curl, and the studio's own command line.
+
+Each script names its target in constants at its top (overridable by an environment variable of the same name),
+writes its output to the file it names and prints that name. `python(item)`, `curl(item)`, `cli(item)`: the text.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from protocol.images import IMAGE_EDITS_PATH, IMAGES_PATH
+from protocol.listen import TRANSCRIPTIONS_PATH
+from protocol.sound import SOUND_PATH
+from protocol.videos import VIDEO_SYNC_PATH
+from services.code.items import SPEECH_PATH, Item
+
+# The file each route's script writes: a name, or the request's field naming the format ("image.<that>").
+OUTPUTS = {IMAGES_PATH: ("image", "output_format", "png"), IMAGE_EDITS_PATH: ("image", "output_format", "png"),
+           SOUND_PATH: ("sound", "response_format", "wav"), VIDEO_SYNC_PATH: ("video", None, "mp4"),
+           SPEECH_PATH: ("speech", "response_format", "wav"), TRANSCRIPTIONS_PATH: ("transcript", None, "txt")}
+# The parameters of openai 3.x's `client.audio.speech.create` (the rest of a speech request goes in extra_body).
+SDK_SPEECH_ARGS = frozenset("input model voice instructions response_format speed stream_format".split())
+KEY_NOTE = ("# An API key, if the server wants one (vLLM-Omni's --api-key): set OPENAI_API_KEY; the offline engine "
+            "wants none.")
+
+
+def out_name(item: Item) -> str:
+    stem, field, suffix = OUTPUTS[item.route]
+    return f"{stem}.{item.request.get(field, suffix) if field else suffix}"
+
+
+def _notes(item: Item, comment: str) -> str:
+    return "".join(f"{comment} Note: {n}\n" for n in item.notes)
+
+
+def _header(item: Item, comment: str) -> str:
+    return (f"{comment} Make {item.noun} {item.id} again — {item.title[:80]!r} — on a vLLM-Omni server\n"
+            f"{comment} (made on {item.target}). Written by `python -m services code {item.id}`; runs unchanged.\n"
+            + _notes(item, comment))
+
+
+def _py_value(value: Any) -> str:
+    """A Python literal of `value`, strings in double quotes."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_py_value(k)}: {_py_value(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _py_dict(body: dict[str, Any]) -> str:
+    return "{\n" + "".join(f"    {_py_value(k)}: {_py_value(v)},\n" for k, v in body.items()) + "}"
+
+
+def _kwargs(body: dict[str, Any], indent: str = "    ") -> str:
+    return "".join(f"{indent}{k}={_py_value(v)},\n" for k, v in body.items())
+
+
+# -- Python -------------------------------------------------------------------------------------------------------
+def python(item: Item) -> str:
+    body = dict(item.request)
+    head = '"""' + _header(item, "").replace("\n ", "\n").strip() + '\n"""\n\n'
+    refs = "".join(f"{_const(name)} = os.environ.get({_py_value(_const(name))}, {_py_value(name)})  # kept with the item, beside "
+                   "this script\n" for name in item.files)
+    consts = (f"BASE_URL = os.environ.get(\"BASE_URL\", {_py_value(item.base_url)})\n"
+              f"OUT = os.environ.get(\"OUT\", {_py_value(out_name(item))})\n{refs}")
+    return head + _PY[item.route](item, body, consts)
+
+
+def _const(name: str) -> str:
+    stem = name.rsplit(".", 1)[0]
+    return "".join(c if c.isalnum() else "_" for c in stem).upper() or "REFERENCE"
+
+
+def _py_image(item: Item, body: dict[str, Any], consts: str) -> str:
+    extra = {k: body.pop(k) for k in list(body) if k not in ("prompt", "model", "n", "size", "response_format")}
+    body.setdefault("response_format", "b64_json")
+    return (f"import base64\nimport os\n\nfrom openai import OpenAI\n\n{consts}{KEY_NOTE}\n\n"
+            "client = OpenAI(base_url=BASE_URL + \"/v1\", api_key=os.environ.get(\"OPENAI_API_KEY\", \"none\"))\n"
+            f"result = client.images.generate(\n{_kwargs(body)}"
+            f"    extra_body={_py_value(extra)},  # vLLM-Omni's own fields\n)\n" + _PY_SAVE_IMAGES)
+
+
+_PY_SAVE_IMAGES = """for i, image in enumerate(result.data):
+    stem, dot, suffix = OUT.rpartition(".")
+    name = OUT if len(result.data) == 1 else f"{stem}-{i + 1}.{suffix}"
+    with open(name, "wb") as f:
+        f.write(base64.b64decode(image.b64_json))
+    print(name)
+"""
+
+
+def _py_edit(item: Item, body: dict[str, Any], consts: str) -> str:
+    images = body.pop("images")
+    extra = {k: body.pop(k) for k in list(body) if k not in ("prompt", "model", "n", "size", "response_format")}
+    files = ", ".join(f"open({_const(n)}, \"rb\")" for n in images)
+    return (f"import base64\nimport os\n\nfrom openai import OpenAI\n\n{consts}{KEY_NOTE}\n\n"
+            "client = OpenAI(base_url=BASE_URL + \"/v1\", api_key=os.environ.get(\"OPENAI_API_KEY\", \"none\"))\n"
+            f"result = client.images.edit(\n    image=[{files}],\n{_kwargs(body)}"
+            f"    extra_body={_py_value(extra)},  # vLLM-Omni's own fields\n)\n" + _PY_SAVE_IMAGES)
+
+
+def _py_sound(item: Item, body: dict[str, Any], consts: str) -> str:
+    return (f"import os\n\nimport httpx\n\n{consts}{KEY_NOTE}\n\n"
+            "headers = {\"Authorization\": f\"Bearer {os.environ['OPENAI_API_KEY']}\"} if "
+            "os.environ.get(\"OPENAI_API_KEY\") else {}\n"
+            f"body = {_py_dict(body)}\n"
+            "response = httpx.post(BASE_URL + \"/v1/audio/generate\", json=body, headers=headers, timeout=600)\n"
+            "response.raise_for_status()\nwith open(OUT, \"wb\") as f:\n    f.write(response.content)\nprint(OUT)\n")
+
+
+def _py_video(item: Item, body: dict[str, Any], consts: str) -> str:
+    ref = body.pop("image_reference", None)
+    reference = ""
+    if ref:
+        reference = (f"with open({_const(ref)}, \"rb\") as f:  # the JPEG the studio sent, fitted to the size\n"
+                     "    url = \"data:image/jpeg;base64,\" + base64.b64encode(f.read()).decode()\n"
+                     "fields[\"image_reference\"] = json.dumps({\"image_url\": url})\n")
+    imports = "import base64\nimport json\nimport os\n" if ref else "import os\n"
+    return (f"{imports}\nimport httpx\n\n{consts}{KEY_NOTE}\n\n"
+            "headers = {\"Authorization\": f\"Bearer {os.environ['OPENAI_API_KEY']}\"} if "
+            "os.environ.get(\"OPENAI_API_KEY\") else {}\n"
+            f"fields = {_py_dict(body)}\n{reference}"
+            "# multipart/form-data, every field a text part (as vLLM-Omni's /v1/videos/sync reads them)\n"
+            "response = httpx.post(BASE_URL + \"/v1/videos/sync\", files={k: (None, v) for k, v in fields.items()},\n"
+            "                      headers=headers, timeout=3600)\n"
+            "response.raise_for_status()\nwith open(OUT, \"wb\") as f:\n    f.write(response.content)\nprint(OUT)\n")
+
+
+def _py_take(item: Item, body: dict[str, Any], consts: str) -> str:
+    extra = {k: body.pop(k) for k in list(body) if k not in SDK_SPEECH_ARGS}
+    body.setdefault("model", None)
+    body.setdefault("voice", None)
+    return (f"import os\n\nfrom openai import OpenAI\n\n{consts}{KEY_NOTE}\n"
+            "# The take was streamed over the WebSocket (/v1/audio/speech/stream); the REST route below speaks the\n"
+            "# same text with the same voice and settings and answers one WAV, as the take was kept.\n\n"
+            "client = OpenAI(base_url=BASE_URL + \"/v1\", api_key=os.environ.get(\"OPENAI_API_KEY\", \"none\"))\n"
+            f"response = client.audio.speech.create(\n{_kwargs(body)}"
+            f"    extra_body={_py_value(extra)},  # vLLM-Omni's own fields\n)\n"
+            "response.write_to_file(OUT)\nprint(OUT)\n")
+
+
+def _py_transcript(item: Item, body: dict[str, Any], consts: str) -> str:
+    name = body.pop("file")
+    return (f"import os\n\nfrom openai import OpenAI\n\n{consts}{KEY_NOTE}\n\n"
+            "client = OpenAI(base_url=BASE_URL + \"/v1\", api_key=os.environ.get(\"OPENAI_API_KEY\", \"none\"))\n"
+            f"with open({_const(name)}, \"rb\") as recording:\n"
+            f"    result = client.audio.transcriptions.create(\n        file=recording,\n"
+            f"{_kwargs(body, '        ')}    )\n"
+            "with open(OUT, \"w\", encoding=\"utf-8\") as f:\n    f.write(result.text)\nprint(OUT)\n")
+
+
+_PY = {IMAGES_PATH: _py_image, IMAGE_EDITS_PATH: _py_edit, SOUND_PATH: _py_sound, VIDEO_SYNC_PATH: _py_video,
+       SPEECH_PATH: _py_take, TRANSCRIPTIONS_PATH: _py_transcript}
+
+
+# -- curl ---------------------------------------------------------------------------------------------------------
+def curl(item: Item) -> str:
+    body = dict(item.request)
+    refs = "".join(f"{_const(n)}=\"${{{_const(n)}:-{n}}}\"  # kept with the item, beside this script\n"
+                   for n in item.files)
+    head = (f"#!/bin/sh\n{_header(item, '#')}set -e\n"
+            f"BASE_URL=\"${{BASE_URL:-{item.base_url}}}\"\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}"
+            "# An API key, if the server wants one: add -H \"Authorization: Bearer $OPENAI_API_KEY\".\n\n")
+    return head + _CURL[item.route](item, body)
+
+
+_DECODE_IMAGE = ("import base64, json, sys; d = json.load(sys.stdin)[\"data\"]; "
+                 "sys.stdout.buffer.write(base64.b64decode(d[0][\"b64_json\"]))")
+
+
+def _form(body: dict[str, Any]) -> str:
+    return "".join(f"  --form-string {shlex.quote(f'{k}={v}')} \\\n" for k, v in body.items())
+
+
+def _curl_image(item: Item, body: dict[str, Any]) -> str:
+    body.setdefault("response_format", "b64_json")
+    return (f"curl -sS --fail-with-body \"$BASE_URL{item.route}\" -H \"Content-Type: application/json\" "
+            f"\\\n  -d {shlex.quote(json.dumps(body))} \\\n  | python3 -c {shlex.quote(_DECODE_IMAGE)} > \"$OUT\"\n"
+            "echo \"$OUT\"\n")
+
+
+def _curl_audio(item: Item, body: dict[str, Any]) -> str:
+    return (f"curl -sS --fail-with-body \"$BASE_URL{item.route}\" -H \"Content-Type: application/json\" "
+            f"\\\n  -d {shlex.quote(json.dumps(body))} -o \"$OUT\"\necho \"$OUT\"\n")
+
+
+def _curl_video(item: Item, body: dict[str, Any]) -> str:
+    ref = body.pop("image_reference", None)
+    parts = _form(body)
+    if ref:
+        parts += ("  --form-string \"image_reference={\\\"image_url\\\": \\\"data:image/jpeg;base64,"
+                  f"$(base64 -w0 \"${_const(ref)}\")\\\"}}\" \\\n")
+    return f"curl -sS --fail-with-body \"$BASE_URL{item.route}\" \\\n{parts}  -o \"$OUT\"\necho \"$OUT\"\n"
+
+
+def _curl_transcript(item: Item, body: dict[str, Any]) -> str:
+    name = body.pop("file")
+    decode = "import json, sys; sys.stdout.write(json.load(sys.stdin)[\"text\"])"
+    return (f"curl -sS --fail-with-body \"$BASE_URL{item.route}\" -F \"file=@${_const(name)}\" \\\n"
+            f"{_form(body)}  | python3 -c {shlex.quote(decode)} > \"$OUT\"\necho \"$OUT\"\n")
+
+
+def _curl_edit(item: Item, body: dict[str, Any]) -> str:
+    files = "".join(f"  -F \"image[]=@${_const(n)}\" \\\n" for n in body.pop("images"))
+    return (f"curl -sS --fail-with-body \"$BASE_URL{item.route}\" \\\n{files}{_form(body)}"
+            f"  | python3 -c {shlex.quote(_DECODE_IMAGE)} > \"$OUT\"\necho \"$OUT\"\n")
+
+
+_CURL = {IMAGES_PATH: _curl_image, IMAGE_EDITS_PATH: _curl_edit, SOUND_PATH: _curl_audio, SPEECH_PATH: _curl_audio,
+         VIDEO_SYNC_PATH: _curl_video, TRANSCRIPTIONS_PATH: _curl_transcript}
+
+
+# -- the studio's command line ------------------------------------------------------------------------------------
+_IMAGE_FLAGS = {"prompt": "--prompt", "negative_prompt": "--negative-prompt", "size": "--size",
+                "num_inference_steps": "--steps", "guidance_scale": "--guidance", "seed": "--seed", "n": "--n",
+                "output_format": "--format"}
+_FLAGS = {
+    IMAGES_PATH: _IMAGE_FLAGS, IMAGE_EDITS_PATH: _IMAGE_FLAGS,
+    SOUND_PATH: {"input": "--prompt", "audio_length": "--seconds", "num_inference_steps": "--steps",
+              "guidance_scale": "--guidance", "seed": "--seed", "negative_prompt": "--negative-prompt",
+              "response_format": "--format"},
+    VIDEO_SYNC_PATH: {"prompt": "--prompt", "width": "--width", "height": "--height", "num_frames": "--frames",
+              "fps": "--fps", "num_inference_steps": "--steps", "guidance_scale": "--guidance", "seed": "--seed",
+              "negative_prompt": "--negative-prompt"},
+    SPEECH_PATH: {"input": "--text", "voice": "--voice", "language": "--language", "task_type": "--task-type",
+             "instructions": "--instructions", "ref_text": "--ref-text"},
+    TRANSCRIPTIONS_PATH: {"language": "--language", "model": "--model"},
+}
+
+
+def cli(item: Item) -> str:
+    flags = _FLAGS[item.route]
+    words = ["python", "-m", "services", item.command, "--url", "$BASE_URL"]
+    body = item.request
+    if "file" in body:  # a transcript's recording: the positional FILE
+        words.append(f"${_const(body['file'])}")
+    for key, flag in flags.items():
+        if body.get(key) is not None:
+            words += [flag, str(body[key])]
+    for name in body.get("images", ()):  # an edit's references
+        words += ["--edit", f"${_const(name)}"]
+    if body.get("image_reference"):  # a video's reference image
+        words += ["--image", f"${_const(body['image_reference'])}"]
+    if item.route == SPEECH_PATH and item.files:  # a clone's reference recording
+        words += ["--ref-audio", f"${_const(next(iter(item.files)))}"]
+    words += ["--out", "$OUT"]
+    line = " ".join(f"\"{w}\"" if w.startswith("$") else shlex.quote(w) for w in words)
+    refs = "".join(f"{_const(n)}=\"${{{_const(n)}:-{n}}}\"  # kept with the item, beside this script\n"
+                   for n in item.files)
+    return (f"#!/bin/sh\n{_header(item, '#')}# The studio's own command line (run it in the studio's folder, "
+            "its venv active); it records the run in the history again.\nset -e\n"
+            f"BASE_URL=\"${{BASE_URL:-{item.base_url}}}\"\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}\n{line}\n")

@@ -1,0 +1,94 @@
+"""`python -m services code` for image, video and sound jobs: the generated code, run unchanged against the offline
+engine, makes the same item again (the same PNG and WAV bytes for a seed, an MP4 of as many frames); curl and the
+studio's command line too; an unknown id, someone else's item and a deleted reference."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import av
+import pytest
+
+from services.access import Principal
+from services.code import UnknownItem, generate
+from services.history import History
+from tests.code_support import ROOT, code_for, made, run_code, studio
+from tests.test_videos import png
+
+
+def frames(mp4: Path) -> int:
+    with av.open(str(mp4)) as box:
+        return sum(1 for _ in box.decode(video=0))
+
+
+def test_a_seeded_image_again_from_python_curl_and_the_cli(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    job = made("image", "--url", engine_url, "--prompt", "a fox at dusk", "--size", "192x128", "--seed", "7",
+               "--out", "fox.png", data=data, cwd=tmp_path)
+    original = (tmp_path / "fox.png").read_bytes()
+    script = code_for(job["job_id"], tmp_path / "py", data=data)
+    text = script.read_text()
+    assert 'os.environ.get("BASE_URL", "http://127.0.0.1:8091")' in text and "client.images.generate(" in text
+    assert '"seed": 7' in text and "api_key" in text and "sk-" not in text
+    assert run_code(script, engine_url).strip() == "image.png"
+    assert (tmp_path / "py" / "image.png").read_bytes() == original
+
+    shell = code_for(job["job_id"], tmp_path / "curl", data=data, lang="curl")
+    assert "curl " in shell.read_text() and "--seed" not in shell.read_text()
+    run_code(shell, engine_url)
+    assert (tmp_path / "curl" / "image.png").read_bytes() == original
+
+    line = code_for(job["job_id"], tmp_path / "cli", data=data, lang="cli")
+    assert "python -m services image --url \"$BASE_URL\"" in line.read_text()
+    run_code(line, engine_url, env={"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                                    "PYTHONPATH": str(ROOT), "OMNI_STUDIO_DATA_DIR": str(data),
+                                    "OMNI_STUDIO_CONFIG": ""})
+    assert (tmp_path / "cli" / "image.png").read_bytes() == original
+
+
+def test_a_seeded_sound_again_byte_for_byte(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    job = made("sound", "--url", engine_url, "--prompt", "rain on a tin roof", "--seconds", "2", "--seed", "11",
+               "--out", "rain.wav", data=data, cwd=tmp_path)
+    script = code_for(job["job_id"], tmp_path / "py", data=data)
+    assert "httpx.post(BASE_URL + \"/v1/audio/generate\"" in script.read_text()
+    run_code(script, engine_url)
+    assert (tmp_path / "py" / "sound.wav").read_bytes() == (tmp_path / "rain.wav").read_bytes()
+
+
+def test_a_video_with_a_reference_again_and_its_reference_deleted_since(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (tmp_path / "ref.png").write_bytes(png(320, 240))
+    job = made("video", "--url", engine_url, "--prompt", "waves", "--image", "ref.png", "--width", "256",
+               "--height", "192", "--frames", "9", "--seed", "3", "--out", "waves.mp4", data=data, cwd=tmp_path)
+    script = code_for(job["job_id"], tmp_path / "py", data=data)
+    assert (tmp_path / "py" / "reference.jpg").is_file() and "image_reference" in script.read_text()
+    run_code(script, engine_url)
+    assert frames(tmp_path / "py" / "video.mp4") == frames(tmp_path / "waves.mp4") == 9
+
+    (data / "media" / job["job_id"] / "reference.jpg").unlink()
+    r = studio("code", job["job_id"], data=data)
+    assert r.returncode == 0, r.stderr
+    assert "reference.jpg was deleted since" in r.stderr and "reference.jpg was deleted since" in r.stdout
+
+
+def test_an_unknown_id_exits_2_naming_it(tmp_path: Path) -> None:
+    r = studio("code", "no-such-item-42", data=tmp_path / "data")
+    assert r.returncode == 2 and "no-such-item-42" in r.stderr and "history list" in r.stderr
+
+
+def test_someone_elses_item_is_refused_like_a_missing_one(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    job = made("image", "--url", engine_url, "--prompt", "mine", "--size", "64x64", "--seed", "1", "--out", "m.png",
+               data=data, cwd=tmp_path)
+    history = History(data)
+    try:
+        bob = history.acting_as(Principal(id="bob", name="Bob", role="creator", signed_in=True))
+        with pytest.raises(UnknownItem, match=job["job_id"]):
+            generate(bob, job["job_id"])
+        history.set_shared("job", job["job_id"], True)
+        assert "client.images.generate(" in generate(bob, job["job_id"]).text
+    finally:
+        history.close()
