@@ -137,12 +137,9 @@ _BODIES = {IMAGES_PATH: _image_body, IMAGE_EDITS_PATH: _edit_body, SOUND_PATH: _
 def _take(history: History, item_id: str) -> Item:
     take = history.takes.get(item_id)
     kind_, base, notes = _target(take.target)
-    config = {k: v for k, v in take.config.items() if v is not None}
-    from protocol.speech import SpeechRequest
-
-    sent = SpeechRequest(input=take.text, **{k: v for k, v in config.items() if k in SpeechRequest.model_fields})
-    request = sent.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {
-        "input": take.text, "response_format": sent.response_format}
+    config = {k: v for k, v in take.config.items() if v is not None and k != "type"}
+    # The session.config the take was streamed with (the studio streams PCM and keeps it as a WAV), and its text.
+    request = {**config, "response_format": "pcm", "stream_audio": True, "input": take.text}
     files: dict[str, bytes | None] = {}
     if config.get("task_type") == "Base" or config.get("ref_audio"):
         files = {"reference.wav": None}

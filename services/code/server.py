@@ -20,7 +20,7 @@ from services.code.items import SPEECH_PATH, Item
 # The file each route's script writes: a name, or the request's field naming the format ("image.<that>").
 OUTPUTS = {IMAGES_PATH: ("image", "output_format", "png"), IMAGE_EDITS_PATH: ("image", "output_format", "png"),
            SOUND_PATH: ("sound", "response_format", "wav"), VIDEO_SYNC_PATH: ("video", None, "mp4"),
-           SPEECH_PATH: ("speech", "response_format", "wav"), TRANSCRIPTIONS_PATH: ("transcript", None, "txt")}
+           SPEECH_PATH: ("speech", None, "wav"), TRANSCRIPTIONS_PATH: ("transcript", None, "txt")}
 # The parameters of openai 3.x's `client.audio.speech.create` (the rest of a speech request goes in extra_body).
 SDK_SPEECH_ARGS = frozenset("input model voice instructions response_format speed stream_format".split())
 KEY_NOTE = ("# An API key, if the server wants one (vLLM-Omni's --api-key): set OPENAI_API_KEY; the offline engine "
@@ -130,17 +130,47 @@ def _py_video(item: Item, body: dict[str, Any], consts: str) -> str:
             "response.raise_for_status()\nwith open(OUT, \"wb\") as f:\n    f.write(response.content)\nprint(OUT)\n")
 
 
+def _rest_speech(body: dict[str, Any]) -> dict[str, Any]:
+    """A take's request on the REST route: the fields POST /v1/audio/speech reads, one whole WAV back."""
+    from protocol.speech import SpeechRequest
+
+    rest = {k: v for k, v in body.items() if k in SpeechRequest.model_fields and k != "stream"}
+    return rest | {"response_format": "wav"}
+
+
 def _py_take(item: Item, body: dict[str, Any], consts: str) -> str:
-    extra = {k: body.pop(k) for k in list(body) if k not in SDK_SPEECH_ARGS}
-    body.setdefault("model", None)
-    body.setdefault("voice", None)
-    return (f"import os\n\nfrom openai import OpenAI\n\n{consts}{KEY_NOTE}\n"
-            "# The take was streamed over the WebSocket (/v1/audio/speech/stream); the REST route below speaks the\n"
-            "# same text with the same voice and settings and answers one WAV, as the take was kept.\n\n"
-            "client = OpenAI(base_url=BASE_URL + \"/v1\", api_key=os.environ.get(\"OPENAI_API_KEY\", \"none\"))\n"
-            f"response = client.audio.speech.create(\n{_kwargs(body)}"
-            f"    extra_body={_py_value(extra)},  # vLLM-Omni's own fields\n)\n"
-            "response.write_to_file(OUT)\nprint(OUT)\n")
+    text = body.pop("input")
+    config = {"type": "session.config", **body}
+    return (f"import json\nimport os\nimport wave\n\nfrom websockets.sync.client import connect\n\n{consts}"
+            f"{KEY_NOTE}\n"
+            "# The take was streamed over vLLM-Omni's speech WebSocket (/v1/audio/speech/stream) with this\n"
+            "# session.config, as PCM, and kept as a 16-bit WAV: so is this script's. (The REST route, POST\n"
+            "# /v1/audio/speech — the curl form — speaks the text as one unit, not cut as the take was.)\n\n"
+            f"CONFIG = {_py_dict(config)}\nTEXT = {_py_value(text)}\n\n"
+            "url = BASE_URL.replace(\"https://\", \"wss://\").replace(\"http://\", \"ws://\") + "
+            "\"/v1/audio/speech/stream\"\n"
+            "key = os.environ.get(\"OPENAI_API_KEY\")\n"
+            "pcm, rate = bytearray(), 24000\n"
+            "with connect(url, additional_headers={\"Authorization\": f\"Bearer {key}\"} if key else None,\n"
+            "             max_size=None) as ws:\n"
+            "    ws.send(json.dumps(CONFIG))\n"
+            "    ws.send(json.dumps({\"type\": \"input.text\", \"text\": TEXT}))\n"
+            "    ws.send(json.dumps({\"type\": \"input.done\"}))\n"
+            "    while True:\n"
+            "        frame = ws.recv()\n"
+            "        if isinstance(frame, bytes):\n"
+            "            pcm += frame\n"
+            "            continue\n"
+            "        event = json.loads(frame)\n"
+            "        if event[\"type\"] == \"audio.start\":\n"
+            "            rate = event.get(\"sample_rate\") or rate\n"
+            "        elif event[\"type\"] == \"error\":\n"
+            "            raise SystemExit(f\"the server said: {event['message']}\")\n"
+            "        elif event[\"type\"] == \"session.done\":\n"
+            "            break\n"
+            "with wave.open(OUT, \"wb\") as w:\n"
+            "    w.setnchannels(1)\n    w.setsampwidth(2)\n    w.setframerate(rate)\n    w.writeframes(bytes(pcm))\n"
+            "print(OUT)\n")
 
 
 def _py_transcript(item: Item, body: dict[str, Any], consts: str) -> str:
@@ -184,6 +214,8 @@ def _curl_image(item: Item, body: dict[str, Any]) -> str:
 
 
 def _curl_audio(item: Item, body: dict[str, Any]) -> str:
+    if item.route == SPEECH_PATH:
+        body = _rest_speech(body)
     return (f"curl -sS --fail-with-body \"$BASE_URL{item.route}\" -H \"Content-Type: application/json\" "
             f"\\\n  -d {shlex.quote(json.dumps(body))} -o \"$OUT\"\necho \"$OUT\"\n")
 
@@ -227,7 +259,8 @@ _FLAGS = {
               "fps": "--fps", "num_inference_steps": "--steps", "guidance_scale": "--guidance", "seed": "--seed",
               "negative_prompt": "--negative-prompt"},
     SPEECH_PATH: {"input": "--text", "voice": "--voice", "language": "--language", "task_type": "--task-type",
-             "instructions": "--instructions", "ref_text": "--ref-text"},
+             "instructions": "--instructions", "ref_text": "--ref-text", "split": "--split",
+             "first_chunk_frames": "--first-chunk-frames"},
     TRANSCRIPTIONS_PATH: {"language": "--language", "model": "--model"},
 }
 
@@ -236,6 +269,8 @@ def cli(item: Item) -> str:
     flags = _FLAGS[item.route]
     words = ["python", "-m", "services", item.command, "--url", "$BASE_URL"]
     body = item.request
+    if body.get("split_granularity"):  # a take: `speak` streams over the WebSocket as the page did
+        body = {**body, "split": body["split_granularity"], "first_chunk_frames": body.get("initial_codec_chunk_frames")}
     if "file" in body:  # a transcript's recording: the positional FILE
         words.append(f"${_const(body['file'])}")
     for key, flag in flags.items():

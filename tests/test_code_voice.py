@@ -1,0 +1,75 @@
+"""`python -m services code` for a speech take and a transcript, kept as the Voice and Listen pages keep them: the
+generated code, run unchanged against the offline engine, speaks the same length of audio in the same format, and
+hears the same text."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import wave
+from pathlib import Path
+
+from services.history import History
+from services.speech import omni_client, speech_config
+from tests.code_support import code_for, run_code, studio
+
+NOT_KEPT = {"type", "ref_audio", "speaker_embedding"}  # as ui/voice_views.py keeps a take's config
+
+
+def shape(wav: bytes) -> tuple[int, int, int, int]:
+    with wave.open(io.BytesIO(wav)) as w:
+        return w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getnframes()
+
+
+def test_a_speech_take_again_same_length_and_format(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    text = "The harbour lights came on one by one."
+    config = speech_config(language="English", seed=5)  # as the Voice page streams it (a seed: the same voice)
+    wav = asyncio.run(omni_client(engine_url).say(config, text)).wav()  # the studio's own speech client
+    history = History(data)
+    try:
+        take = history.takes.record(text, wav, target=engine_url, config=config.model_dump(
+            mode="json", exclude_none=True, exclude=NOT_KEPT))
+    finally:
+        history.close()
+    script = code_for(take.id, tmp_path / "py", data=data)
+    assert "/v1/audio/speech/stream" in script.read_text() and '"language": "English"' in script.read_text()
+    run_code(script, engine_url)
+    assert shape((tmp_path / "py" / "speech.wav").read_bytes()) == shape(wav)
+
+    shell = code_for(take.id, tmp_path / "curl", data=data, lang="curl")  # the REST route: one unit, one WAV
+    assert "/v1/audio/speech\"" in shell.read_text()
+    run_code(shell, engine_url)
+    assert shape((tmp_path / "curl" / "speech.wav").read_bytes())[:3] == shape(wav)[:3]
+
+
+def test_a_transcript_again_same_text_and_its_recording_deleted_since(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    r = studio("speak", "--url", engine_url, "--text", "Please call me back tomorrow.", "--out", "talk.wav",
+               data=data, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    heard = studio("listen", "talk.wav", "--url", engine_url, "--json", data=data, cwd=tmp_path)
+    assert heard.returncode == 0, heard.stderr
+    said = json.loads(heard.stdout.strip().splitlines()[-1])
+    history = History(data)
+    try:
+        record = history.transcripts.record(
+            said["text"], source="talk.wav", route="file", model=said["model"], backend="server", target=engine_url,
+            audio=(tmp_path / "talk.wav").read_bytes(), audio_name="talk.wav")
+    finally:
+        history.close()
+    script = code_for(record.id, tmp_path / "py", data=data)
+    assert "client.audio.transcriptions.create(" in script.read_text()
+    assert (tmp_path / "py" / record.audio).is_file()
+    run_code(script, engine_url)
+    assert (tmp_path / "py" / "transcript.txt").read_text() == said["text"]
+
+    shell = code_for(record.id, tmp_path / "curl", data=data, lang="curl")
+    run_code(shell, engine_url)
+    assert (tmp_path / "curl" / "transcript.txt").read_text() == said["text"]
+
+    (data / "media" / record.id / record.audio).unlink()
+    r = studio("code", record.id, data=data)
+    assert r.returncode == 0, r.stderr
+    assert f"recording {record.audio} was deleted since" in r.stderr and "deleted since" in r.stdout
