@@ -42,10 +42,29 @@ def test_a_seeded_image_again_from_python_curl_and_the_cli(engine_url: str, tmp_
 
     line = code_for(job["job_id"], tmp_path / "cli", data=data, lang="cli")
     assert "python -m services image --url \"$BASE_URL\"" in line.read_text()
-    run_code(line, engine_url, env={"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                                    "PYTHONPATH": str(ROOT), "OMNI_STUDIO_DATA_DIR": str(data),
-                                    "OMNI_STUDIO_CONFIG": ""})
+    run_code(line, engine_url, env=studio_env(data))
     assert (tmp_path / "cli" / "image.png").read_bytes() == original
+
+
+def studio_env(data: Path) -> dict[str, str]:
+    """What the CLI form needs to run: the studio's python on PATH, its folder importable, its history."""
+    return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
+            "OMNI_STUDIO_DATA_DIR": str(data), "OMNI_STUDIO_CONFIG": ""}
+
+
+def test_an_image_edit_again_with_its_reference_beside_the_code(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (tmp_path / "cat.png").write_bytes(png(160, 120))
+    job = made("image", "--url", engine_url, "--edit", "cat.png", "--prompt", "make it blue", "--size", "160x120",
+               "--seed", "9", "--out", "blue.png", data=data, cwd=tmp_path)
+    script = code_for(job["job_id"], tmp_path / "py", data=data)
+    assert "client.images.edit(" in script.read_text() and (tmp_path / "py" / "reference-1.png").is_file()
+    run_code(script, engine_url)
+    assert (tmp_path / "py" / "image.png").read_bytes() == (tmp_path / "blue.png").read_bytes()
+    line = code_for(job["job_id"], tmp_path / "cli", data=data, lang="cli")
+    assert '--edit "$REFERENCE_1"' in line.read_text()
+    run_code(line, engine_url, env=studio_env(data))
+    assert (tmp_path / "cli" / "image.png").read_bytes() == (tmp_path / "blue.png").read_bytes()
 
 
 def test_a_seeded_sound_again_byte_for_byte(engine_url: str, tmp_path: Path) -> None:
@@ -56,6 +75,12 @@ def test_a_seeded_sound_again_byte_for_byte(engine_url: str, tmp_path: Path) -> 
     assert "httpx.post(BASE_URL + \"/v1/audio/generate\"" in script.read_text()
     run_code(script, engine_url)
     assert (tmp_path / "py" / "sound.wav").read_bytes() == (tmp_path / "rain.wav").read_bytes()
+    shell = code_for(job["job_id"], tmp_path / "curl", data=data, lang="curl")
+    run_code(shell, engine_url)
+    assert (tmp_path / "curl" / "sound.wav").read_bytes() == (tmp_path / "rain.wav").read_bytes()
+    line = code_for(job["job_id"], tmp_path / "cli", data=data, lang="cli")
+    run_code(line, engine_url, env=studio_env(data))
+    assert (tmp_path / "cli" / "sound.wav").read_bytes() == (tmp_path / "rain.wav").read_bytes()
 
 
 def test_a_video_with_a_reference_again_and_its_reference_deleted_since(engine_url: str, tmp_path: Path) -> None:
@@ -67,6 +92,9 @@ def test_a_video_with_a_reference_again_and_its_reference_deleted_since(engine_u
     assert (tmp_path / "py" / "reference.jpg").is_file() and "image_reference" in script.read_text()
     run_code(script, engine_url)
     assert frames(tmp_path / "py" / "video.mp4") == frames(tmp_path / "waves.mp4") == 9
+    shell = code_for(job["job_id"], tmp_path / "curl", data=data, lang="curl")
+    run_code(shell, engine_url)
+    assert frames(tmp_path / "curl" / "video.mp4") == 9
 
     (data / "media" / job["job_id"] / "reference.jpg").unlink()
     r = studio("code", job["job_id"], data=data)
