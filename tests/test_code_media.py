@@ -118,5 +118,21 @@ def test_someone_elses_item_is_refused_like_a_missing_one(engine_url: str, tmp_p
             generate(bob, job["job_id"])
         history.set_shared("job", job["job_id"], True)
         assert "client.images.generate(" in generate(bob, job["job_id"]).text
+        registered = generate(history, job["job_id"], servers=[engine_url])  # a registered server on this machine
+        assert f'"BASE_URL", "{engine_url}")' in registered.text and not registered.notes
+    finally:
+        history.close()
+
+
+def test_an_item_whose_server_is_gone_still_gets_its_code_with_a_note(tmp_path: Path) -> None:
+    history = History(tmp_path / "data")
+    try:
+        job = history.jobs.create("image", "a fox", {"prompt": "a fox", "size": "64x64", "steps": 4, "seed": 3},
+                                  target="http://gpu-box:8091/v1/images/generations", status="running")
+        history.jobs.succeed(job.id, {"image-0.png": png(64, 64)})
+        gone = generate(history, job.id, servers=["http://other-box:8091"])
+        assert any("http://gpu-box:8091, where it was made, is no longer" in n for n in gone.notes)
+        assert "no longer one of the studio's servers" in gone.text
+        assert '"BASE_URL", "http://gpu-box:8091")' in gone.text and '"seed": 3' in gone.text
     finally:
         history.close()

@@ -29,8 +29,12 @@ def run(args: argparse.Namespace) -> int:
     from services.code import generate
     from services.history import History
     from services.settings import load_settings
+    from services.targets import TargetBook
 
-    code = generate(History.of(load_settings()), args.item_id, args.lang)
+    settings = load_settings()
+    history = History.of(settings)
+    servers = [s.url for s in TargetBook(settings, history).servers()]
+    code = generate(history, args.item_id, args.lang, servers=servers)
     for note in code.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out is None:

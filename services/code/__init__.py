@@ -14,12 +14,13 @@ Someone else's item the reader may not see is refused as the history refuses it;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Literal
 
 from protocol.errors import InvalidInput
-from services.code.items import Item, UnknownItem, find
+from services.code.items import LOCAL_ENGINE_NOTE, Item, UnknownItem, find
 from services.history import History
 
 Lang = Literal["python", "curl", "cli"]
@@ -46,11 +47,21 @@ def _server() -> ModuleType:
 GENERATORS = {"offline": _server, "server": _server}
 
 
-def generate(history: History, item_id: str, lang: str = "python") -> Code:
-    """The `lang` code that makes item `item_id` again (as the history's actor sees it)."""
+def generate(history: History, item_id: str, lang: str = "python", *,
+             servers: Iterable[str] | None = None) -> Code:
+    """The `lang` code that makes item `item_id` again (as the history's actor sees it). `servers`: the base URLs
+    of the studio's registered vLLM-Omni servers (services/targets.py `TargetBook.servers()`), when known — an item
+    made on a server no longer among them still gets its code, with a note saying so."""
     if lang not in LANGS:
         raise InvalidInput(f"no code in {lang!r}: one of {', '.join(LANGS)}")
     item = find(history, item_id)
+    known = None if servers is None else {url.rstrip("/") for url in servers}
+    if known is not None and item.made_on in known and item.target_kind == "offline":  # a registered local server
+        item = replace(item, target_kind="server", base_url=item.made_on,
+                       notes=tuple(n for n in item.notes if not n.startswith(LOCAL_ENGINE_NOTE)))
+    if known is not None and item.target_kind == "server" and item.base_url not in known:
+        item = replace(item, notes=(*item.notes, f"{item.base_url}, where it was made, is no longer one of the "
+                                    "studio's servers: the code still calls it (set BASE_URL for another)"))
     load = GENERATORS.get(item.target_kind)
     if load is None:
         raise InvalidInput(f"{item.id} was made on {item.target} ({item.target_kind}); code for that kind of target "

@@ -44,6 +44,7 @@ class Item:
     target: str  # the target as kept
     target_kind: str  # services/kinds.py: "offline" | "server" | "sagemaker"
     base_url: str  # the address a script calls by default
+    made_on: str = ""  # the base URL it was made on, as kept
     files: dict[str, bytes | None] = field(default_factory=dict)  # reference files (None: deleted since)
     notes: tuple[str, ...] = ()
 
@@ -66,9 +67,17 @@ def _target(target: str, route: str | None = None) -> tuple[str, str, list[str]]
     base = target[: -len(route)] if route and target.endswith(route) else target
     base = base.rstrip("/")
     if urlsplit(base).hostname in _LOOPBACK and base != ENGINE_URL:
-        return "offline", ENGINE_URL, [f"made on this machine's engine at {base}, which may be gone; the script "
+        return "offline", ENGINE_URL, [f"{LOCAL_ENGINE_NOTE} at {base}, which may be gone; the script "
                                        f"calls `make engine`'s address, {ENGINE_URL} (set BASE_URL for another)"]
     return ("offline" if base == ENGINE_URL else "server"), base, []
+
+
+def _made_on(target: str, route: str | None = None) -> str:
+    base = target[: -len(route)] if route and target.endswith(route) else target
+    return base.rstrip("/")
+
+
+LOCAL_ENGINE_NOTE = "made on this machine's engine"  # how the note on a loopback target starts
 
 
 def _files(names: list[str], read: Any, what: str) -> tuple[dict[str, bytes | None], list[str]]:
@@ -94,8 +103,8 @@ def _job(history: History, item_id: str) -> Item:
         route = next(iter(_BODIES))  # a SageMaker job: its target names no route (no code for it yet)
     files, lost = _files(list(job.inputs), job.read, f"{job.kind} {job.id}")
     request = _BODIES[route](dict(job.params), list(files)) if kind_ != "sagemaker" else dict(job.params)
-    return Item(job.id, route, f"{job.kind} job", job.kind, job.prompt, request, job.target, kind_, base, files,
-                tuple(notes + lost))
+    return Item(job.id, route, f"{job.kind} job", job.kind, job.prompt, request, job.target, kind_, base,
+                _made_on(job.target, sent), files, tuple(notes + lost))
 
 
 def _image_body(params: dict[str, Any], inputs: list[str]) -> dict[str, Any]:
@@ -145,8 +154,8 @@ def _take(history: History, item_id: str) -> Item:
         files = {"reference.wav": None}
         notes.append(f"take {take.id} cloned a voice whose recording the take does not keep: put it beside the "
                      "script as reference.wav")
-    return Item(take.id, SPEECH_PATH, "speech take", "speak", take.text, request, take.target, kind_, base, files,
-                tuple(notes))
+    return Item(take.id, SPEECH_PATH, "speech take", "speak", take.text, request, take.target, kind_, base,
+                _made_on(take.target), files, tuple(notes))
 
 
 def _transcript(history: History, item_id: str) -> Item:
@@ -170,4 +179,4 @@ def _transcript(history: History, item_id: str) -> Item:
     if language:
         request["language"] = language
     return Item(record.id, TRANSCRIPTIONS_PATH, "transcript", "listen", record.source, request, record.target,
-                kind_, base, files, tuple(notes + lost))
+                kind_, base, _made_on(record.target), files, tuple(notes + lost))
