@@ -174,6 +174,9 @@ def _transcript(history: History, item_id: str) -> Item:
     else:
         notes.append(f"transcript {record.id} kept no recording: put the speech beside the script as recording.wav")
         files = {"recording.wav": None}
+    if record.route == "stream":
+        notes.append(f"transcript {record.id} was heard live over /v1/realtime; the code sends its kept recording to "
+                     "the file route, /v1/audio/transcriptions")
     request = {"model": record.model, "file": next(iter(files))}
     language = record.figures.get("language") if isinstance(record.figures, dict) else None
     if language:
