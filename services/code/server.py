@@ -286,6 +286,9 @@ def cli(item: Item) -> str:
     line = " ".join(f"\"{w}\"" if w.startswith("$") else shlex.quote(w) for w in words)
     refs = "".join(f"{_const(n)}=\"${{{_const(n)}:-{n}}}\"  # kept with the item, beside this script\n"
                    for n in item.files)
-    return (f"#!/bin/sh\n{_header(item, '#')}# The studio's own command line (run it in the studio's folder, "
-            "its venv active); it records the run in the history again.\nset -e\n"
+    lost = [k for k in ("seed",) if body.get(k) is not None and item.route == SPEECH_PATH]  # no such flag in speak
+    missing = "".join(f"# Note: `speak` has no flag for the take's {k} ({body[k]}): the voice may vary a little.\n"
+                      for k in lost)
+    return (f"#!/bin/sh\n{_header(item, '#')}{missing}# The studio's own command line: run it where the studio is "
+            "installed, its venv active.\nset -e\n"
             f"BASE_URL=\"${{BASE_URL:-{item.base_url}}}\"\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}\n{line}\n")
