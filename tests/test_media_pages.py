@@ -86,7 +86,8 @@ def test_image_generate_shows_the_gallery_with_parameters_preview_label_and_down
     captions = [c.value for c in at.caption]
     assert any("Offline preview" in c for c in captions)
     assert any("320x192 · 4 steps · seed 42" in c for c in captions)
-    assert [d.label for d in at.download_button] == ["Download PNG"]
+    assert [d.label for d in at.download_button] == ["Download PNG", "Download Python", "Download curl", "Download CLI",
+                                                   "Download all three (and the reference files)"]  # and its code
     assert {b.label for b in at.button} >= {"Reuse these settings", "Use for video"}
     # newest first
     _generate_image(at, "second picture", size="128x128", seed="7")

@@ -34,7 +34,11 @@ def test_generate_keeps_the_sound_and_reuse_puts_its_settings_back(engine_url: s
     captions = " ".join(c.value for c in at.caption).replace("\\", "")  # Markdown's escapes
     assert "2.00 s · 8 steps · guidance 7 · seed 77 · wav" in captions and "Offline preview" in captions
     assert len(at.get("audio")) == 1 and len(at.get("imgs") + at.get("image")) >= 1  # the player and the waveform
-    assert len(at.get("download_button")) == 1
+    assert [b.label for b in at.get("download_button")][0] == "Download WAV"  # then the Code panel's
+    # the Code panel: the Python, curl and CLI that make this sound again, from its record
+    python, curl, cli = (c.value for c in at.code)
+    assert "/v1/audio/generate" in python and '"seed": 77' in python and 'os.environ.get("BASE_URL"' in python
+    assert "curl" in curl and "python -m services sound" in cli and "--seed 77" in cli
     at.text_area(key="sound_prompt").input("something else")
     at.text_input(key="sound_seed").input("")
     at.run()
@@ -51,3 +55,12 @@ def test_an_empty_prompt_is_one_line_and_nothing_is_kept(engine_url: str, monkey
     assert [e.value.replace("\\", "") for e in at.error] == ["the prompt is empty: describe the sound you want (e.g. 'rain on a tin "
                                            "roof')"]
     assert History(tmp_path).jobs.count("sound") == 0
+
+
+def test_the_code_panel_names_the_versions_the_studio_pins():
+    from ui.code_views import PACKAGES
+
+    pinned = " ".join((Path(__file__).resolve().parent.parent / f).read_text()
+                      for f in ("requirements.txt", "requirements-dev.txt"))
+    for pin in PACKAGES.split(", "):
+        assert f"\n{pin}" in pinned, pin

@@ -21,6 +21,7 @@ from services.base import Backend
 from services.history import History, Job
 from services.images import DEFAULT_STEPS, EditReference, ImageEditRequest, record_edit
 from services.imaging import ACCEPTED_SUFFIXES, check_image
+from ui.code_views import code_panel
 from ui.forms import as_text, bounded_number, optional_number, optional_seed
 from ui.media_views import image_summary, when
 from ui.resources import uploads_allowed
@@ -247,6 +248,8 @@ def gallery(jobs: list[Job], on_reuse: Callable[[str], None], history: History |
                                        on_click="ignore", width="stretch")
                 if index == 0:
                     item_link(IMAGE_PAGE, job)
+                if index == 0 and made and history is not None:
+                    code_panel(history, job.id, key=key_prefix)
                 if history is not None and index == 0:
                     share_toggle(history, "job", job.id, job.user_id, job.shared, key_prefix=key_prefix)
                     manage(history, job, key_prefix=key_prefix)

@@ -12,6 +12,7 @@ from services.base import Backend
 from services.history import History, Job
 from services.sound import DEFAULT_SECONDS, SoundRequest, record_sound, waveform
 from services.sound.request import DEFAULT_GUIDANCE, DEFAULT_STEPS
+from ui.code_views import code_panel
 from ui.forms import as_text, optional_seed
 from ui.gallery_views import item_link, manage, title_and_prompt
 from ui.media_views import when
@@ -87,5 +88,7 @@ def sounds(jobs: list[Job], *, history: History, on_reuse: Callable[[str], None]
             if makes:
                 st.button("Reuse these settings", key=f"reuse-{key}", on_click=on_reuse, args=(job.id,))
             item_link(SOUND_PAGE, job)
+            if name is not None:
+                code_panel(history, job.id, key=key_prefix)
             share_toggle(history, "job", job.id, job.user_id, job.shared, key_prefix=key_prefix)
             manage(history, job, key_prefix=key_prefix)
