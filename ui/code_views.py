@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 from protocol.errors import StudioError
-from services.code import LANGS, generate
+from services.code import LANGS, generate_all
 from services.history import History
 from ui.text import plain
 
@@ -23,13 +23,13 @@ PACKAGES = "openai==3.63.0, httpx==0.28.1, websockets==17.4"
 
 def code_panel(history: History, item_id: str, *, key: str = "") -> None:
     """An expander (closed) with the item's code, generated from its record on each draw (cheap: the record and its
-    reference files); the studio's registered servers decide which address a script calls."""
+    reference files, read once for the three forms); the studio's registered servers decide which address a script calls."""
     from ui.resources import target_book
 
     servers = [s.url for s in target_book().servers()]
     with st.expander("</> Code — make it again from a script", expanded=False):
         try:
-            codes = {lang: generate(history, item_id, lang, servers=servers) for lang in LANGS}
+            codes = generate_all(history, item_id, servers=servers)  # the record read once for the three
         except StudioError as exc:
             st.info(plain(str(exc)))
             return

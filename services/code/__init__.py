@@ -54,6 +54,13 @@ def generate(history: History, item_id: str, lang: str = "python", *,
     made on a server no longer among them still gets its code, with a note saying so."""
     if lang not in LANGS:
         raise InvalidInput(f"no code in {lang!r}: one of {', '.join(LANGS)}")
+    return generate_all(history, item_id, servers=servers, langs=(lang,))[lang]
+
+
+def generate_all(history: History, item_id: str, *, servers: Iterable[str] | None = None,
+                 langs: Iterable[str] = LANGS) -> dict[str, Code]:
+    """Every form in `langs` of item `item_id`'s code, the item read from the history once (a page's Code panel
+    draws all three)."""
     item = find(history, item_id)
     known = None if servers is None else {url.rstrip("/") for url in servers}
     if known is not None and item.made_on in known and item.target_kind == "offline":  # a registered local server
@@ -66,9 +73,8 @@ def generate(history: History, item_id: str, lang: str = "python", *,
     if load is None:
         raise InvalidInput(f"{item.id} was made on {item.target} ({item.target_kind}); code for that kind of target "
                            "is not written yet — only for the offline engine and vLLM-Omni servers")
-    text = getattr(load(), lang)(item)
     files = {name: data for name, data in item.files.items() if data is not None}
-    return Code(item, lang, text, files, item.notes)
+    return {lang: Code(item, lang, getattr(load(), lang)(item), files, item.notes) for lang in langs}
 
 
-__all__ = ["LANGS", "Code", "Item", "UnknownItem", "generate"]
+__all__ = ["LANGS", "Code", "Item", "UnknownItem", "generate", "generate_all"]
