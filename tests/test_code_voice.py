@@ -11,8 +11,10 @@ import wave
 from pathlib import Path
 
 from services.history import History
-from services.speech import omni_client, speech_config
+from services.speech import load_reference, omni_client, speech_config
 from tests.code_support import code_for, run_code, studio
+from tests.test_code_media import studio_env
+from tests.test_engine_voices import CLONE_MODEL, tone_wav
 
 NOT_KEPT = {"type", "ref_audio", "speaker_embedding"}  # as ui/voice_views.py keeps a take's config
 
@@ -42,6 +44,37 @@ def test_a_speech_take_again_same_length_and_format(engine_url: str, tmp_path: P
     assert "/v1/audio/speech\"" in shell.read_text()
     run_code(shell, engine_url)
     assert shape((tmp_path / "curl" / "speech.wav").read_bytes())[:3] == shape(wav)[:3]
+
+    line = code_for(take.id, tmp_path / "cli", data=data, lang="cli")  # `speak --seed 5`: the same voice again
+    assert "--seed 5" in line.read_text()
+    run_code(line, engine_url, env=studio_env(data))
+    assert (tmp_path / "cli" / "speech.wav").read_bytes() == wav
+
+
+def test_a_cloned_take_again_from_the_speakers_recording_beside_the_code(engine_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    text = "A voice borrowed, with consent, for one sentence."
+    recording = tone_wav(150)  # the speaker's recording: a take never keeps it
+    config = speech_config(ref_audio=load_reference(recording), ref_text="A tone.", seed=3, model=CLONE_MODEL)
+    wav = asyncio.run(omni_client(engine_url).say(config, text)).wav()
+    history = History(data)
+    try:
+        take = history.takes.record(text, wav, target=engine_url, config=config.model_dump(
+            mode="json", exclude_none=True, exclude=NOT_KEPT))
+    finally:
+        history.close()
+    assert "ref_audio" not in json.dumps(take.config)
+    for lang, folder in (("python", "py"), ("curl", "curl"), ("cli", "cli")):
+        script = code_for(take.id, tmp_path / folder, data=data, lang=lang)
+        assert not (tmp_path / folder / "reference.wav").exists()  # nothing of the voice was kept to write
+        assert "reference.wav" in script.read_text() and "consent" in script.read_text()
+        (tmp_path / folder / "reference.wav").write_bytes(recording)  # the reader brings the recording
+        run_code(script, engine_url, env=studio_env(data) if lang == "cli" else None)
+    said = {folder: (tmp_path / folder / "speech.wav").read_bytes() for folder in ("py", "curl", "cli")}
+    assert said["py"] == wav and said["cli"] == wav  # the same clone: the recording reached the model
+    assert shape(said["curl"])[:3] == shape(wav)[:3]
+    plain = asyncio.run(omni_client(engine_url).say(speech_config(seed=3, model=CLONE_MODEL, voice="default"), text))
+    assert plain.wav() != wav  # (the clone is not the default voice: the comparison above can fail)
 
 
 def test_a_transcript_again_same_text_and_its_recording_deleted_since(engine_url: str, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@
         cloning:   --ref-audio me.wav [--ref-text "what it says"]    (Base; WAV/MP3/FLAC/OGG/WebM, 3–30 s)
                    --saved-voice NAME                                 (Base: a voice saved with `voices add`)
         --first-chunk-frames N: smaller is earlier first audio, larger smoother audio
+        --seed N: the same seed, the same voice for the same text (a kept take's code repeats it)
         --intelligibility [URL]: the take heard by a listen target (default the offline engine's recognizer) and
                    the word error rate of its transcript against the text printed (in --json: "intelligibility")
 
@@ -58,6 +59,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--first-chunk-frames", type=int, metavar="N",
                    help=f"codec frames in the first audio chunk ({FIRST_CHUNK_FRAMES.lo:.0f}–{FIRST_CHUNK_FRAMES.hi:.0f}):"
                         " smaller is earlier first audio, larger smoother audio")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="the model's random seed: the same seed speaks the same text the same way (default: the "
+                        "server's)")
     p.add_argument("--split", choices=["none", "sentence", "clause"], default="clause",
                    help="how the server cuts the text into units (default clause: fastest first audio)")
     p.add_argument("--out", type=Path, default=Path("speech.wav"), help="WAV file to write (default speech.wav)")
@@ -79,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     task_type = args.task_type or ("Base" if args.saved_voice else None)
     config = speech_config(voice=args.saved_voice or args.voice, language=args.language, split_granularity=split,
                            task_type=task_type, instructions=args.instructions, ref_audio=reference,
-                           ref_text=args.ref_text, initial_codec_chunk_frames=args.first_chunk_frames)
+                           ref_text=args.ref_text, initial_codec_chunk_frames=args.first_chunk_frames,
+                           **({} if args.seed is None else {"seed": args.seed}))
     backend = backend_from_args(args)
     try:
         backend.client("voice").check(config)  # a task type the model lacks: which model to deploy, before speaking

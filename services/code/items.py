@@ -22,6 +22,7 @@ from protocol.sound import SOUND_PATH
 from protocol.videos import VIDEO_SYNC_PATH
 
 ENGINE_URL = "http://127.0.0.1:8091"  # where `make engine` serves the offline engine
+REFERENCE_FILE = "reference.wav"  # a cloned take's reference recording, beside the script (never kept with it)
 SPEECH_PATH = "/v1/audio/speech"  # the REST speech route (protocol/speech.py's SpeechRequest)
 JOB_ROUTES = (IMAGES_PATH, VIDEO_SYNC_PATH, SOUND_PATH)  # a job's kept target ends with the route it was sent to
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -150,10 +151,13 @@ def _take(history: History, item_id: str) -> Item:
     # The session.config the take was streamed with (the studio streams PCM and keeps it as a WAV), and its text.
     request = {**config, "response_format": "pcm", "stream_audio": True, "input": take.text}
     files: dict[str, bytes | None] = {}
-    if config.get("task_type") == "Base" or config.get("ref_audio"):
-        files = {"reference.wav": None}
-        notes.append(f"take {take.id} cloned a voice whose recording the take does not keep: put it beside the "
-                     "script as reference.wav")
+    if config.get("task_type") == "Base" and not config.get("voice"):  # a clone of a recording, not a saved voice
+        files = {REFERENCE_FILE: None}
+        notes.append(f"take {take.id} cloned a voice from a recording, which a take never keeps (a voice is personal "
+                     f"data): put the speaker's recording beside the script as {REFERENCE_FILE} — with their consent")
+    elif config.get("task_type") == "Base":
+        notes.append(f"take {take.id} spoke with the saved voice {config['voice']!r}: the server the script calls "
+                     "must have it (`python -m services voices add`, with the speaker's consent)")
     return Item(take.id, SPEECH_PATH, "speech take", "speak", take.text, request, take.target, kind_, base,
                 _made_on(take.target), files, tuple(notes))
 

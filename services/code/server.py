@@ -141,12 +141,13 @@ def _rest_speech(body: dict[str, Any]) -> dict[str, Any]:
 def _py_take(item: Item, body: dict[str, Any], consts: str) -> str:
     text = body.pop("input")
     config = {"type": "session.config", **body}
-    return (f"import json\nimport os\nimport wave\n\nfrom websockets.sync.client import connect\n\n{consts}"
+    imports = "import base64\nimport json\nimport os\nimport wave\n" if item.files else "import json\nimport os\nimport wave\n"
+    return (f"{imports}\nfrom websockets.sync.client import connect\n\n{consts}"
             f"{KEY_NOTE}\n"
             "# The take was streamed over vLLM-Omni's speech WebSocket (/v1/audio/speech/stream) with this\n"
             "# session.config, as PCM, and kept as a 16-bit WAV: so is this script's. (The REST route, POST\n"
             "# /v1/audio/speech — the curl form — speaks the text as one unit, not cut as the take was.)\n\n"
-            f"CONFIG = {_py_dict(config)}\nTEXT = {_py_value(text)}\n\n"
+            f"CONFIG = {_py_dict(config)}\nTEXT = {_py_value(text)}\n{_py_reference(item)}\n"
             "url = BASE_URL.replace(\"https://\", \"wss://\").replace(\"http://\", \"ws://\") + "
             "\"/v1/audio/speech/stream\"\n"
             "key = os.environ.get(\"OPENAI_API_KEY\")\n"
@@ -171,6 +172,15 @@ def _py_take(item: Item, body: dict[str, Any], consts: str) -> str:
             "with wave.open(OUT, \"wb\") as w:\n"
             "    w.setnchannels(1)\n    w.setsampwidth(2)\n    w.setframerate(rate)\n    w.writeframes(bytes(pcm))\n"
             "print(OUT)\n")
+
+
+def _py_reference(item: Item) -> str:
+    """A clone's reference recording, read into the request as the `data:` URL vLLM-Omni's ref_audio takes."""
+    if not item.files:
+        return ""
+    name = _const(next(iter(item.files)))
+    return (f"with open({name}, \"rb\") as f:  # the speaker's recording (3–30 s), used with their consent\n"
+            "    CONFIG[\"ref_audio\"] = \"data:audio/wav;base64,\" + base64.b64encode(f.read()).decode()\n")
 
 
 def _py_transcript(item: Item, body: dict[str, Any], consts: str) -> str:
@@ -213,9 +223,18 @@ def _curl_image(item: Item, body: dict[str, Any]) -> str:
             "echo \"$OUT\"\n")
 
 
+_ADD_REFERENCE = ("import base64, json, sys; b = json.loads(sys.argv[1]); b[\"ref_audio\"] = \"data:audio/wav;base64,\" "
+                  "+ base64.b64encode(open(sys.argv[2], \"rb\").read()).decode(); sys.stdout.write(json.dumps(b))")
+
+
 def _curl_audio(item: Item, body: dict[str, Any]) -> str:
     if item.route == SPEECH_PATH:
         body = _rest_speech(body)
+    if item.route == SPEECH_PATH and item.files:  # a clone: the recording goes in the body as a data: URL (stdin)
+        name = _const(next(iter(item.files)))
+        return (f"python3 -c {shlex.quote(_ADD_REFERENCE)} {shlex.quote(json.dumps(body))} \"${name}\" \\\n"
+                f"  | curl -sS --fail-with-body \"$BASE_URL{item.route}\" -H \"Content-Type: application/json\" "
+                "-d @- -o \"$OUT\"\necho \"$OUT\"\n")
     return (f"curl -sS --fail-with-body \"$BASE_URL{item.route}\" -H \"Content-Type: application/json\" "
             f"\\\n  -d {shlex.quote(json.dumps(body))} -o \"$OUT\"\necho \"$OUT\"\n")
 
@@ -260,7 +279,7 @@ _FLAGS = {
               "negative_prompt": "--negative-prompt"},
     SPEECH_PATH: {"input": "--text", "voice": "--voice", "language": "--language", "task_type": "--task-type",
              "instructions": "--instructions", "ref_text": "--ref-text", "split": "--split",
-             "first_chunk_frames": "--first-chunk-frames"},
+             "first_chunk_frames": "--first-chunk-frames", "seed": "--seed"},
     TRANSCRIPTIONS_PATH: {"language": "--language", "model": "--model"},
 }
 
@@ -286,9 +305,6 @@ def cli(item: Item) -> str:
     line = " ".join(f"\"{w}\"" if w.startswith("$") else shlex.quote(w) for w in words)
     refs = "".join(f"{_const(n)}=\"${{{_const(n)}:-{n}}}\"  # kept with the item, beside this script\n"
                    for n in item.files)
-    lost = [k for k in ("seed",) if body.get(k) is not None and item.route == SPEECH_PATH]  # no such flag in speak
-    missing = "".join(f"# Note: `speak` has no flag for the take's {k} ({body[k]}): the voice may vary a little.\n"
-                      for k in lost)
-    return (f"#!/bin/sh\n{_header(item, '#')}{missing}# The studio's own command line: run it where the studio is "
+    return (f"#!/bin/sh\n{_header(item, '#')}# The studio's own command line: run it where the studio is "
             "installed, its venv active.\nset -e\n"
             f"BASE_URL=\"${{BASE_URL:-{item.base_url}}}\"\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}\n{line}\n")
