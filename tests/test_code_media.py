@@ -5,6 +5,7 @@ studio's command line too; an unknown id, someone else's item and a deleted refe
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import av
 import pytest
 
 from services.access import Principal
-from services.code import UnknownItem, generate
+from services.code import LANGS, UnknownItem, generate, generate_all
 from services.history import History
 from tests.code_support import ROOT, code_for, made, run_code, studio
 from tests.test_videos import png
@@ -136,3 +137,34 @@ def test_an_item_whose_server_is_gone_still_gets_its_code_with_a_note(tmp_path: 
         assert '"BASE_URL", "http://gpu-box:8091")' in gone.text and '"seed": 3' in gone.text
     finally:
         history.close()
+
+
+def test_a_viewer_gets_a_shared_items_code_with_the_servers_address_left_as_a_variable(
+        engine_url: str, tmp_path: Path) -> None:
+    history = History(tmp_path / "data")
+    try:
+        job = history.jobs.create("image", "a fox", {"prompt": "a fox", "size": "64x64", "steps": 4, "seed": 3},
+                                  target="http://gpu-box:8091/v1/images/generations", status="running")
+        history.jobs.succeed(job.id, {"image-0.png": png(64, 64)})
+        history.set_shared("job", job.id, True)
+        creator = generate_all(history.acting_as(Principal(id="cy", name="Cy", role="creator", signed_in=True)),
+                               job.id, servers=["http://gpu-box:8091"])
+        assert all("gpu-box" in c.text for c in creator.values())
+        viewer = history.acting_as(Principal(id="vi", name="Vi", role="viewer", signed_in=True))
+        codes = {lang: generate(viewer, job.id, lang, servers=["http://gpu-box:8091"]) for lang in LANGS}
+        for lang, code in codes.items():
+            assert "gpu-box" not in code.text, lang  # not in the constants, the header or the notes
+            assert "creators and admins only" in code.text, lang
+        assert 'BASE_URL = os.environ["BASE_URL"]' in codes["python"].text
+        assert '"${BASE_URL:?set BASE_URL' in codes["curl"].text and '"seed": 3' in codes["python"].text
+    finally:
+        history.close()
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py" / "code.py").write_text(codes["python"].text)  # it runs once BASE_URL is set
+    run_code(tmp_path / "py" / "code.py", engine_url)
+    assert (tmp_path / "py" / "image.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "sh").mkdir()
+    (tmp_path / "sh" / "code.sh").write_text(codes["curl"].text)
+    unset = subprocess.run(["sh", "code.sh"], cwd=tmp_path / "sh", capture_output=True, text=True, timeout=60,
+                           env={"PATH": os.environ["PATH"]})
+    assert unset.returncode != 0 and "set BASE_URL to the server's address" in unset.stderr

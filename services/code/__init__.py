@@ -69,6 +69,8 @@ def generate_all(history: History, item_id: str, *, servers: Iterable[str] | Non
     if known is not None and item.target_kind == "server" and item.base_url not in known:
         item = replace(item, notes=(*item.notes, f"{item.base_url}, where it was made, is no longer one of the "
                                     "studio's servers: the code still calls it (set BASE_URL for another)"))
+    if item.target_kind == "server" and not history.actor.can("generate"):
+        item = _address_withheld(item)
     load = GENERATORS.get(item.target_kind)
     if load is None:
         raise InvalidInput(f"{item.id} was made on {item.target} ({item.target_kind}); code for that kind of target "
@@ -76,5 +78,16 @@ def generate_all(history: History, item_id: str, *, servers: Iterable[str] | Non
     files = {name: data for name, data in item.files.items() if data is not None}
     return {lang: Code(item, lang, getattr(load(), lang)(item), files, item.notes) for lang in langs}
 
+
+def _address_withheld(item: Item) -> Item:
+    """A viewer's copy of a server item's code: the server's address left out (creators and admins, who pick
+    targets, see it) — BASE_URL must be set to run it."""
+    where = (item.base_url, item.made_on, item.target)
+    return replace(item, base_url="", made_on="", target="one of the studio's vLLM-Omni servers",
+                   notes=(*(n for n in item.notes if not any(w and w in n for w in where)), ADDRESS_WITHHELD))
+
+
+ADDRESS_WITHHELD = ("the server's address is shown to the studio's creators and admins only: set BASE_URL to it "
+                    "(an admin can tell you) before running the code")
 
 __all__ = ["LANGS", "Code", "Item", "UnknownItem", "generate", "generate_all"]

@@ -65,9 +65,17 @@ def python(item: Item) -> str:
     head = '"""' + _header(item, "").replace("\n ", "\n").strip() + '\n"""\n\n'
     refs = "".join(f"{_const(name)} = os.environ.get({_py_value(_const(name))}, {_py_value(name)})  # kept with the item, beside "
                    "this script\n" for name in item.files)
-    consts = (f"BASE_URL = os.environ.get(\"BASE_URL\", {_py_value(item.base_url)})\n"
+    base = (f"os.environ.get(\"BASE_URL\", {_py_value(item.base_url)})" if item.base_url else
+            "os.environ[\"BASE_URL\"]  # the server's address: set it (see the note above)")
+    consts = (f"BASE_URL = {base}\n"
               f"OUT = os.environ.get(\"OUT\", {_py_value(out_name(item))})\n{refs}")
     return head + _PY[item.route](item, body, consts)
+
+
+def _sh_base(item: Item) -> str:
+    if item.base_url:
+        return f"BASE_URL=\"${{BASE_URL:-{item.base_url}}}\""
+    return "BASE_URL=\"${BASE_URL:?set BASE_URL to the server's address (see the note above)}\""
 
 
 def _const(name: str) -> str:
@@ -203,7 +211,7 @@ def curl(item: Item) -> str:
     refs = "".join(f"{_const(n)}=\"${{{_const(n)}:-{n}}}\"  # kept with the item, beside this script\n"
                    for n in item.files)
     head = (f"#!/bin/sh\n{_header(item, '#')}set -e\n"
-            f"BASE_URL=\"${{BASE_URL:-{item.base_url}}}\"\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}"
+            f"{_sh_base(item)}\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}"
             "# An API key, if the server wants one: add -H \"Authorization: Bearer $OPENAI_API_KEY\".\n\n")
     return head + _CURL[item.route](item, body)
 
@@ -307,4 +315,4 @@ def cli(item: Item) -> str:
                    for n in item.files)
     return (f"#!/bin/sh\n{_header(item, '#')}# The studio's own command line: run it where the studio is "
             "installed, its venv active.\nset -e\n"
-            f"BASE_URL=\"${{BASE_URL:-{item.base_url}}}\"\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}\n{line}\n")
+            f"{_sh_base(item)}\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}\n{line}\n")
