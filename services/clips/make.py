@@ -109,7 +109,8 @@ def make_finished_clip(backend: Any, plan: ClipPlan, *, out: Path, progress: Pro
         soundtrack = result.audio
         stages["soundtrack_s"] = time.perf_counter() - t0
         made["soundtrack"] = {"prompt": plan.soundtrack_prompt, "seed": result.seed,
-                              "seconds": round(result.seconds, 3), "preview": result.preview is not None}
+                              "seconds": round(result.seconds, 3), "preview": result.preview is not None,
+                              "steps": plan.steps}
         say("soundtrack", f"{result.seconds:.1f} s generated in {stages['soundtrack_s']:.1f} s (seed {result.seed})")
     say("mix", "ducking, mixing and muxing")
     result = make_clip(plan.video, out, narration=narration, soundtrack=soundtrack, duck_db=plan.duck_db, fit=plan.fit)

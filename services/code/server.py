@@ -15,12 +15,14 @@ from protocol.images import IMAGE_EDITS_PATH, IMAGES_PATH
 from protocol.listen import TRANSCRIPTIONS_PATH
 from protocol.sound import SOUND_PATH
 from protocol.videos import VIDEO_SYNC_PATH
+from services.code import clip
 from services.code.items import SPEECH_PATH, Item
 
 # The file each route's script writes: a name, or the request's field naming the format ("image.<that>").
 OUTPUTS = {IMAGES_PATH: ("image", "output_format", "png"), IMAGE_EDITS_PATH: ("image", "output_format", "png"),
            SOUND_PATH: ("sound", "response_format", "wav"), VIDEO_SYNC_PATH: ("video", None, "mp4"),
-           SPEECH_PATH: ("speech", None, "wav"), TRANSCRIPTIONS_PATH: ("transcript", None, "txt")}
+           SPEECH_PATH: ("speech", None, "wav"), TRANSCRIPTIONS_PATH: ("transcript", None, "txt"),
+           clip.CLIP_ROUTE: ("clip", None, "mp4")}
 # The parameters of openai 3.x's `client.audio.speech.create` (the rest of a speech request goes in extra_body).
 SDK_SPEECH_ARGS = frozenset("input model voice instructions response_format speed stream_format".split())
 KEY_NOTE = ("# An API key, if the server wants one (vLLM-Omni's --api-key): set OPENAI_API_KEY; the offline engine "
@@ -202,7 +204,8 @@ def _py_transcript(item: Item, body: dict[str, Any], consts: str) -> str:
 
 
 _PY = {IMAGES_PATH: _py_image, IMAGE_EDITS_PATH: _py_edit, SOUND_PATH: _py_sound, VIDEO_SYNC_PATH: _py_video,
-       SPEECH_PATH: _py_take, TRANSCRIPTIONS_PATH: _py_transcript}
+       SPEECH_PATH: _py_take, TRANSCRIPTIONS_PATH: _py_transcript,
+       clip.CLIP_ROUTE: lambda item, body, consts: clip.python(item, consts)}
 
 
 # -- curl ---------------------------------------------------------------------------------------------------------
@@ -270,7 +273,8 @@ def _curl_edit(item: Item, body: dict[str, Any]) -> str:
 
 
 _CURL = {IMAGES_PATH: _curl_image, IMAGE_EDITS_PATH: _curl_edit, SOUND_PATH: _curl_audio, SPEECH_PATH: _curl_audio,
-         VIDEO_SYNC_PATH: _curl_video, TRANSCRIPTIONS_PATH: _curl_transcript}
+         VIDEO_SYNC_PATH: _curl_video, TRANSCRIPTIONS_PATH: _curl_transcript,
+         clip.CLIP_ROUTE: lambda item, body: clip.curl(item)}
 
 
 # -- the studio's command line ------------------------------------------------------------------------------------
@@ -293,6 +297,16 @@ _FLAGS = {
 
 
 def cli(item: Item) -> str:
+    words = clip.cli_words(item) if item.route == clip.CLIP_ROUTE else _cli_words(item)
+    line = " ".join(f"\"{w}\"" if w.startswith("$") else shlex.quote(w) for w in words)
+    refs = "".join(f"{_const(n)}=\"${{{_const(n)}:-{n}}}\"  # kept with the item, beside this script\n"
+                   for n in item.files)
+    return (f"#!/bin/sh\n{_header(item, '#')}# The studio's own command line: run it where the studio is "
+            "installed, its venv active.\nset -e\n"
+            f"{_sh_base(item)}\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}\n{line}\n")
+
+
+def _cli_words(item: Item) -> list[str]:
     flags = _FLAGS[item.route]
     words = ["python", "-m", "services", item.command, "--url", "$BASE_URL"]
     body = item.request
@@ -309,10 +323,4 @@ def cli(item: Item) -> str:
         words += ["--image", f"${_const(body['image_reference'])}"]
     if item.route == SPEECH_PATH and item.files:  # a clone's reference recording
         words += ["--ref-audio", f"${_const(next(iter(item.files)))}"]
-    words += ["--out", "$OUT"]
-    line = " ".join(f"\"{w}\"" if w.startswith("$") else shlex.quote(w) for w in words)
-    refs = "".join(f"{_const(n)}=\"${{{_const(n)}:-{n}}}\"  # kept with the item, beside this script\n"
-                   for n in item.files)
-    return (f"#!/bin/sh\n{_header(item, '#')}# The studio's own command line: run it where the studio is "
-            "installed, its venv active.\nset -e\n"
-            f"{_sh_base(item)}\nOUT=\"${{OUT:-{out_name(item)}}}\"\n{refs}\n{line}\n")
+    return words + ["--out", "$OUT"]
