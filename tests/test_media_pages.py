@@ -162,7 +162,10 @@ def test_use_for_video_takes_the_image_to_the_video_page_and_a_video_plays(
     assert job.status == "succeeded", job.error
     assert job.params["reference_name"] == f"gallery image {image_job.id}-0" and job.params["steps"] == 4
     assert Image.open(io.BytesIO(job.input_file("reference.jpg"))).size == (480, 320)
-    assert [d.label for d in at.download_button] == ["Download MP4"]
+    assert [d.label for d in at.download_button] == ["Download MP4", "Download Python", "Download curl", "Download CLI",
+                                                   "Download all three (and the reference files)"]  # and its code
+    python = at.code[0].value  # the job list's Code panel: the request again, its reference beside it
+    assert '"/v1/videos/sync"' in python and '"num_frames": "9"' in python and 'open(REFERENCE, "rb")' in python
     assert any("9 frames, 1.12 s of video" in c.value.replace("\\", "") for c in at.caption)
     assert "the boats rock gently" in [t.value for t in at.text]
 

@@ -17,6 +17,7 @@ from ui.forms import bounded_number
 from ui.media_views import label, seconds, video_summary, video_timings, when
 from ui.resources import uploads_allowed
 from ui.clip_views import clip_summary, start_clip
+from ui.code_views import code_panel
 from ui.text import plain, shorten
 from ui.gallery_views import item_link, manage, title_and_prompt
 from ui.workspace_views import allowed, by_line, share_toggle
@@ -208,3 +209,6 @@ def job_list(jobs: list[Job], *, on_play: Callable[[str], None], on_reuse: Calla
             item_link(VIDEO_PAGE, job, b)
             if history is not None:
                 manage(history, job, b, key_prefix=key_prefix)
+            if history is not None and job.status == "succeeded":
+                with a:
+                    code_panel(history, job.id, key=key_prefix)  # a clip's too: services/code says what it can
