@@ -27,7 +27,8 @@ from services.speech.audio import read_wav
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = str(ROOT / "pages" / "voice.py")
+PAGE = "pages/voice.py"  # opened through app.py's navigation, as a browser does (its page links resolve there)
+APP = str(ROOT / "app.py")
 
 
 @pytest.fixture
@@ -46,7 +47,8 @@ def _page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str) -> AppTest:
     monkeypatch.setenv("OMNI_STUDIO_DATA_DIR", str(tmp_path / "data"))
     st.cache_resource.clear()
     st.cache_data.clear()
-    at = AppTest.from_file(PAGE, default_timeout=30)
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.switch_page(PAGE)
     at.run()
     assert not at.exception, at.exception
     return at
@@ -114,7 +116,9 @@ def test_speak_streams_and_shows_figures_waveform_and_download(page: AppTest) ->
     assert rate == 24_000 and pcm == u.pcm and len(pcm) / 48_000 > 1.5
     assert np.abs(np.frombuffer(pcm, "<i2")).max() > 3000  # speech, not silence
     assert take.picture[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [d.label for d in page.get("download_button")] == ["Download WAV"]
+    assert [d.label for d in page.get("download_button")] == ["Download WAV", "Download Python", "Download curl",
+                                                             "Download CLI",
+                                                             "Download all three (and the reference files)"]  # + code
     assert not page.error
 
 
@@ -127,7 +131,7 @@ def test_history_keeps_this_sessions_utterances_and_shows_text_as_text(page: App
     history = page.session_state["voice_history"]
     assert [t.utterance.text for t in history] == ["A second one.", first]
     assert first in [t.value for t in page.text]  # st.text: shown exactly as typed
-    assert len(page.get("download_button")) == 2
+    assert [d.label for d in page.get("download_button")].count("Download WAV") == 2  # beside each, its code's
 
 
 def test_empty_text_is_refused_and_nothing_is_sent(page: AppTest) -> None:
@@ -240,7 +244,7 @@ def test_a_cut_stream_shows_the_error_and_keeps_the_audio(fault_page: AppTest) -
     assert any("cut" in e.value and "kept" in e.value for e in fault_page.error)
     pcm, rate, _ = read_wav(take.wav)
     assert len(pcm) == 3 * 4800 and rate == 24_000
-    assert [d.label for d in fault_page.get("download_button")] == ["Download WAV"]
+    assert [d.label for d in fault_page.get("download_button")][0] == "Download WAV"  # then its code's
 
 
 def test_stop_cancels_the_utterance_and_keeps_what_arrived(fault_page: AppTest) -> None:
@@ -668,4 +672,4 @@ def test_a_recognizer_that_fails_is_one_line_and_the_take_stays(
     assert line.startswith("Intelligibility: not measured") and "127.0.0.1:9" in line
     kept = _kept_figures(at)
     assert "127.0.0.1:9" in kept["intelligibility"]["error"] and "wer" not in kept["intelligibility"]
-    assert [d.label for d in at.get("download_button")] == ["Download WAV"]  # the audio stays
+    assert [d.label for d in at.get("download_button")][0] == "Download WAV"  # the audio stays

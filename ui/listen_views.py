@@ -15,10 +15,12 @@ from protocol.errors import InvalidInput, StudioError
 from services.history import TranscriptRecord
 from services.listen import ListenAudio, Segment, Transcript, WerCounts, load_audio, wer_counts
 from ui import resources
+from ui.code_views import code_panel
+from ui.item_links import linked_first, record_link
 from ui.text import plain
 from ui.workspace_views import kept_list, share_toggle
 
-VOICE_PAGE = "pages/voice.py"
+VOICE_PAGE, LISTEN_PAGE = "pages/voice.py", "pages/listen.py"
 POLL_S = 0.2
 WER_WAY = ("after lower-casing, numbers written as words and punctuation removed, on both texts "
            "(docs/listen.md, “Word error rate”)")
@@ -185,6 +187,8 @@ def result_view(heard: Heard, listener: Any = None) -> None:
         except StudioError:
             return  # the list below says what is wrong with the history
         share_toggle(history, "transcript", kept.id, kept.user_id, kept.shared, key_prefix="latest-")
+        record_link(LISTEN_PAGE, kept.id)
+        code_panel(history, kept.id, key="latest-")
 
 
 def transcript_of(r: TranscriptRecord) -> Transcript:
@@ -211,13 +215,16 @@ def summary(r: TranscriptRecord) -> str:
 
 
 def kept_transcripts(skip: str | None = None, listener: Any = None) -> None:
-    """Earlier transcripts from the history (not `skip`, shown above): each with its summary, the recording,
-    the downloads (and "Time for subtitles", through `listener`), Speak this and, on one's own, the share toggle."""
+    """The transcript a link names (`?item=<transcript id>`) first, then the earlier transcripts from the history
+    (not `skip`, shown above): each with its summary, the recording, the downloads (and "Time for subtitles",
+    through `listener`), Speak this, a link to it, its code and, on one's own, the share toggle."""
+    linked_first("transcript", lambda history, record_id: history.transcripts.get(record_id),
+                 lambda history, r: _kept_transcript(history, r, listener, "linked-"), key="listen_link_close")
     kept_list("Transcripts", "transcripts", lambda history, n: history.transcripts.list(limit=n),
               lambda history, r: _kept_transcript(history, r, listener), skip)
 
 
-def _kept_transcript(history: Any, r: TranscriptRecord, listener: Any = None) -> None:
+def _kept_transcript(history: Any, r: TranscriptRecord, listener: Any = None, key_prefix: str = "") -> None:
     st.caption(plain(summary(r)))
     try:
         audio = r.audio_bytes()
@@ -226,8 +233,11 @@ def _kept_transcript(history: Any, r: TranscriptRecord, listener: Any = None) ->
     else:
         if audio:
             st.audio(audio)
-    t = subtitle_times(listener if history.owns(r) else None, r.id, transcript_of(r), f"listen-time-{r.id}")
+    t = subtitle_times(listener if history.owns(r) else None, r.id, transcript_of(r),
+                       f"{key_prefix}listen-time-{r.id}")
     downloads(t, {"text": r.text, **r.figures, "segments": [s.as_json() for s in t.segments]}, r.id,
-              f"listen-{r.id}")
-    speak_this(r.text, f"listen-speak-{r.id}")
-    share_toggle(history, "transcript", r.id, r.user_id, r.shared)
+              f"{key_prefix}listen-{r.id}")
+    speak_this(r.text, f"{key_prefix}listen-speak-{r.id}")
+    share_toggle(history, "transcript", r.id, r.user_id, r.shared, key_prefix=key_prefix)
+    record_link(LISTEN_PAGE, r.id)
+    code_panel(history, r.id, key=key_prefix)

@@ -16,9 +16,12 @@ from services.eval.listening import intelligibility_line, take_intelligibility
 from services.history import SpeechTake
 from services.speech import SessionStats, Utterance, waveform_png
 from ui import resources
+from ui.code_views import code_panel
+from ui.item_links import linked_first, record_link
 from ui.text import plain, shorten
 from ui.workspace_views import kept_list, share_toggle
 
+VOICE_PAGE = "pages/voice.py"
 TEXT_SHOWN = 400  # characters of an utterance's text shown with it
 NOT_KEPT = {"type", "ref_audio", "speaker_embedding"}  # a reference recording is never kept with a take
 INTEL_KEY = "voice_intel"
@@ -140,6 +143,8 @@ def take_view(take: Take, heard_ms: float | None = None) -> None:
         except StudioError:
             return  # the list below says what is wrong with the history
         share_toggle(history, "take", kept.id, kept.user_id, kept.shared)
+        record_link(VOICE_PAGE, kept.id)
+        code_panel(history, kept.id, key="latest-")
 
 
 def _summary(t: SpeechTake) -> str:
@@ -152,12 +157,15 @@ def _summary(t: SpeechTake) -> str:
 
 
 def kept_takes(skip: str | None = None) -> None:
-    """Earlier takes from the history (not `skip`, the one shown above): each with its summary, a player, a
-    download and, on one's own, the share toggle."""
+    """The take a link names (`?item=<take id>`) first, then the earlier takes from the history (not `skip`, the
+    one shown above): each with its summary, a player, a download, a link to it, its code and, on one's own, the
+    share toggle."""
+    linked_first("take", lambda history, take_id: history.takes.get(take_id),
+                 lambda history, t: _kept_take(history, t, "linked-"), key="voice_link_close")
     kept_list("Takes", "takes", lambda history, n: history.takes.list(limit=n), _kept_take, skip)
 
 
-def _kept_take(history: Any, t: SpeechTake) -> None:
+def _kept_take(history: Any, t: SpeechTake, key_prefix: str = "") -> None:
     st.caption(plain(_summary(t)))
     intelligibility(t.figures.get("intelligibility"))
     if t.error:
@@ -169,5 +177,7 @@ def _kept_take(history: Any, t: SpeechTake) -> None:
     else:
         st.audio(wav, format="audio/wav")
         st.download_button("Download WAV", wav, file_name=f"speech-{t.id.removeprefix('take-')}.wav",
-                           mime="audio/wav", key=f"voice_download_{t.id}", on_click="ignore")
-    share_toggle(history, "take", t.id, t.user_id, t.shared)
+                           mime="audio/wav", key=f"{key_prefix}voice_download_{t.id}", on_click="ignore")
+    share_toggle(history, "take", t.id, t.user_id, t.shared, key_prefix=key_prefix)
+    record_link(VOICE_PAGE, t.id)
+    code_panel(history, t.id, key=key_prefix)
