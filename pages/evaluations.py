@@ -11,7 +11,7 @@ from services.eval.store import EvalStore
 from ui import resources
 from ui.eval_define import create_from_form, define_form, init_define_state
 from ui.eval_results import results_section
-from ui.eval_views import evaluation_label, manage_section, review_section, run_section
+from ui.eval_views import evaluation_label, follow_link, link_line, manage_section, review_section, run_section
 from ui.sidebar import sidebar
 from ui.text import plain
 from ui.workspace_views import by_line, may, share_toggle
@@ -34,13 +34,13 @@ except StudioError as exc:
 can_evaluate = may("evaluate")  # else one line why: the team's shared evaluations stay to look at
 evaluations = {e["id"]: e for e in store.list()}  # this person's and the shared ones
 options = [NEW, *evaluations] if can_evaluate else list(evaluations)
+pick = f"ev_pick_{len(options)}"  # keyed by the number of evaluations: a new one makes a new picker, showing it
+follow_link(evaluations, pick)  # ?item=<evaluation id>: that one chosen (or why the link shows nothing)
 if not options:
     st.info("No evaluations shared with the team yet.")
     st.stop()
 if state.get("ev_id") not in options:
     state["ev_id"] = options[0]
-# keyed by the number of evaluations: a new one makes a new picker, showing it (an old picker kept its choice)
-pick = f"ev_pick_{len(options)}"
 st.selectbox("Evaluation", options, index=options.index(state["ev_id"]), key=pick,
              on_change=lambda: state.update(ev_id=state[pick]),
              format_func=lambda k: k if k == NEW else evaluation_label(evaluations[k]))
@@ -66,6 +66,7 @@ st.caption(plain(f"{ev.modality} · {len(ev.spec.prompts)} prompts × {ev.spec.r
                            f"{len(ev.spec.labels)} variants · id {eval_id}"))
 by_line(ev.user_id)
 share_toggle(store.history, "evaluation", ev.id, ev.user_id, ev.shared)
+link_line(ev.id)
 manage_section(store, eval_id, name, url)
 
 st.subheader("1 · Run")

@@ -16,6 +16,7 @@ from services.eval.registry import evaluation
 from services.eval.runs import EvalRuns
 from services.eval.store import EvalStore
 from ui.eval_define import load_for_edit
+from ui.item_links import linked_id, linked_record, record_link
 from ui.media_views import when
 from ui.text import plain
 from ui.workspace_views import owner_of
@@ -29,6 +30,26 @@ DRAW = {
     "video": lambda data, mime: st.video(data, format=mime),
     "text": lambda data, mime: st.code(data.decode("utf-8", "replace"), language=None, wrap_lines=True),
 }
+
+
+EVAL_PAGE = "pages/evaluations.py"
+
+
+def follow_link(evaluations: dict[str, Any], pick: str) -> None:
+    """`?item=<evaluation id>`: that evaluation chosen, once, when the link is opened (the picker, key `pick`,
+    moves freely after); one this person may not see, or deleted, says so in one line."""
+    state = st.session_state
+    linked = linked_record("evaluation", evaluations.__getitem__)
+    if linked is not None and state.get("ev_link_seen") != linked["id"]:
+        state["ev_link_seen"] = state["ev_id"] = linked["id"]
+        state.pop(pick, None)  # a picker drawn before kept its choice: drawn afresh, it shows the linked one
+
+
+def link_line(eval_id: str) -> None:
+    """A link to the evaluation, and a line saying it is the one a link opened."""
+    if linked_id() == eval_id:
+        st.caption("🔗 The linked evaluation")
+    record_link(EVAL_PAGE, eval_id)
 
 
 def _delete(store: EvalStore, eval_id: str) -> None:
