@@ -42,9 +42,14 @@ def _server() -> ModuleType:
     return server
 
 
+def _conversation() -> ModuleType:
+    from services.code import conversation
+    return conversation
+
+
 # Each target kind's generator (a module with python(item), curl(item), cli(item)): "offline" is the embedded
-# engine, which speaks the server's protocol.
-GENERATORS = {"offline": _server, "server": _server}
+# engine, which speaks the server's protocol; a conversation's (its setup and one turn) has a reader of its own.
+GENERATORS = {"offline": _server, "server": _server, "conversation": _conversation}
 
 
 def generate(history: History, item_id: str, lang: str = "python", *,
@@ -61,7 +66,8 @@ def generate_all(history: History, item_id: str, *, servers: Iterable[str] | Non
                  langs: Iterable[str] = LANGS) -> dict[str, Code]:
     """Every form in `langs` of item `item_id`'s code, the item read from the history once (a page's Code panel
     draws all three)."""
-    item = find(history, item_id)
+    conversations = _conversation()
+    item = conversations.read(history, item_id, servers=servers) if conversations.owns(item_id) else find(history, item_id)
     known = None if servers is None else {url.rstrip("/") for url in servers}
     if known is not None and item.made_on in known and item.target_kind == "offline":  # a registered local server
         item = replace(item, target_kind="server", base_url=item.made_on,
