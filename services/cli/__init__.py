@@ -3,7 +3,8 @@
 Commands (`COMMANDS`): the families' own — `speak` and `voices` (services/cli/speech.py, voices.py), `listen`
 (services/cli/listen.py), `image` and `video` (services/cli/media.py), `sound` (services/cli/sound.py) — and the studio's tools: `clip` (a video with a narration and a soundtrack), `converse` (talk to
 a voice agent), `load` (load sweeps), `eval` (blind evaluations), `history` (migrate, list or copy the history),
-`code` (the code that makes a kept item again).
+`code` (the code that makes a kept item again), `converse-report` (a kept conversation as one shareable HTML
+file).
 Each command
 module exposes `register(subparsers, common)`, where `common` is the parent parser holding the shared
 backend options, and sets `func(args) -> int` (the exit code) on its subparser.
@@ -93,11 +94,16 @@ def _code() -> ModuleType:
     return code
 
 
+def _report() -> ModuleType:
+    from services.cli import report
+    return report
+
+
 # Each command's word and the module that registers it, in the order `--help` lists them: the families' own
 # commands, then the studio's tools. (Each module is imported only when its command runs.)
 COMMANDS = {"speak": _speech, "voices": _voices, "listen": _listen, "converse": _converse, "image": _media,
             "video": _media, "sound": _sound, "clip": _clip, "load": _load, "eval": _eval, "history": _history,
-            "code": _code}
+            "code": _code, "converse-report": _report}
 
 
 def _every_command_module() -> tuple[ModuleType, ...]:
