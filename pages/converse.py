@@ -14,7 +14,7 @@ from services.listen import load_audio
 from ui import resources, voice_catalog
 from ui.converse_live import ECHO_HINT, HEARD_KEY, START_LABEL, STOP_LABEL, end_call, heard_line, in_call, live_call
 from ui.converse_compare import compare_section
-from ui.converse_views import conversation_view, converse, cut_notice, kept_conversations, settings_form, setup_of
+from ui.converse_views import conversation_view, converse, cut_notice, kept_conversations, linked_conversation, settings_form, setup_of, share_kept
 from ui.sidebar import sidebar
 from ui.text import plain
 from ui.workspace_views import may
@@ -39,6 +39,7 @@ except StudioError as exc:
 
 can_talk = may("generate")  # else one line why; the kept conversations still show
 cut_notice()  # a call a studio restart (or a replica that went away) cut off: what was kept, said once
+linked_conversation()  # ?item=<conversation id>: that conversation first, whole (or why it cannot be)
 settings = settings_form(voices, endpoints=endpoints)
 setup = None
 try:  # a script's bad line, a reply URL that is not one, an endpoint the mode needs: said once, here
@@ -140,6 +141,7 @@ def conversation_panel() -> None:
         st.warning(ECHO_HINT.format(n=echoes))
     heard_line(state.get("converse_last_heard") or [])
     conversation_view(timeline, audio, key="converse-last")
+    share_kept(kept_id)  # its report, link and code, once kept
 
 
 conversation_panel()

@@ -1,7 +1,8 @@
 """The Converse page's views: the settings, the Setup they make on the sidebar's backend (`setup_of`: a server's URL,
 or SageMaker's endpoints), a conversation run from recorded turns (the CLI's pipeline or native session,
 services/converse), what it shows — the transcript with both sides, each turn's timeline, voice-to-voice
-p50/p95 with n — its downloads (the stereo WAV, the JSON timeline) and the conversations kept in the history.
+p50/p95 with n — its downloads (the stereo WAV, the JSON timeline) and the conversations kept in the history, each
+with its report, link and code (ui/converse_share.py); a link (?item=<id>) shows its conversation first.
 
 A conversation's view is drawn from its timeline (the CLI's `--json` object), the same for one just held and one
 from the history. "First audio" is when the studio received the agent's first audio: the page runs recorded turns
@@ -26,6 +27,8 @@ from ui import resources
 from ui.target_views import guard, reply_picker, target_book
 from ui.media_views import when
 from ui.text import plain
+from ui.converse_share import share_panel
+from ui.item_links import linked_first
 from ui.workspace_views import kept_list, share_toggle
 
 MODES = {"pipeline": "Pipeline (listen → reply → speak)", "native": "Native speech-to-speech (the server's session)"}
@@ -263,8 +266,45 @@ def _kept_body(history: Any, record: Any) -> None:
             audio = None
         conversation_view(record.timeline, audio, key=record.id)
     share_toggle(history, "conversation", record.id, record.user_id, record.shared)
+    share_panel(history, record)
 
 
 def kept_conversations(skip: str | None) -> None:
     kept_list("Earlier conversations", "conversations", lambda h, n: h.conversations.list(limit=n), _kept_body,
               skip=skip)
+
+
+def share_kept(record_id: str | None) -> None:
+    """The conversation just held, once kept: its report, link and code (services/code: read from the history)."""
+    if record_id is None:
+        return
+    history = resources.history()
+    try:
+        record = history.conversations.get(record_id)
+    except StudioError as exc:
+        st.caption(plain(f"Its report and code cannot be made: {exc}"))
+        return
+    share_panel(history, record, key="last-")
+
+
+def linked_conversation() -> None:
+    """The conversation the page's link names (?item=<id>), shown first and whole (ui/item_links.py); one this person
+    may not see, is gone or is still going on says so in one line."""
+    def get(history: Any, record_id: str) -> Any:
+        record = history.conversations.get(record_id)
+        if record.status == "live":  # a call going on is nobody's to see yet
+            raise KeyError(record_id)
+        return record
+
+    def draw(history: Any, record: Any) -> None:
+        if record.cut:
+            st.caption(plain(_cut_line(record)))
+        try:
+            audio = record.audio_bytes()
+        except StudioError as exc:
+            st.error(plain(exc))
+            audio = None
+        conversation_view(record.timeline, audio, key=f"linked-{record.id}")
+        share_panel(history, record, key="linked-")
+
+    linked_first("conversation", get, draw, key="converse-link-close")
