@@ -164,3 +164,20 @@ def test_an_evaluation_link_chooses_it_and_says_so(
 
     _link_to(at, "ev-gone")
     assert f"The linked evaluation ev-gone {GONE}" in _said(at)
+
+
+def test_a_record_the_generators_cannot_read_is_one_line_and_the_page_stays(
+        engine_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import ui.code_views
+
+    made("video", "--url", engine_url, "--prompt", "waves at dawn", "--width", "160", "--height", "96", "--frames",
+         "9", "--fps", "8", "--steps", "4", "--seed", "2", "--out", "v.mp4", data=tmp_path, cwd=tmp_path)
+
+    def misreads(history, item_id, **_):  # as a generator tripping on an odd old record would
+        raise KeyError("prompt")
+    monkeypatch.setattr(ui.code_views, "generate_all", misreads)
+    at = _open(monkeypatch, tmp_path, engine_url, VIDEO)  # _open: no exception on the page
+    [panel] = _panels(at)
+    [line] = [w.value.replace("\\", "") for w in panel.warning]  # (Markdown-escaped)
+    assert "could not be made (KeyError)" in line and not panel.code
+    assert len(at.get("video")) == 1  # the rest of the page: the player

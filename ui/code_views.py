@@ -5,6 +5,7 @@ versions the Python needs, pinned as the studio pins them."""
 from __future__ import annotations
 
 import io
+import logging
 import zipfile
 from typing import Any
 
@@ -14,6 +15,8 @@ from protocol.errors import StudioError
 from services.code import LANGS, generate_all
 from services.history import History
 from ui.text import plain
+
+log = logging.getLogger(__name__)
 
 TITLES = {"python": "Python", "curl": "curl", "cli": "CLI"}
 SUFFIXES = {"python": ".py", "curl": ".sh", "cli": ".sh"}
@@ -32,6 +35,11 @@ def code_panel(history: History, item_id: str, *, key: str = "") -> None:
             codes = generate_all(history, item_id, servers=servers)  # the record read once for the three
         except StudioError as exc:
             st.info(plain(str(exc)))
+            return
+        except Exception as exc:  # noqa: BLE001 — a record the generators misread: this panel says so, the page stays
+            log.exception("no code for %s", item_id)
+            st.warning(plain(f"The code for {item_id} could not be made ({type(exc).__name__}); the server's log "
+                             "has why."), icon="⚠️")
             return
         first = codes["python"]
         for note in first.notes:
