@@ -67,7 +67,7 @@ def generate_all(history: History, item_id: str, *, servers: Iterable[str] | Non
     """Every form in `langs` of item `item_id`'s code, the item read from the history once (a page's Code panel
     draws all three)."""
     conversations = _conversation()
-    item = conversations.read(history, item_id, servers=servers) if conversations.owns(item_id) else find(history, item_id)
+    item = conversations.read(history, item_id, servers=servers) if conversations.owns(item_id) else _find(history, item_id)
     known = None if servers is None else {url.rstrip("/") for url in servers}
     if known is not None and item.made_on in known and item.target_kind == "offline":  # a registered local server
         item = replace(item, target_kind="server", base_url=item.made_on,
@@ -83,6 +83,16 @@ def generate_all(history: History, item_id: str, *, servers: Iterable[str] | Non
                            "is not written yet — only for the offline engine and vLLM-Omni servers")
     files = {name: data for name, data in item.files.items() if data is not None}
     return {lang: Code(item, lang, getattr(load(), lang)(item), files, item.notes) for lang in langs}
+
+
+def _find(history: History, item_id: str) -> Item:
+    """A kept item: a clip (a video job the studio muxed, services/code/clip.py) or any other (items.find)."""
+    from services.code.clip import NotAClip, read_clip
+
+    try:
+        return read_clip(history, item_id)
+    except NotAClip:
+        return find(history, item_id)
 
 
 def _address_withheld(item: Item) -> Item:

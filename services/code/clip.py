@@ -20,6 +20,7 @@ from typing import Any
 
 from protocol.errors import InvalidInput, StudioError
 from services.code.items import Item
+from services.code.literals import const as _const, py_dict as _py_dict, py_value as _py_value
 
 CLIP_ROUTE = "clip"  # the Item.route of a clip: not a server route, the studio's own mux
 SOURCE_FILE = "source.mp4"
@@ -46,15 +47,22 @@ def request_of(params: dict[str, Any], clip: dict[str, Any], files: list[str]) -
     return request
 
 
+class NotAClip(InvalidInput):
+    """The id is no clip (another kind of item, or none): the other readers look."""
+
+
 def read_clip(history: Any, item_id: str) -> Item:
     """The clip `item_id` as an Item (InvalidInput when it is no clip the reader may see)."""
     from services.clips.make import CLIP_FILE
     from services.code.items import ENGINE_URL, _target
 
-    job = history.jobs.get(item_id)
+    try:
+        job = history.jobs.get(item_id)
+    except StudioError:
+        raise NotAClip(f"{item_id} is not a job") from None
     clip = job.meta.get("clip")
     if not clip:
-        raise InvalidInput(f"{item_id} is not a clip")
+        raise NotAClip(f"{item_id} is not a clip")
     files, notes = {name: _read(job, name) for name in job.inputs}, []
     request = request_of(dict(job.params), clip, list(files))
     generates = "narration" in request or "soundtrack" in request
@@ -89,15 +97,8 @@ def _read(job: Any, name: str) -> bytes | None:
         return None
 
 
-def _const(name: str) -> str:
-    from services.code.server import _const as const
-    return const(name)
-
-
 # -- Python -------------------------------------------------------------------------------------------------------
 def python(item: Item, consts: str) -> str:
-    from services.code.server import _py_dict, _py_value
-
     body = item.request
     parts = ""
     if "narration" in body:

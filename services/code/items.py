@@ -52,18 +52,13 @@ class Item:
 
 def find(history: History, item_id: str) -> Item:
     """The item `item_id` the history's actor may see; UnknownItem naming it otherwise."""
-    for read in (_clip, _job, _take, _transcript):
+    for read in (_job, _take, _transcript):
         try:
             return read(history, item_id)
         except InvalidInput:
             continue
     raise UnknownItem(f"there is no item {item_id!r} (job, speech take or transcript) you can see in the history "
                       f"at {history.where}: `python -m services history list` lists them")
-
-
-def _clip(history: History, item_id: str) -> Item:
-    from services.code.clip import read_clip  # a clip is a video job the studio muxed (services/code/clip.py)
-    return read_clip(history, item_id)
 
 
 def _target(target: str, route: str | None = None) -> tuple[str, str, list[str]]:

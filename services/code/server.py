@@ -16,6 +16,7 @@ from protocol.listen import TRANSCRIPTIONS_PATH
 from protocol.sound import SOUND_PATH
 from protocol.videos import VIDEO_SYNC_PATH
 from services.code import clip
+from services.code.literals import const as _const, kwargs as _kwargs, py_dict as _py_dict, py_value as _py_value
 from services.code.items import SPEECH_PATH, Item
 
 # The file each route's script writes: a name, or the request's field naming the format ("image.<that>").
@@ -44,23 +45,6 @@ def _header(item: Item, comment: str) -> str:
             + _notes(item, comment))
 
 
-def _py_value(value: Any) -> str:
-    """A Python literal of `value`, strings in double quotes."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_py_value(k)}: {_py_value(v)}" for k, v in value.items()) + "}"
-    return repr(value)
-
-
-def _py_dict(body: dict[str, Any]) -> str:
-    return "{\n" + "".join(f"    {_py_value(k)}: {_py_value(v)},\n" for k, v in body.items()) + "}"
-
-
-def _kwargs(body: dict[str, Any], indent: str = "    ") -> str:
-    return "".join(f"{indent}{k}={_py_value(v)},\n" for k, v in body.items())
-
-
 # -- Python -------------------------------------------------------------------------------------------------------
 def python(item: Item) -> str:
     body = dict(item.request)
@@ -78,11 +62,6 @@ def _sh_base(item: Item) -> str:
     if item.base_url:
         return f"BASE_URL=\"${{BASE_URL:-{item.base_url}}}\""
     return "BASE_URL=\"${BASE_URL:?set BASE_URL to the server's address (see the note above)}\""
-
-
-def _const(name: str) -> str:
-    stem = name.rsplit(".", 1)[0]
-    return "".join(c if c.isalnum() else "_" for c in stem).upper() or "REFERENCE"
 
 
 def _py_image(item: Item, body: dict[str, Any], consts: str) -> str:
