@@ -2,6 +2,7 @@
 
     item = find(history, "20261206-151034-3501f102")   # a job's id, a speech take's or a transcript's
     item.route, item.request, item.base_url, item.files, item.notes
+    item.endpoint, item.region     # an item made on SageMaker: its endpoint and region (sagemaker_target)
 
 `request` is what the family's client sent, rebuilt from what the history kept (the job's `params`, the take's
 `config`, the transcript's model and language) — nothing the studio added for itself (timings, body sizes, ids).
@@ -9,11 +10,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from protocol import catalog
 from protocol.errors import InvalidInput, StudioError
+from protocol.sagemaker import DEFAULT_REGION
 from services.history import History
 
 from protocol.images import IMAGE_EDITS_PATH, IMAGES_PATH
@@ -48,15 +52,19 @@ class Item:
     made_on: str = ""  # the base URL it was made on, as kept
     files: dict[str, bytes | None] = field(default_factory=dict)  # reference files (None: deleted since)
     notes: tuple[str, ...] = ()
+    endpoint: str = ""  # made on SageMaker: the endpoint's name ("" when the kept target does not say)
+    region: str = ""  # … and its region
+    s3_requests: str = ""  # an async job's: where the studio puts request bodies over the inline limit (s3://b/p)
 
 
 def find(history: History, item_id: str) -> Item:
     """The item `item_id` the history's actor may see; UnknownItem naming it otherwise."""
     for read in (_job, _take, _transcript):
         try:
-            return read(history, item_id)
+            item = read(history, item_id)
         except InvalidInput:
             continue
+        return _on_sagemaker(item) if item.target_kind == "sagemaker" else item
     raise UnknownItem(f"there is no item {item_id!r} (job, speech take or transcript) you can see in the history "
                       f"at {history.where}: `python -m services history list` lists them")
 
@@ -71,6 +79,45 @@ def _target(target: str, route: str | None = None) -> tuple[str, str, list[str]]
         return "offline", ENGINE_URL, [f"{LOCAL_ENGINE_NOTE} at {base}, which may be gone; the script "
                                        f"calls `make engine`'s address, {ENGINE_URL} (set BASE_URL for another)"]
     return ("offline" if base == ENGINE_URL else "server"), base, []
+
+
+# The forms a SageMaker target is kept in: the transports' "SageMaker endpoint NAME (REGION)" (also with ", HTTP/2
+# PATH" after the region), the video jobs' "sagemaker://REGION/NAME", the voice library's "sagemaker:REGION/NAME", a
+# picker's "sagemaker:NAME", and the backend's label "SageMaker REGION: voice=NAME, image=NAME" (a take's).
+_SAGEMAKER_FORMS = (
+    re.compile(r"SageMaker endpoint (?P<name>[A-Za-z0-9-]+) \((?P<region>[a-z0-9-]+)(?:, [^)]*)?\)"),
+    re.compile(r"sagemaker://(?P<region>[a-z0-9-]+)/(?P<name>[A-Za-z0-9-]+)/?"),
+    re.compile(r"sagemaker:(?:(?P<region>[a-z0-9-]+)/)?(?P<name>[A-Za-z0-9-]+)"),
+)
+_SAGEMAKER_LABEL = re.compile(r"SageMaker (?P<region>[a-z0-9-]+): (?P<names>.*)")
+
+
+def sagemaker_target(target: str, family: str | None = None) -> tuple[str | None, str | None]:
+    """(endpoint name, region) of a kept SageMaker target, None for what it does not say; `family` picks the
+    endpoint out of the backend's label, which names one per family."""
+    for form in _SAGEMAKER_FORMS:
+        if m := form.fullmatch(target.strip()):
+            return m["name"], m["region"]
+    if m := _SAGEMAKER_LABEL.fullmatch(target.strip()):
+        names = dict(pair.strip().partition("=")[::2] for pair in m["names"].split(","))
+        return (names.get(family) or None) if family else None, m["region"]
+    return None, None
+
+
+def _family(route: str) -> str | None:
+    """The family whose route `route` is (protocol/catalog.py)."""
+    return next((f.name for f in catalog.FAMILIES if route in f.routes), None)
+
+
+def _on_sagemaker(item: Item) -> Item:
+    """The item with its endpoint and region read from its kept target (a note for what the target does not say)."""
+    name, region = sagemaker_target(item.target, _family(item.route))
+    notes = list(item.notes)
+    if name is None:
+        notes.append(f"{item.id} was made on {item.target!r}, which names no endpoint: set ENDPOINT_NAME to yours")
+    if region is None:
+        notes.append(f"{item.id}'s target names no region: the code says {DEFAULT_REGION} (set REGION for another)")
+    return replace(item, endpoint=name or "ENDPOINT-NAME", region=region or DEFAULT_REGION, notes=tuple(notes))
 
 
 def _made_on(target: str, route: str | None = None) -> str:
@@ -98,14 +145,31 @@ def _files(names: list[str], read: Any, what: str) -> tuple[dict[str, bytes | No
 def _job(history: History, item_id: str) -> Item:
     job = history.jobs.get(item_id)
     sent = next((r for r in JOB_ROUTES if job.target.endswith(r)), None)
-    route = IMAGE_EDITS_PATH if job.meta.get("edit") else sent
     kind_, base, notes = _target(job.target, sent)
+    # A SageMaker job's target names no route (it rides in CustomAttributes): its family's route the body is for.
+    route = sent or next((r for r in catalog.family(job.kind).routes if r in _BODIES), None)
+    if job.meta.get("edit"):
+        route = IMAGE_EDITS_PATH
     if route is None:
-        route = next(iter(_BODIES))  # a SageMaker job: its target names no route (no code for it yet)
+        raise InvalidInput(f"{job.kind} job {job.id}: no code is written for that kind of job")
     files, lost = _files(list(job.inputs), job.read, f"{job.kind} {job.id}")
-    request = _BODIES[route](dict(job.params), list(files)) if kind_ != "sagemaker" else dict(job.params)
+    if job.meta.get("fitting"):
+        notes.append(f"the studio fitted the references before sending ({job.meta['fitting']}); the code sends them "
+                     "as kept, before fitting")
+    request = _BODIES[route](dict(job.params), list(files))
     return Item(job.id, route, f"{job.kind} job", job.kind, job.prompt, request, job.target, kind_, base,
-                _made_on(job.target, sent), files, tuple(notes + lost))
+                _made_on(job.target, sent), files, tuple(notes + lost), s3_requests=_s3_requests(job.handle))
+
+
+def _s3_requests(handle: dict[str, Any] | None) -> str:
+    """s3://BUCKET/PREFIX/requests, where an async job's request bodies go, from its output location
+    (s3://BUCKET/PREFIX/outputs/…, as `python -m infra deploy` configures it); "" when the job kept none."""
+    output = str(((handle or {}).get("data") or {}).get("output") or "")
+    if not output.startswith("s3://"):
+        return ""
+    bucket, _, key = output[5:].partition("/")
+    prefix = key.rsplit("/outputs/", 1)[0] if "/outputs/" in key else ""
+    return f"s3://{bucket}" + (f"/{prefix}" if prefix else "") + "/requests"
 
 
 def _image_body(params: dict[str, Any], inputs: list[str]) -> dict[str, Any]:
