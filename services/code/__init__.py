@@ -8,7 +8,9 @@
 
 items.py reads an item (a job, a speech take, a transcript) back into the request its family's client sent; a
 generator per kind of target writes the code — server.py for the offline engine and any vLLM-Omni server by URL
-(services/kinds.py). SageMaker's comes next: a module with the same three functions, added to GENERATORS.
+(services/kinds.py), sagemaker.py (its shell forms in sagemaker_shell.py) for a SageMaker endpoint: boto3's
+invoke_endpoint / invoke_endpoint_async and the HTTP/2 bidirectional stream, with ENDPOINT_NAME and REGION at the
+top (read from the item's kept target by items.sagemaker_target) and credentials from boto3's chain, never written.
 Someone else's item the reader may not see is refused as the history refuses it; an unknown id raises UnknownItem.
 """
 
@@ -42,6 +44,11 @@ def _server() -> ModuleType:
     return server
 
 
+def _sagemaker() -> ModuleType:
+    from services.code import sagemaker
+    return sagemaker
+
+
 def _conversation() -> ModuleType:
     from services.code import conversation
     return conversation
@@ -49,7 +56,7 @@ def _conversation() -> ModuleType:
 
 # Each target kind's generator (a module with python(item), curl(item), cli(item)): "offline" is the embedded
 # engine, which speaks the server's protocol; a conversation's (its setup and one turn) has a reader of its own.
-GENERATORS = {"offline": _server, "server": _server, "conversation": _conversation}
+GENERATORS = {"offline": _server, "server": _server, "sagemaker": _sagemaker, "conversation": _conversation}
 
 
 def generate(history: History, item_id: str, lang: str = "python", *,
@@ -80,7 +87,7 @@ def generate_all(history: History, item_id: str, *, servers: Iterable[str] | Non
     load = GENERATORS.get(item.target_kind)
     if load is None:
         raise InvalidInput(f"{item.id} was made on {item.target} ({item.target_kind}); code for that kind of target "
-                           "is not written yet — only for the offline engine and vLLM-Omni servers")
+                           "is not written yet — only for the offline engine, vLLM-Omni servers and SageMaker endpoints")
     files = {name: data for name, data in item.files.items() if data is not None}
     return {lang: Code(item, lang, getattr(load(), lang)(item), files, item.notes) for lang in langs}
 
