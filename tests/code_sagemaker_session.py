@@ -1,0 +1,156 @@
+"""One session on the emulated SageMaker account for tests/test_code_sagemaker.py, run under `python -m emulator exec`
+(a fresh exec starts an empty account, so everything happens in this one process tree):
+
+1. `python -m infra deploy` the endpoints the items need (voice, image, video, listen, sound), as a person would;
+2. make the items the studio's way on `--backend sagemaker`: a seeded image, an edit, a seeded sound and a video with
+   the studio's CLI (each --json), a speech take through the studio's voice client kept as the Voice page keeps it,
+   and a transcript of that take by `listen`, kept as the Listen page keeps it;
+3. for each, `python -m services code ID --lang L --out FOLDER/code.*` and run that code unchanged in FOLDER (its
+   own folder, the studio on no PYTHONPATH) — `python code.py` or `sh code.sh`.
+
+    python -m emulator exec -- python tests/code_sagemaker_session.py WORK RUNS
+
+WORK holds the studio's inputs (cat.png, ref.png); RUNS is a JSON list of [item, lang] to run ("image", "edit",
+"sound", "video", "take", "transcript"). Writes WORK/made.json (what the studio made: ids, files, figures) and
+WORK/ran.json (each run's folder and seconds); exits non-zero at the first step that fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROLE_ARN = "arn:aws:iam::123456789012:role/code-handover-test"
+NOT_KEPT = {"type", "ref_audio", "speaker_embedding"}  # as ui/voice_views.py keeps a take's config
+TAKE_TEXT = "The harbour lights came on one by one."
+ENDPOINT_OF = {"edit": "image"}  # the items sharing an endpoint
+
+
+def studio_env(work: Path) -> dict[str, str]:
+    return {**os.environ, "OMNI_STUDIO_DATA_DIR": str(work / "data"), "OMNI_STUDIO_CONFIG": "",
+            "OMNI_STUDIO_STATE_FILE": str(work / "state.json"), "PYTHONPATH": str(ROOT)}
+
+
+def run(argv: list[str], *, cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        sys.exit(f"`{' '.join(argv)}` exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def services(work: Path, *args: str) -> dict:
+    out = run([sys.executable, "-m", "services", *args, "--backend", "sagemaker", "--json"], cwd=work,
+              env=studio_env(work))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def deploy(work: Path) -> None:
+    run([sys.executable, "-m", "infra", "deploy", "voice", "image", "video", "listen", "sound", "--no-ttl", "--no-smoke",
+         "--no-scale-to-zero", "--role-arn", ROLE_ARN, "--instance-types", "sound=ml.g5.xlarge",  # g6: a quota of 4
+         "--state-file", str(work / "state.json"), "--poll-seconds", "0.2"], cwd=work, env=studio_env(work))
+
+
+def speak(work: Path) -> str:
+    """A take as the Voice page makes and keeps one: the studio's voice client on the SageMaker backend (its HTTP/2
+    stream), kept with the backend's target and the session.config (what ui/voice_views.py keeps)."""
+    os.environ.update({k: v for k, v in studio_env(work).items() if k.startswith("OMNI_STUDIO_")})
+    os.environ["OMNI_STUDIO_BACKEND"] = "sagemaker"
+    from services.backend import create_backend
+    from services.history import History
+    from services.settings import load_settings
+    from services.speech import speech_config
+
+    backend = create_backend(load_settings())
+    history = History.of(load_settings())
+    try:
+        config = speech_config(language="English", seed=5)
+        utterance = asyncio.run(backend.client("voice").say(config, TAKE_TEXT)).raise_for_error()
+        wav = utterance.wav()
+        take = history.takes.record(TAKE_TEXT, wav, target=backend.target, config=config.model_dump(
+            mode="json", exclude_none=True, exclude=NOT_KEPT))
+    finally:
+        history.close()
+        backend.close()
+    (work / "take.wav").write_bytes(wav)
+    return take.id
+
+
+def keep_transcript(work: Path, said: dict) -> str:
+    """The transcript kept as the Listen page keeps it (ui/listen_views.py), with its recording."""
+    from services.history import History
+    from services.settings import load_settings
+
+    history = History.of(load_settings())
+    try:
+        record = history.transcripts.record(said["text"], source="take.wav", route="file", model=said["model"],
+                                            backend="sagemaker", target=said["target"],
+                                            audio=(work / "take.wav").read_bytes(), audio_name="take.wav")
+    finally:
+        history.close()
+    return record.id
+
+
+def make(work: Path) -> dict:
+    made: dict = {}
+    made["image"] = services(work, "image", "--prompt", "a fox at dusk", "--size", "192x128", "--seed", "7",
+                             "--out", "fox.png")
+    made["edit"] = services(work, "image", "--edit", "cat.png", "--prompt", "make it blue", "--size", "160x120",
+                            "--seed", "9", "--out", "blue.png")
+    made["sound"] = services(work, "sound", "--prompt", "rain on a tin roof", "--seconds", "2", "--seed", "11",
+                             "--out", "rain.wav")
+    made["video"] = services(work, "video", "--prompt", "waves", "--image", "ref.png", "--width", "512", "--height",
+                             "384", "--frames", "9", "--seed", "3", "--out", "waves.mp4")
+    made["take"] = {"id": speak(work), "file": "take.wav"}
+    said = services(work, "listen", "take.wav")
+    made["transcript"] = {**said, "id": keep_transcript(work, said)}
+    for what in ("image", "edit", "sound", "video"):
+        made[what]["id"] = made[what]["job_id"]
+    return made
+
+
+def run_code(work: Path, what: str, item_id: str, lang: str) -> dict:
+    """The item's code written into a folder of its own and run there as a reader runs it: no studio on the path."""
+    folder = work / "runs" / f"{what}-{lang}"
+    folder.mkdir(parents=True)
+    script = folder / ("code.py" if lang == "python" else "code.sh")
+    run([sys.executable, "-m", "services", "code", item_id, "--lang", lang, "--out", str(script)], cwd=work,
+        env=studio_env(work))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("OMNI_STUDIO_")}
+    if lang == "cli":  # the studio's own command line: where the studio is installed, its venv first on PATH
+        env |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}", "PYTHONPATH": str(ROOT),
+                "OMNI_STUDIO_DATA_DIR": str(work / "data"), "OMNI_STUDIO_CONFIG": ""}
+    started = time.monotonic()
+    out = run([sys.executable, script.name] if lang == "python" else ["sh", script.name], cwd=folder, env=env)
+    return {"what": what, "lang": lang, "folder": str(folder), "stdout": out, "s": round(time.monotonic() - started, 2)}
+
+
+def main() -> None:
+    work, runs = Path(sys.argv[1]).resolve(), json.loads(sys.argv[2])
+    started = time.monotonic()
+    deploy(work)
+    deployed = time.monotonic()
+    made = make(work)
+    (work / "made.json").write_text(json.dumps(made, indent=1))
+    items = time.monotonic()
+    # Each endpoint's runs one after the other, the endpoints' side by side: the offline engine behind the emulator
+    # batches concurrent speech sessions, and a take spoken in a batch is not the take spoken alone.
+    groups: dict[str, list] = {}
+    for what, lang in runs:
+        groups.setdefault(ENDPOINT_OF.get(what, what), []).append((what, lang))
+    with ThreadPoolExecutor(len(groups) or 1) as pool:
+        ran = [r for done in pool.map(lambda group: [run_code(work, what, made[what]["id"], lang)
+                                                      for what, lang in group], groups.values()) for r in done]
+    timing = {"deploy_s": deployed - started, "make_s": items - deployed, "code_s": time.monotonic() - items}
+    (work / "ran.json").write_text(json.dumps({"runs": ran, "timing": timing}, indent=1))
+    print(json.dumps(timing), flush=True)
+
+
+if __name__ == "__main__":
+    main()
