@@ -90,6 +90,11 @@ def test_define_run_review_blind_reveal_and_export(engine_url: str, monkeypatch:
     assert "no significant difference" in _text(at)  # two ratings separate nothing
     labels = [b.label for b in at.get("download_button")]
     assert {"Export ZIP", "Blind sheet ZIP", "Report HTML", "Results JSON"} <= set(labels), labels
+    # each variant's request as code, once revealed: the variant picked, its settings in the script
+    assert at.selectbox(key=f"eval-code-{ev['id']}").options == ["four", "eight"]
+    assert '"num_inference_steps": 4' in at.code[0].value and "variant four" in at.code[0].value
+    at.selectbox(key=f"eval-code-{ev['id']}").select("eight").run()
+    assert '"num_inference_steps": 8' in at.code[0].value and '"seed": 1' in at.code[0].value
 
 
 def test_a_down_target_fails_alone_and_the_run_continues_later(engine_url: str, monkeypatch: pytest.MonkeyPatch,

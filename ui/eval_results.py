@@ -20,6 +20,7 @@ from services.eval.registry import evaluation
 from services.eval.report import render, results, variant_rows, verdicts, wer_lines
 from services.eval.store import EvalStore
 from services.eval.table import people_rows
+from ui.code_views import code_panel
 from ui.resources import uploads_allowed
 from ui.text import plain
 
@@ -53,6 +54,20 @@ def results_section(store: EvalStore, eval_id: str) -> None:
     if part.rated:
         _rated(res)
     _exports(store, eval_id, res, rated=part.rated)
+    _variant_code(store, eval_id)
+
+
+def _variant_code(store: EvalStore, eval_id: str) -> None:
+    """A variant's request as code (services/code/evaluation.py): its first item made, on its own target."""
+    made: dict[str, str] = {}
+    for item in store.items(eval_id, status="succeeded"):
+        made.setdefault(item.variant, item.id)
+    if not made:
+        return
+    labels = [label for label in store.get(eval_id).spec.labels if label in made]  # the SPEC's order
+    label = st.selectbox("Code for a variant", labels, key=f"eval-code-{eval_id}",
+                         help="the request the variant's settings make for its first prompt, as a script")
+    code_panel(store.history, made[label], key=f"eval-{eval_id}-")
 
 
 def _chart(chart: Chart, rows: list[dict[str, Any]]) -> None:

@@ -93,12 +93,18 @@ def generate_all(history: History, item_id: str, *, servers: Iterable[str] | Non
 
 
 def _find(history: History, item_id: str) -> Item:
-    """A kept item: a clip (a video job the studio muxed, services/code/clip.py) or any other (items.find)."""
+    """A kept item: a clip (a video job the studio muxed, services/code/clip.py), an evaluation's item
+    (services/code/evaluation.py) or any other (items.find)."""
+    from services.code import evaluation
     from services.code.clip import NotAClip, read_clip
 
     try:
         return read_clip(history, item_id)
     except NotAClip:
+        pass
+    try:
+        return evaluation.read(history, item_id)
+    except evaluation.NotAnEvalItem:
         return find(history, item_id)
 
 
