@@ -12,6 +12,7 @@ from pathlib import Path
 import av
 import pytest
 
+from protocol.errors import InvalidInput
 from services.access import Principal
 from services.code import LANGS, UnknownItem, generate, generate_all
 from services.history import History
@@ -168,3 +169,16 @@ def test_a_viewer_gets_a_shared_items_code_with_the_servers_address_left_as_a_va
     unset = subprocess.run(["sh", "code.sh"], cwd=tmp_path / "sh", capture_output=True, text=True, timeout=60,
                            env={"PATH": os.environ["PATH"]})
     assert unset.returncode != 0 and "set BASE_URL to the server's address" in unset.stderr
+
+
+def test_a_job_kept_without_a_route_or_params_gets_its_code_from_its_prompt(tmp_path: Path) -> None:
+    history = History(tmp_path / "data")
+    try:
+        job = history.jobs.create("video", "waves at dawn", {}, target="http://127.0.0.1:8091", status="running")
+        code = generate(history, job.id)  # the route from its family, the prompt from the job's own column
+        assert "/v1/videos/sync" in code.text and '"prompt": "waves at dawn"' in code.text
+        odd = history.jobs.create("image", "a fox", {"size": 512}, target="http://127.0.0.1:8091", status="running")
+        with pytest.raises(InvalidInput, match=f"image job {odd.id}'s record lacks what its request needs"):
+            generate(history, odd.id)
+    finally:
+        history.close()

@@ -38,6 +38,10 @@ class UnknownItem(InvalidInput):
     exit_code = 2
 
 
+class UnreadableItem(InvalidInput):
+    """The item is there, but its record lacks what its request needs (an old or damaged one): no code for it."""
+
+
 @dataclass(frozen=True)
 class Item:
     id: str
@@ -62,6 +66,8 @@ def find(history: History, item_id: str) -> Item:
     for read in (_job, _take, _transcript):
         try:
             item = read(history, item_id)
+        except UnreadableItem:
+            raise
         except InvalidInput:
             continue
         return _on_sagemaker(item) if item.target_kind == "sagemaker" else item
@@ -156,7 +162,11 @@ def _job(history: History, item_id: str) -> Item:
     if job.meta.get("fitting"):
         notes.append(f"the studio fitted the references before sending ({job.meta['fitting']}); the code sends them "
                      "as kept, before fitting")
-    request = _BODIES[route](dict(job.params), list(files))
+    try:  # the prompt is the job's own column; an old or damaged record may lack the rest
+        request = _BODIES[route]({"prompt": job.prompt, **job.params}, list(files))
+    except (TypeError, KeyError, ValueError) as exc:
+        raise UnreadableItem(f"{job.kind} job {job.id}'s record lacks what its request needs ({exc!r}): no code can "
+                           "be written for it") from None
     return Item(job.id, route, f"{job.kind} job", job.kind, job.prompt, request, job.target, kind_, base,
                 _made_on(job.target, sent), files, tuple(notes + lost), s3_requests=_s3_requests(job.handle))
 
