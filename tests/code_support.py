@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from services.code.packages import needs
 from tests.cli_support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +36,8 @@ def code_for(item_id: str, folder: Path, *, data: Path, lang: str = "python") ->
     path = folder / ("code.py" if lang == "python" else "code.sh")
     r = studio("code", item_id, "--lang", lang, "--out", str(path), data=data)
     assert r.returncode == 0, r.stderr
+    if lang == "python":
+        needs(path.read_text())  # UnpinnedImport: it imports a package the studio does not pin
     return path
 
 

@@ -206,11 +206,3 @@ def test_the_commands_that_take_endpoint_are_the_ones_the_cli_form_gives_it_to()
         parser = build_parser([command])
         sub = next(a for a in parser._actions if a.dest == "command")
         assert ("--endpoint" in sub.choices[command]._option_string_actions) == (route in ENDPOINT_FLAG), command
-
-
-def test_the_packages_named_for_sagemaker_code_are_the_ones_the_studio_pins() -> None:
-    from services.code.sagemaker import PACKAGES
-
-    pinned = (ROOT / "requirements.txt").read_text()
-    for pin in PACKAGES.split(", "):
-        assert f"\n{pin}\n" in pinned, pin

@@ -20,8 +20,6 @@ log = logging.getLogger(__name__)
 
 TITLES = {"python": "Python", "curl": "curl", "cli": "CLI"}
 SUFFIXES = {"python": ".py", "curl": ".sh", "cli": ".sh"}
-# What the generated Python imports, as requirements*.txt pin them (the studio's own versions).
-PACKAGES = "openai==3.63.0, httpx==0.28.1, websockets==17.4"
 
 
 def code_panel(history: History, item_id: str, *, key: str = "") -> None:
@@ -44,8 +42,10 @@ def code_panel(history: History, item_id: str, *, key: str = "") -> None:
         first = codes["python"]
         for note in first.notes:
             st.caption(plain(f"Note: {note}"))
-        st.caption(plain(f"The Python needs {PACKAGES} (pip install them). Set BASE_URL to point it at another "
-                         "server; the output file is named at its top."))
+        needs = ", ".join(first.packages) or "only Python's standard library"
+        where = " and ".join(first.settings)
+        st.caption(plain(f"The Python needs {needs} (pip install them). Set {where} to point it elsewhere; the "
+                         "output file is named at its top."))
         for tab, lang in zip(st.tabs([TITLES[lang] for lang in LANGS]), LANGS):
             with tab:
                 st.code(codes[lang].text, language="python" if lang == "python" else "bash")

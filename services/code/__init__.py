@@ -38,6 +38,17 @@ class Code:
     files: dict[str, bytes]  # the reference files still kept, to write beside the script
     notes: tuple[str, ...]
 
+    @property
+    def packages(self) -> tuple[str, ...]:
+        """What `pip install` needs for the Python form, pinned as the studio pins it (none for curl and the CLI)."""
+        from services.code.packages import needs
+        return needs(self.text) if self.lang == "python" else ()
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The constants at the script's top that say where it goes: BASE_URL, or ENDPOINT_NAME and REGION."""
+        return ("ENDPOINT_NAME", "REGION") if self.item.target_kind == "sagemaker" else ("BASE_URL",)
+
 
 def _server() -> ModuleType:
     from services.code import server

@@ -25,9 +25,6 @@ from services.code.server import _const, _py_dict, _py_value, out_name
 CREDENTIALS = ("Credentials: boto3's default chain (AWS_* variables, ~/.aws profiles and SSO, an instance or task "
                "role) — none are written here.")
 LIMIT_MB = REALTIME_PAYLOAD_MAX_BYTES // (1024 * 1024)
-# What the generated Python imports, as requirements.txt pins them (a speech take's stream needs the HTTP/2 SDK;
-# urllib3, for the multipart bodies, comes with boto3). A page shows it beside the code.
-PACKAGES = "boto3==1.44.5, aws-sdk-sagemaker-runtime-http2[awscrt]==0.12.0"
 
 
 def _refs_py(item: Item) -> str:
