@@ -23,3 +23,12 @@ def test_needs_reads_the_imports_in_order_and_skips_the_standard_library() -> No
     assert needs("import json\nimport wave\n") == ()
     with pytest.raises(UnpinnedImport, match="requests"):
         needs("import requests\n")
+
+
+def test_a_file_beside_the_script_is_named_by_a_constant_python_and_sh_accept() -> None:
+    from services.code.literals import const
+
+    assert [const(n) for n in ("reference-1.png", "0000.wav", "talk.wav", "ünï.wav", ".wav")] == \
+        ["REFERENCE_1", "FILE_0000", "TALK", "FILE__N_", "REFERENCE"]
+    for name in ("0000.wav", "ünï.wav"):
+        compile(f"{const(name)} = 1", "<const>", "exec")

@@ -150,7 +150,7 @@ def test_a_take_survives_a_reload_and_the_team_sees_it_once_shared(
     again = _as(monkeypatch, ALICE, tmp_path, engine_url)  # reloaded: the session's takes are gone, the history's not
     assert again.session_state["voice_history"] == []
     assert "Kept across reloads, with its figures." in _texts(again) and not _by(again)
-    assert [d.label for d in again.get("download_button")] == ["Download WAV"]
+    assert [d.label for d in again.get("download_button")][:2] == ["Download WAV", "Download Python"]  # its code
     assert again.get("audio")  # playable again
 
     bob = _as(monkeypatch, BOB, tmp_path, engine_url)

@@ -104,8 +104,19 @@ def close_link() -> None:
 
 def item_link(page: str, job: Job, container: Any = st) -> None:
     """A link that opens `page` with this job shown first (copy it to send it to someone who sees it)."""
-    container.page_link(page, label="Link to this item", icon="🔗", query_params={ITEM_PARAM: job.id},
-                        help=f"opens the page with this item first (?{ITEM_PARAM}={job.id})")
+    link_to(page, job.id, container)
+
+
+def link_to(page: str, item_id: str, container: Any = st) -> None:
+    """"Link to this item": `page` with `?item=<item_id>`. A page opened on its own (not through app.py's
+    navigation, as a test may) has no page registry to link through: the link is then this page's own query."""
+    from streamlit.errors import StreamlitPageNotFoundError
+
+    hint = f"opens the page with this item first (?{ITEM_PARAM}={item_id})"
+    try:
+        container.page_link(page, label="Link to this item", icon="🔗", query_params={ITEM_PARAM: item_id}, help=hint)
+    except StreamlitPageNotFoundError:
+        container.markdown(f"[🔗 Link to this item](?{ITEM_PARAM}={item_id})", help=hint)
 
 
 def may_change(history: History, job: Job) -> bool:

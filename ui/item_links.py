@@ -17,7 +17,7 @@ import streamlit as st
 
 from protocol.errors import StudioError
 from ui import resources
-from ui.gallery_views import ITEM_PARAM, close_link
+from ui.gallery_views import ITEM_PARAM, close_link, link_to
 from ui.text import plain, shorten
 from ui.workspace_views import KEPT_TEXT_SHOWN, by_line
 
@@ -26,8 +26,7 @@ LINK_LABEL = "Link to this item"
 
 def record_link(page: str, record_id: str, container: Any = st) -> None:
     """A link that opens `page` with this record shown first (copy it to send it to someone who sees it)."""
-    container.page_link(page, label=LINK_LABEL, icon="🔗", query_params={ITEM_PARAM: record_id},
-                        help=f"opens the page with this item first (?{ITEM_PARAM}={record_id})")
+    link_to(page, record_id, container)
 
 
 def linked_id() -> str | None:

@@ -29,4 +29,5 @@ def kwargs(body: dict[str, Any], indent: str = "    ") -> str:
 def const(name: str) -> str:
     """The constant (and environment variable) a file beside the script is named by."""
     stem = name.rsplit(".", 1)[0]
-    return "".join(c if c.isalnum() else "_" for c in stem).upper() or "REFERENCE"
+    word = "".join(c if c.isascii() and c.isalnum() else "_" for c in stem).upper() or "REFERENCE"
+    return word if word[0].isalpha() else f"FILE_{word}"  # "0000.wav" → FILE_0000: a name Python and sh accept
