@@ -84,7 +84,7 @@ def _pipeline(item: Item, consts: str) -> str:
                f"CONFIG = {lit(config)}\n")
     return ("import json\nimport os\nimport re\nimport wave\n\nfrom openai import OpenAI\nfrom websockets.sync.client "
             f"import connect\n\n{consts}{KEY_NOTE}\nKEY = os.environ.get(\"OPENAI_API_KEY\")\n\n\n" + _LISTEN + reply
-            + _SPEAK)
+            + _SPEAK + _SAVE_REPLY)
 
 
 def _block(text: str) -> str:
@@ -181,13 +181,6 @@ with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"} if KEY e
             raise SystemExit(f"the speech server said: {event['message']}")
         elif event["type"] == "session.done":
             break
-print("agent:", reply.strip())
-with wave.open(OUT, "wb") as w:
-    w.setnchannels(1)
-    w.setsampwidth(2)
-    w.setframerate(rate)
-    w.writeframes(bytes(pcm))
-print(OUT)
 '''
 
 
@@ -205,7 +198,8 @@ def _native(item: Item, consts: str) -> str:
                f"(its voice, how a turn ends)\nSESSION = {lit(session)}\nif INSTRUCTIONS:\n    "
                "SESSION[\"session\"][\"instructions\"] = INSTRUCTIONS\n")
     return ("import base64\nimport json\nimport os\nimport time\nimport wave\n\nfrom websockets.sync.client import "
-            f"connect\n\n{consts}{KEY_NOTE}\nKEY = os.environ.get(\"OPENAI_API_KEY\")\n\n" + _DUPLEX)
+            f"connect\n\n{consts}{KEY_NOTE}\nKEY = os.environ.get(\"OPENAI_API_KEY\")\n\n" + _DUPLEX
+            + _SAVE_REPLY)
 
 
 _DUPLEX = '''with wave.open(TURN) as w:  # the session's input: 16 kHz mono PCM16
@@ -255,7 +249,10 @@ with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"} if KEY e
                 done = True
             elif kind == "error":
                 raise SystemExit(f"the server said: {event.get('error')}")
-print("agent:", reply.strip())
+'''
+
+# Both modes end the same way: the reply said, its audio written as a 16-bit mono WAV, the file named.
+_SAVE_REPLY = '''print("agent:", reply.strip())
 with wave.open(OUT, "wb") as w:
     w.setnchannels(1)
     w.setsampwidth(2)

@@ -20,7 +20,7 @@ from protocol.sagemaker import route_attribute
 from protocol.sound import SOUND_PATH
 from protocol.videos import VIDEO_SYNC_PATH
 from services.code.items import SPEECH_PATH, Item, _on_sagemaker
-from services.code.server import _FLAGS, _const, _rest_speech, out_name
+from services.code.server import _const, _rest_speech, out_name, request_flags
 
 LIMIT_MB = REALTIME_PAYLOAD_MAX_BYTES // (1024 * 1024)
 # The studio commands that name their endpoint with --endpoint; the others read OMNI_STUDIO_<FAMILY>_ENDPOINT
@@ -211,21 +211,7 @@ def cli(item: Item) -> str:
         env.append(f"OMNI_STUDIO_{_family(item).upper()}_ENDPOINT=\"$ENDPOINT_NAME\"")
     if item.route == VIDEO_SYNC_PATH:
         env += ["OMNI_STUDIO_BUCKET=\"$BUCKET\"", "OMNI_STUDIO_PREFIX=\"$PREFIX\""]
-    body = item.request
-    if body.get("split_granularity"):  # a take: `speak` streams as the page did
-        body = {**body, "split": body["split_granularity"], "first_chunk_frames": body.get("initial_codec_chunk_frames")}
-    if "file" in body:  # a transcript's recording: the positional FILE
-        words.append(f"${_const(body['file'])}")
-    for key, flag in _FLAGS[item.route].items():
-        if body.get(key) is not None:
-            words += [flag, str(body[key])]
-    for name in body.get("images", ()):  # an edit's references
-        words += ["--edit", f"${_const(name)}"]
-    if body.get("image_reference"):  # a video's reference image
-        words += ["--image", f"${_const(body['image_reference'])}"]
-    if item.route == SPEECH_PATH and item.files:  # a clone's reference recording
-        words += ["--ref-audio", f"${_const(next(iter(item.files)))}"]
-    words += ["--out", "$OUT"]
+    words += [*request_flags(item), "--out", "$OUT"]
     line = " ".join(env + [f"\"{w}\"" if w.startswith("$") else shlex.quote(w) for w in words])
     return (f"#!/bin/sh\n{header(item, '#')}# The studio's own command line: run it where the studio is installed, its "
             "venv active.\n# Credentials: boto3's default chain (AWS_* variables, ~/.aws profiles and SSO, an instance "

@@ -286,14 +286,18 @@ def cli(item: Item) -> str:
 
 
 def _cli_words(item: Item) -> list[str]:
-    flags = _FLAGS[item.route]
-    words = ["python", "-m", "services", item.command, "--url", "$BASE_URL"]
+    return ["python", "-m", "services", item.command, "--url", "$BASE_URL", *request_flags(item), "--out", "$OUT"]
+
+
+def request_flags(item: Item) -> list[str]:
+    """The flags (and the positional file) of the studio's command that repeat `item`'s request, on any target."""
+    words: list[str] = []
     body = item.request
-    if body.get("split_granularity"):  # a take: `speak` streams over the WebSocket as the page did
+    if body.get("split_granularity"):  # a take: `speak` streams as the page did
         body = {**body, "split": body["split_granularity"], "first_chunk_frames": body.get("initial_codec_chunk_frames")}
     if "file" in body:  # a transcript's recording: the positional FILE
         words.append(f"${_const(body['file'])}")
-    for key, flag in flags.items():
+    for key, flag in _FLAGS[item.route].items():
         if body.get(key) is not None:
             words += [flag, str(body[key])]
     for name in body.get("images", ()):  # an edit's references
@@ -302,4 +306,4 @@ def _cli_words(item: Item) -> list[str]:
         words += ["--image", f"${_const(body['image_reference'])}"]
     if item.route == SPEECH_PATH and item.files:  # a clone's reference recording
         words += ["--ref-audio", f"${_const(next(iter(item.files)))}"]
-    return words + ["--out", "$OUT"]
+    return words
