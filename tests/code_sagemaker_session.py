@@ -5,8 +5,8 @@
 2. make the items the studio's way on `--backend sagemaker`: a seeded image, an edit, a seeded sound and a video with
    the studio's CLI (each --json), a speech take through the studio's voice client kept as the Voice page keeps it,
    and a transcript of that take by `listen`, kept as the Listen page keeps it;
-3. for each, `python -m services code ID --lang L --out FOLDER/code.*` and run that code unchanged in FOLDER (its
-   own folder, the studio on no PYTHONPATH) — `python code.py` or `sh code.sh`.
+3. for each, the code `python -m services code ID --lang L --out FOLDER/code.*` writes (generated in this process)
+   run unchanged in FOLDER (its own folder, the studio on no PYTHONPATH) — `python code.py` or `sh code.sh`.
 
     python -m emulator exec -- python tests/code_sagemaker_session.py WORK RUNS
 
@@ -115,13 +115,31 @@ def make(work: Path) -> dict:
     return made
 
 
-def run_code(work: Path, what: str, item_id: str, lang: str) -> dict:
-    """The item's code written into a folder of its own and run there as a reader runs it: no studio on the path."""
+def write_code(work: Path, made: dict, runs: list) -> None:
+    """Each run's code written into a folder of its own, as `python -m services code ID --lang L --out F` writes it
+    (the script, its reference files beside it) — here in one process: the CLI itself is tested elsewhere
+    (tests/test_code_media.py), and thirteen interpreter starts are most of this session's time."""
+    sys.path.insert(0, str(ROOT))
+    from services.code import generate
+    from services.history import History
+
+    history = History(work / "data")
+    try:
+        for what, lang in runs:
+            folder = work / "runs" / f"{what}-{lang}"
+            folder.mkdir(parents=True)
+            code = generate(history, made[what]["id"], lang)
+            (folder / ("code.py" if lang == "python" else "code.sh")).write_text(code.text, encoding="utf-8")
+            for name, data in code.files.items():
+                (folder / name).write_bytes(data)
+    finally:
+        history.close()
+
+
+def run_code(work: Path, what: str, lang: str) -> dict:
+    """An item's code, run in its folder as a reader runs it: no studio on the path."""
     folder = work / "runs" / f"{what}-{lang}"
-    folder.mkdir(parents=True)
     script = folder / ("code.py" if lang == "python" else "code.sh")
-    run([sys.executable, "-m", "services", "code", item_id, "--lang", lang, "--out", str(script)], cwd=work,
-        env=studio_env(work))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("OMNI_STUDIO_")}
     if lang == "cli":  # the studio's own command line: where the studio is installed, its venv first on PATH
         env |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}", "PYTHONPATH": str(ROOT),
@@ -141,11 +159,12 @@ def main() -> None:
     items = time.monotonic()
     # Each endpoint's runs one after the other, the endpoints' side by side: the offline engine behind the emulator
     # batches concurrent speech sessions, and a take spoken in a batch is not the take spoken alone.
+    write_code(work, made, runs)
     groups: dict[str, list] = {}
     for what, lang in runs:
         groups.setdefault(ENDPOINT_OF.get(what, what), []).append((what, lang))
     with ThreadPoolExecutor(len(groups) or 1) as pool:
-        ran = [r for done in pool.map(lambda group: [run_code(work, what, made[what]["id"], lang)
+        ran = [r for done in pool.map(lambda group: [run_code(work, what, lang)
                                                       for what, lang in group], groups.values()) for r in done]
     timing = {"deploy_s": deployed - started, "make_s": items - deployed, "code_s": time.monotonic() - items}
     (work / "ran.json").write_text(json.dumps({"runs": ran, "timing": timing}, indent=1))
