@@ -65,3 +65,31 @@ def test_a_clip_again_from_python_curl_and_the_cli(engine_url: str, engine_video
     job = History(data).jobs.get(got["job_id"])
     (data / "media" / job.id / "narration.wav").unlink()  # a part given as text is made again: nothing needed
     assert code_for(job.id, tmp_path / "again", data=data).is_file()
+
+
+def test_a_clip_made_on_sagemaker_asks_its_parts_of_the_voice_and_sound_endpoints(tmp_path: Path) -> None:
+    from services.code import LANGS, generate_all
+    from services.code.packages import needs
+
+    history = History(tmp_path / "data")
+    try:
+        clip = {"of": None, "fit": None, "generated": {
+            "duck_db": 12.0, "narration": {"text": "Dawn over the harbour.", "voice": "vivian", "seconds": 1.9},
+            "soundtrack": {"prompt": "calm strings", "seed": 11, "seconds": 4.1, "steps": 8}}}
+        job = history.jobs.create("video", "clip: dawn", {"duck_db": 12.0}, status="running",
+                                  target="SageMaker eu-west-1: voice=omni-voice, image=omni-image, sound=omni-sound",
+                                  inputs={"narration.wav": b"RIFF", "soundtrack.wav": b"RIFF"}, meta={"clip": clip})
+        history.jobs.succeed(job.id, {"video.mp4": b"\x00\x00\x00\x18ftypmp42"}, meta={"clip": clip})
+        codes = generate_all(history, job.id)
+    finally:
+        history.close()
+    python, curl, cli = (codes[lang].text for lang in LANGS)
+    compile(python, "code.py", "exec")
+    assert 'VOICE_ENDPOINT = os.environ.get("VOICE_ENDPOINT", "omni-voice")' in python
+    assert 'SOUND_ENDPOINT = os.environ.get("SOUND_ENDPOINT", "omni-sound")' in python
+    assert 'REGION = os.environ.get("REGION", "eu-west-1")' in python and "invoke_endpoint(" in python
+    assert '"seed": 11' in python and "AWS_SECRET" not in python
+    assert set(needs(python)) == {"av==19.0.2", "boto3==1.44.5", "numpy==2.5.5"}
+    assert "--aws-sigv4" in curl and "$SOUND_ENDPOINT/invocations" in curl and "route=/v1/audio/speech" in curl
+    assert ('OMNI_STUDIO_VOICE_ENDPOINT="$VOICE_ENDPOINT" OMNI_STUDIO_SOUND_ENDPOINT="$SOUND_ENDPOINT" python -m '
+            'services clip --backend sagemaker --region "$REGION" --video "$SOURCE"') in cli

@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Literal
 
 from protocol.errors import InvalidInput
+from services.code.clip import CLIP_ROUTE
 from services.code.items import LOCAL_ENGINE_NOTE, Item, UnknownItem, find
 from services.history import History
 
@@ -53,6 +54,11 @@ class Code:
 def _server() -> ModuleType:
     from services.code import server
     return server
+
+
+def _clip_sagemaker() -> ModuleType:
+    from services.code import clip_sagemaker
+    return clip_sagemaker
 
 
 def _sagemaker() -> ModuleType:
@@ -96,6 +102,8 @@ def generate_all(history: History, item_id: str, *, servers: Iterable[str] | Non
     if item.target_kind == "server" and not history.actor.can("generate"):
         item = _address_withheld(item)
     load = GENERATORS.get(item.target_kind)
+    if item.route == CLIP_ROUTE and item.target_kind == "sagemaker":  # a clip's parts asked of two endpoints
+        load = _clip_sagemaker
     if load is None:
         raise InvalidInput(f"{item.id} was made on {item.target} ({item.target_kind}); code for that kind of target "
                            "is not written yet — only for the offline engine, vLLM-Omni servers and SageMaker endpoints")

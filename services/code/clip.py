@@ -19,6 +19,7 @@ import shlex
 from typing import Any
 
 from protocol.errors import InvalidInput, StudioError
+from protocol.sound import SOUND_PATH
 from services.code.items import Item
 from services.code.literals import const as _const, py_dict as _py_dict, py_value as _py_value
 
@@ -67,9 +68,9 @@ def read_clip(history: Any, item_id: str) -> Item:
     request = request_of(dict(job.params), clip, list(files))
     generates = "narration" in request or "soundtrack" in request
     kind_, base, more = _target(job.target) if generates else ("offline", ENGINE_URL, [])
-    if kind_ == "sagemaker":
-        raise InvalidInput(f"clip {job.id}'s parts were made on SageMaker ({job.target}); code for a SageMaker clip "
-                           "is not written yet — its parts' own items (the take, the sound) have theirs")
+    region = ""
+    if kind_ == "sagemaker":  # the parts' endpoints, from the backend's label the clip kept (one per family)
+        request["endpoints"], region, more = _endpoints(job.target, request)
     source = None
     if clip.get("of"):
         try:
@@ -87,7 +88,28 @@ def read_clip(history: Any, item_id: str) -> Item:
     if clip.get("of") and source is not None:
         notes.append(f"{SOURCE_FILE} is video {clip['of']}, the clip's source (its own Code panel makes it again)")
     return Item(job.id, CLIP_ROUTE, "clip", "clip", job.prompt, request, job.target, kind_, base, base,
-                files, tuple(more + notes))
+                files, tuple(more + notes), region=region)
+
+
+def _endpoints(target: str, request: dict[str, Any]) -> tuple[dict[str, str], str, list[str]]:
+    """({"narration": the voice endpoint, "soundtrack": the sound endpoint}, region, notes) of a SageMaker clip."""
+    from protocol.sagemaker import DEFAULT_REGION
+    from services.code.items import SPEECH_PATH, _family, sagemaker_target
+
+    endpoints, regions, notes = {}, [], []
+    for part, route, const in (("narration", SPEECH_PATH, "VOICE_ENDPOINT"), ("soundtrack", SOUND_PATH,
+                                                                              "SOUND_ENDPOINT")):
+        if part not in request:
+            continue
+        name, region = sagemaker_target(target, _family(route))
+        endpoints[part] = name or const.replace("_", "-")
+        regions.append(region)
+        if name is None:
+            notes.append(f"the clip's target, {target!r}, names no endpoint for its {part}: set {const} to yours")
+    region = next((r for r in regions if r), None)
+    if region is None:
+        notes.append(f"the clip's target names no region: the code says {DEFAULT_REGION} (set REGION for another)")
+    return endpoints, region or DEFAULT_REGION, notes
 
 
 def _read(job: Any, name: str) -> bytes | None:
@@ -98,7 +120,9 @@ def _read(job: Any, name: str) -> bytes | None:
 
 
 # -- Python -------------------------------------------------------------------------------------------------------
-def python(item: Item, consts: str) -> str:
+def python(item: Item, consts: str, *, post: str | None = None) -> str:
+    """The Python of a clip; `consts` its constants, `post` how a part is asked for (a server's route by default)."""
+    post = post or _PY_POST
     body = item.request
     parts = ""
     if "narration" in body:
@@ -111,12 +135,14 @@ def python(item: Item, consts: str) -> str:
     soundtrack = ("post(\"/v1/audio/generate\", SOUNDTRACK)" if "soundtrack" in body
                   else f"open({_const(body['soundtrack_file'])}, \"rb\").read()" if "soundtrack_file" in body
                   else "None")
-    return (f"import io\nimport os\nfrom fractions import Fraction\n\nimport av\nimport httpx\nimport numpy as np\n\n"
-            f"{consts}{parts}RATE = 48000  # the clip's AAC track: 48 kHz stereo\n" + _PY_MIX.replace(
+    client = "import boto3\n" if "boto3" in post else "import httpx\n"
+    imports = "import io\nimport json\nimport os\n" if "json" in post else "import io\nimport os\n"
+    return (f"{imports}from fractions import Fraction\n\nimport av\n{client}import numpy as np\n\n"
+            f"{consts}{parts}RATE = 48000  # the clip's AAC track: 48 kHz stereo\n" + post + _PY_MIX.replace(
                 "@NARRATION@", narration).replace("@SOUNDTRACK@", soundtrack))
 
 
-_PY_MIX = '''
+_PY_POST = '''
 
 def post(route, body):
     key = os.environ.get("OPENAI_API_KEY")  # if the server wants one (vLLM-Omni's --api-key)
@@ -124,6 +150,8 @@ def post(route, body):
                    headers={"Authorization": f"Bearer {key}"} if key else {})
     r.raise_for_status()
     return r.content
+'''
+_PY_MIX = '''
 
 
 def track(data):
