@@ -200,8 +200,9 @@ def run(args: argparse.Namespace) -> int:
     if backend is not None:
         listen = backend.client("listen") if args.listen_endpoint else listen
         speak = backend.client("voice") if args.voice_endpoint else speak
-        listen_url = f"SageMaker endpoint {args.listen_endpoint}" if args.listen_endpoint else listen_url
-        speak_url = f"SageMaker endpoint {args.voice_endpoint}" if args.voice_endpoint else speak_url
+        # kept as the Converse page keeps them: "SageMaker endpoint NAME (REGION)" (the code handed over reads both)
+        listen_url = listen.target if args.listen_endpoint else listen_url
+        speak_url = speak.target if args.voice_endpoint else speak_url
     from hearing.turn_end import TurnDetection
 
     detection = TurnDetection(args.turn_detector, silence_ms=args.silence_ms, threshold=args.eot_threshold)

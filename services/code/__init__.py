@@ -48,6 +48,8 @@ class Code:
     @property
     def settings(self) -> tuple[str, ...]:
         """The constants at the script's top that say where it goes: BASE_URL, or ENDPOINT_NAME and REGION."""
+        if endpoints := self.item.request.get("endpoints"):  # a conversation on SageMaker: one per role
+            return (*endpoints, "REGION")
         return ("ENDPOINT_NAME", "REGION") if self.item.target_kind == "sagemaker" else ("BASE_URL",)
 
 
@@ -71,9 +73,16 @@ def _conversation() -> ModuleType:
     return conversation
 
 
+def _conversation_sagemaker() -> ModuleType:
+    from services.code import conversation_sagemaker
+    return conversation_sagemaker
+
+
 # Each target kind's generator (a module with python(item), curl(item), cli(item)): "offline" is the embedded
-# engine, which speaks the server's protocol; a conversation's (its setup and one turn) has a reader of its own.
-GENERATORS = {"offline": _server, "server": _server, "sagemaker": _sagemaker, "conversation": _conversation}
+# engine, which speaks the server's protocol; a conversation's (its setup and one turn) has a reader of its own,
+# and one held on SageMaker endpoints a generator of its own (conversation_sagemaker.py).
+GENERATORS = {"offline": _server, "server": _server, "sagemaker": _sagemaker, "conversation": _conversation,
+              "conversation-sagemaker": _conversation_sagemaker}
 
 
 def generate(history: History, item_id: str, lang: str = "python", *,

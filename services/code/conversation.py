@@ -28,20 +28,28 @@ from urllib.parse import urlsplit
 
 from protocol.errors import InvalidInput, StudioError
 from protocol.listen import DEFAULT_LISTEN_MODEL, LISTEN_SAMPLE_RATE
-from services.code.conversation_py import header, python, lit
+from services.code.conversation_py import (
+    PICK_PY,
+    SCRIPT_NAME,
+    TEXT_PY,
+    TURN_NAME,
+    chat_body_py,
+    converse_line,
+    header,
+    python,
+    scripted_reply_sh,
+    speech_body_py,
+)
 from services.code.items import ENGINE_URL, LOCAL_ENGINE_NOTE, Item, UnknownItem
 from services.converse.script import DEFAULT_SCRIPT
 from services.history import History
 
 PREFIX = "conversation-"  # every conversation's id starts so (services/history/conversations.py)
-TURN_NAME = "turn.wav"
-SCRIPT_NAME = "script.txt"
 WITHHELD = ("the servers' addresses are shown to the studio's creators and admins only: set BASE_URL (and the "
             "other URLs at the top) before running the code (an admin can tell you them)")
-NOT_WRITTEN = ("code for a conversation held on SageMaker endpoints is not written yet (the Python of Converse's "
-               "stages over the HTTP/2 bidirectional stream and invoke_endpoint_with_response_stream): `python -m "
-               "services converse` with --listen-endpoint/--voice-endpoint/--reply-endpoint, or --mode native "
-               "--endpoint, holds it again")
+NOT_WRITTEN = ("code for a conversation held on both is not written (only for one on servers, or one on SageMaker "
+               "endpoints): `python -m services converse` with its --listen-/--reply-/--speak- or -endpoint options "
+               "holds it again")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -62,17 +70,23 @@ def read(history: History, item_id: str, *, servers: Iterable[str] | None = None
     known = None if servers is None else {u.rstrip("/") for u in servers}
     native = record.mode == "native"
     kept = [s.get("url") or s.get("listen")] if native else [s.get("listen"), s.get("speak")]
-    if s.get("reply_endpoint") or any(t and not str(t).startswith(("http://", "https://")) for t in kept):
-        raise InvalidInput(f"{item_id} was held on SageMaker endpoints ({', '.join(str(t) for t in kept if t)}): "
-                           + NOT_WRITTEN)
-    base = _address(kept[0], known, notes)
-    speak = base if native or kept[1] == kept[0] else _address(kept[1], known, notes)
     reply_url = (s.get("reply_url") or "").rstrip("/") or None
+    urls = [t for t in kept if str(t or "").startswith(("http://", "https://"))] + ([reply_url] if reply_url else [])
+    on_sagemaker = bool(s.get("reply_endpoint")) or any(t and not str(t).startswith(("http://", "https://"))
+                                                        for t in kept)
+    if on_sagemaker and urls:
+        raise InvalidInput(f"{item_id} was held on SageMaker endpoints and on servers ({', '.join(map(str, urls))}) "
+                           "at once: " + NOT_WRITTEN)
+    base = speak = ""
+    if not on_sagemaker:
+        base = _address(kept[0], known, notes)
+        speak = base if native or kept[1] == kept[0] else _address(kept[1], known, notes)
     if reply_url and known is not None and reply_url not in known:
         notes.append(f"the reply's server {reply_url} is no longer one of the studio's servers: the code still "
                      "calls it (set REPLY_URL for another)")
-    script = None if reply_url or s.get("system_prompt") and native else s.get("script")
-    if not reply_url and script is None and not native:
+    model_reply = reply_url or s.get("reply_endpoint")
+    script = None if model_reply or s.get("system_prompt") and native else s.get("script")
+    if not model_reply and script is None and not native:
         script = DEFAULT_SCRIPT  # an older record that kept no script: the studio's default answered
     turns = record.turns
     first = turns[0] if turns else {}
@@ -88,6 +102,10 @@ def read(history: History, item_id: str, *, servers: Iterable[str] | None = None
         files[SCRIPT_NAME] = script.encode("utf-8")
     item = Item(record.id, "conversation", f"{record.mode} conversation", "converse", record.title, request,
                 str(kept[0] or ENGINE_URL), "conversation", base, str(kept[0] or ""), files, tuple(notes))
+    if on_sagemaker:  # its endpoints' names are no secret (as a SageMaker item's): shown to every reader
+        from services.code.conversation_sagemaker import on_endpoints
+
+        return on_endpoints(item, s)
     return item if history.actor.can("generate") else _withheld(item)
 
 
@@ -167,32 +185,13 @@ def cli(item: Item) -> str:
     """The `converse` line that holds the same conversation again, on the turn beside it (--keep: into the history,
     as the conversation was)."""
     r = item.request
-    native = r["mode"] == "native"
-    words = ["python", "-m", "services", "converse", "--input", "$TURN", "--mode", r["mode"]]
-    if native:
-        words += ["--url", "$BASE_URL"]
-    else:
-        words += ["--listen-url", "$BASE_URL", "--speak-url", "$SPEAK_URL"]
+    targets = (["--url", "$BASE_URL"] if r["mode"] == "native" else ["--listen-url", "$BASE_URL", "--speak-url", "$SPEAK_URL"])
     if r["reply_url"] is not None:
-        words += ["--reply-url", "$REPLY_URL"] + (["--reply-model", r["reply_model"]] if r["reply_model"] else [])
-    if r["system_prompt"] and (native or r["reply_url"] is not None):
-        words += ["--system-prompt", r["system_prompt"]]
-    elif SCRIPT_NAME in item.files:
-        words += ["--script", "$SCRIPT"]
-    if r["voice"]:
-        words += ["--voice", r["voice"]]
-    words += ["--turn-detector", r["turn_detector"], "--eot-threshold", f"{r['eot_threshold']:g}",
-              "--silence-ms", str(r["silence_ms"]), "--vad-threshold", f"{r['vad_threshold']:g}"]
-    if not native:
-        words += ["--min-speech-ms", str(r["min_speech_ms"])]
-        if r["barge_in_at"] is not None:
-            words += ["--barge-in-at", f"{r['barge_in_at']:g}"]
-    words += ["--keep", "--out", "$OUT"]
-    line = " ".join(f"\"{w}\"" if w.startswith("$") else shlex.quote(w) for w in words)
+        targets += ["--reply-url", "$REPLY_URL"]
     return (f"#!/bin/sh\n{header(item, '#')}# The studio's own command line: run it where the studio is installed, "
             f"its venv active. It holds the conversation again on {TURN_NAME}\n# (more --input TURN.wav for more "
             "turns), keeps it in the history and writes its stereo WAV to OUT.\nset -e\n"
-            + _sh_consts(item, out="conversation.wav") + f"\n{line}\n")
+            + _sh_consts(item, out="conversation.wav") + f"\n{converse_line(item, targets)}\n")
 
 
 def _sh_consts(item: Item, *, out: str) -> str:
@@ -227,27 +226,16 @@ def curl(item: Item) -> str:
         return (head + "# Native mode is one WebSocket session (/v1/realtime?duplex=1): curl cannot hold it, so there "
                 "is no REST form.\n# The Python runs the turn over that session; the CLI holds the conversation again.\n"
                 "echo \"no REST form of a native conversation: run the Python, or the CLI line\" >&2\nexit 2\n")
-    text = "import json, sys; print(json.load(sys.stdin)[\"text\"].strip())"
     listen = (f"HEARD=$(curl -sS --fail-with-body \"$BASE_URL/v1/audio/transcriptions\" -F \"file=@$TURN\" "
-              f"--form-string {shlex.quote('model=' + r['listen_model'])} \\\n  | python3 -c {shlex.quote(text)})\n")
+              f"--form-string {shlex.quote('model=' + r['listen_model'])} \\\n  | python3 -c {shlex.quote(TEXT_PY)})\n")
     if r["reply_url"] is not None:
-        system = [{"role": "system", "content": r["system_prompt"]}] if r["system_prompt"] else []
-        body = ("import json, os; print(json.dumps({" + (f"\"model\": {lit(r['reply_model'])}, "
-                if r["reply_model"] else "") + f"\"messages\": {system!r} + [{{\"role\": \"user\", \"content\": "
-                "os.environ[\"HEARD\"]}], \"max_tokens\": 200}))")
-        pick = "import json, sys; print(json.load(sys.stdin)[\"choices\"][0][\"message\"][\"content\"].strip())"
         reply = ("# 2. The reply: the model's, whole (the studio streams it: \"stream\": true)\n"
-                 f"REPLY=$(HEARD=\"$HEARD\" python3 -c {shlex.quote(body)} \\\n  | curl -sS --fail-with-body "
+                 f"REPLY=$(HEARD=\"$HEARD\" python3 -c {shlex.quote(chat_body_py(r))} \\\n  | curl -sS --fail-with-body "
                  "\"$REPLY_URL/v1/chat/completions\" -H \"Content-Type: application/json\" -d @- \\\n"
-                 f"  | python3 -c {shlex.quote(pick)})\n")
+                 f"  | python3 -c {shlex.quote(PICK_PY)})\n")
     else:
-        reply = ("# 2. The reply: scripted (rules, not a model), which the studio answers itself: curl has none, so "
-                 "this is what\n#    the conversation's first turn was answered (the Python runs the script's rules).\n"
-                 f"REPLY={shlex.quote(r['replied'])}\n")
-    speech = {"input": "REPLY", "response_format": "wav"} | ({"voice": r["voice"]} if r["voice"] else {})
-    body = ("import json, os; print(json.dumps({" + ", ".join(
-        f"{lit(k)}: " + ("os.environ[\"REPLY\"]" if v == "REPLY" else lit(v)) for k, v in speech.items())
-        + "}))")
+        reply = scripted_reply_sh(r)
+    body = speech_body_py(r)
     return (head + "# The nearest REST form of one turn: each stage whole, where the studio streams them (the turn to "
             "/v1/realtime,\n# the reply as server-sent events, the speech over its WebSocket clause by clause).\n"
             "# An API key, if the server wants one: add -H \"Authorization: Bearer $OPENAI_API_KEY\".\nset -e\n"

@@ -12,6 +12,7 @@ session.update, then silence until `response.done` (services/converse/native.py 
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from protocol.duplex import SessionConfig, SessionUpdate, TurnDetection
@@ -19,6 +20,8 @@ from services.code.items import Item
 from services.converse.reply import DEFAULT_MAX_TOKENS
 from services.speech import speech_config
 
+TURN_NAME = "turn.wav"  # the person's turn, beside the script
+SCRIPT_NAME = "script.txt"  # the conversation's scripted reply, beside it when not the studio's default
 KEY_NOTE = ("# An API key, if the servers want one (vLLM-Omni's --api-key): set OPENAI_API_KEY; the offline engine "
             "wants none.")
 
@@ -36,7 +39,8 @@ def lit(value: Any) -> str:
 
 def header(item: Item, comment: str) -> str:
     r = item.request
-    reply = ("a model" + (f" ({r['reply_model']})" if r.get("reply_model") else "") if r.get("reply_url") is not None
+    model = r.get("reply_url") is not None or r.get("reply_endpoint")
+    reply = ("a model" + (f" ({r['reply_model']})" if r.get("reply_model") else "") if model
              else "the server's speech-to-speech session" if r["mode"] == "native" else "the conversation's scripted rules (not a model)")
     return (f"{comment} One turn of {item.noun} {item.id} again — {item.title[:80]!r} —\n"
             f"{comment} answered by {reply}, against the conversation's own targets.\n"
@@ -66,28 +70,83 @@ def python(item: Item) -> str:
     return doc + (_native(item, consts) if native else _pipeline(item, consts))
 
 
+def converse_line(item: Item, targets: list[str]) -> str:
+    """`python -m services converse ...` with the conversation's settings, its targets named by `targets` (the flags
+    and the variables holding them: a server's URLs or SageMaker's endpoints)."""
+    r = item.request
+    native = r["mode"] == "native"
+    model = r["reply_url"] is not None or bool(r.get("reply_endpoint"))
+    words = ["python", "-m", "services", "converse", "--input", "$TURN", "--mode", r["mode"], *targets]
+    if model and r["reply_model"]:
+        words += ["--reply-model", r["reply_model"]]
+    if r["system_prompt"] and (native or model):
+        words += ["--system-prompt", r["system_prompt"]]
+    elif SCRIPT_NAME in item.files:
+        words += ["--script", "$SCRIPT"]
+    if r["voice"]:
+        words += ["--voice", r["voice"]]
+    words += ["--turn-detector", r["turn_detector"], "--eot-threshold", f"{r['eot_threshold']:g}",
+              "--silence-ms", str(r["silence_ms"]), "--vad-threshold", f"{r['vad_threshold']:g}"]
+    if not native:
+        words += ["--min-speech-ms", str(r["min_speech_ms"])]
+        if r["barge_in_at"] is not None:
+            words += ["--barge-in-at", f"{r['barge_in_at']:g}"]
+    words += ["--keep", "--out", "$OUT"]
+    return " ".join(f"\"{w}\"" if w.startswith("$") else shlex.quote(w) for w in words)
+
+
+# -- the REST forms' pieces (curl, on a server or on SageMaker): each stage whole, JSON built by python3 -c ---------
+TEXT_PY = "import json, sys; print(json.load(sys.stdin)[\"text\"].strip())"  # a transcription's text
+PICK_PY = "import json, sys; print(json.load(sys.stdin)[\"choices\"][0][\"message\"][\"content\"].strip())"
+
+
+def chat_body_py(r: dict[str, Any]) -> str:
+    """The program printing the whole (not streamed) chat request for $HEARD, as the conversation's model had it."""
+    system = [{"role": "system", "content": r["system_prompt"]}] if r["system_prompt"] else []
+    return ("import json, os; print(json.dumps({" + (f"\"model\": {lit(r['reply_model'])}, " if r["reply_model"]
+            else "") + f"\"messages\": {system!r} + [{{\"role\": \"user\", \"content\": os.environ[\"HEARD\"]}}], "
+            f"\"max_tokens\": {DEFAULT_MAX_TOKENS}}}))")
+
+
+def speech_body_py(r: dict[str, Any]) -> str:
+    """The program printing POST /v1/audio/speech's body for $REPLY (one WAV, in the conversation's voice)."""
+    speech = {"input": "REPLY", "response_format": "wav"} | ({"voice": r["voice"]} if r["voice"] else {})
+    return ("import json, os; print(json.dumps({" + ", ".join(
+        f"{lit(k)}: " + ("os.environ[\"REPLY\"]" if v == "REPLY" else lit(v)) for k, v in speech.items()) + "}))")
+
+
+def scripted_reply_sh(r: dict[str, Any]) -> str:
+    return ("# 2. The reply: scripted (rules, not a model), which the studio answers itself: curl has none, so "
+            "this is what\n#    the conversation's first turn was answered (the Python runs the script's rules).\n"
+            f"REPLY={shlex.quote(r['replied'])}\n")
+
+
 # -- pipeline mode ------------------------------------------------------------------------------------------------
 def _pipeline(item: Item, consts: str) -> str:
     r = item.request
     config = speech_config(voice=r["voice"]).model_dump(mode="json", exclude_none=True)
-    if r.get("reply_url") is not None:
-        consts += (f"REPLY_MODEL = os.environ.get(\"REPLY_MODEL\", {lit(r['reply_model'] or '')})  # empty: the "
-                   "server's first listed model, as the studio does\n"
-                   f"SYSTEM_PROMPT = {lit(r['system_prompt'] or '')}\nMAX_TOKENS = {DEFAULT_MAX_TOKENS}  # the "
-                   "studio's cap on one reply\n")
-        reply = _CHAT
-    else:
-        consts += f"SCRIPT = {_block(r['script'] or '')}\n"
-        reply = _SCRIPTED
+    more, reply = reply_stage(r, r.get("reply_url") is not None, _CHAT, "the server's first listed model, as the "
+                              "studio does")
+    consts += more
     consts += (f"LISTEN_MODEL = {lit(r['listen_model'])}  # when the server lists it (or lists several), as the studio "
                f"picks\n# The speech session the pipeline opens (its voice; PCM streamed back, cut at clauses)\n"
                f"CONFIG = {lit(config)}\n")
     return ("import json\nimport os\nimport re\nimport wave\n\nfrom openai import OpenAI\nfrom websockets.sync.client "
             f"import connect\n\n{consts}{KEY_NOTE}\nKEY = os.environ.get(\"OPENAI_API_KEY\")\n\n\n" + _LISTEN + reply
-            + _SPEAK + _SAVE_REPLY)
+            + _SPEAK + SAVE_REPLY)
 
 
-def _block(text: str) -> str:
+def reply_stage(r: dict[str, Any], model: bool, chat: str, empty: str) -> tuple[str, str]:
+    """The reply stage's constants and code: a model's (`chat`, whose REPLY_MODEL left empty means `empty`), or the
+    conversation's scripted rules."""
+    if not model:
+        return f"SCRIPT = {block(r['script'] or '')}\n", SCRIPTED
+    return (f"REPLY_MODEL = os.environ.get(\"REPLY_MODEL\", {lit(r['reply_model'] or '')})  # empty: {empty}\n"
+            f"SYSTEM_PROMPT = {lit(r['system_prompt'] or '')}\nMAX_TOKENS = {DEFAULT_MAX_TOKENS}  # the studio's cap "
+            "on one reply\n", chat)
+
+
+def block(text: str) -> str:
     """A triple-quoted literal of `text` (its backslashes and quotes escaped)."""
     if "\\" in text or '"""' in text or not text.endswith("\n"):
         return lit(text)
@@ -126,7 +185,7 @@ def reply_pieces(heard):
 
 '''
 
-_SCRIPTED = '''# 2. The reply: the conversation's scripted rules (not a model; the studio answers them itself, and so does this).
+SCRIPTED = '''# 2. The reply: the conversation's scripted rules (not a model; the studio answers them itself, and so does this).
 #    A rule `PATTERN => REPLY` matches when every word of PATTERN is a word of what was heard; the first one wins,
 #    else `default => REPLY`.
 def words(text):
@@ -151,23 +210,36 @@ def reply_pieces(heard):
 
 '''
 
-_SPEAK = '''# 3. Speak: the reply fed into vLLM-Omni's speech WebSocket clause by clause as it streams (the first audio does
-#    not wait for the whole reply); its PCM written to OUT as a 16-bit WAV.
-CLAUSE_END = re.compile(r"[,;:.!?\u2026](?=\\s)")
+# The reply cut into clauses as it streams (both targets' scripts feed the speech session so)
+CLAUSES = '''CLAUSE_END = re.compile(r"[,;:.!?\u2026](?=\\s)")
+
+
+def clauses(pieces):
+    """The reply's complete clauses as its pieces arrive (the first audio does not wait for the whole reply)."""
+    buffer = ""
+    for piece in pieces:
+        buffer += piece
+        ends = [m.end() for m in CLAUSE_END.finditer(buffer)]
+        if ends:
+            yield buffer[: ends[-1]]
+            buffer = buffer[ends[-1]:]
+    if buffer.strip():
+        yield buffer
+
+
+'''
+
+_SPEAK = CLAUSES + '''# 3. Speak: the reply fed into vLLM-Omni's speech WebSocket clause by clause as it streams; its PCM written to OUT
+#    as a 16-bit WAV.
 url = SPEAK_URL.replace("https://", "wss://").replace("http://", "ws://") + "/v1/audio/speech/stream"
-reply, buffer, pcm, rate = "", "", bytearray(), 24000
+reply, pcm, rate = "", bytearray(), 24000
 with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"} if KEY else None, max_size=None) as ws:
     ws.send(json.dumps(CONFIG))
-    for piece in reply_pieces(heard):
-        reply, buffer = reply + piece, buffer + piece
-        ends = [m.end() for m in CLAUSE_END.finditer(buffer)]
-        if ends:  # the complete clauses so far
-            ws.send(json.dumps({"type": "input.text", "text": buffer[: ends[-1]]}))
-            buffer = buffer[ends[-1]:]
+    for clause in clauses(reply_pieces(heard)):
+        reply += clause
+        ws.send(json.dumps({"type": "input.text", "text": clause}))
     if not reply.strip():
         raise SystemExit("the reply was empty: nothing to speak")
-    if buffer.strip():
-        ws.send(json.dumps({"type": "input.text", "text": buffer}))
     ws.send(json.dumps({"type": "input.done"}))
     while True:
         frame = ws.recv()
@@ -193,13 +265,13 @@ def _native(item: Item, consts: str) -> str:
             silence_duration_ms=r["silence_ms"], threshold=r["vad_threshold"], **learned)))
     session = update.model_dump(mode="json", exclude_none=True)
     instructions = session["session"].pop("instructions", None)
-    consts += (f"INSTRUCTIONS = {_block(instructions) if instructions else 'None'}  # a model's system prompt; the "
+    consts += (f"INSTRUCTIONS = {block(instructions) if instructions else 'None'}  # a model's system prompt; the "
                "offline engine answers from these scripted rules\n# The session.update the conversation opened with "
                f"(its voice, how a turn ends)\nSESSION = {lit(session)}\nif INSTRUCTIONS:\n    "
                "SESSION[\"session\"][\"instructions\"] = INSTRUCTIONS\n")
     return ("import base64\nimport json\nimport os\nimport time\nimport wave\n\nfrom websockets.sync.client import "
             f"connect\n\n{consts}{KEY_NOTE}\nKEY = os.environ.get(\"OPENAI_API_KEY\")\n\n" + _DUPLEX
-            + _SAVE_REPLY)
+            + SAVE_REPLY)
 
 
 _DUPLEX = '''with wave.open(TURN) as w:  # the session's input: 16 kHz mono PCM16
@@ -252,7 +324,7 @@ with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"} if KEY e
 '''
 
 # Both modes end the same way: the reply said, its audio written as a 16-bit mono WAV, the file named.
-_SAVE_REPLY = '''print("agent:", reply.strip())
+SAVE_REPLY = '''print("agent:", reply.strip())
 with wave.open(OUT, "wb") as w:
     w.setnchannels(1)
     w.setsampwidth(2)

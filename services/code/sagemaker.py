@@ -46,11 +46,13 @@ def python(item: Item) -> str:
     return head + _PY[item.route](item, dict(item.request), consts)
 
 
-_RUNTIME = "runtime = boto3.client(\"sagemaker-runtime\", region_name=REGION)\n"
+RUNTIME = "runtime = boto3.client(\"sagemaker-runtime\", region_name=REGION)\n"
 
 
-def _invoke(route: str, content_type: str, accept: str) -> str:
-    return ("reply = runtime.invoke_endpoint(\n    EndpointName=ENDPOINT_NAME, Body=body, "
+def invoke(route: str, content_type: str, accept: str, endpoint: str = "ENDPOINT_NAME") -> str:
+    """`reply = runtime.invoke_endpoint(...)` of `body` to the container's `route` on `endpoint` (a constant's name)."""
+    return ("reply = runtime.invoke_endpoint(\n    "
+            f"EndpointName={endpoint}, Body=body, "
             f"ContentType={content_type}, Accept={_py_value(accept)},\n"
             f"    CustomAttributes={_py_value(route_attribute(route))},  # the container's route\n)\n")
 
@@ -74,8 +76,8 @@ _SIZE_CHECK = (f"LIMIT = {REALTIME_PAYLOAD_MAX_BYTES}  # bytes: an InvokeEndpoin
 def _py_image(item: Item, body: dict[str, Any], consts: str) -> str:
     body.setdefault("response_format", "b64_json")
     return (f"import base64\nimport json\nimport os\n\nimport boto3\n\n{consts}\n"
-            f"BODY = {_py_dict(body)}\n\n{_RUNTIME}body = json.dumps(BODY)\n"
-            + _invoke(item.route, "\"application/json\"", "application/json") + _SAVE_IMAGES)
+            f"BODY = {_py_dict(body)}\n\n{RUNTIME}body = json.dumps(BODY)\n"
+            + invoke(item.route, "\"application/json\"", "application/json") + _SAVE_IMAGES)
 
 
 def _py_edit(item: Item, body: dict[str, Any], consts: str) -> str:
@@ -92,12 +94,12 @@ def _py_edit(item: Item, body: dict[str, Any], consts: str) -> str:
             f"        parts.append(({EDIT_IMAGE_FIELD!r}, (os.path.basename(name), f.read(),\n"
             "                                 mimetypes.guess_type(name)[0] or \"application/octet-stream\")))\n"
             f"body, content_type = encode_multipart_formdata(parts)\nwhat = {_py_value(what)}\n{_SIZE_CHECK}\n"
-            + _RUNTIME + _invoke(item.route, "content_type", "application/json") + _SAVE_IMAGES)
+            + RUNTIME + invoke(item.route, "content_type", "application/json") + _SAVE_IMAGES)
 
 
 def _py_sound(item: Item, body: dict[str, Any], consts: str) -> str:
-    return (f"import json\nimport os\n\nimport boto3\n\n{consts}\nBODY = {_py_dict(body)}\n\n{_RUNTIME}"
-            "body = json.dumps(BODY)\n" + _invoke(item.route, "\"application/json\"", "*/*") + _SAVE_BYTES)
+    return (f"import json\nimport os\n\nimport boto3\n\n{consts}\nBODY = {_py_dict(body)}\n\n{RUNTIME}"
+            "body = json.dumps(BODY)\n" + invoke(item.route, "\"application/json\"", "*/*") + _SAVE_BYTES)
 
 
 def _py_transcript(item: Item, body: dict[str, Any], consts: str) -> str:
@@ -109,8 +111,8 @@ def _py_transcript(item: Item, body: dict[str, Any], consts: str) -> str:
             f"    recording = ({_py_value(FILE_FIELD)}, (os.path.basename({_const(name)}), f.read(), "
             "\"application/octet-stream\"))\n"
             f"body, content_type = encode_multipart_formdata([recording, *FIELDS.items()])\n"
-            f"what = {_py_value(what)}\n{_SIZE_CHECK}\n{_RUNTIME}"
-            + _invoke(item.route, "content_type", "application/json")
+            f"what = {_py_value(what)}\n{_SIZE_CHECK}\n{RUNTIME}"
+            + invoke(item.route, "content_type", "application/json")
             + "text = json.loads(reply[\"Body\"].read())[\"text\"].strip()\n"
               "with open(OUT, \"w\", encoding=\"utf-8\") as f:\n    f.write(text)\nprint(OUT)\n")
 
@@ -130,7 +132,7 @@ def _py_video(item: Item, body: dict[str, Any], consts: str) -> str:
             f"FIELDS = {_py_dict({k: str(v) for k, v in body.items()})}\n{reference}"
             "# multipart/form-data, every field a text part (as vLLM-Omni's /v1/videos/sync reads them)\n"
             "body, content_type = encode_multipart_formdata(FIELDS)\n\n"
-            f"{_RUNTIME}s3 = boto3.client(\"s3\", region_name=REGION)\n"
+            f"{RUNTIME}s3 = boto3.client(\"s3\", region_name=REGION)\n"
             "call = dict(EndpointName=ENDPOINT_NAME, ContentType=content_type, Accept=\"video/mp4\",\n"
             f"            CustomAttributes={_py_value(route_attribute(VIDEO_SYNC_PATH))}, "
             "InvocationTimeoutSeconds=WAIT_S)\n"
@@ -185,13 +187,7 @@ def _py_take(item: Item, body: dict[str, Any], consts: str) -> str:
                      "with their consent\n    CONFIG[\"ref_audio\"] = \"data:audio/wav;base64,\" + "
                      "base64.b64encode(f.read()).decode()\n")
     return ("import asyncio\n" + ("import base64\n" if item.files else "") + "import json\nimport os\nimport wave\n\n"
-            "import boto3\nfrom aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client\n"
-            "from aws_sdk_sagemaker_runtime_http2.config import AsyncSageMakerRuntimeHTTP2Config\n"
-            "from aws_sdk_sagemaker_runtime_http2.models import (\n    InvokeEndpointWithBidirectionalStreamInput,\n"
-            "    RequestPayloadPart,\n    RequestStreamEventPayloadPart,\n    ResponseStreamEventPayloadPart,\n)\n"
-            "from smithy_aws_core.identity.components import AWSCredentialsIdentity\n"
-            "from smithy_http.aio.crt import AWSCRTHTTPClient, AWSCRTHTTPClientConfig\n\n"
-            f"{consts}\n"
+            f"import boto3\n{PY_HTTP2_IMPORTS}\n{consts}\n"
             "# The take was streamed over the endpoint's HTTP/2 bidirectional stream (port 8443) to the container's "
             "speech\n# route with this session.config, as PCM, and kept as a 16-bit WAV: so is this script's. (The curl "
             "form\n# sends the REST route through InvokeEndpoint: the text as one unit, not cut as the take was.)\n"
@@ -199,7 +195,15 @@ def _py_take(item: Item, body: dict[str, Any], consts: str) -> str:
             f"{reference}\n\n" + _PY_STREAM)
 
 
-_PY_STREAM = """class BotoCredentials:
+# The HTTP/2 bidirectional stream's imports and helpers, shared with a conversation's script (conversation_sagemaker)
+PY_HTTP2_IMPORTS = (
+    "from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client\n"
+    "from aws_sdk_sagemaker_runtime_http2.config import AsyncSageMakerRuntimeHTTP2Config\n"
+    "from aws_sdk_sagemaker_runtime_http2.models import (\n    InvokeEndpointWithBidirectionalStreamInput,\n"
+    "    RequestPayloadPart,\n    RequestStreamEventPayloadPart,\n    ResponseStreamEventPayloadPart,\n)\n"
+    "from smithy_aws_core.identity.components import AWSCredentialsIdentity\n"
+    "from smithy_http.aio.crt import AWSCRTHTTPClient, AWSCRTHTTPClientConfig\n")
+PY_HTTP2 = """class BotoCredentials:
     \"\"\"The HTTP/2 SDK's identity resolver, answering with boto3's default chain.\"\"\"
 
     async def get_identity(self, *, properties):
@@ -214,22 +218,25 @@ _PY_STREAM = """class BotoCredentials:
         return None
 
 
-async def speak():
+async def open_stream(endpoint, query=None):
+    \"\"\"One bidirectional stream to the endpoint's container at PATH (the runtime's HTTP/2 port, 8443).\"\"\"
     config = await AsyncSageMakerRuntimeHTTP2Config.resolve(
         endpoint_uri=f"https://runtime.sagemaker.{REGION}.amazonaws.com:8443", region=REGION,
         aws_credentials_identity_resolver=BotoCredentials(),
         transport=AWSCRTHTTPClient(client_config=AWSCRTHTTPClientConfig(force_http_2=True)))
     client = AsyncSageMakerRuntimeHTTP2Client(config=config)
-    stream = await client.invoke_endpoint_with_bidirectional_stream(InvokeEndpointWithBidirectionalStreamInput(
-        endpoint_name=ENDPOINT_NAME, model_invocation_path=PATH))
+    return await client.invoke_endpoint_with_bidirectional_stream(InvokeEndpointWithBidirectionalStreamInput(
+        endpoint_name=endpoint, model_invocation_path=PATH, model_query_string=query))
 
-    async def send(message):
-        await stream.input_stream.send(RequestStreamEventPayloadPart(value=RequestPayloadPart(
-            bytes_=json.dumps(message).encode(), data_type="UTF8", completion_state="COMPLETE")))
 
-    await send(CONFIG)
-    await send({"type": "input.text", "text": TEXT})
-    await send({"type": "input.done"})
+async def send(stream, message):
+    \"\"\"One JSON message, as one UTF8 PayloadPart.\"\"\"
+    await stream.input_stream.send(RequestStreamEventPayloadPart(value=RequestPayloadPart(
+        bytes_=json.dumps(message).encode(), data_type="UTF8", completion_state="COMPLETE")))
+
+
+async def receive_audio(stream):
+    \"\"\"The speech session's answer after input.done: its PCM (binary parts) and sample rate, to session.done.\"\"\"
     _, output = await stream.await_output()
     pcm, rate = bytearray(), 24000
     while (event := await asyncio.wait_for(output.receive(), 120)) is not None:
@@ -248,6 +255,16 @@ async def speak():
             break
     await stream.input_stream.close()
     return bytes(pcm), rate
+"""
+
+_PY_STREAM = PY_HTTP2 + """
+
+async def speak():
+    stream = await open_stream(ENDPOINT_NAME)
+    await send(stream, CONFIG)
+    await send(stream, {"type": "input.text", "text": TEXT})
+    await send(stream, {"type": "input.done"})
+    return await receive_audio(stream)
 
 
 pcm, rate = asyncio.run(speak())

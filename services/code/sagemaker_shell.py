@@ -67,7 +67,7 @@ def _consts(item: Item) -> str:
 
 
 # -- curl ---------------------------------------------------------------------------------------------------------
-_SIGV4 = """# SageMaker's runtime takes only requests signed with SigV4: curl signs them (--aws-sigv4) with AWS_ACCESS_KEY_ID,
+SIGV4 = """# SageMaker's runtime takes only requests signed with SigV4: curl signs them (--aws-sigv4) with AWS_ACCESS_KEY_ID,
 # AWS_SECRET_ACCESS_KEY and, for temporary keys, AWS_SESSION_TOKEN. Export yours first — none are written here —
 # e.g. eval "$(aws configure export-credentials --format env)".
 : "${AWS_ACCESS_KEY_ID:?export your AWS keys first}" "${AWS_SECRET_ACCESS_KEY:?export your AWS keys first}"
@@ -76,9 +76,9 @@ sigv4() {  # sigv4 SERVICE CURL-ARGS...: curl, signed for SERVICE (sagemaker, s3
   if [ -n "${AWS_SESSION_TOKEN:-}" ]; then set -- -H "x-amz-security-token: $AWS_SESSION_TOKEN" "$@"; fi
   curl -sS --fail-with-body --aws-sigv4 "aws:amz:$REGION:$service" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "$@"
 }
-RUNTIME="https://runtime.sagemaker.$REGION.amazonaws.com/endpoints/$ENDPOINT_NAME"
 """
-_MULTIPART = """BOUNDARY="omni-studio-code-$$"
+_RUNTIME = "RUNTIME=\"https://runtime.sagemaker.$REGION.amazonaws.com/endpoints/$ENDPOINT_NAME\"\n"
+MULTIPART = """BOUNDARY="omni-studio-code-$$"
 BODY="$(mktemp)"; trap 'rm -f "$BODY" "$BODY.h"' EXIT
 field() { printf '%s\\r\\nContent-Disposition: form-data; name="%s"\\r\\n\\r\\n%s\\r\\n' "--$BOUNDARY" "$1" "$2"; }
 filepart() {  # filepart NAME FILE CONTENT-TYPE
@@ -94,7 +94,7 @@ _DECODE_TEXT = "import json, sys; sys.stdout.write(json.load(sys.stdin)[\"text\"
 
 def curl(item: Item) -> str:
     item = check(item)
-    return (f"#!/bin/sh\n{header(item, '#')}set -e\n{_consts(item)}{_SIGV4}\n"
+    return (f"#!/bin/sh\n{header(item, '#')}set -e\n{_consts(item)}{SIGV4}{_RUNTIME}\n"
             + _CURL[item.route](item, dict(item.request)))
 
 
@@ -136,7 +136,7 @@ def _curl_edit(item: Item, body: dict[str, Any]) -> str:
     images = body.pop("images")
     files = "".join(f"  filepart {EDIT_IMAGE_FIELD} \"${_const(n)}\" {mimetypes.guess_type(n)[0] or 'image/png'}\n"
                     for n in images)
-    return (f"{_MULTIPART}{{\n{_fields(body)}{files}  printf '%s\\r\\n' \"--$BOUNDARY--\"\n}} > \"$BODY\"\n"
+    return (f"{MULTIPART}{{\n{_fields(body)}{files}  printf '%s\\r\\n' \"--$BOUNDARY--\"\n}} > \"$BODY\"\n"
             + _check_size("send smaller references (the studio fits them as JPEG before sending)")
             + "sigv4 sagemaker \"$RUNTIME/invocations\" -H \"Content-Type: multipart/form-data; boundary=$BOUNDARY\" "
             f"\\\n  -H \"Accept: application/json\" {_route(item.route)} --data-binary @\"$BODY\" \\\n"
@@ -146,7 +146,7 @@ def _curl_edit(item: Item, body: dict[str, Any]) -> str:
 def _curl_transcript(item: Item, body: dict[str, Any]) -> str:
     name = body.pop("file")
     body["response_format"] = "json"
-    return (f"{_MULTIPART}{{\n  filepart {FILE_FIELD} \"${_const(name)}\" application/octet-stream\n{_fields(body)}"
+    return (f"{MULTIPART}{{\n  filepart {FILE_FIELD} \"${_const(name)}\" application/octet-stream\n{_fields(body)}"
             "  printf '%s\\r\\n' \"--$BOUNDARY--\"\n} > \"$BODY\"\n"
             + _check_size("the studio cuts a longer recording at silences and sends each piece; send a shorter one")
             + "sigv4 sagemaker \"$RUNTIME/invocations\" -H \"Content-Type: multipart/form-data; boundary=$BOUNDARY\" "
@@ -163,7 +163,7 @@ def _curl_video(item: Item, body: dict[str, Any]) -> str:
     return (f"# InvokeEndpointAsync's REST form: the request inline when it is at most {ASYNC_INLINE_LIMIT:,} bytes, "
             "else put in\n# S3 first and named by its location; the MP4 appears in S3 at the OutputLocation it "
             "answers with.\n"
-            f"{_MULTIPART}{{\n{_fields(body)}{reference}  printf '%s\\r\\n' \"--$BOUNDARY--\"\n}} > \"$BODY\"\n"
+            f"{MULTIPART}{{\n{_fields(body)}{reference}  printf '%s\\r\\n' \"--$BOUNDARY--\"\n}} > \"$BODY\"\n"
             "s3() { path=$1; shift; sigv4 s3 \"https://s3.$REGION.amazonaws.com/$path\" \"$@\"; }  # s3 BUCKET/KEY CURL-ARGS...\n"
             f"if [ \"$(wc -c < \"$BODY\")\" -le {ASYNC_INLINE_LIMIT} ]; then\n"
             "  set -- -H \"Content-Type: application/octet-stream\" --data-binary @\"$BODY\"\nelse\n"
