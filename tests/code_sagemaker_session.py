@@ -4,33 +4,43 @@
 1. `python -m infra deploy` the endpoints the items need (voice, image, video, listen, sound), as a person would;
 2. make the items the studio's way on `--backend sagemaker`: a seeded image, an edit, a seeded sound and a video with
    the studio's CLI (each --json), a speech take through the studio's voice client kept as the Voice page keeps it,
-   and a transcript of that take by `listen`, kept as the Listen page keeps it;
+   a transcript of that take by `listen`, kept as the Listen page keeps it, and a conversation held on the endpoints
+   by `converse --keep` with the take as its turn (its reply from `sm-chat`, an endpoint whose container is a real
+   streaming chat server in this process: the emulator's `containers` config);
 3. for each, the code `python -m services code ID --lang L --out FOLDER/code.*` writes (generated in this process)
    run unchanged in FOLDER (its own folder, the studio on no PYTHONPATH) — `python code.py` or `sh code.sh`.
 
     python -m emulator exec -- python tests/code_sagemaker_session.py WORK RUNS
 
 WORK holds the studio's inputs (cat.png, ref.png); RUNS is a JSON list of [item, lang] to run ("image", "edit",
-"sound", "video", "take", "transcript"). Writes WORK/made.json (what the studio made: ids, files, figures) and
+"sound", "video", "take", "transcript", "conversation"). Writes WORK/made.json (what the studio made: ids, files, figures) and
 WORK/ran.json (each run's folder and seconds); exits non-zero at the first step that fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLE_ARN = "arn:aws:iam::123456789012:role/code-handover-test"
 NOT_KEPT = {"type", "ref_audio", "speaker_embedding"}  # as ui/voice_views.py keeps a take's config
 TAKE_TEXT = "The harbour lights came on one by one."
-ENDPOINT_OF = {"edit": "image"}  # the items sharing an endpoint
+ENDPOINT_OF = {"edit": "image", "conversation": "take"}  # the items sharing an endpoint (the voice: its speech)
+CHAT_ENDPOINT = "sm-chat"  # the conversation's reply endpoint, played by a chat server in this process
+CHAT_MODEL = "Qwen/Qwen3-Omni-30B-A3B-Instruct"  # in text mode: what the chat endpoint's container says it serves
+ANSWER = "The lights are lovely tonight, aren't they?"
+PROMPT = "Answer in one short sentence."
 
 
 def studio_env(work: Path) -> dict[str, str]:
@@ -97,8 +107,53 @@ def keep_transcript(work: Path, said: dict) -> str:
     return record.id
 
 
-def make(work: Path) -> dict:
+def chat_endpoint(url: str) -> None:
+    """`sm-chat`, an endpoint whose container is the chat server at `url` (the emulator's `containers` config; the
+    deployment's own images are all the offline engine's, which serves no chat)."""
+    import boto3
+
+    from emulator.handle import BIDI_AMI, IMAGE_URI
+
+    answer = httpx.put(f"{os.environ['OMNI_EMULATOR_URL']}/_emulator/config", json={"containers": {":chat-": url}},
+                       timeout=10, trust_env=False)
+    answer.raise_for_status()
+    sm = boto3.client("sagemaker")
+    sm.create_model(ModelName=f"{CHAT_ENDPOINT}-model", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={
+        "Image": IMAGE_URI.replace(":omni-", ":chat-"), "Environment": {"SM_VLLM_MODEL": CHAT_MODEL}})
+    sm.create_endpoint_config(EndpointConfigName=f"{CHAT_ENDPOINT}-config", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": f"{CHAT_ENDPOINT}-model", "InitialInstanceCount": 1,
+        "InstanceType": "ml.g5.2xlarge", "InferenceAmiVersion": BIDI_AMI}])
+    sm.create_endpoint(EndpointName=CHAT_ENDPOINT, EndpointConfigName=f"{CHAT_ENDPOINT}-config")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName=CHAT_ENDPOINT, WaiterConfig={"Delay": 0.2, "MaxAttempts": 300})
+
+
+def converse(work: Path) -> subprocess.Popen:
+    """The conversation as `python -m services converse --keep` holds it on the endpoints, the take as its turn
+    (started now; `held` waits for it)."""
+    from services.sagemaker import resolve_targets
+    from services.settings import load_settings
+
+    names = resolve_targets(load_settings()).endpoints
+    argv = [sys.executable, "-m", "services", "converse", "--input", "take.wav", "--listen-endpoint", names["listen"],
+            "--voice-endpoint", names["voice"], "--reply-endpoint", CHAT_ENDPOINT, "--region", "us-east-1",
+            "--system-prompt", PROMPT, "--keep", "--json"]
+    return subprocess.Popen(argv, cwd=work, env=studio_env(work), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def held(talk: subprocess.Popen) -> dict:
+    out, err = talk.communicate(timeout=300)
+    if talk.returncode != 0:
+        sys.exit(f"`converse` exited with {talk.returncode}:\n{out[-3000:]}\n{err[-3000:]}")
+    turns = json.loads(out.strip().splitlines()[-1])["turns"]
+    kept = next(line for line in err.splitlines() if "kept as conversation-" in line)
+    return {"id": kept.split("kept as ")[1].split()[0], "heard": turns[0]["user_text"], "replied": turns[0]["reply_text"]}
+
+
+def make(work: Path, chat_url: str) -> dict:
     made: dict = {}
+    chat = threading.Thread(target=chat_endpoint, args=(chat_url,))  # beside the media: the endpoint takes seconds
+    chat.start()
     made["image"] = services(work, "image", "--prompt", "a fox at dusk", "--size", "192x128", "--seed", "7",
                              "--out", "fox.png")
     made["edit"] = services(work, "image", "--edit", "cat.png", "--prompt", "make it blue", "--size", "160x120",
@@ -108,8 +163,11 @@ def make(work: Path) -> dict:
     made["video"] = services(work, "video", "--prompt", "waves", "--image", "ref.png", "--width", "512", "--height",
                              "384", "--frames", "9", "--seed", "3", "--out", "waves.mp4")
     made["take"] = {"id": speak(work), "file": "take.wav"}
+    chat.join()
+    talk = converse(work)  # beside the transcript: the listen endpoint is the one both use
     said = services(work, "listen", "take.wav")
     made["transcript"] = {**said, "id": keep_transcript(work, said)}
+    made["conversation"] = held(talk)
     for what in ("image", "edit", "sound", "video"):
         made[what]["id"] = made[what]["job_id"]
     return made
@@ -154,7 +212,16 @@ def main() -> None:
     started = time.monotonic()
     deploy(work)
     deployed = time.monotonic()
-    made = make(work)
+    os.environ.update({k: v for k, v in studio_env(work).items() if k.startswith("OMNI_STUDIO_")})
+    from tests.chat_support import chat_app, serving_app
+
+    with contextlib.ExitStack() as stack:
+        chat_url = stack.enter_context(serving_app(chat_app(ANSWER)[0]))
+        made = make(work, chat_url)
+        finish(work, runs, made, started, deployed)
+
+
+def finish(work: Path, runs: list, made: dict, started: float, deployed: float) -> None:
     (work / "made.json").write_text(json.dumps(made, indent=1))
     items = time.monotonic()
     # Each endpoint's runs one after the other, the endpoints' side by side: the offline engine behind the emulator

@@ -3,7 +3,7 @@ studio's `converse --keep` on the real offline engine — pipeline mode answered
 /v1/chat/completions), and native mode over the engine's duplex session — whose one-turn Python, run unchanged in
 a folder of its own and without the studio on its path, hears the words the studio heard from the turn cut out of
 the kept recording and writes the spoken reply; the `converse` line parses to the same settings; a scripted
-variant's Python and curl answer by the script's rules; SageMaker, an unknown id, one without a recording and a viewer; the
+variant's Python and curl answer by the script's rules; one held on servers and SageMaker at once, an unknown id, one without a recording and a viewer; the
 shareable report (transcript, timings, the recording as an embedded WAV) from the CLI and on the Converse page,
 with the page's link and Code panel."""
 
@@ -175,11 +175,11 @@ TIMELINE = {"mode": "pipeline", "turns": [{"user_text": "hello", "reply_text": "
 def test_sagemaker_an_unknown_id_no_recording_and_a_viewers_copy(tmp_path: Path) -> None:
     history = History(tmp_path)
     try:
-        on_sagemaker = history.conversations.record(TIMELINE, settings={
-            "mode": "pipeline", "listen": "SageMaker endpoint omni-listen", "speak": "SageMaker endpoint omni-voice"})
-        with pytest.raises(InvalidInput, match="SageMaker endpoints .*code for a conversation held on SageMaker "
-                                            "endpoints is not written yet"):
-            generate(history, on_sagemaker.id)
+        both = history.conversations.record(TIMELINE, settings={  # SageMaker's listen, a server's speech
+            "mode": "pipeline", "listen": "SageMaker endpoint omni-listen", "speak": "http://gpu-box:8000"})
+        with pytest.raises(InvalidInput, match="on SageMaker endpoints and on servers .*code for a conversation held "
+                                            "on both is not written"):
+            generate(history, both.id)
         unrecorded = history.conversations.record(TIMELINE, settings={  # no recording: the reader brings the turn
             "mode": "pipeline", "listen": "http://gpu-box:8000", "speak": "http://gpu-box:8000", "script": SCRIPT})
         code = generate(history, unrecorded.id, servers=["http://gpu-box:8000"])

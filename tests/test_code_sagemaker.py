@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import sys
 import time
 import wave
@@ -23,6 +24,7 @@ import pytest
 from PIL import Image
 
 from protocol.limits import ASYNC_INLINE_LIMIT
+from services.cli import build_parser
 from services.code import generate, generate_all
 from services.code.items import sagemaker_target
 from services.code.sagemaker_shell import ENDPOINT_FLAG
@@ -30,12 +32,13 @@ from services.history import History
 from emulator.exec import namespace_problem
 from tests.test_emulator_exec import run_exec
 from tests.test_videos import png
+from tests import code_sagemaker_session as session
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION = ROOT / "tests" / "code_sagemaker_session.py"
 RUNS = [("image", "python"), ("image", "curl"), ("image", "cli"), ("edit", "python"), ("edit", "curl"),
         ("sound", "python"), ("sound", "curl"), ("video", "python"), ("video", "curl"), ("take", "python"),
-        ("take", "curl"), ("transcript", "python"), ("transcript", "curl")]
+        ("take", "curl"), ("transcript", "python"), ("transcript", "curl"), ("conversation", "python")]
 
 
 def frames(mp4: Path) -> int:
@@ -96,6 +99,17 @@ def test_items_made_on_sagemaker_again_from_their_code_unchanged(tmp_path: Path)
     assert "model_invocation_path=PATH" in (out["take", "python"] / "code.py").read_text()
     for lang in ("python", "curl"):
         assert (out["transcript", lang] / "transcript.txt").read_text() == made["transcript"]["text"], lang
+    # The conversation held on the endpoints (`converse --keep`, the take as its turn): its one-turn Python hears the
+    # words the studio heard from the turn cut out of the kept recording, and speaks the chat endpoint's reply.
+    talk = made["conversation"]
+    assert "lights came on" in talk["heard"].lower() and talk["replied"] == session.ANSWER
+    lines = said["conversation", "python"].splitlines()
+    assert lines[-3:] == [f"you: {talk['heard']}", f"agent: {session.ANSWER}", "reply.wav"]
+    channels, width, rate, n = shape((out["conversation", "python"] / "reply.wav").read_bytes())
+    assert (channels, width, rate) == (1, 2, 24000) and n > rate // 2  # a spoken sentence, not an empty WAV
+    code = (out["conversation", "python"] / "code.py").read_text()
+    assert f'REPLY_ENDPOINT = os.environ.get("REPLY_ENDPOINT", "{session.CHAT_ENDPOINT}")' in code
+    assert "invoke_endpoint_with_response_stream(" in code and "from services" not in code and "import services" not in code
     assert "the emulated account" in done.stderr
 
 
@@ -206,3 +220,43 @@ def test_the_commands_that_take_endpoint_are_the_ones_the_cli_form_gives_it_to()
         parser = build_parser([command])
         sub = next(a for a in parser._actions if a.dest == "command")
         assert ("--endpoint" in sub.choices[command]._option_string_actions) == (route in ENDPOINT_FLAG), command
+
+
+def test_a_conversation_on_sagemaker_names_its_endpoints_and_region_and_holds_no_secret(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "wJalrXUtnFEMI-would-be-secret"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWOULDBEREAL00042")
+    history = History(tmp_path / "data")
+    turn = {"user_text": "hello", "reply_text": "Hi.", "user_speech_end_s": 1.0, "transcript_final_s": 1.5}
+    try:
+        piped = history.conversations.record({"mode": "pipeline", "turns": [turn]}, settings={
+            "mode": "pipeline", "listen": "SageMaker endpoint l-ep (eu-west-1)", "speak": "SageMaker endpoint v-ep (eu-west-1)",
+            "reply_endpoint": "chat-ep", "reply": "qwen/omni on SageMaker endpoint chat-ep (eu-west-1)",
+            "system_prompt": "Be brief.", "voice": "joe", "silence_ms": 700})
+        codes = generate_all(history, piped.id)
+        assert codes["python"].settings == ("LISTEN_ENDPOINT", "REPLY_ENDPOINT", "VOICE_ENDPOINT", "REGION")
+        for lang, code in codes.items():
+            assert secret not in code.text and "AKIA" not in code.text, lang
+        compile(codes["python"].text, "conversation.py", "exec")
+        py, sh, cli = (codes[lang].text for lang in ("python", "curl", "cli"))
+        for const, name in (("LISTEN_ENDPOINT", "l-ep"), ("REPLY_ENDPOINT", "chat-ep"), ("VOICE_ENDPOINT", "v-ep")):
+            assert f'{const} = os.environ.get("{const}", "{name}")' in py and f'{const}="${{{const}:-{name}}}"' in sh
+        assert 'REGION = os.environ.get("REGION", "eu-west-1")' in py and 'REGION="${REGION:-eu-west-1}"' in cli
+        assert 'REPLY_MODEL = os.environ.get("REPLY_MODEL", "qwen/omni")' in py and '"voice": "joe"' in py
+        assert 'CustomAttributes="route=/v1/chat/completions"' in py and "model_invocation_path=PATH" in py
+        assert "--aws-sigv4" in sh and "route=/v1/audio/speech" in sh and "import boto3" not in sh
+        words = build_parser(["converse"]).parse_args(shlex.split(cli.splitlines()[-1])[3:])
+        assert (words.listen_endpoint, words.reply_endpoint, words.voice_endpoint, words.region, words.silence_ms) == (
+            "$LISTEN_ENDPOINT", "$REPLY_ENDPOINT", "$VOICE_ENDPOINT", "$REGION", 700)
+        # Kept without a region (an older `converse --keep`): the default region, with a note; native: one endpoint,
+        # no REST form, and its Python says it is not written yet, naming the CLI line that holds it again.
+        native = history.conversations.record({"mode": "native", "turns": [turn]}, settings={
+            "mode": "native", "listen": "SageMaker endpoint o-ep"})
+        codes = generate_all(history, native.id)
+        assert codes["python"].settings == ("ENDPOINT_NAME", "REGION")
+        assert any("name no region: the code says us-east-1" in n for n in codes["python"].notes)
+        assert '"ENDPOINT_NAME", "o-ep")' in codes["python"].text and "--mode native" in codes["python"].text
+        assert "exit 2" in codes["curl"].text and '--endpoint "$ENDPOINT_NAME"' in codes["cli"].text
+    finally:
+        history.close()
