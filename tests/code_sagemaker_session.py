@@ -13,7 +13,7 @@
     python -m emulator exec -- python tests/code_sagemaker_session.py WORK RUNS
 
 WORK holds the studio's inputs (cat.png, ref.png); RUNS is a JSON list of [item, lang] to run ("image", "edit",
-"sound", "video", "take", "transcript", "conversation"). Writes WORK/made.json (what the studio made: ids, files, figures) and
+"sound", "video", "take", "transcript", "conversation", "clip"). Writes WORK/made.json (what the studio made: ids, files, figures) and
 WORK/ran.json (each run's folder and seconds); exits non-zero at the first step that fails.
 """
 
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ROLE_ARN = "arn:aws:iam::123456789012:role/code-handover-test"
 NOT_KEPT = {"type", "ref_audio", "speaker_embedding"}  # as ui/voice_views.py keeps a take's config
 TAKE_TEXT = "The harbour lights came on one by one."
-ENDPOINT_OF = {"edit": "image", "conversation": "take"}  # the items sharing an endpoint (the voice: its speech)
+ENDPOINT_OF = {"edit": "image", "conversation": "take", "clip": "take"}  # the items sharing an endpoint (the voice: its speech)
 CHAT_ENDPOINT = "sm-chat"  # the conversation's reply endpoint, played by a chat server in this process
 CHAT_MODEL = "Qwen/Qwen3-Omni-30B-A3B-Instruct"  # in text mode: what the chat endpoint's container says it serves
 ANSWER = "The lights are lovely tonight, aren't they?"
@@ -163,12 +163,14 @@ def make(work: Path, chat_url: str) -> dict:
     made["video"] = services(work, "video", "--prompt", "waves", "--image", "ref.png", "--width", "512", "--height",
                              "384", "--frames", "9", "--seed", "3", "--out", "waves.mp4")
     made["take"] = {"id": speak(work), "file": "take.wav"}
+    made["clip"] = services(work, "clip", "--video", "waves.mp4", "--narration", "Waves at dawn.", "--soundtrack",
+                            "calm strings", "--seed", "5", "--steps", "4", "--out", "clip.mp4")
     chat.join()
     talk = converse(work)  # beside the transcript: the listen endpoint is the one both use
     said = services(work, "listen", "take.wav")
     made["transcript"] = {**said, "id": keep_transcript(work, said)}
     made["conversation"] = held(talk)
-    for what in ("image", "edit", "sound", "video"):
+    for what in ("image", "edit", "sound", "video", "clip"):
         made[what]["id"] = made[what]["job_id"]
     return made
 

@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION = ROOT / "tests" / "code_sagemaker_session.py"
 RUNS = [("image", "python"), ("image", "curl"), ("image", "cli"), ("edit", "python"), ("edit", "curl"),
         ("sound", "python"), ("sound", "curl"), ("video", "python"), ("video", "curl"), ("take", "python"),
-        ("take", "curl"), ("transcript", "python"), ("transcript", "curl"), ("conversation", "python")]
+        ("take", "curl"), ("transcript", "python"), ("transcript", "curl"), ("conversation", "python"),
+        ("clip", "python")]
 
 
 def frames(mp4: Path) -> int:
@@ -110,6 +111,17 @@ def test_items_made_on_sagemaker_again_from_their_code_unchanged(tmp_path: Path)
     code = (out["conversation", "python"] / "code.py").read_text()
     assert f'REPLY_ENDPOINT = os.environ.get("REPLY_ENDPOINT", "{session.CHAT_ENDPOINT}")' in code
     assert "invoke_endpoint_with_response_stream(" in code and "from services" not in code and "import services" not in code
+    # The clip made on the endpoints (narration by the voice endpoint, soundtrack by the sound endpoint): its Python
+    # asks both again through invoke_endpoint and muxes them under the same frames.
+    from tests.test_clip_cli import packets
+    from tests.test_code_clip import audio_track
+    again = out["clip", "python"] / "clip.mp4"
+    assert packets(again) == packets(work / "waves.mp4") == packets(work / "clip.mp4")
+    (codec, rate, channels), samples = audio_track(again)
+    assert (codec, rate, channels) == ("aac", 48000, 2) and float(np.abs(samples).max()) > 0.05
+    assert abs(samples.shape[1] - audio_track(work / "clip.mp4")[1].shape[1]) <= 2048
+    assert 'VOICE_ENDPOINT = os.environ.get("VOICE_ENDPOINT", "omni-studio-voice-' in (
+        out["clip", "python"] / "code.py").read_text()
     assert "the emulated account" in done.stderr
 
 

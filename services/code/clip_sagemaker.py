@@ -17,7 +17,7 @@ from services.code.items import SPEECH_PATH, Item
 from services.code.sagemaker import CREDENTIALS
 from services.code.literals import const, py_value
 from services.code.sagemaker_shell import header
-from services.code.sagemaker_shell import _SIGV4 as SIGV4
+from services.code.sagemaker_shell import SIGV4
 
 ENDPOINT_CONSTS = {"narration": "VOICE_ENDPOINT", "soundtrack": "SOUND_ENDPOINT"}
 
@@ -71,7 +71,7 @@ def curl(item: Item) -> str:
                      f" -H \"X-Amzn-SageMaker-Custom-Attributes: {route_attribute(route)}\" \\\n"
                      f"  -d {shlex.quote(json.dumps(sent))} -o {name}\necho {name}\n")
     return (f"#!/bin/sh\n{header(item, '#')}set -e\n{_sh_consts(item)}"
-            + SIGV4.replace('RUNTIME="https://runtime.sagemaker.$REGION.amazonaws.com/endpoints/$ENDPOINT_NAME"\n', "")
+            + SIGV4
             + "# The parts, made again on the endpoints; muxing them under the video is not a request — the studio's "
               "CLI does it:\n# python -m services clip --video \"$SOURCE\" --narration-audio narration.wav "
               "--soundtrack-audio soundtrack.wav\n" + "".join(calls))

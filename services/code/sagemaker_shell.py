@@ -78,7 +78,6 @@ sigv4() {  # sigv4 SERVICE CURL-ARGS...: curl, signed for SERVICE (sagemaker, s3
 }
 """
 _RUNTIME = "RUNTIME=\"https://runtime.sagemaker.$REGION.amazonaws.com/endpoints/$ENDPOINT_NAME\"\n"
-_SIGV4 = SIGV4 + _RUNTIME  # the older name, with the one endpoint's RUNTIME (clip_sagemaker.py strips it: use SIGV4)
 MULTIPART = """BOUNDARY="omni-studio-code-$$"
 BODY="$(mktemp)"; trap 'rm -f "$BODY" "$BODY.h"' EXIT
 field() { printf '%s\\r\\nContent-Disposition: form-data; name="%s"\\r\\n\\r\\n%s\\r\\n' "--$BOUNDARY" "$1" "$2"; }
