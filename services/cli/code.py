@@ -2,14 +2,16 @@
 
     python -m services code ITEM_ID [--lang python|curl|cli] [--out FILE]
 
-ITEM_ID is an image, video or sound job's id (`job_id` in their --json), a speech take's, a transcript's or a
-conversation's (`python -m services history list` lists them all). The code prints; with --out it is written to
-FILE and the reference files it reads (an edit's or a video's reference image, a transcript's recording, a
-conversation's first turn cut from its recording and its script) beside it. A conversation's code is its setup
-(--lang cli: the `converse` line that holds it again) and one turn through the same stages (python; curl: the
-nearest REST form), docs/converse.md. Notes (a
-reference deleted since, a target that may be gone) go to stderr and into the code as comments.
-Exit code 0; 2 for an id the history does not have (or you may not see).
+ITEM_ID is an image, video, sound or clip job's id (`job_id` in their --json), a speech take's, a transcript's, a
+conversation's (`python -m services history list` lists them all) or an evaluation item's (items.csv of
+`python -m services eval export`). The code prints; with --out it is written to FILE and the files it reads beside
+it (an edit's or a video's reference image, a transcript's recording, a clip's source video and parts, a
+conversation's first turn cut from its recording). A cloned take's recording is never kept: its code reads
+reference.wav, which you bring. A conversation's code is its setup (--lang cli: the `converse` line that holds it
+again) and one turn through the same stages (python; curl: the nearest REST form), docs/converse.md. An item made on
+SageMaker gets boto3 / HTTP/2-SDK code with ENDPOINT_NAME and REGION at its top. Notes (a reference deleted since, a
+target that may be gone) go to stderr and into the code as comments.
+Exit code 0; 2 for an id the history does not have (or you may not see), or a record too damaged to read.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("code", help="the code (Python, curl, the CLI) that makes a kept item again",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("item_id", metavar="ITEM_ID", help="a job's, speech take's, transcript's or conversation's id")
+    p.add_argument("item_id", metavar="ITEM_ID", help="a job's (image, video, sound, clip), speech take's, transcript's, conversation's or evaluation item's id")
     p.add_argument("--lang", choices=["python", "curl", "cli"], default="python", help="default: python")
     p.add_argument("--out", type=Path, help="write the code here, and the reference files beside it")
     p.set_defaults(func=run)
