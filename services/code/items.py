@@ -71,8 +71,8 @@ def find(history: History, item_id: str) -> Item:
         except InvalidInput:
             continue
         return _on_sagemaker(item) if item.target_kind == "sagemaker" else item
-    raise UnknownItem(f"there is no item {item_id!r} (a job, speech take, transcript or evaluation item) you can see in the history "
-                      f"at {history.where}: `python -m services history list` lists them")
+    raise UnknownItem(f"there is no item {item_id!r} (a job, speech take, transcript or evaluation item) you can "
+                      f"see in the history at {history.where}: `python -m services history list` lists them")
 
 
 def _target(target: str, route: str | None = None) -> tuple[str, str, list[str]]:
