@@ -257,21 +257,33 @@ with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"} if KEY e
 
 
 # -- native mode --------------------------------------------------------------------------------------------------
-def _native(item: Item, consts: str) -> str:
-    r = item.request
+def session_consts(r: dict[str, Any]) -> str:
+    """A native conversation's INSTRUCTIONS and SESSION (the session.update it opened with), as constants."""
     learned = {} if r["turn_detector"] != "learned" else {"type": "semantic_vad", "eot_threshold": r["eot_threshold"]}
     update = SessionUpdate(session=SessionConfig(
         instructions=r["system_prompt"] or r["script"], voice=r["voice"], turn_detection=TurnDetection(
             silence_duration_ms=r["silence_ms"], threshold=r["vad_threshold"], **learned)))
     session = update.model_dump(mode="json", exclude_none=True)
     instructions = session["session"].pop("instructions", None)
-    consts += (f"INSTRUCTIONS = {block(instructions) if instructions else 'None'}  # a model's system prompt; the "
-               "offline engine answers from these scripted rules\n# The session.update the conversation opened with "
-               f"(its voice, how a turn ends)\nSESSION = {lit(session)}\nif INSTRUCTIONS:\n    "
-               "SESSION[\"session\"][\"instructions\"] = INSTRUCTIONS\n")
+    return (f"INSTRUCTIONS = {block(instructions) if instructions else 'None'}  # a model's system prompt; the "
+            "offline engine answers from these scripted rules\n# The session.update the conversation opened with "
+            f"(its voice, how a turn ends)\nSESSION = {lit(session)}\nif INSTRUCTIONS:\n    "
+            "SESSION[\"session\"][\"instructions\"] = INSTRUCTIONS\n")
+
+
+def duplex(opened: str) -> str:
+    """The one native turn over a channel `ws` with `send(text)` and `recv(timeout=None)` (TimeoutError when nothing
+    came), opened by the `with ... as ws:` line `opened`: a WebSocket here, the HTTP/2 stream on SageMaker."""
+    return _DUPLEX.replace("@OPEN@", opened)
+
+
+def _native(item: Item, consts: str) -> str:
+    opened = ('url = BASE_URL.replace("https://", "wss://").replace("http://", "ws://") + "/v1/realtime?duplex=1"\n'
+              'with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"} if KEY else None, '
+              'max_size=None) as ws:')
     return ("import base64\nimport json\nimport os\nimport time\nimport wave\n\nfrom websockets.sync.client import "
-            f"connect\n\n{consts}{KEY_NOTE}\nKEY = os.environ.get(\"OPENAI_API_KEY\")\n\n" + _DUPLEX
-            + SAVE_REPLY)
+            f"connect\n\n{consts}{session_consts(item.request)}{KEY_NOTE}\nKEY = os.environ.get(\"OPENAI_API_KEY\")\n\n"
+            + duplex(opened) + SAVE_REPLY)
 
 
 _DUPLEX = '''with wave.open(TURN) as w:  # the session's input: 16 kHz mono PCM16
@@ -280,9 +292,8 @@ _DUPLEX = '''with wave.open(TURN) as w:  # the session's input: 16 kHz mono PCM1
     audio = w.readframes(w.getnframes())
 
 CHUNK = 3200  # 100 ms of it: the microphone's appends, at real time; silence after the turn until the answer ends
-url = BASE_URL.replace("https://", "wss://").replace("http://", "ws://") + "/v1/realtime?duplex=1"
 heard, reply, pcm, rate, done = "", "", bytearray(), 24000, False
-with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"} if KEY else None, max_size=None) as ws:
+@OPEN@
     ws.send(json.dumps(SESSION))
     while (event := json.loads(ws.recv()))["type"] != "session.updated":
         if event["type"] != "error":
