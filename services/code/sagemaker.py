@@ -230,9 +230,10 @@ async def open_stream(endpoint, query=None):
 
 
 async def send(stream, message):
-    \"\"\"One JSON message, as one UTF8 PayloadPart.\"\"\"
+    \"\"\"One JSON message (or its text), as one UTF8 PayloadPart.\"\"\"
+    text = message if isinstance(message, str) else json.dumps(message)
     await stream.input_stream.send(RequestStreamEventPayloadPart(value=RequestPayloadPart(
-        bytes_=json.dumps(message).encode(), data_type="UTF8", completion_state="COMPLETE")))
+        bytes_=text.encode(), data_type="UTF8", completion_state="COMPLETE")))
 
 
 async def receive_audio(stream):
