@@ -39,7 +39,7 @@ SESSION = ROOT / "tests" / "code_sagemaker_session.py"
 RUNS = [("image", "python"), ("image", "curl"), ("image", "cli"), ("edit", "python"), ("edit", "curl"),
         ("sound", "python"), ("sound", "curl"), ("video", "python"), ("video", "curl"), ("take", "python"),
         ("take", "curl"), ("transcript", "python"), ("transcript", "curl"), ("conversation", "python"),
-        ("clip", "python")]
+        ("native", "python"), ("clip", "python")]
 
 
 def frames(mp4: Path) -> int:
@@ -111,6 +111,17 @@ def test_items_made_on_sagemaker_again_from_their_code_unchanged(tmp_path: Path)
     code = (out["conversation", "python"] / "code.py").read_text()
     assert f'REPLY_ENDPOINT = os.environ.get("REPLY_ENDPOINT", "{session.CHAT_ENDPOINT}")' in code
     assert "invoke_endpoint_with_response_stream(" in code and "from services" not in code and "import services" not in code
+    # The conversation held in native mode in the omni endpoint's duplex session: its Python holds the turn in that
+    # session over the HTTP/2 stream again, hears what the studio heard and writes the spoken reply.
+    native = made["native"]
+    assert "lights came on" in native["heard"].lower() and native["replied"].strip()
+    lines = said["native", "python"].splitlines()
+    assert lines[0] == f"you: {native['heard']}" and lines[-1] == "reply.wav", lines
+    assert lines[-2].startswith("agent: ") and lines[-2] != "agent: "
+    channels, width, rate, n = shape((out["native", "python"] / "reply.wav").read_bytes())
+    assert (channels, width) == (1, 2) and n > rate // 2
+    code = (out["native", "python"] / "code.py").read_text()
+    assert 'PATH = "v1/realtime"' in code and 'QUERY = "duplex=1"' in code and "from services" not in code
     # The clip made on the endpoints (narration by the voice endpoint, soundtrack by the sound endpoint): its Python
     # asks both again through invoke_endpoint and muxes them under the same frames.
     from tests.test_clip_cli import packets
@@ -262,13 +273,24 @@ def test_a_conversation_on_sagemaker_names_its_endpoints_and_region_and_holds_no
         assert (words.listen_endpoint, words.reply_endpoint, words.voice_endpoint, words.region, words.silence_ms) == (
             "$LISTEN_ENDPOINT", "$REPLY_ENDPOINT", "$VOICE_ENDPOINT", "$REGION", 700)
         # Kept without a region (an older `converse --keep`): the default region, with a note; native: one endpoint,
-        # no REST form, and its Python says it is not written yet, naming the CLI line that holds it again.
+        # no REST form, and its Python holds the turn in the duplex session over the HTTP/2 stream, opened with the
+        # kept session settings — the silence window ending the turn, as the studio asks an endpoint (no learned end).
         native = history.conversations.record({"mode": "native", "turns": [turn]}, settings={
-            "mode": "native", "listen": "SageMaker endpoint o-ep"})
+            "mode": "native", "listen": "SageMaker endpoint o-ep", "voice": "joe", "silence_ms": 800,
+            "turn_detector": "learned", "system_prompt": "Be brief."})
         codes = generate_all(history, native.id)
+        py = codes["python"].text
         assert codes["python"].settings == ("ENDPOINT_NAME", "REGION")
         assert any("name no region: the code says us-east-1" in n for n in codes["python"].notes)
-        assert '"ENDPOINT_NAME", "o-ep")' in codes["python"].text and "--mode native" in codes["python"].text
+        assert '"ENDPOINT_NAME", "o-ep")' in py and 'REGION = os.environ.get("REGION", "us-east-1")' in py
+        assert 'PATH = "v1/realtime"' in py and 'QUERY = "duplex=1"' in py and "open_stream(self.endpoint, QUERY)" in py
+        session_line = next(line for line in py.splitlines() if line.startswith("SESSION = "))
+        assert '"voice": "joe"' in session_line and '"silence_duration_ms": 800' in session_line
+        assert '"type": "server_vad"' in session_line and "eot_threshold" not in session_line
+        assert 'INSTRUCTIONS = "Be brief."' in py
+        assert "sys.exit" not in py and "import boto3" in py and "websockets" not in py
+        assert secret not in py and "AKIA" not in py
+        compile(py, "native.py", "exec")
         assert "exit 2" in codes["curl"].text and '--endpoint "$ENDPOINT_NAME"' in codes["cli"].text
     finally:
         history.close()

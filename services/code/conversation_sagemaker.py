@@ -15,8 +15,12 @@ the turn → `invoke_endpoint` on the listen endpoint (multipart, route=/v1/audi
 the studio streamed it to /v1/realtime over the HTTP/2 stream, the file route hears the same words) → the reply
 through `invoke_endpoint_with_response_stream` (route=/v1/chat/completions, its server-sent events read from the
 PayloadParts, split anywhere), or the conversation's scripted rules → fed clause by clause into the voice endpoint's
-speech session over the HTTP/2 bidirectional stream → OUT. Native mode's one turn over the omni endpoint's duplex
-session on that stream is not written yet: its Python says so and exits 2, naming the CLI line, which holds it again.
+speech session over the HTTP/2 bidirectional stream → OUT. Native mode's Python holds its one turn in the omni
+endpoint's duplex session on that stream, as services/converse/sagemaker.py's EndpointSession does (invocation path
+v1/realtime, query duplex=1, each JSON event one UTF8 PayloadPart): the turn itself is conversation_py's (`duplex`,
+the server's script) over a `Duplex` channel — the HTTP/2 stream held by an event loop on a thread, with a WebSocket's
+send(text) and recv(timeout) — opened with the kept session.update, its turn ended by the silence window (the studio
+asks an endpoint for no learned end of turn). Native mode has no REST form.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
-from protocol.listen import FILE_FIELD, TRANSCRIPTIONS_PATH
+from protocol.duplex import DUPLEX_QUERY
+from protocol.listen import FILE_FIELD, REALTIME_PATH, TRANSCRIPTIONS_PATH
 from protocol.sagemaker import DEFAULT_REGION, SPEECH_INVOCATION_PATH
 from services.code.conversation_py import (
     CLAUSES,
@@ -37,10 +42,12 @@ from services.code.conversation_py import (
     TURN_NAME,
     chat_body_py,
     converse_line,
+    duplex,
     header,
     lit,
     reply_stage,
     scripted_reply_sh,
+    session_consts,
     speech_body_py,
 )
 from services.code.items import SPEECH_PATH, Item, sagemaker_target
@@ -120,7 +127,12 @@ def python(item: Item) -> str:
     r = item.request
     doc = '"""' + header_of(item, "").replace("\n ", "\n").strip() + '\n"""\n\n'
     if r["mode"] == "native":
-        return doc + f"import os\nimport sys\n\n{_py_consts(item)}\n" + _NATIVE
+        # The studio asks an endpoint for no learned end of turn (Setup._eot): its silence window ends the turn
+        consts = (_py_consts(item) + session_consts({**r, "turn_detector": "silence"}) + f"PATH = {lit(REALTIME_PATH.lstrip('/'))}  # the duplex "
+                  f"session's route, over the HTTP/2 stream\nQUERY = \"{DUPLEX_QUERY}=1\"\n")
+        return (doc + f"import asyncio\nimport base64\nimport json\nimport os\nimport threading\nimport time\n"
+                f"import wave\n\nimport boto3\n{PY_HTTP2_IMPORTS}\n{consts}\n\n{PY_HTTP2}\n\n{_DUPLEX_SM}"
+                + duplex("with Duplex(ENDPOINT_NAME) as ws:") + SAVE_REPLY)
     more, reply = reply_stage(r, bool(r["reply_endpoint"]), _CHAT, "the endpoint's own model answers")
     consts = _py_consts(item) + more
     config = speech_config(voice=r["voice"]).model_dump(mode="json", exclude_none=True)
@@ -134,11 +146,62 @@ def python(item: Item) -> str:
             + reply.replace("@CHAT@", CHAT_PATH) + CLAUSES + PY_HTTP2 + "\n\n" + _SPEAK + SAVE_REPLY)
 
 
-_NATIVE = '''# Native mode holds the turn in one speech-to-speech session over the endpoint's HTTP/2 bidirectional stream
-# (invocation path v1/realtime, query string duplex=1). Its one-turn script is not written yet: the studio's own
-# command line (the CLI form) holds the conversation again on these endpoints.
-sys.exit(f"no Python for a native conversation on SageMaker yet: run the CLI form (python -m services converse "
-         f"--mode native --endpoint {ENDPOINT_NAME} --region {REGION} --input {TURN})")
+# Native mode's transport: the duplex session over the HTTP/2 stream, as conversation_py's turn wants its channel
+_DUPLEX_SM = '''# The duplex session over the endpoint's HTTP/2 bidirectional stream (invocation path PATH, query QUERY), each
+# JSON event one UTF8 PayloadPart both ways, as the studio holds it. The SDK's stream is async: an event loop on a
+# thread of its own holds it, and `send(text)`, `recv(timeout)` are a WebSocket's, so the turn below reads as on a
+# server.
+class Duplex:
+    def __init__(self, endpoint):
+        self.endpoint, self.output, self.pending = endpoint, None, None
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    def run(self, coroutine, timeout):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def __enter__(self):
+        self.stream = self.run(open_stream(self.endpoint, QUERY), 30)
+        return self
+
+    def send(self, text):
+        self.run(send(self.stream, text), 30)
+
+    async def next_text(self):
+        \"\"\"The session's next JSON event: UTF8 PayloadParts (a PARTIAL run joined); None when the stream ends.\"\"\"
+        if self.output is None:
+            _, self.output = await self.stream.await_output()
+        text = b""
+        while (event := await self.output.receive()) is not None:
+            if isinstance(event, ResponseStreamEventPayloadPart) and event.value.data_type == "UTF8":
+                text += event.value.bytes_ or b""
+                if event.value.completion_state != "PARTIAL":
+                    return text.decode()
+        return None
+
+    def recv(self, timeout=None):
+        \"\"\"The next event's text; TimeoutError after `timeout` seconds (the read goes on for the next call).\"\"\"
+        if self.pending is None:
+            self.pending = asyncio.run_coroutine_threadsafe(self.next_text(), self.loop)
+        try:
+            text = self.pending.result(120 if timeout is None else timeout)
+        except TimeoutError:
+            if timeout is None:
+                raise SystemExit(f"nothing from {self.endpoint} for 120 s") from None
+            raise
+        self.pending = None
+        if text is None:
+            raise SystemExit(f"{self.endpoint} ended the speech-to-speech session")
+        return text
+
+    def __exit__(self, *exc):
+        try:
+            self.run(self.stream.input_stream.close(), 5)  # the end of the input: the session ends
+        except Exception:
+            pass  # a broken stream's close must not hide what broke it
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
 '''
 _LISTEN = '''# 1. Listen: the turn's transcript from the listen endpoint. (The studio streamed the turn to /v1/realtime over the
 #    HTTP/2 stream at real time, as a microphone would; this sends the same recording to the file route.)
