@@ -1,19 +1,21 @@
 """One session on the emulated SageMaker account for tests/test_code_sagemaker.py, run under `python -m emulator exec`
 (a fresh exec starts an empty account, so everything happens in this one process tree):
 
-1. `python -m infra deploy` the endpoints the items need (voice, image, video, listen, sound), as a person would;
+1. `python -m infra deploy` the endpoints the items need (voice, image, video, listen, sound, omni), as a person
+   would;
 2. make the items the studio's way on `--backend sagemaker`: a seeded image, an edit, a seeded sound and a video with
    the studio's CLI (each --json), a speech take through the studio's voice client kept as the Voice page keeps it,
    a transcript of that take by `listen`, kept as the Listen page keeps it, and a conversation held on the endpoints
    by `converse --keep` with the take as its turn (its reply from `sm-chat`, an endpoint whose container is a real
-   streaming chat server in this process: the emulator's `containers` config);
+   streaming chat server in this process: the emulator's `containers` config), and one held in native mode in the
+   omni endpoint's duplex session (`converse --mode native --keep`, the take its recorded turn);
 3. for each, the code `python -m services code ID --lang L --out FOLDER/code.*` writes (generated in this process)
    run unchanged in FOLDER (its own folder, the studio on no PYTHONPATH) — `python code.py` or `sh code.sh`.
 
     python -m emulator exec -- python tests/code_sagemaker_session.py WORK RUNS
 
 WORK holds the studio's inputs (cat.png, ref.png); RUNS is a JSON list of [item, lang] to run ("image", "edit",
-"sound", "video", "take", "transcript", "conversation", "clip"). Writes WORK/made.json (what the studio made: ids, files, figures) and
+"sound", "video", "take", "transcript", "conversation", "native", "clip"). Writes WORK/made.json (what the studio made: ids, files, figures) and
 WORK/ran.json (each run's folder and seconds); exits non-zero at the first step that fails.
 """
 
@@ -62,8 +64,8 @@ def services(work: Path, *args: str) -> dict:
 
 
 def deploy(work: Path) -> None:
-    run([sys.executable, "-m", "infra", "deploy", "voice", "image", "video", "listen", "sound", "--no-ttl", "--no-smoke",
-         "--no-scale-to-zero", "--role-arn", ROLE_ARN, "--instance-types", "sound=ml.g5.xlarge",  # g6: a quota of 4
+    run([sys.executable, "-m", "infra", "deploy", "voice", "image", "video", "listen", "sound", "omni", "--no-ttl",
+         "--no-smoke", "--no-scale-to-zero", "--role-arn", ROLE_ARN, "--instance-types", "sound=ml.g5.xlarge",  # g6: a quota of 4
          "--state-file", str(work / "state.json"), "--poll-seconds", "0.2"], cwd=work, env=studio_env(work))
 
 
@@ -141,6 +143,18 @@ def converse(work: Path) -> subprocess.Popen:
                             text=True)
 
 
+def converse_native(work: Path) -> subprocess.Popen:
+    """The conversation `converse --mode native --keep` holds in the omni endpoint's duplex session over the HTTP/2
+    stream, the take as its recorded turn (started now; `held` waits for it)."""
+    from services.sagemaker import resolve_targets
+    from services.settings import load_settings
+
+    argv = [sys.executable, "-m", "services", "converse", "--mode", "native", "--input", "take.wav", "--endpoint",
+            resolve_targets(load_settings()).endpoints["omni"], "--region", "us-east-1", "--keep", "--json"]
+    return subprocess.Popen(argv, cwd=work, env=studio_env(work), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
 def held(talk: subprocess.Popen) -> dict:
     out, err = talk.communicate(timeout=300)
     if talk.returncode != 0:
@@ -163,13 +177,14 @@ def make(work: Path, chat_url: str) -> dict:
     made["video"] = services(work, "video", "--prompt", "waves", "--image", "ref.png", "--width", "512", "--height",
                              "384", "--frames", "9", "--seed", "3", "--out", "waves.mp4")
     made["take"] = {"id": speak(work), "file": "take.wav"}
+    native = converse_native(work)  # the take its turn, beside the clip: the omni endpoint is its own
     made["clip"] = services(work, "clip", "--video", "waves.mp4", "--narration", "Waves at dawn.", "--soundtrack",
                             "calm strings", "--seed", "5", "--steps", "4", "--out", "clip.mp4")
     chat.join()
     talk = converse(work)  # beside the transcript: the listen endpoint is the one both use
     said = services(work, "listen", "take.wav")
     made["transcript"] = {**said, "id": keep_transcript(work, said)}
-    made["conversation"] = held(talk)
+    made["conversation"], made["native"] = held(talk), held(native)
     for what in ("image", "edit", "sound", "video", "clip"):
         made[what]["id"] = made[what]["job_id"]
     return made
