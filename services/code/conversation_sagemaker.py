@@ -194,9 +194,17 @@ class Duplex:
             raise SystemExit(f"{self.endpoint} ended the speech-to-speech session")
         return text
 
+    async def close(self):
+        await self.stream.input_stream.close()  # the end of the input: the session ends
+        if self.output is not None:
+            await self.output.close()
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        if others:
+            await asyncio.wait(others, timeout=2)  # the SDK's own tasks finish writing
+
     def __exit__(self, *exc):
         try:
-            self.run(self.stream.input_stream.close(), 5)  # the end of the input: the session ends
+            self.run(self.close(), 5)
         except Exception:
             pass  # a broken stream's close must not hide what broke it
         self.loop.call_soon_threadsafe(self.loop.stop)
