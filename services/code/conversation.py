@@ -13,8 +13,9 @@ conversation's scripted rules, which the studio answers itself — so does the s
 the speech WebSocket → OUT. Native mode's: the turn over vLLM-Omni's duplex session (/v1/realtime?duplex=1) with
 the session.update the conversation opened with. services/code/conversation_py.py writes the Python.
 
-Conversations on SageMaker endpoints are refused, naming what is not written. A reader who may not generate (a
-viewer) gets the code with every address left as a variable to set.
+A conversation held on SageMaker endpoints is read here and written by services/code/conversation_sagemaker.py (both
+modes); one held on servers and endpoints at once is refused, naming what is not written. A reader who may not
+generate (a viewer) gets the code with every address left as a variable to set.
 """
 
 from __future__ import annotations
