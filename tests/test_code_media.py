@@ -17,6 +17,8 @@ from services.access import Principal
 from services.code import LANGS, UnknownItem, generate, generate_all
 from services.history import History
 from tests.code_support import ROOT, code_for, made, run_code, studio
+from tests.loopback_support import serving_asgi
+from tests.sound_peer import peer_app
 from tests.test_videos import png
 
 
@@ -83,6 +85,18 @@ def test_a_seeded_sound_again_byte_for_byte(engine_url: str, tmp_path: Path) -> 
     line = code_for(job["job_id"], tmp_path / "cli", data=data, lang="cli")
     run_code(line, engine_url, env=studio_env(data))
     assert (tmp_path / "cli" / "sound.wav").read_bytes() == (tmp_path / "rain.wav").read_bytes()
+
+    # The same scripts against a strict vLLM-Omni peer (vLLM-Omni 0.30's request model, an unknown key refused):
+    # they send vLLM-Omni's fields and nothing the studio added, and the peer answers them.
+    peer = peer_app()
+    with serving_asgi(peer) as url:
+        run_code(script, url)
+        run_code(shell, url)
+    python_sent, curl_sent = peer.state.seen
+    assert python_sent == curl_sent
+    assert {k: python_sent[k] for k in ("input", "audio_length", "seed", "response_format")} == {
+        "input": "rain on a tin roof", "audio_length": 2.0, "seed": 11, "response_format": "wav"}
+    assert (tmp_path / "py" / "sound.wav").read_bytes()[:4] == b"RIFF"
 
 
 def test_a_video_with_a_reference_again_and_its_reference_deleted_since(engine_url: str, tmp_path: Path) -> None:
