@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Literal
 
-from protocol.errors import InvalidInput
+from protocol.errors import InvalidInput, StudioError
 from services.code.clip import CLIP_ROUTE
-from services.code.items import LOCAL_ENGINE_NOTE, Item, UnknownItem, find
+from services.code.items import LOCAL_ENGINE_NOTE, Item, UnknownItem, find, job_item, located
 from services.history import History
 
 Lang = Literal["python", "curl", "cli"]
@@ -121,19 +121,21 @@ def generate_all(history: History, item_id: str, *, servers: Iterable[str] | Non
 
 
 def _find(history: History, item_id: str) -> Item:
-    """A kept item: a clip (a video job the studio muxed, services/code/clip.py), an evaluation's item
-    (services/code/evaluation.py) or any other (items.find)."""
+    """A kept item, each record read once: a job — a clip (a video job the studio muxed, services/code/clip.py) or
+    any other (items.job_item) —, an evaluation's item (services/code/evaluation.py), a take or a transcript."""
     from services.code import evaluation
-    from services.code.clip import NotAClip, read_clip
+    from services.code.clip import clip_item
 
     try:
-        return read_clip(history, item_id)
-    except NotAClip:
-        pass
+        job = history.jobs.get(item_id)
+    except StudioError:
+        job = None
+    if job is not None:
+        return clip_item(history, job) if job.meta.get("clip") else located(job_item(history, job))
     try:
-        return evaluation.read(history, item_id)
+        return evaluation.read(history, item_id, find=_find)
     except evaluation.NotAnEvalItem:
-        return find(history, item_id)
+        return find(history, item_id, jobs=False)
 
 
 def _address_withheld(item: Item) -> Item:

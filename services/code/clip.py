@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from protocol.errors import InvalidInput, StudioError
+from protocol.errors import StudioError
 from protocol.sound import SOUND_PATH
 from services.code.items import Item
 from services.code.literals import const as _const, py_dict as _py_dict, py_value as _py_value
@@ -48,24 +48,15 @@ def request_of(params: dict[str, Any], clip: dict[str, Any], files: list[str]) -
     return request
 
 
-class NotAClip(InvalidInput):
-    """The id is no clip (another kind of item, or none): the other readers look."""
-
-
-def read_clip(history: Any, item_id: str) -> Item:
-    """The clip `item_id` as an Item (InvalidInput when it is no clip the reader may see)."""
+def clip_item(history: Any, job: Any) -> Item:
+    """A clip — a video job with `meta["clip"]` — as an Item: its parts to make again (or the files they were
+    given as), its source video beside the script."""
     from services.clips.make import CLIP_FILE
-    from services.code.items import ENGINE_URL, _target
+    from services.code.items import ENGINE_URL, _files, _target
 
-    try:
-        job = history.jobs.get(item_id)
-    except StudioError:
-        raise NotAClip(f"{item_id} is not a job") from None
-    clip = job.meta.get("clip")
-    if not clip:
-        raise NotAClip(f"{item_id} is not a clip")
-    files, notes = {name: _read(job, name) for name in job.inputs}, []
-    request = request_of(dict(job.params), clip, list(files))
+    clip = job.meta["clip"]
+    notes: list[str] = []
+    request = request_of(dict(job.params), clip, list(job.inputs))
     generates = "narration" in request or "soundtrack" in request
     kind_, base, more = _target(job.target) if generates else ("offline", ENGINE_URL, [])
     region = ""
@@ -78,10 +69,10 @@ def read_clip(history: Any, item_id: str) -> Item:
         except StudioError:
             notes.append(f"the video it was made from, {clip['of']}, is gone: {SOURCE_FILE} is the clip's own video "
                          "track (the same frames; its audio is replaced)")
-    files = {SOURCE_FILE: source if source is not None else _read(job, CLIP_FILE),
-             **{k: v for k, v in files.items() if k in (request.get("narration_file"), request.get("soundtrack_file"))}}
-    notes += [f"clip {job.id}'s {name} was deleted since: put a file by that name beside the script"
-              for name, data in files.items() if data is None]
+    given = [n for n in (request.get("narration_file"), request.get("soundtrack_file")) if n]  # only these are read
+    files, lost = _files(([] if source is not None else [CLIP_FILE]) + given, job.read, f"clip {job.id}")
+    files = {SOURCE_FILE: source if source is not None else files.pop(CLIP_FILE), **files}
+    notes += lost
     if not clip.get("of"):
         notes.append(f"{SOURCE_FILE} is the clip's own video (it was made from a file): the same frames, its audio "
                      "replaced — set SOURCE to put the parts under another video")
@@ -112,17 +103,14 @@ def _endpoints(target: str, request: dict[str, Any]) -> tuple[dict[str, str], st
     return endpoints, region or DEFAULT_REGION, notes
 
 
-def _read(job: Any, name: str) -> bytes | None:
-    try:
-        return job.read(name)
-    except StudioError:
-        return None
-
-
 # -- Python -------------------------------------------------------------------------------------------------------
-def python(item: Item, consts: str, *, post: str | None = None) -> str:
-    """The Python of a clip; `consts` its constants, `post` how a part is asked for (a server's route by default)."""
-    post = post or _PY_POST
+# How a part is asked for on a server: its imports, then `post(route, body)` (clip_sagemaker.py has the other)
+SERVER_CLIENT = ("import io\nimport os\nfrom fractions import Fraction\n\nimport av\nimport httpx\n", None)
+
+
+def python(item: Item, consts: str, *, client: tuple[str, str | None] = SERVER_CLIENT) -> str:
+    """The Python of a clip; `consts` its constants, `client` (imports, post) how a part is asked for."""
+    head_imports, post = client[0], client[1] or _PY_POST
     body = item.request
     parts = ""
     if "narration" in body:
@@ -135,9 +123,7 @@ def python(item: Item, consts: str, *, post: str | None = None) -> str:
     soundtrack = ("post(\"/v1/audio/generate\", SOUNDTRACK)" if "soundtrack" in body
                   else f"open({_const(body['soundtrack_file'])}, \"rb\").read()" if "soundtrack_file" in body
                   else "None")
-    client = "import boto3\n" if "boto3" in post else "import httpx\n"
-    imports = "import io\nimport json\nimport os\n" if "json" in post else "import io\nimport os\n"
-    return (f"{imports}from fractions import Fraction\n\nimport av\n{client}import numpy as np\n\n"
+    return (f"{head_imports}import numpy as np\n\n"
             f"{consts}{parts}RATE = 48000  # the clip's AAC track: 48 kHz stereo\n" + post + _PY_MIX.replace(
                 "@NARRATION@", narration).replace("@SOUNDTRACK@", soundtrack))
 

@@ -21,6 +21,7 @@ from services.code.sagemaker_shell import SIGV4
 
 ENDPOINT_CONSTS = {"narration": "VOICE_ENDPOINT", "soundtrack": "SOUND_ENDPOINT"}
 
+_IMPORTS = "import io\nimport json\nimport os\nfrom fractions import Fraction\n\nimport av\nimport boto3\n"
 _PY_POST = '''
 
 runtime = boto3.client("sagemaker-runtime", region_name=REGION)
@@ -50,7 +51,7 @@ def python(item: Item) -> str:
                f"OUT = os.environ.get(\"OUT\", \"clip.mp4\")\n"
                + "".join(f"{const(n)} = os.environ.get({py_value(const(n))}, {py_value(n)})  # kept with the item, "
                          "beside this script\n" for n in item.files))
-    return head + clip.python(item, consts, post=_PY_POST)
+    return head + clip.python(item, consts, client=(_IMPORTS, _PY_POST))
 
 
 def _sh_consts(item: Item) -> str:

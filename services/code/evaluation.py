@@ -11,6 +11,7 @@ address, with a note. Only items of evaluations the reader may see are read (as 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from protocol import catalog
@@ -20,7 +21,7 @@ from protocol.listen import TRANSCRIPTIONS_PATH
 from protocol.sound import SOUND_PATH
 from protocol.videos import VIDEO_SYNC_PATH
 from protocol.sagemaker import DEFAULT_REGION
-from services.code.items import _BODIES, ENGINE_URL, SPEECH_PATH, Item, _on_sagemaker, _target, find
+from services.code.items import _BODIES, ENGINE_URL, SPEECH_PATH, Item, _target, find, located
 from services.history import History
 
 ROUTES = (*_BODIES, SPEECH_PATH, TRANSCRIPTIONS_PATH)  # the routes an evaluation item's code can be written for
@@ -31,7 +32,9 @@ class NotAnEvalItem(InvalidInput):
     """The id is no evaluation item (another kind of item, or none): the other readers look."""
 
 
-def read(history: History, item_id: str) -> Item:
+def read(history: History, item_id: str, *, find: Callable[[History, str], Item] = find) -> Item:
+    """Evaluation item `item_id`; a kept-results variant's is the kept item's, read by `find` (services.code's
+    reader, which knows clips too). NotAnEvalItem when it is none."""
     from services.eval import EvalStore, build_request
 
     store = EvalStore(history)
@@ -57,7 +60,7 @@ def read(history: History, item_id: str) -> Item:
     what = f"evaluation {ev.id} ({ev.name}), variant {record.variant}"
     item = Item(record.id, route, f"evaluation item of {what}", command, record.prompt, body, target, kind_, base,
                 base if kind_ != "sagemaker" else "", files, tuple(notes + more))
-    return _on_sagemaker(item) if kind_ == "sagemaker" else item
+    return located(item)
 
 
 def _variant_target(settings: dict[str, Any]) -> tuple[str, list[str]]:

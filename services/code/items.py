@@ -61,16 +61,16 @@ class Item:
     s3_requests: str = ""  # an async job's: where the studio puts request bodies over the inline limit (s3://b/p)
 
 
-def find(history: History, item_id: str) -> Item:
-    """The item `item_id` the history's actor may see; UnknownItem naming it otherwise."""
-    for read in (_job, _take, _transcript):
+def find(history: History, item_id: str, *, jobs: bool = True) -> Item:
+    """The item `item_id` the history's actor may see — a job (unless `jobs` is False: the caller looked), a speech
+    take or a transcript; UnknownItem naming it otherwise."""
+    for read in ((_job, _take, _transcript) if jobs else (_take, _transcript)):
         try:
-            item = read(history, item_id)
+            return located(read(history, item_id))
         except UnreadableItem:
             raise
         except InvalidInput:
             continue
-        return _on_sagemaker(item) if item.target_kind == "sagemaker" else item
     raise UnknownItem(f"there is no item {item_id!r} (a job, speech take, transcript or evaluation item) you can "
                       f"see in the history at {history.where}: `python -m services history list` lists them")
 
@@ -148,8 +148,17 @@ def _files(names: list[str], read: Any, what: str) -> tuple[dict[str, bytes | No
     return files, notes
 
 
+def located(item: Item) -> Item:
+    """`item`, with its endpoint and region when it was made on SageMaker."""
+    return _on_sagemaker(item) if item.target_kind == "sagemaker" else item
+
+
 def _job(history: History, item_id: str) -> Item:
-    job = history.jobs.get(item_id)
+    return job_item(history, history.jobs.get(item_id))
+
+
+def job_item(history: History, job: Any) -> Item:
+    """A job (services/history/jobs.py Job) read back into the request its family's client sent."""
     sent = next((r for r in JOB_ROUTES if job.target.endswith(r)), None)
     kind_, base, notes = _target(job.target, sent)
     # A SageMaker job's target names no route (it rides in CustomAttributes): its family's route the body is for.

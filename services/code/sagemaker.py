@@ -20,7 +20,8 @@ from protocol.sound import SOUND_PATH
 from protocol.videos import VIDEO_SYNC_PATH
 from services.code.items import SPEECH_PATH, Item
 from services.code.sagemaker_shell import bucket_of, check, cli, curl, header
-from services.code.server import _const, _py_dict, _py_value, out_name
+from services.code.literals import const as _const, py_dict as _py_dict, py_value as _py_value
+from services.code.server import out_name
 
 CREDENTIALS = ("Credentials: boto3's default chain (AWS_* variables, ~/.aws profiles and SSO, an instance or task "
                "role) — none are written here.")

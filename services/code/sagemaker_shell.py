@@ -20,7 +20,8 @@ from protocol.sagemaker import route_attribute
 from protocol.sound import SOUND_PATH
 from protocol.videos import VIDEO_SYNC_PATH
 from services.code.items import SPEECH_PATH, Item, _on_sagemaker
-from services.code.server import _const, _rest_speech, out_name, request_flags
+from services.code.literals import const as _const
+from services.code.server import _rest_speech, out_name, request_flags
 
 LIMIT_MB = REALTIME_PAYLOAD_MAX_BYTES // (1024 * 1024)
 # The studio commands that name their endpoint with --endpoint; the others read OMNI_STUDIO_<FAMILY>_ENDPOINT
